@@ -1,0 +1,239 @@
+package configs
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default configuration text.
+func DefaultYAML() []byte { return defaultYAML }
+
+// Config is the whole configuration. Its yaml tags are the keys of
+// default.yaml; a key that has no field here is rejected.
+type Config struct {
+	ACP      ACP      `yaml:"acp"`
+	Model    Model    `yaml:"model"`
+	Yolo     bool     `yaml:"yolo"`
+	Sessions Sessions `yaml:"sessions"`
+	Context  Context  `yaml:"context"`
+	Turns    Turns    `yaml:"turns"`
+	Tools    Tools    `yaml:"tools"`
+
+	// Path is the user file that was layered on the defaults, "" if none.
+	Path string `yaml:"-"`
+}
+
+// ACP is the agent's identity in the initialize response.
+type ACP struct {
+	Name  string `yaml:"name"`
+	Title string `yaml:"title"`
+}
+
+// Model selects and tunes the model provider.
+type Model struct {
+	Provider      string  `yaml:"provider"`
+	BaseURL       string  `yaml:"baseURL"`
+	Name          string  `yaml:"name"`
+	APIKeyEnv     string  `yaml:"apiKeyEnv"`
+	Temperature   float64 `yaml:"temperature"`
+	MaxTokens     int     `yaml:"maxTokens"`
+	ContextWindow int     `yaml:"contextWindow"`
+	Script        string  `yaml:"script"`
+}
+
+// Sessions configures persistence.
+type Sessions struct {
+	Enabled bool   `yaml:"enabled"`
+	Dir     string `yaml:"dir"`
+}
+
+// Context configures history compression.
+type Context struct {
+	Threshold     float64 `yaml:"threshold"`
+	KeepLastTurns int     `yaml:"keepLastTurns"`
+}
+
+// Turns configures the turn serializer and the agent loop.
+type Turns struct {
+	Concurrency   int `yaml:"concurrency"`
+	MaxModelCalls int `yaml:"maxModelCalls"`
+}
+
+// Tools configures the built-in tools.
+type Tools struct {
+	Bash      Bash     `yaml:"bash"`
+	Sensitive []string `yaml:"sensitive"`
+}
+
+// Bash configures the bash tool.
+type Bash struct {
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// ErrConfig marks every configuration error.
+var ErrConfig = errors.New("config")
+
+// Default returns the embedded configuration alone.
+func Default() *Config {
+	c := &Config{}
+	if err := decode(c, defaultYAML, "(embedded default.yaml)"); err != nil {
+		panic(err) // the embedded file is checked by tests; a failure here is a build defect
+	}
+	return c
+}
+
+// Load layers the user file at path on the embedded defaults. An empty path
+// means MM_CONFIG, then ~/.config/mm/config.yaml; a default location that does
+// not exist is not an error, an explicit one is.
+func Load(path string) (*Config, error) {
+	c := Default()
+	explicit := path != ""
+	if !explicit {
+		path = os.Getenv("MM_CONFIG")
+		explicit = path != ""
+	}
+	if !explicit {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return c, nil
+		}
+		path = filepath.Join(home, ".config", "mm", "config.yaml")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if !explicit && errors.Is(err, os.ErrNotExist) {
+			return c, nil
+		}
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if err := decode(c, data, path); err != nil {
+		return nil, err
+	}
+	c.Path = path
+	return c, c.validate()
+}
+
+// Parse layers YAML text on the defaults; name is used in errors.
+func Parse(data []byte, name string) (*Config, error) {
+	c := Default()
+	if err := decode(c, data, name); err != nil {
+		return nil, err
+	}
+	c.Path = name
+	return c, c.validate()
+}
+
+func decode(c *Config, data []byte, name string) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return fmt.Errorf("%w %s: %v", ErrConfig, name, err)
+	}
+	if len(root.Content) == 0 {
+		return nil // an empty file changes nothing
+	}
+	if err := checkKeys(root.Content[0], reflect.TypeOf(*c), ""); err != nil {
+		return fmt.Errorf("%w %s: %v", ErrConfig, name, err)
+	}
+	if err := root.Decode(c); err != nil {
+		return fmt.Errorf("%w %s: %v", ErrConfig, name, strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+	return nil
+}
+
+// checkKeys walks a mapping node against a struct type so that an unknown key
+// is reported with its full dotted name and line.
+func checkKeys(n *yaml.Node, t reflect.Type, prefix string) error {
+	if t.Kind() != reflect.Struct || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	fields := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag != "" && tag != "-" {
+			fields[tag] = t.Field(i).Type
+		}
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		ft, ok := fields[k.Value]
+		if !ok {
+			return fmt.Errorf("unknown key %q (line %d)", prefix+k.Value, k.Line)
+		}
+		if err := checkKeys(n.Content[i+1], ft, prefix+k.Value+"."); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	bad := func(key, why string) error {
+		return fmt.Errorf("%w %s: %s: %s", ErrConfig, c.Path, key, why)
+	}
+	switch c.Model.Provider {
+	case "openai", "ollama", "anthropic", "scripted":
+	default:
+		return bad("model.provider", fmt.Sprintf("unknown provider %q (openai, ollama, anthropic, scripted)", c.Model.Provider))
+	}
+	if c.Turns.Concurrency < 1 {
+		return bad("turns.concurrency", "must be at least 1")
+	}
+	if c.Turns.MaxModelCalls < 1 {
+		return bad("turns.maxModelCalls", "must be at least 1")
+	}
+	if c.Context.Threshold <= 0 || c.Context.Threshold > 1 {
+		return bad("context.threshold", "must be in (0, 1]")
+	}
+	if c.Context.KeepLastTurns < 0 {
+		return bad("context.keepLastTurns", "must not be negative")
+	}
+	if c.Tools.Bash.Timeout <= 0 {
+		return bad("tools.bash.timeout", "must be positive")
+	}
+	return nil
+}
+
+// ResolvedBaseURL returns the model server URL after the environment overrides.
+func (m Model) ResolvedBaseURL() string {
+	switch m.Provider {
+	case "openai":
+		if v := os.Getenv("OPENAI_BASE_URL"); v != "" {
+			return v
+		}
+	case "ollama":
+		if v := os.Getenv("OLLAMA_HOST"); v != "" {
+			if !strings.Contains(v, "://") {
+				v = "http://" + v
+			}
+			return v
+		}
+	}
+	return m.BaseURL
+}
+
+// APIKey returns the key from the configured environment variable, or "".
+func (m Model) APIKey() string {
+	if m.APIKeyEnv == "" {
+		return ""
+	}
+	return os.Getenv(m.APIKeyEnv)
+}
+
+//go:embed system.md
+var systemPrompt string
+
+// SystemPrompt returns the system prompt for a session working in cwd.
+func SystemPrompt(cwd string) string {
+	return strings.ReplaceAll(systemPrompt, "{{cwd}}", cwd)
+}

@@ -1,0 +1,165 @@
+package configs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+func TestDefaults(t *testing.T) {
+	c := Default()
+	if c.ACP.Name != "bob" || c.ACP.Title != "Bob (bash-first agent)" || c.Model.Provider != "openai" ||
+		c.Model.BaseURL != "http://127.0.0.1:8080/v1" || !c.Yolo || c.Turns.Concurrency != 1 ||
+		c.Turns.MaxModelCalls != 50 || c.Context.Threshold != 0.8 || c.Context.KeepLastTurns != 2 ||
+		c.Tools.Bash.Timeout != 10*time.Minute || c.Sessions.Dir != ".mm/sessions" || len(c.Tools.Sensitive) != 9 {
+		t.Errorf("defaults = %+v", c)
+	}
+	if err := c.validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestEveryKeyIsCommented keeps default.yaml the documented source of truth.
+func TestEveryKeyIsCommented(t *testing.T) {
+	for _, k := range leafKeys(t, defaultYAML) {
+		if k.comment == "" {
+			t.Errorf("key %s (line %d) has no comment", k.name, k.line)
+		}
+	}
+}
+
+// TestREADMEListsEveryKey checks the README's configuration table against
+// default.yaml.
+func TestREADMEListsEveryKey(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range leafKeys(t, defaultYAML) {
+		if !strings.Contains(string(readme), "`"+k.name+"`") {
+			t.Errorf("README.md does not document `%s`", k.name)
+		}
+	}
+}
+
+type key struct {
+	name, comment string
+	line          int
+}
+
+func leafKeys(t *testing.T, data []byte) []key {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		t.Fatal(err)
+	}
+	var out []key
+	var walk func(n *yaml.Node, prefix, inherited string)
+	walk = func(n *yaml.Node, prefix, inherited string) {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			name := prefix + k.Value
+			if v.Kind == yaml.MappingNode {
+				walk(v, name+".", k.HeadComment)
+				continue
+			}
+			c := k.HeadComment
+			if c == "" && i == 0 {
+				c = inherited
+			}
+			out = append(out, key{name: name, comment: c, line: k.Line})
+		}
+	}
+	walk(root.Content[0], "", "")
+	return out
+}
+
+func TestLayering(t *testing.T) {
+	c, err := Parse([]byte("model:\n  provider: scripted\nturns:\n  concurrency: 4\n"), "user.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model.Provider != "scripted" || c.Turns.Concurrency != 4 || c.Model.BaseURL != "http://127.0.0.1:8080/v1" || c.Turns.MaxModelCalls != 50 {
+		t.Errorf("layered = %+v", c)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"modle: {}\n", `unknown key "modle" (line 1)`},
+		{"tools:\n  bash:\n    timout: 1s\n", `unknown key "tools.bash.timout" (line 3)`},
+		{"turns:\n  concurrency: 0\n", "turns.concurrency: must be at least 1"},
+		{"model:\n  provider: gpt\n", `unknown provider "gpt"`},
+		{"turns: [1, 2]\n", "user.yaml"},
+		{"tools:\n  bash:\n    timeout: soon\n", "user.yaml"},
+	} {
+		_, err := Parse([]byte(tc.yaml), "user.yaml")
+		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "user.yaml") {
+			t.Errorf("%q: err = %v, want %q naming the file", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HOME", dir)
+	t.Setenv("MM_CONFIG", "")
+	c, err := Load("")
+	if err != nil || c.Path != "" {
+		t.Fatalf("no user file: %v %q", err, c.Path)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("an explicit missing file is not an error")
+	}
+	p := filepath.Join(dir, ".config", "mm", "config.yaml")
+	_ = os.MkdirAll(filepath.Dir(p), 0o755)
+	_ = os.WriteFile(p, []byte("yolo: false\n"), 0o644)
+	c, err = Load("")
+	if err != nil || c.Yolo || c.Path != p {
+		t.Fatalf("home file: %v %+v", err, c)
+	}
+	env := filepath.Join(dir, "env.yaml")
+	_ = os.WriteFile(env, []byte("acp:\n  name: envbob\n"), 0o644)
+	t.Setenv("MM_CONFIG", env)
+	c, err = Load("")
+	if err != nil || c.ACP.Name != "envbob" || !c.Yolo {
+		t.Fatalf("MM_CONFIG: %v %+v", err, c)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "http://10.0.0.1:1234/v1")
+	t.Setenv("OLLAMA_HOST", "127.0.0.1:11434")
+	if got := (Model{Provider: "openai", BaseURL: "x"}).ResolvedBaseURL(); got != "http://10.0.0.1:1234/v1" {
+		t.Error(got)
+	}
+	if got := (Model{Provider: "ollama", BaseURL: "x"}).ResolvedBaseURL(); got != "http://127.0.0.1:11434" {
+		t.Error(got)
+	}
+	t.Setenv("MY_KEY", "sk-1")
+	if (Model{APIKeyEnv: "MY_KEY"}).APIKey() != "sk-1" || (Model{}).APIKey() != "" {
+		t.Error("APIKey")
+	}
+}
+
+func TestSystemPrompt(t *testing.T) {
+	if p := SystemPrompt("/w/x"); !strings.Contains(p, "/w/x") || strings.Contains(p, "{{cwd}}") {
+		t.Error(p)
+	}
+}
+
+func TestExamplesParse(t *testing.T) {
+	files, _ := filepath.Glob("examples/*.yaml")
+	if len(files) < 5 {
+		t.Fatalf("examples: %v", files)
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

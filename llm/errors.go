@@ -1,0 +1,108 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+)
+
+// maxErrorLen bounds an error message, in characters, so that it fits the
+// one-line "internal error" a client shows.
+const maxErrorLen = 300
+
+// serverErr builds an ErrServer error whose text is a single bounded line,
+// whatever the server sent.
+func serverErr(format string, args ...any) error {
+	msg := oneLine(fmt.Sprintf(format, args...))
+	if n := maxErrorLen - len(ErrServer.Error()) - 2; utf8.RuneCountInString(msg) > n {
+		msg = string([]rune(msg)[:n-1]) + "…"
+	}
+	return fmt.Errorf("%w: %s", ErrServer, msg)
+}
+
+// oneLine collapses every run of whitespace, newlines included, into one space.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// endedError is the error of a call whose context ended first. Cancellation
+// is the caller's own doing, so it comes back as context.Canceled; a deadline
+// means the server was too slow, so it is a server timeout that still
+// matches context.DeadlineExceeded.
+func endedError(ctx context.Context, where string) error {
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: timeout (%s): %w", ErrServer, where, err)
+	}
+	return err
+}
+
+// describeTransportError names what went wrong below HTTP in words a user
+// recognises, rather than Go's "dial tcp 127.0.0.1:9: connect: ..." chains.
+func describeTransportError(err error) string {
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &dnsErr):
+		return "cannot resolve host " + dnsErr.Name
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed by the server"
+	default:
+		return err.Error()
+	}
+}
+
+// statusError reports an HTTP error status with the server's own message
+// when the body carries one, else with the start of the body.
+func statusError(code int, body []byte) error {
+	msg := errorMessage(body)
+	if msg == "" {
+		msg = strings.TrimSpace(string(body))
+	}
+	if msg == "" {
+		msg = http.StatusText(code)
+	}
+	return serverErr("HTTP %d: %s", code, msg)
+}
+
+// errorMessage extracts the message from the error bodies servers send:
+// {"error":"..."} (Ollama), {"error":{"message":"..."}} (OpenAI, Anthropic,
+// llama.cpp, recent vLLM) and a bare {"message":"..."} (older vLLM,
+// llama.cpp's "error:" stream events). It returns "" for anything else,
+// including ordinary stream chunks.
+func errorMessage(body []byte) string {
+	var doc struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(body, &doc) != nil {
+		return ""
+	}
+	if len(doc.Error) == 0 {
+		return doc.Message
+	}
+	var text string
+	if json.Unmarshal(doc.Error, &text) == nil {
+		return text
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(doc.Error, &obj) == nil {
+		return obj.Message
+	}
+	return ""
+}

@@ -1,0 +1,14 @@
+// Package llmtest serves llm Scripts over real HTTP as an OpenAI-compatible
+// chat completions server, the fixture that tests the openai provider end to
+// end without a model.
+//
+// Server streams as llama-server and vLLM do: server-sent events with
+// content, reasoning_content and tool-call fragments (a header with id and
+// name, then the arguments in pieces), a finish chunk, a usage chunk when
+// stream_options.include_usage asks for it, then [DONE]. Scripted error
+// steps answer HTTP 500 with an OpenAI error body, garbage steps a malformed
+// stream; latency, token rate and sleep are honoured and end early when the
+// client goes away or the server closes. It also answers llama.cpp's
+// context-window probe (GET /props) and GET /v1/models, and records what
+// clients sent so tests can assert on it.
+package llmtest

@@ -1,0 +1,242 @@
+package llm_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mm-agent/mm/llm"
+)
+
+func scriptedModel(t testing.TB, yaml string) llm.Model {
+	t.Helper()
+	cfg := llm.Config{Provider: llm.ProviderScripted}
+	if yaml != "" {
+		cfg.Script = filepath.Join(t.TempDir(), "script.yaml")
+		if err := os.WriteFile(cfg.Script, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := llm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestScriptedDefaultScript(t *testing.T) {
+	m := scriptedModel(t, "")
+	got := stream(t.Context(), m, llm.Request{Messages: user("ping")})
+	if got.err != nil || got.resp.Text != "pong" || got.text != "pong" || got.resp.FinishReason != llm.FinishStop {
+		t.Errorf("ping: %+v, deltas %q, err %v", got.resp, got.text, got.err)
+	}
+	if u := got.resp.Usage; u == nil || u.InputTokens == 0 || u.OutputTokens != 1 {
+		t.Errorf("usage = %+v, want input > 0 and 1 output token", u)
+	}
+	got = stream(t.Context(), m, llm.Request{Messages: user("what is\n  up?")})
+	if got.resp.Text != "You said: what is\n  up?" || got.text != got.resp.Text {
+		t.Errorf("echo: %q, deltas %q", got.resp.Text, got.text)
+	}
+}
+
+const ruleScript = `
+rules:
+  - match: "(?i)^run it$"
+    steps:
+      - reasoning: "I should run it."
+        text: "Let me run it."
+        toolCalls:
+          - name: bash
+            args: {command: "echo hi", env: {A: "1"}}
+          - name: noargs
+      - text: "Done: {{last_tool_output}}"
+  - match: "run"
+    steps:
+      - text: "second rule"
+  - match: "long"
+    steps:
+      - text: "a b c"
+        finish: length
+  - match: "fail"
+    steps:
+      - error: "boom"
+  - match: "garbage"
+    steps:
+      - garbage: true
+default:
+  steps:
+    - text: "default for {{last_user_text}}"
+`
+
+func TestScriptedRulesAndSteps(t *testing.T) {
+	m := scriptedModel(t, ruleScript)
+	msgs := user("Run it")
+	first := stream(t.Context(), m, llm.Request{Messages: msgs})
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	if first.resp.Text != "Let me run it." || first.resp.Reasoning != "I should run it." || first.reasoning != first.resp.Reasoning {
+		t.Errorf("first step: %+v", first.resp)
+	}
+	if first.resp.FinishReason != llm.FinishToolCalls || len(first.resp.ToolCalls) != 2 {
+		t.Fatalf("first step calls: %+v (%s)", first.resp.ToolCalls, first.resp.FinishReason)
+	}
+	bash, noargs := first.resp.ToolCalls[0], first.resp.ToolCalls[1]
+	if bash.Name != "bash" || bash.Arguments != `{"command":"echo hi","env":{"A":"1"}}` || noargs.Arguments != "{}" {
+		t.Errorf("tool calls %+v", first.resp.ToolCalls)
+	}
+	if bash.ID != "call_2_0" || noargs.ID != "call_2_1" {
+		t.Errorf("ids %q, %q; want call_2_0, call_2_1", bash.ID, noargs.ID)
+	}
+	if first.resp.Usage != nil {
+		t.Errorf("usage %+v reported by a script without usage: true", first.resp.Usage)
+	}
+
+	msgs = append(msgs,
+		llm.Message{Role: llm.RoleAssistant, Content: first.resp.Text, ToolCalls: first.resp.ToolCalls},
+		llm.Message{Role: llm.RoleTool, ToolCallID: bash.ID, Content: "hi"},
+		llm.Message{Role: llm.RoleTool, ToolCallID: noargs.ID, Content: "nothing"},
+	)
+	second := stream(t.Context(), m, llm.Request{Messages: msgs})
+	if second.resp.Text != "Done: nothing" || second.resp.FinishReason != llm.FinishStop {
+		t.Errorf("second step: %+v", second.resp)
+	}
+
+	msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: second.resp.Text})
+	third := stream(t.Context(), m, llm.Request{Messages: msgs})
+	if third.err != nil || third.resp.Text != "" || third.resp.FinishReason != llm.FinishStop || len(third.deltas) != 0 {
+		t.Errorf("past the last step: %+v, %d deltas, err %v; want empty text and stop", third.resp, len(third.deltas), third.err)
+	}
+
+	for prompt, want := range map[string]string{
+		"please run":    "second rule",
+		"make it long":  "a b c",
+		"something new": "default for something new",
+	} {
+		got := stream(t.Context(), m, llm.Request{Messages: user(prompt)})
+		if got.resp.Text != want {
+			t.Errorf("%q answered %q, want %q", prompt, got.resp.Text, want)
+		}
+	}
+	if got := stream(t.Context(), m, llm.Request{Messages: user("long")}); got.resp.FinishReason != llm.FinishLength {
+		t.Errorf("finish override: %q, want length", got.resp.FinishReason)
+	}
+	checkOneLine(t, stream(t.Context(), m, llm.Request{Messages: user("fail")}).err, "model server: boom")
+	checkOneLine(t, stream(t.Context(), m, llm.Request{Messages: user("garbage")}).err, "malformed stream")
+}
+
+// TestScriptAnswerSkipsSummaries keys the answer on what the user typed,
+// not on a /compact summary that follows it in the history.
+func TestScriptAnswerSkipsSummaries(t *testing.T) {
+	msgs := []llm.Message{
+		{Role: llm.RoleUser, Content: "ping"},
+		{Role: llm.RoleUser, Content: "Summary of the conversation so far.", Summary: true},
+	}
+	if st := llm.DefaultScript().Answer(msgs); st.Text != "pong" {
+		t.Errorf("answer %q, want pong", st.Text)
+	}
+}
+
+func TestScriptedDeltasKeepWhitespace(t *testing.T) {
+	m := scriptedModel(t, "rules: [{match: x, steps: [{text: \"  two  spaces\\tand\\n\\nlines \"}]}]\n")
+	got := stream(t.Context(), m, llm.Request{Messages: user("x")})
+	if want := "  two  spaces\tand\n\nlines "; got.text != want || got.resp.Text != want {
+		t.Errorf("deltas %q, text %q, want %q", got.text, got.resp.Text, want)
+	}
+	if len(got.deltas) != 5 {
+		t.Errorf("deltas %q, want 5 (one per word, the trailing space its own)", got.deltas)
+	}
+}
+
+func TestScriptedPacing(t *testing.T) {
+	m := scriptedModel(t, `
+latency: 40ms
+tokensPerSec: 100
+rules:
+  - match: fast
+    steps: [{text: "one two three", latency: 0s, tokensPerSec: 0}]
+  - match: slow
+    steps: [{text: "one two three four five"}]
+`)
+	start := time.Now()
+	stream(t.Context(), m, llm.Request{Messages: user("slow")})
+	if d := time.Since(start); d < 40*time.Millisecond+5*10*time.Millisecond {
+		t.Errorf("40ms latency and 5 words at 100/s took only %v", d)
+	}
+	start = time.Now()
+	stream(t.Context(), m, llm.Request{Messages: user("fast")})
+	if d := time.Since(start); d > 30*time.Millisecond {
+		t.Errorf("a step overriding latency and rate to zero took %v", d)
+	}
+}
+
+func TestScriptedCancelDuringSleep(t *testing.T) {
+	m := scriptedModel(t, "rules: [{match: hang, steps: [{sleep: 30s, text: late}]}]\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	got := stream(ctx, m, llm.Request{Messages: user("hang")})
+	if d := time.Since(start); d > 500*time.Millisecond || !errors.Is(got.err, context.Canceled) {
+		t.Errorf("cancelled after %v with %v, want context.Canceled at once", d, got.err)
+	}
+}
+
+func TestParseScriptErrors(t *testing.T) {
+	for name, yaml := range map[string]string{
+		"bad regexp":      "rules: [{match: '(', steps: []}]",
+		"unknown key":     "rules: [{match: x, steps: [{txt: hi}]}]",
+		"bad finish":      "rules: [{match: x, steps: [{finish: done}]}]",
+		"nameless call":   "rules: [{match: x, steps: [{toolCalls: [{args: {a: 1}}]}]}]",
+		"negative rate":   "tokensPerSec: -1",
+		"negative sleep":  "rules: [{match: x, steps: [{sleep: -1s}]}]",
+		"bare duration":   "latency: 5",
+		"not a script":    "- just\n- a list",
+		"bad default":     "default: {steps: [{finish: nope}]}",
+		"non-string keys": "rules: [{match: x, steps: [{toolCalls: [{name: t, args: {a: {1: 2}}}]}]}]",
+	} {
+		if _, err := llm.ParseScript([]byte(yaml)); err == nil {
+			t.Errorf("%s: parsed %q without error", name, yaml)
+		}
+	}
+	if s, err := llm.ParseScript(nil); err != nil || s.Answer(user("hi")).Text != "You said: hi" {
+		t.Errorf("an empty script must echo, got err %v", err)
+	}
+}
+
+func TestLoadScriptErrorsNameTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(path, []byte("rules: [{match: '('}]"), 0o644)
+	if _, err := llm.LoadScript(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("error %v does not name %s", err, path)
+	}
+	if _, err := llm.New(llm.Config{Provider: llm.ProviderScripted, Script: path + ".missing"}); err == nil {
+		t.Error("a missing script file must fail New")
+	}
+}
+
+func TestNewUnknownProvider(t *testing.T) {
+	_, err := llm.New(llm.Config{Provider: "gemini"})
+	if err == nil || !strings.Contains(err.Error(), `"gemini"`) {
+		t.Errorf("error %v does not name the provider", err)
+	}
+}
+
+func TestNextWordAndEstimate(t *testing.T) {
+	var words []string
+	for rest := " héllo  wörld\n"; rest != ""; {
+		var w string
+		w, rest = llm.NextWord(rest)
+		words = append(words, w)
+	}
+	if strings.Join(words, "|") != " héllo|  wörld|\n" {
+		t.Errorf("words %q", words)
+	}
+	msgs := []llm.Message{{Content: "12345678"}, {ToolCalls: []llm.ToolCall{{Name: "ab", Arguments: "cd"}}}}
+	if n := llm.EstimateTokens(msgs); n != 3 {
+		t.Errorf("EstimateTokens = %d, want 3 (12 chars)", n)
+	}
+}

@@ -1,0 +1,345 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runBash prepares and runs one bash call.
+func runBash(t *testing.T, ctx context.Context, env Env, args string) Result {
+	t.Helper()
+	c, err := Prepare(env, "bash", args)
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	return Run(ctx, env, c)
+}
+
+func bashArgs(command string, timeout ...float64) string {
+	m := fmt.Sprintf(`{"command":%s`, strconv.Quote(command))
+	if len(timeout) > 0 {
+		m += fmt.Sprintf(`,"timeout":%v`, timeout[0])
+	}
+	return m + "}"
+}
+
+func TestBashOutputAndExitCode(t *testing.T) {
+	cwd := t.TempDir()
+	mustWrite(t, filepath.Join(cwd, "here.txt"), "x")
+	env := Env{Cwd: cwd}
+	tests := []struct {
+		name, command, want string
+	}{
+		{"success", "echo hello", "hello\n[exit code: 0]"},
+		{"no output", "true", "[exit code: 0]"},
+		{"non-zero exit is not a failure", "echo oops; exit 3", "oops\n[exit code: 3]"},
+		{"stderr is combined in order", "echo out; echo err >&2; echo out2", "out\nerr\nout2\n[exit code: 0]"},
+		{"no final newline", "printf abc", "abc\n[exit code: 0]"},
+		{"runs in the cwd", "ls", "here.txt\n[exit code: 0]"},
+		{"stdin is /dev/null", "cat; echo done", "done\n[exit code: 0]"},
+		{"bash syntax", "for i in 1 2; do echo $i; done | tac", "2\n1\n[exit code: 0]"},
+		{"command not found", "no-such-command-xyz 2>/dev/null", "[exit code: 127]"},
+		{"killed by a signal", "kill -SEGV $$", "[exit code: 139 (killed by signal: segmentation fault)]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runBash(t, context.Background(), env, bashArgs(tt.command))
+			if r.Failed || r.Output != tt.want {
+				t.Errorf("got %+v, want output %q", r, tt.want)
+			}
+			if r.Diff != nil {
+				t.Error("bash gave a diff")
+			}
+		})
+	}
+}
+
+func TestBashBadCwd(t *testing.T) {
+	env := Env{Cwd: filepath.Join(t.TempDir(), "gone")}
+	r := runBash(t, context.Background(), env, bashArgs("true"))
+	if !r.Failed || !strings.Contains(r.Output, "cannot run bash in") {
+		t.Errorf("got %+v", r)
+	}
+}
+
+func TestBashTimeout(t *testing.T) {
+	env := Env{Cwd: t.TempDir()}
+	start := time.Now()
+	r := runBash(t, context.Background(), env, bashArgs("sleep 30 & echo $! > bg; echo started; sleep 30", 0.3))
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+	want := "started\n[timed out after 300ms; the command and its child processes were killed]"
+	if !r.Failed || r.Output != want {
+		t.Errorf("got %+v, want %q", r, want)
+	}
+	for _, pid := range waitForLines(t, filepath.Join(env.Cwd, "bg"), 1) {
+		if alive(pid) {
+			t.Errorf("child %d survived the timeout", pid)
+		}
+	}
+	// The environment's default applies when the call gives none.
+	env.BashTimeout = 200 * time.Millisecond
+	r = runBash(t, context.Background(), env, bashArgs("sleep 30"))
+	if !r.Failed || !strings.Contains(r.Output, "[timed out after 200ms;") {
+		t.Errorf("default timeout: %+v", r)
+	}
+}
+
+// TestBashCancelKillsEverything starts children and grandchildren, some of
+// them detached from bash in subshells, cancels, and checks that Run
+// returns within a second and that not one of those processes is left.
+func TestBashCancelKillsEverything(t *testing.T) {
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	env := Env{Cwd: dir}
+	// $$ is the shell itself; every background job records its pid.
+	command := `echo $$ > pids
+sleep 300 & echo $! >> pids
+(sleep 300 & echo $! >> pids)
+bash -c 'sleep 300 & echo $! >> pids; sleep 300' & echo $! >> pids
+( (sleep 300 & echo $! >> pids; wait) & echo $! >> pids )
+echo ready
+sleep 300`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan Result, 1)
+	c, err := Prepare(env, "bash", bashArgs(command))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- Run(ctx, env, c) }()
+
+	recorded := waitForLines(t, pids, 7)
+	pgid := recorded[0]
+	cancel()
+	start := time.Now()
+	var r Result
+	select {
+	case r = <-done:
+	case <-time.After(time.Second):
+		t.Fatal("Run did not return within a second of the cancel")
+	}
+	t.Logf("Run returned %v after the cancel", time.Since(start))
+	if !r.Failed || !strings.HasSuffix(r.Output, "[cancelled]") || !strings.Contains(r.Output, "ready\n") {
+		t.Errorf("got %+v", r)
+	}
+	for _, pid := range recorded {
+		if alive(pid) {
+			t.Errorf("process %d survived the cancel", pid)
+		}
+	}
+	if left := groupMembers(pgid); len(left) > 0 {
+		t.Errorf("processes of group %d survived the cancel: %v", pgid, left)
+	}
+}
+
+// TestBashDoesNotWaitForEscapedProcesses covers processes that hold the
+// output pipe but are out of reach of the group kill (setsid): Run must
+// still return promptly, on exit as on cancel.
+func TestBashDoesNotWaitForEscapedProcesses(t *testing.T) {
+	dir := t.TempDir()
+	env := Env{Cwd: dir}
+	t.Run("exit", func(t *testing.T) {
+		start := time.Now()
+		r := runBash(t, context.Background(), env, bashArgs("setsid sleep 30 & echo $! > escaped; echo bye"))
+		killRecorded(t, filepath.Join(dir, "escaped"))
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Run took %v", d)
+		}
+		if r.Failed || r.Output != "bye\n[exit code: 0]" {
+			t.Errorf("got %+v", r)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		r := runBash(t, ctx, env, bashArgs("setsid sleep 30 & echo $! > escaped2; sleep 30"))
+		killRecorded(t, filepath.Join(dir, "escaped2"))
+		if d := time.Since(start); d > 1300*time.Millisecond {
+			t.Errorf("Run took %v", d)
+		}
+		if !r.Failed || r.Output != "[cancelled]" {
+			t.Errorf("got %+v", r)
+		}
+	})
+}
+
+// TestBashBackgroundJobOutlivesCommand documents the shell semantics kept
+// on a normal exit: a job sent to the background is not killed.
+func TestBashBackgroundJobOutlivesCommand(t *testing.T) {
+	dir := t.TempDir()
+	env := Env{Cwd: dir}
+	r := runBash(t, context.Background(), env, bashArgs("sleep 30 > /dev/null 2>&1 & echo $! > bg; echo started"))
+	if r.Failed || r.Output != "started\n[exit code: 0]" {
+		t.Errorf("got %+v", r)
+	}
+	pid := waitForLines(t, filepath.Join(dir, "bg"), 1)[0]
+	if !alive(pid) {
+		t.Error("the background job was killed")
+	}
+	killRecorded(t, filepath.Join(dir, "bg"))
+}
+
+func TestBashTruncation(t *testing.T) {
+	env := Env{Cwd: t.TempDir()}
+	// 600000 bytes between two markers: the head and the tail are kept.
+	r := runBash(t, context.Background(), env, bashArgs(`printf START; head -c 600000 /dev/zero | tr '\0' a; printf END`))
+	if r.Failed {
+		t.Fatalf("failed: %.200s", r.Output)
+	}
+	if !strings.HasPrefix(r.Output, "STARTaaa") || !strings.HasSuffix(r.Output, "aaaEND\n[exit code: 0]") {
+		t.Errorf("head or tail lost: %.40q … %q", r.Output, r.Output[len(r.Output)-40:])
+	}
+	total := 600000 + len("START") + len("END")
+	dropped := total - MaxOutputBytes
+	marker := fmt.Sprintf("[output truncated: %d bytes left out of the middle; the first %d and the last %d bytes are shown]", dropped, MaxOutputBytes/2, MaxOutputBytes/2)
+	if !strings.Contains(r.Output, "\n"+marker+"\n") {
+		t.Errorf("marker %q missing", marker)
+	}
+	if len(r.Output) > MaxOutputBytes+200 {
+		t.Errorf("output is %d bytes", len(r.Output))
+	}
+	// Exactly the limit is not cut.
+	r = runBash(t, context.Background(), env, bashArgs(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' b`, MaxOutputBytes)))
+	if strings.Contains(r.Output, "truncated") || len(r.Output) != MaxOutputBytes+len("\n[exit code: 0]") {
+		t.Errorf("output of exactly the limit was cut: %d bytes", len(r.Output))
+	}
+}
+
+func TestHeadTailKeepsCharactersWhole(t *testing.T) {
+	h := newHeadTail(10)
+	h.Write([]byte("ééééééééééééééééééé")) // 2 bytes each, odd cut points
+	s := h.String()
+	if !strings.HasPrefix(s, "éé\n") || !strings.HasSuffix(s, "]\néé") {
+		t.Errorf("got %q", s)
+	}
+	for _, r := range s {
+		if r == '\uFFFD' {
+			t.Fatalf("broken character in %q", s)
+		}
+	}
+}
+
+func TestBashConcurrentRuns(t *testing.T) {
+	env := Env{Cwd: t.TempDir()}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := Prepare(env, "bash", bashArgs(fmt.Sprintf("echo %d", i)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			r := Run(context.Background(), env, c)
+			if want := fmt.Sprintf("%d\n[exit code: 0]", i); r.Output != want {
+				t.Errorf("got %q, want %q", r.Output, want)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// waitForLines waits until the file holds n lines of pids and returns them.
+func waitForLines(t *testing.T, p string, n int) []int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(p)
+		fields := strings.Fields(string(b))
+		if len(fields) >= n {
+			var pids []int
+			for _, f := range fields {
+				pid, err := strconv.Atoi(f)
+				if err != nil {
+					t.Fatalf("bad pid %q in %s", f, p)
+				}
+				pids = append(pids, pid)
+			}
+			return pids
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s did not get %d lines", p, n)
+	return nil
+}
+
+// killRecorded kills the processes whose pids a test command recorded, so
+// that a test that lets a process escape does not leave it behind.
+func killRecorded(t *testing.T, p string) {
+	t.Helper()
+	for _, pid := range waitForLines(t, p, 1) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// procStat reads a process's state and process group from /proc. A
+// process that is gone, or a zombie (dead, waiting for a reaper that may
+// be slow in a container), is reported as not alive.
+func procStat(pid int) (state byte, pgid int, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	// The command name is in parentheses and may hold spaces; the fields
+	// after the last ")" are "state ppid pgrp …".
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 {
+		return 0, 0, false
+	}
+	pgid, err = strconv.Atoi(f[2])
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pgid, true
+}
+
+func alive(pid int) bool {
+	state, _, ok := procStat(pid)
+	return ok && state != 'Z' && state != 'X'
+}
+
+// groupMembers lists the live processes of a process group.
+func groupMembers(pgid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if state, g, ok := procStat(pid); ok && g == pgid && state != 'Z' && state != 'X' {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestParseStat(t *testing.T) {
+	state, pgid, ok := parseStat([]byte("4242 (we) ird (name) S 1 4240 4240 0 -1 4194560"))
+	if !ok || state != 'S' || pgid != 4240 {
+		t.Errorf("got %c %d %v", state, pgid, ok)
+	}
+	if _, _, ok := parseStat([]byte("garbage")); ok {
+		t.Error("parsed garbage")
+	}
+	if !groupHasLiving(syscall.Getpgrp()) {
+		t.Error("the test's own group has no living member")
+	}
+}

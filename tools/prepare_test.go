@@ -1,0 +1,254 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestBuiltinAndLookup(t *testing.T) {
+	want := []string{"bash", "read_file", "write_file", "edit_file"}
+	kinds := map[string]Kind{"bash": KindExecute, "read_file": KindRead, "write_file": KindEdit, "edit_file": KindEdit}
+	var got []string
+	for _, tool := range Builtin() {
+		got = append(got, tool.Name())
+		if tool.Kind() != kinds[tool.Name()] {
+			t.Errorf("%s: kind %q, want %q", tool.Name(), tool.Kind(), kinds[tool.Name()])
+		}
+		if l, ok := Lookup(tool.Name()); !ok || l.Name() != tool.Name() {
+			t.Errorf("Lookup(%q) failed", tool.Name())
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Builtin() = %v, want %v", got, want)
+	}
+	if _, ok := Lookup("rm_rf"); ok {
+		t.Error("Lookup found an unknown tool")
+	}
+}
+
+// TestSchemasMatchParams keeps each tool's JSON schema, which the model
+// reads, in step with the params that validation enforces.
+func TestSchemasMatchParams(t *testing.T) {
+	typeNames := map[argType]string{argString: "string", argNumber: "number", argInteger: "integer", argBool: "boolean"}
+	for _, tool := range Builtin() {
+		t.Run(tool.Name(), func(t *testing.T) {
+			var schema struct {
+				Type                 string                    `json:"type"`
+				Properties           map[string]map[string]any `json:"properties"`
+				Required             []string                  `json:"required"`
+				AdditionalProperties *bool                     `json:"additionalProperties"`
+			}
+			if err := json.Unmarshal(tool.Schema(), &schema); err != nil {
+				t.Fatalf("schema is not valid JSON: %v", err)
+			}
+			if schema.Type != "object" || schema.AdditionalProperties == nil || *schema.AdditionalProperties {
+				t.Errorf("schema must be a closed object: %s", tool.Schema())
+			}
+			params := tool.(builtin).params()
+			var required []string
+			for _, p := range params {
+				prop, ok := schema.Properties[p.name]
+				if !ok {
+					t.Errorf("param %q missing from the schema", p.name)
+					continue
+				}
+				if prop["type"] != typeNames[p.typ] {
+					t.Errorf("param %q: schema type %v, want %s", p.name, prop["type"], typeNames[p.typ])
+				}
+				if d, _ := prop["description"].(string); d == "" {
+					t.Errorf("param %q has no description", p.name)
+				}
+				if p.required {
+					required = append(required, p.name)
+				}
+			}
+			if len(schema.Properties) != len(params) {
+				t.Errorf("schema has %d properties, params %d", len(schema.Properties), len(params))
+			}
+			sort.Strings(required)
+			sort.Strings(schema.Required)
+			if !reflect.DeepEqual(required, schema.Required) {
+				t.Errorf("required %v, schema says %v", required, schema.Required)
+			}
+			if d := tool.Description(); len(d) < 200 || !strings.Contains(d, "Output") {
+				t.Errorf("description too thin: %q", d)
+			}
+			// Schema returns a copy: changing it must not change the tool.
+			s := tool.Schema()
+			s[0] = 'X'
+			if tool.Schema()[0] == 'X' {
+				t.Error("Schema returned shared memory")
+			}
+		})
+	}
+}
+
+func TestPrepareBadArguments(t *testing.T) {
+	env := Env{Cwd: t.TempDir()}
+	tests := []struct {
+		tool, args string
+		want       []string // substrings of the error
+	}{
+		{"nope", `{}`, []string{`unknown tool "nope"`, "bash, read_file, write_file, edit_file"}},
+		{"bash", `{"command":`, []string{"bash: the arguments are not valid JSON", `{"command": string, "timeout"?: number}`}},
+		{"bash", `["ls"]`, []string{"must be a JSON object", "not array"}},
+		{"bash", `{"command":"ls"} {"x":1}`, []string{"more than one JSON value"}},
+		{"bash", ``, []string{`missing required argument "command" (string)`}},
+		{"bash", `{"command":null}`, []string{`missing required argument "command"`}},
+		{"bash", `{"command":42}`, []string{`argument "command" must be a string, got number 42`}},
+		{"bash", `{"command":"  "}`, []string{`"command" is empty`}},
+		{"bash", `{"command":"ls","timeout":"10"}`, []string{`"timeout" must be a number, got string "10"`}},
+		{"bash", `{"command":"ls","timeout":0}`, []string{`"timeout" must be at least 0.001`}},
+		{"bash", `{"command":"ls","cwd":"/tmp"}`, []string{`unknown argument "cwd"`}},
+		{"read_file", `{}`, []string{`missing required argument "path"`}},
+		{"read_file", `{"path":""}`, []string{`"path" is empty`}},
+		{"read_file", `{"path":"a","offset":1.5}`, []string{`"offset" must be an integer`}},
+		{"read_file", `{"path":"a","offset":0}`, []string{`"offset" must be at least 1`}},
+		{"read_file", `{"path":"a","limit":-3}`, []string{`"limit" must be at least 1`}},
+		{"read_file", `{"path":"a","offest":3}`, []string{`unknown argument "offest"`, `"offset"?: integer`}},
+		{"write_file", `{"path":"a"}`, []string{`missing required argument "content"`}},
+		{"write_file", `{"path":["a"],"content":""}`, []string{`"path" must be a string, got array ["a"]`}},
+		{"edit_file", `{"path":"a","old_text":"x"}`, []string{`missing required argument "new_text"`}},
+		{"edit_file", `{"path":"a","old_text":"x","new_text":"y","replace_all":"yes"}`, []string{`"replace_all" must be a boolean`}},
+		{"edit_file", `{"path":"a","old_text":"x","new_text":"y"}`, []string{"does not exist; use write_file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool+" "+tt.args, func(t *testing.T) {
+			c, err := Prepare(env, tt.tool, tt.args)
+			if err == nil {
+				t.Fatalf("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			// A known tool still gives a Call to show.
+			if _, known := Lookup(tt.tool); known {
+				if c == nil || c.Tool == nil || c.Kind != c.Tool.Kind() || !strings.HasPrefix(c.Title, tt.tool) {
+					t.Errorf("no usable Call for a known tool: %+v", c)
+				}
+			} else if c != nil {
+				t.Errorf("a Call for an unknown tool: %+v", c)
+			}
+		})
+	}
+}
+
+func TestPrepareShowsTheCall(t *testing.T) {
+	cwd := t.TempDir()
+	mustWrite(t, filepath.Join(cwd, "a.txt"), "hello\n")
+	env := Env{Cwd: cwd}
+	tests := []struct {
+		tool, args, title string
+		locations         []string
+		mutating          bool
+	}{
+		{"bash", `{"command":"ls -la | head"}`, "bash: ls -la | head", nil, true},
+		{"bash", `{"command":"ls","timeout":null}`, "bash: ls", nil, true},
+		{"read_file", `{"path":"a.txt","offset":2,"limit":null}`, "read_file: a.txt", []string{filepath.Join(cwd, "a.txt")}, false},
+		{"read_file", `{"path":"sub/../a.txt"}`, "read_file: sub/../a.txt", []string{filepath.Join(cwd, "a.txt")}, false},
+		{"read_file", `{"path":"/etc/hosts"}`, "read_file: /etc/hosts", []string{"/etc/hosts"}, false},
+		{"write_file", `{"path":"new/b.txt","content":"b"}`, "write_file: new/b.txt", []string{filepath.Join(cwd, "new", "b.txt")}, true},
+		{"edit_file", `{"path":"a.txt","old_text":"hello","new_text":"bye"}`, "edit_file: a.txt", []string{filepath.Join(cwd, "a.txt")}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.title, func(t *testing.T) {
+			c, err := Prepare(env, tt.tool, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Title != tt.title || c.Mutating != tt.mutating || !reflect.DeepEqual(c.Locations, tt.locations) {
+				t.Errorf("got title %q mutating %v locations %v", c.Title, c.Mutating, c.Locations)
+			}
+			if c.Args == nil {
+				t.Error("no Args for rawInput")
+			}
+		})
+	}
+}
+
+func TestRunRejectsBadCalls(t *testing.T) {
+	ctx := context.Background()
+	env := Env{Cwd: t.TempDir()}
+	if r := Run(ctx, env, nil); !r.Failed {
+		t.Error("nil call did not fail")
+	}
+	if r := Run(ctx, env, &Call{}); !r.Failed {
+		t.Error("call without tool did not fail")
+	}
+	// A Call built by hand is validated again before it runs.
+	r := Run(ctx, env, &Call{Tool: bashTool{}, Args: map[string]any{"command": 3.0}})
+	if !r.Failed || !strings.Contains(r.Output, `"command" must be a string`) {
+		t.Errorf("hand-built bad call: %+v", r)
+	}
+	// A tool from elsewhere cannot be run by this package.
+	r = Run(ctx, env, &Call{Tool: foreignTool{}})
+	if !r.Failed || !strings.Contains(r.Output, "not a built-in tool") {
+		t.Errorf("foreign tool: %+v", r)
+	}
+	// A cancelled context runs nothing.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	c, err := Prepare(env, "write_file", `{"path":"x.txt","content":"x"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Run(cctx, env, c); !r.Failed || r.Output != "[cancelled]" {
+		t.Errorf("cancelled run: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(env.Cwd, "x.txt")); err == nil {
+		t.Error("a cancelled write_file wrote the file")
+	}
+}
+
+type foreignTool struct{}
+
+func (foreignTool) Name() string            { return "foreign" }
+func (foreignTool) Description() string     { return "" }
+func (foreignTool) Schema() json.RawMessage { return json.RawMessage(`{}`) }
+func (foreignTool) Kind() Kind              { return KindOther }
+
+// panicTool is a built-in tool that panics when it runs: the test hook
+// for Run's recovery.
+type panicTool struct{ foreignTool }
+
+func (panicTool) params() []param                { return nil }
+func (panicTool) prepare(env Env, c *Call) error { return nil }
+func (panicTool) run(ctx context.Context, env Env, c *Call) Result {
+	var m map[string]int
+	m["boom"]++ // a nil-map write, a real runtime panic
+	return Result{}
+}
+
+func TestRunRecoversPanics(t *testing.T) {
+	r := Run(context.Background(), Env{Cwd: t.TempDir()}, &Call{Tool: panicTool{}})
+	if !r.Failed || !strings.Contains(r.Output, "internal error: foreign panicked: assignment to entry in nil map") {
+		t.Errorf("panic result: %+v", r)
+	}
+}
+
+// hugeTool returns more than any tool should, to test Run's safety net.
+type hugeTool struct{ panicTool }
+
+func (hugeTool) run(ctx context.Context, env Env, c *Call) Result {
+	return Result{Output: strings.Repeat("z", 2*MaxOutputBytes)}
+}
+
+func TestRunCapsEveryOutput(t *testing.T) {
+	r := Run(context.Background(), Env{}, &Call{Tool: hugeTool{}})
+	want := fmt.Sprintf("\n[output truncated: %d more bytes]", 2*MaxOutputBytes-(MaxOutputBytes+outputSlack))
+	if !strings.HasSuffix(r.Output, want) || len(r.Output) != MaxOutputBytes+outputSlack+len(want) {
+		t.Errorf("got %d bytes ending %q", len(r.Output), r.Output[len(r.Output)-60:])
+	}
+	if got := truncateHead("ab✓", 3); got != "ab\n[output truncated: 3 more bytes]" {
+		t.Errorf("truncateHead cut a character: %q", got)
+	}
+}

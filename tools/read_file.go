@@ -1,0 +1,318 @@
+package tools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+)
+
+//go:embed read_file.md
+var readFileDescription string
+
+const readFileSchema = `{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "The file to read: absolute, relative to the working directory, or starting with ~."},
+    "offset": {"type": "integer", "minimum": 1, "description": "The first line to show, counting from 1. Default 1."},
+    "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show at most. Default: the whole file, up to 256 KiB."}
+  },
+  "required": ["path"],
+  "additionalProperties": false
+}`
+
+// binarySniff is how much of a file's head is searched for a NUL byte to
+// tell a binary file from text, as git and grep do.
+const binarySniff = 8000
+
+// maxDirEntries bounds the listing given when read_file is called on a
+// directory: enough to find the intended file, not a flood.
+const maxDirEntries = 200
+
+type readFileTool struct{}
+
+func (readFileTool) Name() string            { return "read_file" }
+func (readFileTool) Description() string     { return readFileDescription }
+func (readFileTool) Schema() json.RawMessage { return json.RawMessage(readFileSchema) }
+func (readFileTool) Kind() Kind              { return KindRead }
+
+func (readFileTool) params() []param {
+	return []param{
+		{name: "path", typ: argString, required: true},
+		{name: "offset", typ: argInteger, min: 1},
+		{name: "limit", typ: argInteger, min: 1},
+	}
+}
+
+func (readFileTool) prepare(env Env, c *Call) error {
+	p, err := pathArg("read_file", env, c)
+	if err != nil {
+		return err
+	}
+	c.Locations = []string{p}
+	return nil
+}
+
+// pathArg checks the "path" argument, sets the title, and resolves the path.
+func pathArg(tool string, env Env, c *Call) (string, error) {
+	given := strArg(c.Args, "path")
+	c.Title = tool + ": " + given
+	if strings.TrimSpace(given) == "" {
+		return "", fmt.Errorf(`%s: argument "path" is empty; give the file's path`, tool)
+	}
+	return Resolve(env.Cwd, given), nil
+}
+
+// intArg reads an integer argument, clamped so that an absurd value cannot
+// overflow an int.
+func intArg(args map[string]any, name string, def int) int {
+	f, ok := numArg(args, name)
+	if !ok {
+		return def
+	}
+	if f > 1<<40 {
+		return 1 << 40
+	}
+	return int(f)
+}
+
+func (readFileTool) run(ctx context.Context, env Env, c *Call) Result {
+	p := Resolve(env.Cwd, strArg(c.Args, "path"))
+	offset := intArg(c.Args, "offset", 1)
+	limit := intArg(c.Args, "limit", 0)
+
+	f, err := os.Open(p)
+	if err != nil {
+		return Result{Output: openError(p, err), Failed: true}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Result{Output: fmt.Sprintf("[cannot read %s: %v]", p, err), Failed: true}
+	}
+	if st.IsDir() {
+		return Result{Output: dirError(f, p), Failed: true}
+	}
+	// A FIFO or a device could block forever or never end; only regular
+	// files are read (files in /proc are regular, and work).
+	if !st.Mode().IsRegular() {
+		return Result{Output: fmt.Sprintf("[cannot read %s: not a regular file (%s)]", p, st.Mode().Type()), Failed: true}
+	}
+	return readLines(ctx, f, p, offset, limit, st.Size())
+}
+
+// readLines streams the file, keeping only the lines asked for and within
+// MaxOutputBytes, while counting every line so that the marker can tell
+// the model how much more there is. A large file costs no more memory
+// than the output.
+func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, sizeHint int64) Result {
+	// The buffers are sized from the file's size so that the common small
+	// file costs little; files in /proc report 0 and get the minimum.
+	br := bufio.NewReaderSize(f, int(min(max(sizeHint+1, 2*binarySniff), 64<<10)))
+	if head, _ := br.Peek(binarySniff); bytes.IndexByte(head, 0) >= 0 {
+		return Result{Output: fmt.Sprintf("[%s is a binary file; read_file shows text only. Use bash (e.g. `file`, `xxd | head`) to inspect it]", p), Failed: true}
+	}
+	last := offset + limit - 1 // last line wanted; limit 0 means no limit
+	if limit == 0 || last < offset {
+		last = int(^uint(0) >> 1)
+	}
+
+	var (
+		out       strings.Builder
+		line      = 1   // the line the next chunk belongs to
+		partial   bool  // the current line has started but not ended
+		size      int64 // bytes read so far
+		shownEnd  int64 // size at the end of the last line shown
+		firstShow = 0   // first line shown, 0 if none yet
+		lastShown = 0   // last complete line shown
+		full      bool  // the byte limit stopped the output
+		cutLine   bool  // the first shown line alone was over the limit
+		lineStart = 0   // length of out when the current line began
+		chunks    = 0
+	)
+	if offset == 1 {
+		out.Grow(int(min(sizeHint, MaxOutputBytes)))
+	}
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			size += int64(len(chunk))
+			partial = true
+			if line >= offset && line <= last && !full {
+				if firstShow == 0 {
+					firstShow = line
+				}
+				if out.Len()+len(chunk) <= MaxOutputBytes {
+					out.Write(chunk)
+				} else {
+					full = true
+					if line == firstShow {
+						// A single line longer than the limit: show its head
+						// rather than nothing.
+						room := MaxOutputBytes - out.Len()
+						out.Write(chunk[:validPrefix(string(chunk), room)])
+						cutLine = true
+					} else {
+						// Drop the partly written line, so that the output
+						// ends on a whole line and offset can resume it.
+						s := out.String()[:lineStart]
+						out.Reset()
+						out.WriteString(s)
+					}
+				}
+			}
+			if chunk[len(chunk)-1] == '\n' {
+				if line >= offset && line <= last && !full {
+					lastShown = line
+					shownEnd = size
+					lineStart = out.Len()
+				}
+				line++
+				partial = false
+			}
+		}
+		if err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return Result{Output: fmt.Sprintf("[error reading %s: %v]", p, err), Failed: true}
+		}
+		if chunks++; chunks%1024 == 0 && ctx.Err() != nil {
+			return Result{Output: "[cancelled]", Failed: true}
+		}
+		if (line > last || full) && !partial {
+			// Nothing more will be shown: the rest is only counted, in
+			// large blocks rather than line by line.
+			n, ended, err := countLines(ctx, br)
+			if err != nil && ctx.Err() != nil {
+				return Result{Output: "[cancelled]", Failed: true}
+			}
+			if err != nil {
+				return Result{Output: fmt.Sprintf("[error reading %s: %v]", p, err), Failed: true}
+			}
+			line += n.lines
+			size += n.bytes
+			partial = !ended
+			break
+		}
+	}
+	if partial {
+		// The last line has no final newline; it still counts, and if it
+		// was within the window it was shown whole.
+		if line >= offset && line <= last && !full {
+			lastShown = line
+			shownEnd = size
+		}
+		line++
+	}
+	total := line - 1
+
+	if total == 0 {
+		return Result{Output: fmt.Sprintf("[%s is empty]", p)}
+	}
+	if offset > total {
+		return Result{Output: fmt.Sprintf("[offset %d is past the end of %s, which has %d lines]", offset, p, total), Failed: true}
+	}
+	text := out.String()
+	if cutLine {
+		return Result{Output: text + fmt.Sprintf("\n[line %d of %d is longer than 256 KiB; only its first %d bytes are shown. Use bash (e.g. `cut -c`, `fold`) to see the rest]", firstShow, total, len(text))}
+	}
+	if firstShow == 1 && lastShown == total {
+		return Result{Output: text}
+	}
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	more := size - shownEnd
+	switch {
+	case lastShown == total:
+		text += fmt.Sprintf("[lines %d-%d of %d]", firstShow, lastShown, total)
+	case full:
+		text += fmt.Sprintf("[lines %d-%d of %d; output limit of 256 KiB reached, %d more bytes; use offset=%d to read more]", firstShow, lastShown, total, more, lastShown+1)
+	default:
+		text += fmt.Sprintf("[lines %d-%d of %d; %d more bytes; use offset=%d to read more]", firstShow, lastShown, total, more, lastShown+1)
+	}
+	return Result{Output: text}
+}
+
+// openError words a failure to open a file for the model.
+func openError(p string, err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("[%s does not exist]", p)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Sprintf("[permission denied: %s]", p)
+	}
+	return fmt.Sprintf("[cannot read %s: %v]", p, err)
+}
+
+// dirError tells the model it gave a directory, and lists the directory so
+// that the next call can name the right file.
+func dirError(f *os.File, p string) string {
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return fmt.Sprintf("[%s is a directory, not a file]", p)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%s is a directory, not a file; read_file reads files. It has %d entries", p, len(entries))
+	if len(entries) == 0 {
+		b.WriteString("]")
+		return b.String()
+	}
+	b.WriteString(":]\n")
+	for i, e := range entries {
+		if i == maxDirEntries {
+			fmt.Fprintf(&b, "[… %d more entries]\n", len(entries)-maxDirEntries)
+			break
+		}
+		b.WriteString(e.Name())
+		if e.IsDir() {
+			b.WriteByte('/')
+		}
+		b.WriteByte('\n')
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// lineTally is what countLines found.
+type lineTally struct {
+	lines int   // newlines seen
+	bytes int64 // bytes seen
+}
+
+// countLines reads r to its end, counting newlines. ended says whether
+// the data was empty or ended with a newline, that is whether no line is
+// left open.
+func countLines(ctx context.Context, r io.Reader) (t lineTally, ended bool, err error) {
+	buf := make([]byte, 64<<10)
+	ended = true
+	for i := 0; ; i++ {
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			t.lines += bytes.Count(buf[:n], []byte{'\n'})
+			t.bytes += int64(n)
+			ended = buf[n-1] == '\n'
+		}
+		if rerr == io.EOF {
+			return t, ended, nil
+		}
+		if rerr != nil {
+			return t, ended, rerr
+		}
+		if i%256 == 255 && ctx.Err() != nil {
+			return t, ended, ctx.Err()
+		}
+	}
+}

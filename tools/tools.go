@@ -1,0 +1,207 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind is the ACP tool kind string: "execute", "read", "edit", "fetch" or
+// "other". It is a plain string so that the caller maps it to ACP without
+// this package importing the SDK.
+type Kind string
+
+// The tool kinds of the seed's table. An unknown kind is shown as execute.
+const (
+	KindExecute Kind = "execute"
+	KindRead    Kind = "read"
+	KindEdit    Kind = "edit"
+	KindFetch   Kind = "fetch"
+	KindOther   Kind = "other"
+)
+
+// MaxOutputBytes is the most that any tool output given to the model may
+// hold. Longer outputs are cut, with a marker saying how much was left out.
+const MaxOutputBytes = 256 << 10
+
+// DefaultBashTimeout is the per-command limit used when Env.BashTimeout is
+// zero; it is the default of the tools.bash.timeout setting.
+const DefaultBashTimeout = 10 * time.Minute
+
+// Env is what a call runs against.
+type Env struct {
+	// Cwd is the session's absolute working directory. Relative paths in
+	// tool arguments resolve against it, and bash runs in it.
+	Cwd string
+	// BashTimeout is the default per-command limit of bash, used when the
+	// call gives no timeout of its own. Zero means DefaultBashTimeout.
+	BashTimeout time.Duration
+}
+
+// Call is a parsed tool call, ready to show and to run.
+type Call struct {
+	Tool Tool
+	// Args are the decoded arguments, what ACP shows as rawInput. Run reads
+	// its arguments from here, so a Call built by hand (a replay) runs too.
+	Args map[string]any
+	// Title is "bash: <command>", "read_file: <path>", "write_file: <path>"
+	// or "edit_file: <path>", with the path as the model gave it.
+	Title string
+	Kind  Kind
+	// Locations are the absolute, cleaned paths the call touches; empty
+	// for bash, whose effects cannot be known before it runs.
+	Locations []string
+	// Mutating says the call changes something, so it needs permission
+	// when yolo is off (bash, write_file, edit_file).
+	Mutating bool
+	// Proposal is set for write_file and edit_file: the edit the user
+	// approves, computed from the file as it is when Prepare runs. OldText
+	// is nil for a file that does not exist yet.
+	Proposal *Diff
+}
+
+// Diff is a whole-file change, the ACP diff content: OldText nil means the
+// file is new.
+type Diff struct {
+	Path    string
+	OldText *string
+	NewText string
+}
+
+// Result is what the model reads and what the editor shows.
+type Result struct {
+	// Output is the text for the model, also ACP's rawOutput.output. A
+	// failure is explained here; it is never a Go error.
+	Output string
+	// Failed says the tool could not do its job: bad arguments, a missing
+	// file, a timeout, a cancel. A bash command that exits non-zero is not
+	// a failure: the command ran, and its exit code is in Output.
+	Failed bool
+	// Diff is the change made by a completed write_file or edit_file.
+	Diff *Diff
+}
+
+// Tool describes one tool to the model and to the editor.
+type Tool interface {
+	Name() string
+	// Description is what the model reads: the embedded .md file beside
+	// the tool's code.
+	Description() string
+	// Schema is the JSON schema of the arguments object. Each call returns
+	// a fresh copy, so a caller may keep or change it.
+	Schema() json.RawMessage
+	Kind() Kind
+}
+
+// builtin is what Prepare and Run need beyond the public Tool interface.
+// It is unexported so that only this package's tools (and its tests) can be
+// prepared and run.
+type builtin interface {
+	Tool
+	// params lists the arguments, for validation and error messages.
+	params() []param
+	// prepare fills the call's Title, Locations, Mutating and Proposal
+	// from c.Args, which have already been checked against params. It
+	// returns an error worded for the model when the call cannot go ahead.
+	prepare(env Env, c *Call) error
+	// run executes the call. It may assume c.Args passed validation.
+	run(ctx context.Context, env Env, c *Call) Result
+}
+
+// Builtin returns the built-in tools in the order they are offered to the
+// model: bash, read_file, write_file, edit_file. Each call returns a new
+// slice.
+func Builtin() []Tool {
+	return []Tool{bashTool{}, readFileTool{}, writeFileTool{}, editFileTool{}}
+}
+
+// Lookup returns the built-in tool with the given name.
+func Lookup(name string) (Tool, bool) {
+	switch name {
+	case "bash":
+		return bashTool{}, true
+	case "read_file":
+		return readFileTool{}, true
+	case "write_file":
+		return writeFileTool{}, true
+	case "edit_file":
+		return editFileTool{}, true
+	}
+	return nil, false
+}
+
+// Prepare parses and validates a model's call, given the raw JSON text of
+// its arguments, for display and permission, without running it. An empty
+// argument text counts as {}.
+//
+// A bad call (unknown tool, invalid JSON, a missing required argument, a
+// wrong type, an edit whose old_text is not in the file) returns an error
+// whose text is fit for the model. When the tool is known, the Call is
+// returned even with an error, with its Tool, Kind, Title and whatever Args
+// could be decoded, so that the caller can still show the failed call.
+func Prepare(env Env, name, rawArgs string) (*Call, error) {
+	t, ok := Lookup(name)
+	if !ok {
+		names := make([]string, 0, 4)
+		for _, b := range Builtin() {
+			names = append(names, b.Name())
+		}
+		return nil, fmt.Errorf("unknown tool %q; the available tools are: %s", name, strings.Join(names, ", "))
+	}
+	b := t.(builtin)
+	c := &Call{Tool: t, Title: name, Kind: t.Kind()}
+	args, err := decodeArgs(name, rawArgs, b.params())
+	c.Args = args
+	if err != nil {
+		return c, err
+	}
+	if err := b.prepare(env, c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Run executes a prepared call and blocks until it is done. It returns
+// promptly once ctx is cancelled, with the output so far and "[cancelled]".
+// It never panics: a panic inside a tool becomes a failed Result.
+func Run(ctx context.Context, env Env, c *Call) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			name := "tool"
+			if c != nil && c.Tool != nil {
+				name = c.Tool.Name()
+			}
+			res = Result{
+				Output: truncateHead(fmt.Sprintf("[internal error: %s panicked: %v]", name, p), MaxOutputBytes),
+				Failed: true,
+			}
+		}
+	}()
+	if c == nil || c.Tool == nil {
+		return Result{Output: "[internal error: no tool call to run]", Failed: true}
+	}
+	b, ok := c.Tool.(builtin)
+	if !ok {
+		return Result{Output: fmt.Sprintf("[internal error: %s is not a built-in tool]", c.Tool.Name()), Failed: true}
+	}
+	// The arguments are checked again because a Call may have been built
+	// by hand rather than by Prepare; a tool's run relies on them.
+	if err := checkArgs(c.Tool.Name(), c.Args, b.params()); err != nil {
+		return Result{Output: err.Error(), Failed: true}
+	}
+	if ctx.Err() != nil {
+		return Result{Output: "[cancelled]", Failed: true}
+	}
+	res = b.run(ctx, env, c)
+	// Each tool keeps its output within MaxOutputBytes plus its own
+	// markers; this net catches whatever does not (a huge panic value, a
+	// bug), so that no output can flood the model's context.
+	res.Output = truncateHead(res.Output, MaxOutputBytes+outputSlack)
+	return res
+}
+
+// outputSlack is the room left above MaxOutputBytes for the markers and
+// the exit-code line that tools add to an output already cut to the limit.
+const outputSlack = 1024

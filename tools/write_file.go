@@ -1,0 +1,158 @@
+package tools
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+//go:embed write_file.md
+var writeFileDescription string
+
+const writeFileSchema = `{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "The file to write: absolute, relative to the working directory, or starting with ~. Missing parent directories are created."},
+    "content": {"type": "string", "description": "The whole new content of the file."}
+  },
+  "required": ["path", "content"],
+  "additionalProperties": false
+}`
+
+type writeFileTool struct{}
+
+func (writeFileTool) Name() string            { return "write_file" }
+func (writeFileTool) Description() string     { return writeFileDescription }
+func (writeFileTool) Schema() json.RawMessage { return json.RawMessage(writeFileSchema) }
+func (writeFileTool) Kind() Kind              { return KindEdit }
+
+func (writeFileTool) params() []param {
+	return []param{
+		{name: "path", typ: argString, required: true},
+		{name: "content", typ: argString, required: true},
+	}
+}
+
+func (writeFileTool) prepare(env Env, c *Call) error {
+	p, err := pathArg("write_file", env, c)
+	if err != nil {
+		return err
+	}
+	c.Locations = []string{p}
+	c.Mutating = true
+	old, err := currentText(p)
+	if err != nil {
+		return err
+	}
+	c.Proposal = &Diff{Path: p, OldText: old, NewText: strArg(c.Args, "content")}
+	return nil
+}
+
+func (writeFileTool) run(ctx context.Context, env Env, c *Call) Result {
+	p := Resolve(env.Cwd, strArg(c.Args, "path"))
+	content := strArg(c.Args, "content")
+	// The old text is read again rather than taken from the Proposal: the
+	// diff shown when done must be the change really made.
+	old, err := currentText(p)
+	if err != nil {
+		return Result{Output: "[" + err.Error() + "]", Failed: true}
+	}
+	if ctx.Err() != nil {
+		return Result{Output: "[cancelled]", Failed: true}
+	}
+	if err := writeAtomic(p, content); err != nil {
+		return Result{Output: fmt.Sprintf("[cannot write %s: %v]", p, err), Failed: true}
+	}
+	lines := strings.Count(content, "\n")
+	if content != "" && !strings.HasSuffix(content, "\n") {
+		lines++
+	}
+	var what string
+	switch {
+	case old == nil:
+		what = "created the file"
+	case *old == content:
+		what = "the content was already the same"
+	default:
+		what = fmt.Sprintf("replaced the previous %d bytes", len(*old))
+	}
+	return Result{
+		Output: fmt.Sprintf("Wrote %d bytes (%d lines) to %s; %s.", len(content), lines, p, what),
+		Diff:   &Diff{Path: p, OldText: old, NewText: content},
+	}
+}
+
+// currentText returns a file's content, or nil when it does not exist yet.
+// Other problems (a directory, no permission) are errors worded for the
+// model.
+func currentText(p string) (*string, error) {
+	b, err := os.ReadFile(p)
+	switch {
+	case err == nil:
+		s := string(b)
+		return &s, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	}
+	if st, serr := os.Stat(p); serr == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory, not a file", p)
+	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, fmt.Errorf("%s cannot exist: a parent of it is a file, not a directory", p)
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("permission denied: %s", p)
+	}
+	return nil, fmt.Errorf("cannot read %s: %v", p, err)
+}
+
+// writeAtomic replaces a file's content through a temporary file in the
+// same directory and a rename, so that a reader (or a crash) never sees a
+// half-written file. A symlink is followed, so that the link stays a link
+// and its target gets the content; an existing file keeps its mode. There
+// is no fsync: a lost write after a power cut is acceptable here, a slow
+// tool on every call is not.
+func writeAtomic(p, content string) error {
+	target := p
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		target = r
+	}
+	mode := fs.FileMode(0o644)
+	if st, err := os.Stat(target); err == nil {
+		if st.IsDir() {
+			return fmt.Errorf("%s is a directory", p)
+		}
+		mode = st.Mode().Perm()
+	}
+	dir := filepath.Dir(target)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".mm-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	_, werr := tmp.WriteString(content)
+	if werr == nil {
+		werr = tmp.Chmod(mode)
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(name, target)
+	}
+	if werr != nil {
+		os.Remove(name)
+		return werr
+	}
+	return nil
+}

@@ -1,0 +1,19 @@
+// Package actors is mm's actor system, built on protoactor-go.
+//
+// It owns:
+//   - the session actor (session.go), one per ACP session, the only owner and
+//     mutator of that session's history, cwd, remembered permission answers,
+//     usage totals and current turn;
+//   - the turn serializer (turns.go), one per Runtime, which grants at most
+//     turns.concurrency turns at a time, FIFO across sessions;
+//   - the model actor (model.go), one per model call, whose goroutine streams
+//     from llm and whose stop cancels that stream.
+//
+// Concurrency: actors never block in Receive. Blocking work (a model stream)
+// runs in a goroutine under a context the owning actor cancels when it stops,
+// and reports back with plain-data messages. Code outside the actor system
+// (the ACP edge in package protocol) talks to sessions only through Runtime
+// methods, which are safe for concurrent use; it may wait on futures, actors
+// never do. Everything a session says to the client goes through the Outbox,
+// in order, so a turn's reply is delivered only after its updates are written.
+package actors

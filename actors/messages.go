@@ -1,0 +1,72 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/llm"
+)
+
+// StartTurn asks a session actor to run one prompt. Seq is the prompt's order
+// of arrival on the wire for its session (1, 2, …); a cancel carries the
+// highest Seq it covers. The reply, sent to the request's sender once every
+// update of the turn is written, is a *TurnResult.
+type StartTurn struct {
+	Seq  uint64
+	Text string
+}
+
+// TurnResult ends a turn. Err, when set, is a one-line explanation and the
+// turn failed; otherwise StopReason says why it ended.
+type TurnResult struct {
+	StopReason acp.StopReason
+	Usage      *acp.Usage
+	Err        string
+}
+
+// CancelTurns cancels every turn of the session whose Seq is at most UpTo,
+// running or queued. It is a high-priority message: it overtakes the stream
+// events waiting in the session's mailbox.
+type CancelTurns struct {
+	UpTo uint64
+}
+
+// GetPriority puts cancels ahead of every other user message.
+func (*CancelTurns) GetPriority() int8 { return 7 }
+
+// ResponseWritten tells a session actor that the client has its session id,
+// so notifications about the session can be sent.
+type ResponseWritten struct{}
+
+// acquireSlot asks the turn serializer for a turn slot; the answer is a
+// slotGranted sent to Session when the slot is free.
+type acquireSlot struct {
+	Turn    uint64
+	Session *actor.PID
+}
+
+// releaseSlot frees the slot of a turn, or removes it from the queue. It is
+// idempotent: releasing an unknown turn does nothing.
+type releaseSlot struct {
+	Turn uint64
+}
+
+type slotGranted struct {
+	Turn uint64
+}
+
+// modelDelta is one streamed fragment of model call Call of turn Turn.
+type modelDelta struct {
+	Turn  uint64
+	Call  int
+	Delta llm.Delta
+}
+
+// modelDone ends model call Call of turn Turn. Err is "" on success.
+type modelDone struct {
+	Turn     uint64
+	Call     int
+	Response llm.Response
+	Err      string
+	Canceled bool
+}

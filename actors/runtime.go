@@ -1,0 +1,199 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/tools"
+)
+
+// Options wires a Runtime.
+type Options struct {
+	Config *configs.Config
+	Model  llm.Model
+	Out    Outbox
+	// Perm asks the client's permission (the ACP connection).
+	Perm Permission
+	// Sensitive matches the paths that always ask (tools.sensitive).
+	Sensitive *tools.Sensitive
+	// Log receives every log line, protoactor's included; it must not write
+	// to stdout, which carries JSON-RPC only.
+	Log *slog.Logger
+	// ContextWindow is the model's window in tokens, 0 if unknown. It may be
+	// set later with SetContextWindow (after a probe).
+	ContextWindow int
+}
+
+// Runtime is one actor system serving one ACP connection: its sessions, its
+// turn serializer and the shared, read-only dependencies they use.
+type Runtime struct {
+	sys   *actor.ActorSystem
+	turns *actor.PID
+	cfg   *configs.Config
+	model llm.Model
+	out   Outbox
+	log   *slog.Logger
+
+	perm      Permission
+	sensitive *tools.Sensitive
+	toolDefs  []llm.ToolDef
+	// runTool runs a prepared call (tools.Run); tests replace it before
+	// spawning sessions to make a tool misbehave.
+	runTool func(context.Context, tools.Env, *tools.Call) tools.Result
+	// work counts the goroutines of model and tool actors, so that
+	// Shutdown returns only once every stream is closed and every command's
+	// process group is killed.
+	work     sync.WaitGroup
+	nextTurn atomic.Uint64
+	// nextCall numbers tool calls call_1, call_2, … for the whole process.
+	nextCall atomic.Uint64
+	window   atomic.Int64
+}
+
+// NewRuntime starts the actor system and its turn serializer. It takes a
+// few milliseconds (protoactor builds a large process registry), so the edge
+// starts it while it answers initialize.
+func NewRuntime(o Options) *Runtime {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// Protoactor logs through this factory only; its default handler writes
+	// colourised text, and its developer supervision logging (left off)
+	// prints to stdout.
+	actorLog := log.With("lib", "protoactor")
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quietActorLog(actorLog) }),
+		// Messages that reach a stopped actor are expected when a session
+		// stops mid-turn (its workers' last words); the throttle's timer
+		// goroutine should not outlive that by a second.
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+	)
+	rt := &Runtime{sys: sys, cfg: o.Config, model: o.Model, out: o.Out, perm: o.Perm, log: log,
+		sensitive: o.Sensitive, toolDefs: toolDefs(), runTool: tools.Run}
+	rt.window.Store(int64(o.ContextWindow))
+	slots := o.Config.Turns.Concurrency
+	rt.turns = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTurnSerializer(slots) }))
+	return rt
+}
+
+// quietActorLog keeps protoactor's warnings and errors but drops its
+// per-actor info chatter (one line per spawned actor and future).
+func quietActorLog(l *slog.Logger) *slog.Logger {
+	return slog.New(levelFilter{l.Handler(), slog.LevelWarn})
+}
+
+type levelFilter struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (f levelFilter) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= f.min && f.Handler.Enabled(ctx, l)
+}
+
+// SetContextWindow records the model's context window (0 = unknown).
+func (rt *Runtime) SetContextWindow(n int) { rt.window.Store(int64(n)) }
+
+// ContextWindow returns the model's context window, 0 if unknown.
+func (rt *Runtime) ContextWindow() int { return int(rt.window.Load()) }
+
+// Session is the edge's handle on a session actor.
+type Session struct {
+	ID  string
+	Cwd string
+	pid *actor.PID
+	rt  *Runtime
+}
+
+// SpawnSession starts the actor of a new session with a fresh history.
+func (rt *Runtime) SpawnSession(id, cwd string) *Session {
+	s := newSession(rt, id, cwd)
+	props := actor.PropsFromProducer(func() actor.Actor { return s },
+		actor.WithMailbox(actor.UnboundedPriority()),
+		actor.WithSupervisor(stopChildren))
+	pid := rt.sys.Root.Spawn(props)
+	return &Session{ID: id, Cwd: cwd, pid: pid, rt: rt}
+}
+
+// stopChildren stops a failed child (a model or tool actor) instead of
+// restarting it: its goroutine reports the failure itself, and a restart
+// would run the call twice.
+var stopChildren = actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
+	return actor.StopDirective
+})
+
+// Prompt runs one turn and waits for its end. It is for the edge's request
+// goroutines, never for actors.
+func (s *Session) Prompt(seq uint64, text string) *TurnResult {
+	res, err := s.rt.sys.Root.RequestFuture(s.pid, &StartTurn{Seq: seq, Text: text}, -1).Result()
+	if err != nil {
+		return &TurnResult{Err: "session stopped: " + err.Error()}
+	}
+	return res.(*TurnResult)
+}
+
+// Cancel cancels the session's turns whose sequence is at most upTo.
+func (s *Session) Cancel(upTo uint64) {
+	s.rt.sys.Root.Send(s.pid, &CancelTurns{UpTo: upTo})
+}
+
+// ResponseWritten tells the session that the client knows its id.
+func (s *Session) ResponseWritten() {
+	s.rt.sys.Root.Send(s.pid, &ResponseWritten{})
+}
+
+// Stop stops the session actor and its children (which cancels their
+// streams and kills their processes); its turns answer cancelled. It waits
+// until the actor is gone.
+func (s *Session) Stop() {
+	_ = s.rt.sys.Root.StopFuture(s.pid).Wait()
+}
+
+// Shutdown stops the turn serializer and the actor system, and waits (at
+// most a few seconds) until the work goroutines of stopped sessions have
+// finished: a command's process group is killed before the process exits.
+// Sessions must be stopped first.
+func (rt *Runtime) Shutdown() {
+	_ = rt.sys.Root.StopFuture(rt.turns).Wait()
+	done := make(chan struct{})
+	go func() {
+		rt.work.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		rt.log.Warn("shutdown: some model or tool work did not stop in 3s")
+	}
+	rt.sys.Shutdown()
+}
+
+// goWork runs f in a goroutine counted by Shutdown.
+func (rt *Runtime) goWork(f func()) {
+	rt.work.Add(1)
+	go func() {
+		defer rt.work.Done()
+		f()
+	}()
+}
+
+// oneLine makes an error text fit the one-line explanation of a failed turn.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 500 {
+		s = s[:500] + "…"
+	}
+	return s
+}
+
+// Root is the root context, for the edge's writer to deliver replies.
+func (rt *Runtime) Root() *actor.RootContext { return rt.sys.Root }

@@ -1,0 +1,426 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/llm"
+)
+
+// session is the actor of one ACP session. Only its Receive touches its
+// fields; everything else reaches it by message.
+type session struct {
+	rt  *Runtime
+	id  string
+	cwd string
+
+	history []llm.Message
+	usage   usageTotals
+	// lastUsed is the context the model last reported using (input+output
+	// tokens of its last call), 0 when forgotten.
+	lastUsed int
+
+	// cancelUpTo is the highest prompt sequence a cancel has covered; a
+	// prompt that arrives with a sequence at or below it was cancelled
+	// before it got here.
+	cancelUpTo uint64
+	cur        *turn
+	queue      []*turn
+	// announced is set once available_commands_update has been queued.
+	announced bool
+	// allowAlways and never hold the remembered permission answers, by
+	// tool name. They survive /new.
+	allowAlways, never map[string]bool
+}
+
+type turnState uint8
+
+const (
+	turnQueued  turnState = iota // waiting behind the session's current turn
+	turnWaiting                  // waiting for a slot from the serializer
+	turnRunning                  // holding a slot
+)
+
+// turn is the state of one prompt while it runs.
+type turn struct {
+	id      uint64 // process-wide, for the serializer
+	seq     uint64 // the prompt's sequence in its session
+	text    string
+	replyTo *actor.PID
+	state   turnState
+	slash   bool // /new or /compact: answered without the model
+
+	histStart int // len(history) before the user message was appended
+	calls     int // model calls made
+	// live holds the model and tool actors whose goroutine has not yet
+	// sent its final message ("model", or the tool's ACP call id). A
+	// cancelled turn ends when it is empty: nothing it started is left.
+	live      map[string]*actor.PID
+	answer    strings.Builder // text of the current model call
+	cancelled bool
+	// pending are the tool calls of the last model answer not yet run;
+	// tool is the one running.
+	pending []llm.ToolCall
+	tool    llm.ToolCall
+
+	commands, fileOps, skills int
+}
+
+type usageTotals struct {
+	reported                            bool
+	input, output, thought, cachedRead  int
+	thoughtReported, cachedReadReported bool
+}
+
+func newSession(rt *Runtime, id, cwd string) *session {
+	return &session{
+		rt:      rt,
+		id:      id,
+		cwd:     cwd,
+		history: []llm.Message{{Role: llm.RoleSystem, Content: configs.SystemPrompt(cwd)}},
+	}
+}
+
+func (s *session) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *StartTurn:
+		s.onStartTurn(ctx, m)
+	case *CancelTurns:
+		s.onCancel(ctx, m.UpTo)
+	case *ResponseWritten:
+		s.announce()
+	case *slotGranted:
+		s.onSlot(ctx, m.Turn)
+	case *modelDelta:
+		s.onDelta(m)
+	case *modelDone:
+		s.onModelDone(ctx, m)
+	case *toolPrepared:
+		s.onToolPrepared(ctx, m)
+	case *toolStarted:
+		s.onToolStarted(m)
+	case *toolRemember:
+		s.onToolRemember(m)
+	case *toolFinished:
+		s.onToolFinished(ctx, m)
+	case *actor.Stopping:
+		// The process or the client is going away: every turn ends
+		// cancelled. Children are stopped by the actor system after this.
+		s.onCancel(ctx, ^uint64(0))
+		if t := s.cur; t != nil {
+			s.finish(ctx, t, acp.StopReasonCancelled, "")
+		}
+	}
+}
+
+// announce queues available_commands_update, once.
+func (s *session) announce() {
+	if s.announced {
+		return
+	}
+	s.announced = true
+	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
+		AvailableCommands: Commands(),
+	}})
+}
+
+// Commands lists the slash commands session/prompt intercepts.
+func Commands() []acp.AvailableCommand {
+	return []acp.AvailableCommand{
+		{Name: "new", Description: "Clear the history and start a new session"},
+		{Name: "compact", Description: "Compress the history now, keeping the last turns"},
+	}
+}
+
+func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
+	t := &turn{
+		id:      s.rt.nextTurn.Add(1),
+		seq:     m.Seq,
+		text:    m.Text,
+		replyTo: ctx.Sender(),
+	}
+	if m.Seq != 0 && m.Seq <= s.cancelUpTo {
+		s.reply(t, &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()})
+		return
+	}
+	s.queue = append(s.queue, t)
+	s.next(ctx)
+}
+
+// next starts the first queued turn when none is current.
+func (s *session) next(ctx actor.Context) {
+	for s.cur == nil && len(s.queue) > 0 {
+		t := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.cur = t
+		switch strings.TrimSpace(t.text) {
+		case "/new":
+			t.slash = true
+			s.slashNew(ctx, t)
+		case "/compact":
+			t.slash = true
+			s.slashCompact(ctx, t)
+		default:
+			t.histStart = len(s.history)
+			s.history = append(s.history, llm.Message{Role: llm.RoleUser, Content: t.text})
+			t.state = turnWaiting
+			ctx.Send(s.rt.turns, &acquireSlot{Turn: t.id, Session: ctx.Self()})
+		}
+	}
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
+}
+
+func (s *session) onSlot(ctx actor.Context, id uint64) {
+	t := s.cur
+	if t == nil || t.id != id || t.state != turnWaiting {
+		// The turn was cancelled while the grant was on its way.
+		ctx.Send(s.rt.turns, &releaseSlot{Turn: id})
+		return
+	}
+	t.state = turnRunning
+	s.callModel(ctx, t)
+}
+
+// callModel spawns the actor of the turn's next model call.
+func (s *session) callModel(ctx actor.Context, t *turn) {
+	t.calls++
+	t.answer.Reset()
+	req := llm.Request{
+		Messages:    append([]llm.Message(nil), s.history...),
+		Tools:       s.rt.toolDefs,
+		MaxTokens:   s.rt.cfg.Model.MaxTokens,
+		Temperature: s.rt.cfg.Model.Temperature,
+	}
+	ma := &modelActor{rt: s.rt, model: s.rt.model, req: req, turn: t.id, call: t.calls}
+	s.spawn(ctx, t, "model", ma)
+}
+
+// spawn starts a child that works for turn t, tracked under key.
+func (s *session) spawn(ctx actor.Context, t *turn, key string, a actor.Actor) *actor.PID {
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	if t.live == nil {
+		t.live = make(map[string]*actor.PID, 1)
+	}
+	t.live[key] = pid
+	return pid
+}
+
+// settle stops the child under key, whose work is over. It reports whether
+// the turn was cancelled meanwhile (and finishes it when nothing is left).
+func (s *session) settle(ctx actor.Context, t *turn, key string) (cancelled bool) {
+	if pid, ok := t.live[key]; ok {
+		if !t.cancelled { // a cancelled turn's children are already poisoned
+			ctx.Stop(pid)
+		}
+		delete(t.live, key)
+	}
+	if t.cancelled {
+		if len(t.live) == 0 {
+			s.finish(ctx, t, acp.StopReasonCancelled, "")
+		}
+		return true
+	}
+	return false
+}
+
+func (s *session) onDelta(m *modelDelta) {
+	t := s.cur
+	if t == nil || t.id != m.Turn || t.calls != m.Call || t.cancelled {
+		return
+	}
+	block := acp.TextBlock(m.Delta.Text)
+	switch m.Delta.Kind {
+	case llm.DeltaReasoning:
+		s.rt.out.Update(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: block}})
+	default:
+		t.answer.WriteString(m.Delta.Text)
+		s.rt.out.Update(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: block}})
+	}
+}
+
+func (s *session) onModelDone(ctx actor.Context, m *modelDone) {
+	t := s.cur
+	if t == nil || t.id != m.Turn || t.calls != m.Call {
+		return
+	}
+	if s.settle(ctx, t, "model") {
+		return
+	}
+	if m.Err != "" {
+		s.keepAnswer(t)
+		if m.Canceled {
+			s.finish(ctx, t, acp.StopReasonCancelled, "")
+		} else {
+			s.finish(ctx, t, "", m.Err)
+		}
+		return
+	}
+	r := m.Response
+	if r.Usage != nil {
+		s.usage.add(r.Usage)
+		s.lastUsed = r.Usage.InputTokens + r.Usage.OutputTokens
+		s.usageUpdate(s.lastUsed)
+	}
+	text := r.Text
+	if text == "" {
+		text = t.answer.String()
+	}
+	t.answer.Reset()
+	calls := r.ToolCalls
+	if r.FinishReason == llm.FinishLength {
+		// Calls cut at the token limit have broken arguments: none runs.
+		calls = nil
+	}
+	if text != "" || len(calls) > 0 {
+		s.history = append(s.history, llm.Message{Role: llm.RoleAssistant, Content: text, ToolCalls: calls})
+	}
+	switch {
+	case r.FinishReason == llm.FinishLength:
+		s.finish(ctx, t, acp.StopReasonMaxTokens, "")
+	case len(calls) > 0:
+		t.pending = calls
+		s.nextTool(ctx, t)
+	default:
+		s.finish(ctx, t, acp.StopReasonEndTurn, "")
+	}
+}
+
+// keepAnswer appends what the model streamed before a failure or cancel, so
+// the history holds everything the user saw.
+func (s *session) keepAnswer(t *turn) {
+	if t.answer.Len() > 0 {
+		s.history = append(s.history, llm.Message{Role: llm.RoleAssistant, Content: t.answer.String()})
+		t.answer.Reset()
+	}
+}
+
+func (s *session) onCancel(ctx actor.Context, upTo uint64) {
+	if upTo > s.cancelUpTo {
+		s.cancelUpTo = upTo
+	}
+	kept := s.queue[:0]
+	for _, q := range s.queue {
+		if q.seq <= upTo {
+			s.reply(q, &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()})
+			continue
+		}
+		kept = append(kept, q)
+	}
+	s.queue = kept
+	t := s.cur
+	if t == nil || t.seq > upTo || t.cancelled {
+		return
+	}
+	t.cancelled = true
+	switch t.state {
+	case turnWaiting:
+		ctx.Send(s.rt.turns, &releaseSlot{Turn: t.id})
+		s.finish(ctx, t, acp.StopReasonCancelled, "")
+	case turnRunning:
+		s.keepAnswer(t)
+		if len(t.live) == 0 {
+			s.finish(ctx, t, acp.StopReasonCancelled, "")
+			return
+		}
+		// Poison the in-flight work. Each goroutine sends its final
+		// message once its context is cancelled (a bash command's process
+		// group killed, a permission request abandoned); the turn ends
+		// when the last one has, so nothing it started outlives it.
+		for _, pid := range t.live {
+			ctx.Poison(pid)
+		}
+	}
+}
+
+// finish ends the current turn: it frees the slot, mends the history, sends
+// the closing usage_update and queues the reply behind the turn's updates.
+func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errText string) {
+	if t != s.cur {
+		return
+	}
+	if t.state == turnRunning {
+		ctx.Send(s.rt.turns, &releaseSlot{Turn: t.id})
+	}
+	if !t.slash {
+		s.answerPending(t, "[not run: the turn was cancelled]")
+		if len(s.history) == t.histStart+1 {
+			// The question got no answer at all: drop it, so the next
+			// turn does not start from a dangling user message.
+			s.history = s.history[:t.histStart]
+		}
+		s.rt.log.Info(fmt.Sprintf("[acp] turn done: %d command(s) · %d file op(s) · %d skill(s)", t.commands, t.fileOps, t.skills))
+	}
+	s.usageUpdate(max(s.lastUsed, s.estimate()))
+	res := &TurnResult{StopReason: stop, Usage: s.usage.acp()}
+	if errText != "" {
+		res = &TurnResult{Err: errText}
+	}
+	s.reply(t, res)
+	s.cur = nil
+	s.next(ctx)
+}
+
+func (s *session) reply(t *turn, res *TurnResult) {
+	if t.replyTo != nil {
+		s.rt.out.Deliver(t.replyTo, res)
+	}
+}
+
+func (s *session) usageUpdate(used int) {
+	s.rt.out.Update(s.id, acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{
+		Used: used,
+		Size: s.rt.ContextWindow(),
+	}})
+}
+
+// estimate guesses the history's size in tokens (four bytes a token) for
+// servers that report nothing.
+func (s *session) estimate() int {
+	n := 0
+	for i := range s.history {
+		m := &s.history[i]
+		n += len(m.Content) + 4
+		for _, c := range m.ToolCalls {
+			n += len(c.Name) + len(c.Arguments)
+		}
+	}
+	return n / 4
+}
+
+func (u *usageTotals) add(r *llm.Usage) {
+	u.reported = true
+	u.input += r.InputTokens
+	u.output += r.OutputTokens
+	if r.ThoughtTokens > 0 {
+		u.thought += r.ThoughtTokens
+		u.thoughtReported = true
+	}
+	if r.CachedReadTokens > 0 {
+		u.cachedRead += r.CachedReadTokens
+		u.cachedReadReported = true
+	}
+}
+
+// acp returns the session totals for a prompt response, nil until the
+// server has reported a count.
+func (u *usageTotals) acp() *acp.Usage {
+	if !u.reported {
+		return nil
+	}
+	out := &acp.Usage{InputTokens: u.input, OutputTokens: u.output, TotalTokens: u.input + u.output}
+	if u.thoughtReported {
+		// Reasoning tokens are part of the output count servers report.
+		out.ThoughtTokens = acp.Ptr(u.thought)
+	}
+	if u.cachedReadReported {
+		out.CachedReadTokens = acp.Ptr(u.cachedRead)
+	}
+	return out
+}

@@ -1,0 +1,129 @@
+package actors
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+	"go.uber.org/goleak"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/tools"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recOutbox records updates and delivers replies at once: the actors are
+// tested here without the ACP edge, which has its own end-to-end tests.
+type recOutbox struct {
+	mu      sync.Mutex
+	updates []acp.SessionUpdate
+	rt      *Runtime
+}
+
+func (o *recOutbox) Update(_ string, u acp.SessionUpdate) {
+	o.mu.Lock()
+	o.updates = append(o.updates, u)
+	o.mu.Unlock()
+}
+
+func (o *recOutbox) Deliver(pid *actor.PID, msg any) { o.rt.Root().Send(pid, msg) }
+
+func (o *recOutbox) statuses() []acp.ToolCallStatus {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []acp.ToolCallStatus
+	for _, u := range o.updates {
+		if u.ToolCallUpdate != nil && u.ToolCallUpdate.Status != nil {
+			out = append(out, *u.ToolCallUpdate.Status)
+		}
+	}
+	return out
+}
+
+func newTestRuntime(t *testing.T, script string) (*Runtime, *recOutbox) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "script.yaml")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model, err := llm.New(llm.Config{Provider: "scripted", Script: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &recOutbox{}
+	rt := NewRuntime(Options{Config: configs.Default(), Model: model, Out: out})
+	out.rt = rt
+	t.Cleanup(rt.Shutdown)
+	return rt, out
+}
+
+// TestToolPanicFailsTheCallOnly: a tool that panics becomes a failed call;
+// the turn goes on and the runtime keeps serving.
+func TestToolPanicFailsTheCallOnly(t *testing.T) {
+	rt, out := newTestRuntime(t, `
+rules:
+  - match: "^run$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "echo hi"}}]
+      - {text: "model read: {{last_tool_output}}"}
+`)
+	rt.runTool = func(context.Context, tools.Env, *tools.Call) tools.Result { panic("tool exploded") }
+	s := rt.SpawnSession("s1", t.TempDir())
+	defer s.Stop()
+	res := s.Prompt(1, "run")
+	if res.Err != "" || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("turn = %+v", res)
+	}
+	if st := out.statuses(); len(st) != 2 || st[1] != acp.ToolCallStatusFailed {
+		t.Errorf("statuses = %v", st)
+	}
+	out.mu.Lock()
+	var text string
+	for _, u := range out.updates {
+		if u.AgentMessageChunk != nil {
+			text += u.AgentMessageChunk.Content.Text.Text
+		}
+	}
+	out.mu.Unlock()
+	if !strings.Contains(text, "panicked: tool exploded") {
+		t.Errorf("the model did not read the failure: %q", text)
+	}
+	// The runtime still serves other sessions.
+	s2 := rt.SpawnSession("s2", t.TempDir())
+	defer s2.Stop()
+	if res := s2.Prompt(1, "run"); res.StopReason != acp.StopReasonEndTurn || res.Err != "" {
+		t.Errorf("second session: %+v", res)
+	}
+}
+
+// TestSessionStopCancelsItsTurn: stopping a session (the client left) ends
+// its running turn as cancelled and stops its children.
+func TestSessionStopCancelsItsTurn(t *testing.T) {
+	rt, _ := newTestRuntime(t, `
+rules:
+  - match: "^sleep$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "sleep 30"}}]
+`)
+	s := rt.SpawnSession("s1", t.TempDir())
+	res := make(chan *TurnResult, 1)
+	go func() { res <- s.Prompt(1, "sleep") }()
+	time.Sleep(50 * time.Millisecond)
+	s.Stop()
+	select {
+	case r := <-res:
+		if r.StopReason != acp.StopReasonCancelled {
+			t.Errorf("turn = %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the turn outlived its session")
+	}
+}

@@ -1,0 +1,144 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/tools"
+)
+
+// The tool phase of a turn: the calls of one model answer run one at a time,
+// each in its own worker actor, in the order the model gave them.
+
+// nextTool runs the next pending call, or asks the model again when there is
+// none left (unless the turn has used up its model calls).
+func (s *session) nextTool(ctx actor.Context, t *turn) {
+	if len(t.pending) == 0 {
+		if t.calls >= s.rt.cfg.Turns.MaxModelCalls {
+			s.finish(ctx, t, acp.StopReasonMaxTurnRequests, "")
+			return
+		}
+		s.callModel(ctx, t)
+		return
+	}
+	t.tool = t.pending[0]
+	t.pending = t.pending[1:]
+	callID := fmt.Sprintf("call_%d", s.rt.nextCall.Add(1))
+	s.spawn(ctx, t, callID, &toolWorker{
+		rt:      s.rt,
+		session: s.id,
+		turn:    t.id,
+		callID:  callID,
+		name:    t.tool.Name,
+		args:    t.tool.Arguments,
+		env:     tools.Env{Cwd: s.cwd, BashTimeout: s.rt.cfg.Tools.Bash.Timeout},
+		policy:  toolPolicy{yolo: s.rt.cfg.Yolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
+	})
+}
+
+func (s *session) current(turnID uint64, callID string) (*turn, *actor.PID) {
+	t := s.cur
+	if t == nil || t.id != turnID {
+		return nil, nil
+	}
+	pid := t.live[callID]
+	if pid == nil {
+		return nil, nil
+	}
+	return t, pid
+}
+
+func (s *session) onToolPrepared(ctx actor.Context, m *toolPrepared) {
+	t, pid := s.current(m.Turn, m.CallID)
+	if t == nil || t.cancelled {
+		return
+	}
+	s.rt.out.Update(s.id, acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{
+		ToolCallId: acp.ToolCallId(m.CallID),
+		Title:      m.Title,
+		Kind:       m.Kind,
+		Status:     acp.ToolCallStatusPending,
+		RawInput:   m.RawInput,
+		Locations:  locations(m.Locations),
+	}})
+	if m.Err == "" {
+		// The go-ahead reaches the worker after the pending tool_call is
+		// written, so a permission request never precedes its tool call.
+		s.rt.out.Deliver(pid, &toolProceed{})
+	}
+}
+
+func (s *session) onToolStarted(m *toolStarted) {
+	if t, _ := s.current(m.Turn, m.CallID); t == nil || t.cancelled {
+		return
+	}
+	s.rt.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
+		ToolCallId: acp.ToolCallId(m.CallID),
+		Status:     acp.Ptr(acp.ToolCallStatusInProgress),
+	}})
+}
+
+func (s *session) onToolRemember(m *toolRemember) {
+	if s.allowAlways == nil {
+		s.allowAlways, s.never = map[string]bool{}, map[string]bool{}
+	}
+	s.allowAlways[m.Tool] = m.Allow
+	s.never[m.Tool] = !m.Allow
+}
+
+func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
+	t, _ := s.current(m.Turn, m.CallID)
+	if t == nil {
+		return
+	}
+	status := acp.ToolCallStatusCompleted
+	if m.Failed {
+		status = acp.ToolCallStatusFailed
+	}
+	content := []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(m.Output))}
+	if m.DiffPath != "" && !m.Failed {
+		content = []acp.ToolCallContent{diffContent(m.DiffPath, m.OldText, m.NewText)}
+	}
+	s.rt.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
+		ToolCallId: acp.ToolCallId(m.CallID),
+		Status:     acp.Ptr(status),
+		Content:    content,
+		RawOutput:  map[string]any{"output": m.Output},
+	}})
+	s.history = append(s.history, llm.Message{Role: llm.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: m.Output})
+	if m.Ran {
+		switch m.Tool {
+		case "bash":
+			t.commands++
+		case "read_skill":
+			t.skills++
+		default:
+			t.fileOps++
+		}
+	}
+	if s.settle(ctx, t, m.CallID) {
+		return
+	}
+	s.nextTool(ctx, t)
+}
+
+// answerPending gives every tool call the model asked for and that will not
+// run a result, so the history stays one the model server accepts.
+func (s *session) answerPending(t *turn, text string) {
+	for _, c := range t.pending {
+		s.history = append(s.history, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: text})
+	}
+	t.pending = nil
+}
+
+// toolDefs describes the built-in tools to the model.
+func toolDefs() []llm.ToolDef {
+	var out []llm.ToolDef
+	for _, t := range tools.Builtin() {
+		out = append(out, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
+	}
+	return out
+}

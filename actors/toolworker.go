@@ -1,0 +1,243 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/tools"
+)
+
+// Permission is the part of the client a tool worker asks before mutating
+// anything. The ACP connection implements it.
+type Permission interface {
+	RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error)
+}
+
+// toolWorker runs one tool call. Its goroutine prepares the call (which may
+// read the file an edit changes), reports it, waits for the session's go
+// ahead (sent once the pending tool_call is written), asks permission when
+// the policy says so, runs the tool and reports the result. Stopping the
+// actor cancels the goroutine's context: a bash command dies with its whole
+// process group, a permission request is abandoned.
+type toolWorker struct {
+	rt      *Runtime
+	session string
+	turn    uint64
+	callID  string
+	name    string
+	args    string
+	env     tools.Env
+	policy  toolPolicy
+	cancel  context.CancelFunc
+	proceed chan struct{}
+}
+
+// toolPolicy is the session's permission state for this call's tool, copied
+// when the worker is spawned (calls of a turn run one at a time, so it
+// cannot change while the worker runs).
+type toolPolicy struct {
+	yolo   bool
+	always bool // the user answered allow_always for this tool
+	never  bool // the user answered never for this tool
+}
+
+// Messages from a worker to its session. Each worker's goroutine sends
+// exactly one toolFinished, whatever happens, so the session knows when the
+// worker's work is over.
+type toolPrepared struct {
+	Turn      uint64
+	CallID    string
+	Title     string
+	Kind      acp.ToolKind
+	RawInput  map[string]any
+	Locations []string
+	Err       string // the call is bad; the worker sends toolFinished next
+}
+
+type toolStarted struct {
+	Turn   uint64
+	CallID string
+}
+
+// toolRemember records an allow_always or never answer for a tool name.
+type toolRemember struct {
+	Tool  string
+	Allow bool
+}
+
+type toolFinished struct {
+	Turn     uint64
+	CallID   string
+	Tool     string
+	Output   string
+	Failed   bool
+	Ran      bool // the tool ran (it was not refused and its arguments were valid)
+	OldText  *string
+	NewText  string
+	DiffPath string
+}
+
+// toolProceed is the session's go-ahead, delivered after the pending
+// tool_call notification is written.
+type toolProceed struct{}
+
+func (w *toolWorker) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		var c context.Context
+		c, w.cancel = context.WithCancel(context.Background())
+		w.proceed = make(chan struct{}, 1)
+		root, parent := ctx.ActorSystem().Root, ctx.Parent()
+		w.rt.goWork(func() { w.work(c, root, parent) })
+	case *toolProceed:
+		select {
+		case w.proceed <- struct{}{}:
+		default:
+		}
+	case *actor.Stopping:
+		if w.cancel != nil {
+			w.cancel()
+		}
+	}
+}
+
+func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *actor.PID) {
+	fin := &toolFinished{Turn: w.turn, CallID: w.callID, Tool: w.name, Failed: true}
+	defer func() {
+		if r := recover(); r != nil {
+			fin.Output = fmt.Sprintf("[internal error: %s panicked: %v]", w.name, r)
+			fin.Failed = true
+		}
+		root.Send(parent, fin)
+	}()
+	call, err := tools.Prepare(w.env, w.name, w.args)
+	prep := &toolPrepared{Turn: w.turn, CallID: w.callID, Title: w.name, Kind: acp.ToolKindExecute}
+	if call != nil {
+		prep.Title, prep.Kind, prep.RawInput, prep.Locations = call.Title, toolKind(call.Kind), call.Args, call.Locations
+	}
+	if prep.RawInput == nil {
+		prep.RawInput = rawArgs(w.args)
+	}
+	if err != nil {
+		prep.Err = err.Error()
+		fin.Output = "[error: " + err.Error() + "]"
+		root.Send(parent, prep)
+		return
+	}
+	root.Send(parent, prep)
+	select {
+	case <-w.proceed:
+	case <-ctx.Done():
+		fin.Output = "[cancelled]"
+		return
+	}
+	if ok, reason := w.allowed(ctx, root, parent, call); !ok {
+		fin.Output = reason
+		return
+	}
+	root.Send(parent, &toolStarted{Turn: w.turn, CallID: w.callID})
+	res := w.rt.runTool(ctx, w.env, call)
+	fin.Ran = true
+	fin.Output, fin.Failed = res.Output, res.Failed
+	if res.Diff != nil {
+		fin.DiffPath, fin.OldText, fin.NewText = res.Diff.Path, res.Diff.OldText, res.Diff.NewText
+	}
+}
+
+// allowed applies the permission policy, asking the client when it must.
+// A refusal returns the text the model reads.
+func (w *toolWorker) allowed(ctx context.Context, root *actor.RootContext, parent *actor.PID, call *tools.Call) (bool, string) {
+	refused := "[" + w.name + " rejected by the user]"
+	if w.name == "bash" {
+		refused = "[command rejected by the user]"
+	}
+	sensitive, _ := call.AlwaysAsk(w.rt.sensitive, w.env.Cwd)
+	switch {
+	case sensitive:
+		// Sensitive paths ask every time: allow_always does not cover them.
+	case w.policy.never:
+		return false, refused
+	case !call.Mutating, w.policy.yolo, w.policy.always:
+		return true, ""
+	}
+	req := acp.RequestPermissionRequest{
+		SessionId: acp.SessionId(w.session),
+		ToolCall: acp.ToolCallUpdate{
+			ToolCallId: acp.ToolCallId(w.callID),
+			Title:      acp.Ptr(call.Title),
+			Kind:       acp.Ptr(toolKind(call.Kind)),
+			Status:     acp.Ptr(acp.ToolCallStatusPending),
+			RawInput:   call.Args,
+			Locations:  locations(call.Locations),
+		},
+		Options: permissionOptions,
+	}
+	if d := call.Proposal; d != nil {
+		req.ToolCall.Content = []acp.ToolCallContent{diffContent(d.Path, d.OldText, d.NewText)}
+	}
+	resp, err := w.rt.perm.RequestPermission(ctx, req)
+	if err != nil || resp.Outcome.Selected == nil {
+		// A transport error or a cancelled outcome is a refusal.
+		return false, refused
+	}
+	switch resp.Outcome.Selected.OptionId {
+	case "allow":
+		return true, ""
+	case "allow_always":
+		root.Send(parent, &toolRemember{Tool: w.name, Allow: true})
+		return true, ""
+	case "never":
+		root.Send(parent, &toolRemember{Tool: w.name, Allow: false})
+	}
+	return false, refused
+}
+
+var permissionOptions = []acp.PermissionOption{
+	{OptionId: "allow", Name: "Allow", Kind: acp.PermissionOptionKindAllowOnce},
+	{OptionId: "allow_always", Name: "Always allow", Kind: acp.PermissionOptionKindAllowAlways},
+	{OptionId: "reject", Name: "Reject", Kind: acp.PermissionOptionKindRejectOnce},
+	{OptionId: "never", Name: "Never", Kind: acp.PermissionOptionKindRejectAlways},
+}
+
+// toolKind maps a tool's kind to ACP's; an unknown kind shows as execute.
+func toolKind(k tools.Kind) acp.ToolKind {
+	switch k {
+	case tools.KindRead:
+		return acp.ToolKindRead
+	case tools.KindEdit:
+		return acp.ToolKindEdit
+	case tools.KindFetch:
+		return acp.ToolKindFetch
+	case tools.KindOther:
+		return acp.ToolKindOther
+	}
+	return acp.ToolKindExecute
+}
+
+func locations(paths []string) []acp.ToolCallLocation {
+	if len(paths) == 0 {
+		return nil
+	}
+	out := make([]acp.ToolCallLocation, len(paths))
+	for i, p := range paths {
+		out[i] = acp.ToolCallLocation{Path: p}
+	}
+	return out
+}
+
+func diffContent(path string, oldText *string, newText string) acp.ToolCallContent {
+	return acp.ToolCallContent{Diff: &acp.ToolCallContentDiff{Path: path, OldText: oldText, NewText: newText}}
+}
+
+// rawArgs shows arguments the tool could not decode as they were sent.
+func rawArgs(s string) map[string]any {
+	var m map[string]any
+	if json.Unmarshal([]byte(s), &m) != nil {
+		return map[string]any{"arguments": s}
+	}
+	return m
+}

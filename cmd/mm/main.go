@@ -1,0 +1,107 @@
+// Command mm is a bash-first coding agent that editors drive over the Agent
+// Client Protocol on stdin/stdout.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/logs"
+	"github.com/mm-agent/mm/protocol"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	serveACP := fs.Bool("acp", false, "serve the Agent Client Protocol on stdin/stdout")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	configPath := fs.String("config", "", "config file (default $MM_CONFIG, then ~/.config/mm/config.yaml)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm --version\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, protocol.Version)
+		return 0
+	}
+	if !*serveACP {
+		fs.Usage()
+		return 2
+	}
+	log := logs.New(stderr, slog.LevelInfo)
+	cfg, err := configs.Load(*configPath)
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	model, err := llm.New(modelConfig(cfg))
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	banner(log, cfg)
+
+	// A client that goes away mid-write must not kill us with SIGPIPE: the
+	// write fails, and the shutdown path runs.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	conn, err := protocol.Start(protocol.Options{
+		Config: cfg, Model: model, In: stdin, Out: stdout, Log: log,
+		ContextWindow: cfg.Model.ContextWindow,
+	})
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	if cfg.Model.ContextWindow == 0 {
+		go func() {
+			if n := llm.ProbeContextWindow(ctx, modelConfig(cfg)); n > 0 {
+				conn.SetContextWindow(n)
+			}
+		}()
+	}
+	conn.Wait(ctx)
+	return 0
+}
+
+func modelConfig(cfg *configs.Config) llm.Config {
+	m := cfg.Model
+	return llm.Config{
+		Provider:    m.Provider,
+		BaseURL:     m.ResolvedBaseURL(),
+		Name:        m.Name,
+		APIKey:      m.APIKey(),
+		Temperature: m.Temperature,
+		MaxTokens:   m.MaxTokens,
+		Script:      m.Script,
+	}
+}
+
+// banner tells the user on stderr what this process is about to serve.
+func banner(log *slog.Logger, cfg *configs.Config) {
+	path := cfg.Path
+	if path == "" {
+		path = "(embedded defaults)"
+	}
+	model := cfg.Model.Provider
+	if cfg.Model.Provider != "scripted" {
+		model += " " + cfg.Model.Name + " at " + cfg.Model.ResolvedBaseURL()
+	}
+	log.Info(fmt.Sprintf("mm %s · model %s · config %s · yolo=%t", protocol.Version, model, path, cfg.Yolo))
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/llm/llmtest"
+	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/protocol/acptest"
+)
+
+var mmBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mm-bin")
+	if err != nil {
+		panic(err)
+	}
+	mmBin = filepath.Join(dir, "mm")
+	if out, err := exec.Command("go", "build", "-o", mmBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building mm: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const script = `
+rules:
+  - match: "^ping$"
+    steps: [{text: "pong"}]
+  - match: "^slow$"
+    steps: [{text: "thinking ", sleep: 30s}]
+  - match: "^bash$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "echo $$ > pids; (sleep 300 & echo $! >> pids; wait) & echo $! >> pids; wait"}}]
+usage: true
+`
+
+// startMM runs `mm -acp` on a config pointing at a scripted HTTP model, with
+// a clean environment: no API key is set.
+func startMM(t *testing.T, extraConfig string) (*acptest.Conn, *exec.Cmd, *llmtest.Server) {
+	t.Helper()
+	sc, err := llm.ParseScript([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewServer(sc)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.yaml")
+	cfg := fmt.Sprintf("model:\n  provider: openai\n  baseURL: %s\n  contextWindow: 2048\n%s", srv.URL(), extraConfig)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(mmBin, "-acp", "-config", cfgPath)
+	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	conn, err := acptest.Process(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(5 * time.Second); _ = cmd.Process.Kill() })
+	return conn, cmd, srv
+}
+
+func TestVersion(t *testing.T) {
+	out, err := exec.Command(mmBin, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != protocol.Version {
+		t.Errorf("--version printed %q, want %q", got, protocol.Version)
+	}
+}
+
+func TestOverPipes(t *testing.T) {
+	conn, _, _ := startMM(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	init, err := conn.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if init.AgentInfo.Version != protocol.Version {
+		t.Errorf("agentInfo.version %q != --version %q", init.AgentInfo.Version, protocol.Version)
+	}
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := conn.Ask(ctx, sess.SessionId, "ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != acp.StopReasonEndTurn || acptest.Text(conn.Client.Updates(sess.SessionId)) != "pong" {
+		t.Errorf("stop %s, text %q", res.StopReason, acptest.Text(conn.Client.Updates(sess.SessionId)))
+	}
+	if err := conn.Close(5 * time.Second); err != nil {
+		t.Fatalf("exit: %v\n%s", err, conn.Stderr.String())
+	}
+	// stdout carried JSON-RPC 2.0 messages only, one per line.
+	sc := bufio.NewScanner(strings.NewReader(conn.Stdout.String()))
+	lines := 0
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil || m["jsonrpc"] != "2.0" {
+			t.Errorf("stdout line is not JSON-RPC: %q", sc.Text())
+		}
+		lines++
+	}
+	if lines < 5 {
+		t.Errorf("only %d stdout lines", lines)
+	}
+	logs := conn.Stderr.String()
+	for _, want := range []string{"mm " + protocol.Version, "[acp] initialize: client acptest 1.0", "[acp] turn done:"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, logs)
+		}
+	}
+}
+
+// TestExit shows that a closed stdin or SIGTERM during a turn ends the
+// process cleanly, with exit code 0.
+func TestExit(t *testing.T) {
+	for _, how := range []string{"stdin EOF", "SIGTERM"} {
+		t.Run(how, func(t *testing.T) {
+			conn, cmd, srv := startMM(t, "")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if _, err := conn.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _, _ = conn.Ask(ctx, sess.SessionId, "slow") }()
+			deadline := time.Now().Add(10 * time.Second)
+			for srv.Requests() == 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			start := time.Now()
+			if how == "SIGTERM" {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			}
+			if err := conn.Close(10 * time.Second); err != nil {
+				t.Fatalf("exit: %v\n%s", err, conn.Stderr.String())
+			}
+			t.Logf("exited in %v", time.Since(start))
+		})
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(path, []byte("model:\n  provder: openai\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(mmBin, "-acp", "-config", path)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit = %v, want 1", err)
+	}
+	if !strings.Contains(string(out), `unknown key "model.provder"`) || !strings.Contains(string(out), path) {
+		t.Errorf("error does not name the key and the file: %s", out)
+	}
+	// MM_CONFIG is read when -config is absent.
+	cmd = exec.Command(mmBin, "-acp")
+	cmd.Env = append(os.Environ(), "MM_CONFIG="+path)
+	if out, _ := cmd.CombinedOutput(); !strings.Contains(string(out), "model.provder") {
+		t.Errorf("MM_CONFIG ignored: %s", out)
+	}
+}
+
+// TestStdinEOFKillsCommands: when the editor goes away during a bash
+// command, mm exits 0 and no process it started survives.
+func TestStdinEOFKillsCommands(t *testing.T) {
+	conn, _, _ := startMM(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := conn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = conn.Ask(ctx, sess.SessionId, "bash") }()
+	var pids []int
+	deadline := time.Now().Add(10 * time.Second)
+	for len(pids) < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		b, _ := os.ReadFile(filepath.Join(cwd, "pids"))
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(f)
+			pids = append(pids, n)
+		}
+	}
+	if len(pids) < 3 {
+		t.Fatalf("the command did not start: %v\n%s", pids, conn.Stderr.String())
+	}
+	if err := conn.Close(10 * time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	for _, pid := range pids {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
+			t.Errorf("process %d outlived mm", pid)
+		}
+	}
+}

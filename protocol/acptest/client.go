@@ -1,0 +1,166 @@
+// Package acptest drives mm the way an editor does, for tests and the
+// stress harness: an acp-go-sdk ClientSideConnection over real pipes, to the
+// in-process agent or to an `mm -acp` subprocess, with a Client that records
+// every notification in arrival order and answers permission requests.
+//
+// A Client is safe for concurrent use.
+package acptest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/coder/acp-go-sdk"
+)
+
+// Client records what the agent sends. Its zero value is not usable: use
+// NewClient.
+type Client struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	updates []acp.SessionNotification
+	perms   []acp.RequestPermissionRequest
+	// Permission answers session/request_permission; nil selects "allow".
+	Permission func(acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error)
+}
+
+// NewClient returns an empty recording client.
+func NewClient() *Client {
+	c := &Client{}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+var _ acp.Client = (*Client)(nil)
+
+// SessionUpdate records a notification.
+func (c *Client) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
+	c.mu.Lock()
+	c.updates = append(c.updates, n)
+	c.mu.Unlock()
+	c.cond.Broadcast()
+	return nil
+}
+
+// RequestPermission records the request and answers it.
+func (c *Client) RequestPermission(_ context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	c.mu.Lock()
+	c.perms = append(c.perms, p)
+	answer := c.Permission
+	c.mu.Unlock()
+	c.cond.Broadcast()
+	if answer != nil {
+		return answer(p)
+	}
+	return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{
+		Selected: &acp.RequestPermissionOutcomeSelected{OptionId: "allow"},
+	}}, nil
+}
+
+// Updates returns the notifications of a session, in arrival order.
+func (c *Client) Updates(sessionID acp.SessionId) []acp.SessionUpdate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []acp.SessionUpdate
+	for _, n := range c.updates {
+		if n.SessionId == sessionID {
+			out = append(out, n.Update)
+		}
+	}
+	return out
+}
+
+// Permissions returns the permission requests received so far.
+func (c *Client) Permissions() []acp.RequestPermissionRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]acp.RequestPermissionRequest(nil), c.perms...)
+}
+
+// Reset forgets what was recorded.
+func (c *Client) Reset() {
+	c.mu.Lock()
+	c.updates, c.perms = nil, nil
+	c.mu.Unlock()
+}
+
+// WaitUpdate blocks until some notification of the session satisfies ok, or
+// ctx ends.
+func (c *Client) WaitUpdate(ctx context.Context, sessionID acp.SessionId, ok func(acp.SessionUpdate) bool) error {
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for _, n := range c.updates {
+			if n.SessionId == sessionID && ok(n.Update) {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for an update of %s: %w", sessionID, ctx.Err())
+		}
+		c.cond.Wait()
+	}
+}
+
+// Text concatenates the agent_message_chunk texts among updates.
+func Text(updates []acp.SessionUpdate) string {
+	s := ""
+	for _, u := range updates {
+		if u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil {
+			s += u.AgentMessageChunk.Content.Text.Text
+		}
+	}
+	return s
+}
+
+// Kind names an update by its sessionUpdate discriminator.
+func Kind(u acp.SessionUpdate) string {
+	b, err := json.Marshal(u)
+	if err != nil {
+		return "?"
+	}
+	var v struct {
+		K string `json:"sessionUpdate"`
+	}
+	_ = json.Unmarshal(b, &v)
+	return v.K
+}
+
+// The client methods below are not advertised by tests' clients; the agent
+// must never call them.
+
+func (c *Client) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	return acp.ReadTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsReadTextFile)
+}
+
+func (c *Client) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	return acp.WriteTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsWriteTextFile)
+}
+
+func (c *Client) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	return acp.CreateTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalCreate)
+}
+
+func (c *Client) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	return acp.KillTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalKill)
+}
+
+func (c *Client) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	return acp.TerminalOutputResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalOutput)
+}
+
+func (c *Client) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	return acp.ReleaseTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalRelease)
+}
+
+func (c *Client) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	return acp.WaitForTerminalExitResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalWaitForExit)
+}

@@ -1,0 +1,132 @@
+package acptest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/logs"
+	"github.com/mm-agent/mm/protocol"
+)
+
+// Conn is a client connected to an agent.
+type Conn struct {
+	*acp.ClientSideConnection
+	Client *Client
+	// Stdout holds a copy of every byte the agent wrote on its stdout
+	// (subprocess) or output pipe (in-process).
+	Stdout *SyncBuffer
+	// Stderr holds the agent's log.
+	Stderr *SyncBuffer
+
+	closeIn func() error
+	wait    func() error
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent use.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// InProcess serves the agent in this process over in-memory pipes.
+func InProcess(cfg *configs.Config, model llm.Model) (*Conn, error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stdout, stderr := &SyncBuffer{}, &SyncBuffer{}
+	log := logs.New(stderr, slog.LevelInfo)
+	c, err := protocol.Start(protocol.Options{Config: cfg, Model: model, In: inR, Out: outW, Log: log, ContextWindow: cfg.Model.ContextWindow})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		c.Wait(context.Background())
+		outW.Close()
+		close(done)
+	}()
+	client := NewClient()
+	conn := acp.NewClientSideConnection(client, inW, io.TeeReader(outR, stdout))
+	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return &Conn{
+		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
+		closeIn: inW.Close,
+		wait: func() error {
+			<-done
+			return nil
+		},
+	}, nil
+}
+
+// Process starts cmd (an `mm -acp` command line) and connects to its stdio.
+func Process(cmd *exec.Cmd) (*Conn, error) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, stderr := &SyncBuffer{}, &SyncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	client := NewClient()
+	conn := acp.NewClientSideConnection(client, stdin, io.TeeReader(stdoutPipe, stdout))
+	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return &Conn{
+		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
+		closeIn: stdin.Close,
+		wait:    cmd.Wait,
+	}, nil
+}
+
+// Close closes the agent's stdin and waits for it to finish, at most
+// timeout; it returns the agent's exit error, or context.DeadlineExceeded.
+func (c *Conn) Close(timeout time.Duration) error {
+	_ = c.closeIn()
+	errc := make(chan error, 1)
+	go func() { errc <- c.wait() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(timeout):
+		return context.DeadlineExceeded
+	}
+}
+
+// Init sends a standard initialize request.
+func (c *Conn) Init(ctx context.Context) (acp.InitializeResponse, error) {
+	return c.Initialize(ctx, acp.InitializeRequest{
+		ProtocolVersion: acp.ProtocolVersionNumber,
+		ClientInfo:      &acp.Implementation{Name: "acptest", Version: "1.0"},
+	})
+}
+
+// Ask sends one text prompt.
+func (c *Conn) Ask(ctx context.Context, sid acp.SessionId, text string) (acp.PromptResponse, error) {
+	return c.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
+}

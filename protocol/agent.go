@@ -1,0 +1,189 @@
+package protocol
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/tools"
+)
+
+// Version is the binary's version: agentInfo.version and `mm --version`.
+// Release builds set it with -ldflags "-X github.com/mm-agent/mm/protocol.Version=…".
+var Version = "v0.1.0"
+
+// Agent implements acp.Agent for one connection.
+type Agent struct {
+	cfg  *configs.Config
+	rt   *actors.Runtime
+	out  *wireOut
+	log  *slog.Logger
+	conn *acp.AgentSideConnection
+
+	// ready is closed once rt is set; only runtime() reads rt before that.
+	ready chan struct{}
+
+	mu       sync.Mutex
+	sessions map[string]*actors.Session
+	client   acp.ClientCapabilities
+}
+
+// runtime returns the actor runtime, waiting for it to be up.
+func (a *Agent) runtime() *actors.Runtime {
+	<-a.ready
+	return a.rt
+}
+
+var _ acp.Agent = (*Agent)(nil)
+
+// Initialize negotiates the protocol version and says who we are.
+func (a *Agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+	a.mu.Lock()
+	a.client = p.ClientCapabilities
+	a.mu.Unlock()
+	name, version := "unknown client", ""
+	if p.ClientInfo != nil {
+		name, version = p.ClientInfo.Name, p.ClientInfo.Version
+	}
+	form := p.ClientCapabilities.Elicitation != nil && p.ClientCapabilities.Elicitation.Form != nil
+	a.log.Info(fmt.Sprintf("[acp] initialize: client %s %s, protocol %d, elicitation(form)=%t", name, version, p.ProtocolVersion, form))
+	info := acp.Implementation{Name: a.cfg.ACP.Name, Version: Version}
+	if a.cfg.ACP.Title != "" {
+		info.Title = acp.Ptr(a.cfg.ACP.Title)
+	}
+	return acp.InitializeResponse{
+		// We speak version 1 only: a client asking for it gets it, any
+		// other gets our latest, and decides.
+		ProtocolVersion: acp.ProtocolVersion(acp.ProtocolVersionNumber),
+		AgentInfo:       &info,
+		AuthMethods:     []acp.AuthMethod{},
+	}, nil
+}
+
+// Authenticate has nothing to check: mm needs no login.
+func (a *Agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
+	return acp.AuthenticateResponse{}, nil
+}
+
+// NewSession creates a session actor for an existing, absolute cwd.
+func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	cwd, err := checkCwd(p.Cwd)
+	if err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	id := newSessionID(time.Now())
+	s := a.runtime().SpawnSession(id, cwd)
+	a.mu.Lock()
+	a.sessions[id] = s
+	a.mu.Unlock()
+	// available_commands_update must follow the response: an editor drops
+	// notifications for a session id it does not know yet.
+	a.out.afterResponse(id, s.ResponseWritten)
+	a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) ignored)", id, cwd, len(p.McpServers)))
+	return acp.NewSessionResponse{SessionId: acp.SessionId(id)}, nil
+}
+
+// checkCwd translates a Windows or WSL path and requires an existing,
+// absolute directory.
+func checkCwd(raw string) (string, error) {
+	cwd := tools.TranslatePath(raw)
+	bad := func(why string) error {
+		return acp.NewInvalidParams(map[string]any{"cwd": raw, "error": why})
+	}
+	if !filepath.IsAbs(cwd) {
+		return "", bad(fmt.Sprintf("cwd %q is not an absolute path", raw))
+	}
+	cwd = filepath.Clean(cwd)
+	fi, err := os.Stat(cwd)
+	if err != nil {
+		return "", bad(fmt.Sprintf("cwd %q does not exist", raw))
+	}
+	if !fi.IsDir() {
+		return "", bad(fmt.Sprintf("cwd %q is not a directory", raw))
+	}
+	return cwd, nil
+}
+
+// newSessionID makes a date-sortable id such as 20260916-101530-4f2a9c1e.
+func newSessionID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+func (a *Agent) session(id acp.SessionId) (*actors.Session, error) {
+	a.mu.Lock()
+	s := a.sessions[string(id)]
+	a.mu.Unlock()
+	if s == nil {
+		return nil, acp.NewInvalidParams(map[string]any{"sessionId": string(id), "error": fmt.Sprintf("unknown session %q", id)})
+	}
+	return s, nil
+}
+
+// Prompt runs one turn and answers when it has ended and its updates are
+// written. Cancellation reaches the turn through Cancel, not through ctx:
+// the SDK also cancels ctx when a second prompt for the session arrives,
+// and that prompt must queue behind this one instead.
+func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		return acp.PromptResponse{}, err
+	}
+	text := flatten(p.Prompt, s.Cwd, func(path string) {
+		a.log.Info(fmt.Sprintf("[acp] session %s: attached %s", s.ID, path))
+	})
+	res := s.Prompt(promptSeq(p.Meta), text)
+	if res.Err != "" {
+		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": res.Err})
+	}
+	return acp.PromptResponse{StopReason: res.StopReason, Usage: res.Usage}, nil
+}
+
+// Cancel cancels the session's running and queued turns that arrived
+// before it.
+func (a *Agent) Cancel(_ context.Context, p acp.CancelNotification) error {
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		return err
+	}
+	s.Cancel(promptSeq(p.Meta))
+	return nil
+}
+
+// The session methods beyond the seed are answered "method not found" until
+// they are built, and are not advertised.
+
+func (a *Agent) Logout(context.Context, acp.LogoutRequest) (acp.LogoutResponse, error) {
+	return acp.LogoutResponse{}, acp.NewMethodNotFound(acp.AgentMethodLogout)
+}
+
+func (a *Agent) CloseSession(context.Context, acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+	return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
+}
+
+func (a *Agent) ListSessions(context.Context, acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
+	return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+}
+
+func (a *Agent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
+}
+
+func (a *Agent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+}
+
+func (a *Agent) SetSessionMode(context.Context, acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
+}

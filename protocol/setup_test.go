@@ -1,0 +1,125 @@
+package protocol_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+	"go.uber.org/goleak"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/llm/llmtest"
+	"github.com/mm-agent/mm/protocol/acptest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// script is the model every test talks to, over real HTTP.
+const script = `
+rules:
+  - match: "^ping$"
+    steps: [{text: "pong"}]
+  - match: "^stream$"
+    steps: [{text: "one two three four five"}]
+  - match: "^think$"
+    steps: [{reasoning: "let me see", text: "done"}]
+  - match: "^fail$"
+    steps: [{error: "the model is on fire"}]
+  - match: "^garbage$"
+    steps: [{garbage: true}]
+  - match: "^sleep$"
+    steps: [{text: "partial answer that streams so slowly that a cancel always lands in the middle of it, word after word after word", tokensPerSec: 2}]
+  - match: "^slow$"
+    steps: [{sleep: 30s}]
+  - match: "^long$"
+    steps: [{text: "cut short", finish: length}]
+usage: true
+`
+
+// env is one agent served in-process against the scripted HTTP model.
+type env struct {
+	t      *testing.T
+	server *llmtest.Server
+	conn   *acptest.Conn
+	cwd    string
+	ctx    context.Context
+}
+
+func newEnv(t *testing.T, edit func(*configs.Config)) *env {
+	t.Helper()
+	sc, err := llm.ParseScript([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewServer(sc)
+	t.Cleanup(srv.Close)
+	cfg := configs.Default()
+	cfg.Model.BaseURL = srv.URL()
+	cfg.Model.ContextWindow = 4096
+	if edit != nil {
+		edit(cfg)
+	}
+	model, err := llm.New(llm.Config{Provider: cfg.Model.Provider, BaseURL: cfg.Model.BaseURL, Name: "test", Temperature: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := acptest.InProcess(cfg, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(func() {
+		cancel()
+		if err := conn.Close(5 * time.Second); err != nil {
+			t.Errorf("agent did not stop: %v", err)
+		}
+	})
+	if _, err := conn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, server: srv, conn: conn, cwd: t.TempDir(), ctx: ctx}
+}
+
+func (e *env) newSession() acp.SessionId {
+	e.t.Helper()
+	res, err := e.conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	// Wait for the commands so later assertions see a settled stream.
+	if err := e.conn.Client.WaitUpdate(e.ctx, res.SessionId, func(u acp.SessionUpdate) bool { return u.AvailableCommandsUpdate != nil }); err != nil {
+		e.t.Fatal(err)
+	}
+	return res.SessionId
+}
+
+func (e *env) ask(sid acp.SessionId, text string) acp.PromptResponse {
+	e.t.Helper()
+	res, err := e.conn.Ask(e.ctx, sid, text)
+	if err != nil {
+		e.t.Fatalf("prompt %q: %v", text, err)
+	}
+	return res
+}
+
+// requestMessages returns the messages of the last request the model server got.
+func (e *env) requestMessages() []map[string]any {
+	e.t.Helper()
+	req := e.server.LastRequest()
+	raw, _ := req["messages"].([]any)
+	out := make([]map[string]any, 0, len(raw))
+	for _, m := range raw {
+		out = append(out, m.(map[string]any))
+	}
+	return out
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,0 +1,190 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+	"sync"
+)
+
+// metaPromptSeq is the _meta key the line filter writes into every
+// session/prompt request and session/cancel notification: the number of
+// prompts read so far for that session. The SDK runs each request in its own
+// goroutine but queues notifications, so a cancel can be handled before the
+// prompt it cancels has reached its session; with this number the session
+// knows exactly which prompts a cancel covers, and an idle cancel covers none
+// of the prompts that follow it.
+const metaPromptSeq = "mm.promptSeq"
+
+// wireIn filters the client's lines before the SDK reads them. It answers
+// lines that are not JSON objects with a JSON-RPC error (the SDK would drop
+// them silently) and stamps prompts and cancels with their sequence.
+type wireIn struct {
+	r       *bufio.Reader
+	out     *wireOut
+	pending []byte
+	err     error
+	seq     map[string]uint64
+}
+
+func newWireIn(r io.Reader, out *wireOut) *wireIn {
+	return &wireIn{r: bufio.NewReaderSize(r, 64<<10), out: out, seq: make(map[string]uint64)}
+}
+
+func (w *wireIn) Read(p []byte) (int, error) {
+	for len(w.pending) == 0 {
+		if w.err != nil {
+			return 0, w.err
+		}
+		line, err := w.r.ReadBytes('\n')
+		w.err = err
+		if len(line) > 0 {
+			w.pending = w.filter(line)
+		}
+	}
+	n := copy(p, w.pending)
+	w.pending = w.pending[n:]
+	return n, nil
+}
+
+type envelope struct {
+	ID     *json.RawMessage `json:"id,omitempty"`
+	Method string           `json:"method"`
+	Params json.RawMessage  `json:"params"`
+}
+
+func (w *wireIn) filter(line []byte) []byte {
+	body := bytes.TrimSpace(line)
+	if len(body) == 0 {
+		return line
+	}
+	if !json.Valid(body) {
+		w.out.writeError(nil, -32700, "Parse error", "the line is not valid JSON")
+		return nil
+	}
+	if body[0] != '{' {
+		w.out.writeError(nil, -32600, "Invalid request", "a JSON-RPC message must be a JSON object")
+		return nil
+	}
+	isPrompt := bytes.Contains(body, []byte(`"session/prompt"`))
+	if !isPrompt && !bytes.Contains(body, []byte(`"session/cancel"`)) {
+		return line
+	}
+	var env envelope
+	if json.Unmarshal(body, &env) != nil {
+		return line
+	}
+	switch {
+	case env.Method == "session/prompt" && env.ID != nil:
+	case env.Method == "session/cancel" && env.ID == nil:
+	default:
+		return line
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(env.Params, &params) != nil {
+		return line // the SDK answers invalid params
+	}
+	var sid string
+	if json.Unmarshal(params["sessionId"], &sid) != nil {
+		return line
+	}
+	n := w.seq[sid]
+	if env.Method == "session/prompt" {
+		n++
+		w.seq[sid] = n
+	}
+	meta := map[string]json.RawMessage{}
+	if raw, ok := params["_meta"]; ok {
+		_ = json.Unmarshal(raw, &meta)
+	}
+	meta[metaPromptSeq] = json.RawMessage(strconv.FormatUint(n, 10))
+	params["_meta"], _ = json.Marshal(meta)
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(body, &msg) != nil {
+		return line
+	}
+	msg["params"], _ = json.Marshal(params)
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return line
+	}
+	return append(out, '\n')
+}
+
+// promptSeq reads the sequence the line filter stamped into a request.
+func promptSeq(meta map[string]any) uint64 {
+	if f, ok := meta[metaPromptSeq].(float64); ok && f >= 0 {
+		return uint64(f)
+	}
+	return 0
+}
+
+// wireOut is stdout. Every JSON-RPC message is one Write (the SDK writes a
+// whole line at a time), serialised here so the filter's own error replies
+// never interleave with the SDK's output. It also tells a new session when
+// the response that carries its id has been written.
+type wireOut struct {
+	mu      sync.Mutex
+	w       io.Writer
+	written map[string]func()
+}
+
+func newWireOut(w io.Writer) *wireOut {
+	return &wireOut{w: w, written: make(map[string]func())}
+}
+
+var sessionIDKey = []byte(`"sessionId":"`)
+
+func (o *wireOut) Write(b []byte) (int, error) {
+	o.mu.Lock()
+	n, err := o.w.Write(b)
+	var fire func()
+	if len(o.written) > 0 && bytes.Contains(b, []byte(`"result":`)) {
+		if i := bytes.Index(b, sessionIDKey); i >= 0 {
+			rest := b[i+len(sessionIDKey):]
+			if j := bytes.IndexByte(rest, '"'); j >= 0 {
+				id := string(rest[:j])
+				if f, ok := o.written[id]; ok {
+					delete(o.written, id)
+					fire = f
+				}
+			}
+		}
+	}
+	o.mu.Unlock()
+	if fire != nil {
+		fire()
+	}
+	return n, err
+}
+
+// afterResponse calls f once the response carrying sessionID is written.
+func (o *wireOut) afterResponse(sessionID string, f func()) {
+	o.mu.Lock()
+	o.written[sessionID] = f
+	o.mu.Unlock()
+}
+
+// forget drops a pending afterResponse (the request failed after all).
+func (o *wireOut) forget(sessionID string) {
+	o.mu.Lock()
+	delete(o.written, sessionID)
+	o.mu.Unlock()
+}
+
+func (o *wireOut) writeError(id *json.RawMessage, code int, message, detail string) {
+	type rpcErr struct {
+		Code    int            `json:"code"`
+		Message string         `json:"message"`
+		Data    map[string]any `json:"data,omitempty"`
+	}
+	msg := struct {
+		JSONRPC string           `json:"jsonrpc"`
+		ID      *json.RawMessage `json:"id"`
+		Error   rpcErr           `json:"error"`
+	}{"2.0", id, rpcErr{code, message, map[string]any{"error": detail}}}
+	b, _ := json.Marshal(msg)
+	_, _ = o.Write(append(b, '\n'))
+}

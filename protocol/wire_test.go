@@ -1,0 +1,167 @@
+package protocol_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/llm/llmtest"
+	"github.com/mm-agent/mm/protocol"
+)
+
+// rawAgent is an in-process agent driven line by line, for what a well-
+// behaved SDK client never sends.
+type rawAgent struct {
+	t     *testing.T
+	in    *io.PipeWriter
+	lines chan map[string]any
+	done  chan struct{}
+}
+
+func newRawAgent(t *testing.T) (*rawAgent, *llmtest.Server) {
+	sc, err := llm.ParseScript([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewServer(sc)
+	t.Cleanup(srv.Close)
+	cfg := configs.Default()
+	cfg.Model.BaseURL = srv.URL()
+	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL(), Temperature: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	c, err := protocol.Start(protocol.Options{Config: cfg, Model: model, In: inR, Out: outW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawAgent{t: t, in: inW, lines: make(chan map[string]any, 100), done: make(chan struct{})}
+	go func() {
+		c.Wait(context.Background())
+		outW.Close()
+		close(r.done)
+	}()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Errorf("stdout line is not JSON: %q", sc.Text())
+				continue
+			}
+			r.lines <- m
+		}
+		close(r.lines)
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		select {
+		case <-r.done:
+		case <-time.After(5 * time.Second):
+			t.Error("agent did not stop")
+		}
+		for range r.lines {
+		}
+	})
+	return r, srv
+}
+
+func (r *rawAgent) send(lines ...string) {
+	if _, err := io.WriteString(r.in, strings.Join(lines, "\n")+"\n"); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// response waits for the response with the given id, skipping notifications.
+func (r *rawAgent) response(id float64) map[string]any {
+	r.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-r.lines:
+			if got, ok := m["id"].(float64); ok && got == id {
+				return m
+			}
+		case <-timeout:
+			r.t.Fatalf("no response %v", id)
+		}
+	}
+}
+
+func (r *rawAgent) errorResponse() map[string]any {
+	r.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-r.lines:
+			if _, ok := m["error"]; ok {
+				return m
+			}
+		case <-timeout:
+			r.t.Fatal("no error response")
+		}
+	}
+}
+
+func TestMalformedInput(t *testing.T) {
+	r, _ := newRawAgent(t)
+	for _, tc := range []struct {
+		line string
+		code float64
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize",`, -32700},
+		{`[1,2,3]`, -32600},
+		{`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":42}}`, -32602},
+		{`{"jsonrpc":"2.0","id":3,"method":"no/such/method","params":{}}`, -32601},
+	} {
+		r.send(tc.line)
+		m := r.errorResponse()
+		if got := m["error"].(map[string]any)["code"].(float64); got != tc.code {
+			t.Errorf("%s: code %v, want %v", tc.line, got, tc.code)
+		}
+	}
+	// Still serving.
+	r.send(`{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":1}}`)
+	if m := r.response(9); m["result"] == nil {
+		t.Errorf("initialize after bad input: %v", m)
+	}
+}
+
+// TestCancelRightAfterPrompt sends a prompt and its cancel in one write: the
+// SDK may hand the cancel to the agent before the prompt's handler has run,
+// and the turn must still be cancelled. An earlier, idle cancel must not
+// cancel it.
+func TestCancelRightAfterPrompt(t *testing.T) {
+	r, srv := newRawAgent(t)
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	r.response(1)
+	cwd := t.TempDir()
+	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
+	sid := r.response(2)["result"].(map[string]any)["sessionId"].(string)
+	prompt := func(id int, text string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, id, sid, text)
+	}
+	cancel := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid)
+	for i := 0; i < 20; i++ {
+		id := 10 + 2*i
+		// An idle cancel first, then a prompt and its cancel back to back.
+		r.send(cancel, prompt(id, "slow"), cancel)
+		if res := r.response(float64(id)); res["result"].(map[string]any)["stopReason"] != "cancelled" {
+			t.Fatalf("round %d: %v", i, res)
+		}
+		r.send(prompt(id+1, "ping"))
+		if res := r.response(float64(id + 1)); res["result"].(map[string]any)["stopReason"] != "end_turn" {
+			t.Fatalf("round %d: prompt after cancels: %v", i, res)
+		}
+	}
+	_ = srv
+}

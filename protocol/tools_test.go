@@ -507,3 +507,36 @@ func TestTurnsLeaveNothingRunning(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestCancelAbandonsPermissionRequest: a cancel while the user has not yet
+// answered a permission request ends the turn at once; the command never runs.
+func TestCancelAbandonsPermissionRequest(t *testing.T) {
+	e := newToolEnv(t, func(c *configs.Config) { c.Yolo = false })
+	release := make(chan struct{})
+	defer close(release)
+	e.conn.Client.Permission = func(acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+		<-release // the user looks away
+		return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{
+			Selected: &acp.RequestPermissionOutcomeSelected{OptionId: "allow"},
+		}}, nil
+	}
+	sid := e.newSession()
+	done := make(chan acp.StopReason, 1)
+	go func() {
+		res, _ := e.conn.Ask(e.ctx, sid, "write")
+		done <- res.StopReason
+	}()
+	waitFor(t, func() bool { return len(e.conn.Client.Permissions()) == 1 })
+	_ = e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid})
+	select {
+	case r := <-done:
+		if r != acp.StopReasonCancelled {
+			t.Fatalf("stopReason = %s", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the turn waited for the abandoned permission request")
+	}
+	if fileExists(filepath.Join(e.cwd, "notes.txt")) {
+		t.Error("the write ran after the cancel")
+	}
+}

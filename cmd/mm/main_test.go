@@ -63,7 +63,7 @@ func startMM(t *testing.T, extraConfig string) (*acptest.Conn, *exec.Cmd, *llmte
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yaml")
-	cfg := fmt.Sprintf("model:\n  provider: openai\n  baseURL: %s\n  contextWindow: 2048\n%s", srv.URL(), extraConfig)
+	cfg := fmt.Sprintf("model:\n  provider: openai\n  baseURL: %s\n%s", srv.URL(), extraConfig)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -223,5 +223,43 @@ func TestStdinEOFKillsCommands(t *testing.T) {
 		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
 			t.Errorf("process %d outlived mm", pid)
 		}
+	}
+}
+
+// TestContextWindow: usage_update.size is model.contextWindow when set, and
+// the server's own figure (llama.cpp /props) when it is 0.
+func TestContextWindow(t *testing.T) {
+	for _, tc := range []struct {
+		config string
+		want   int
+	}{
+		{"  contextWindow: 2048\n", 2048},
+		{"  contextWindow: 0\n", 8192}, // llmtest's /props
+	} {
+		conn, _, _ := startMM(t, tc.config)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if _, err := conn.Init(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The probe runs beside the first requests; a few turns give it time.
+		size := 0
+		for i := 0; i < 50 && size != tc.want; i++ {
+			if _, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil {
+				t.Fatal(err)
+			}
+			ups := conn.Client.Updates(sess.SessionId)
+			if u := ups[len(ups)-1].UsageUpdate; u != nil {
+				size = u.Size
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if size != tc.want {
+			t.Errorf("%q: usage_update.size = %d, want %d", tc.config, size, tc.want)
+		}
+		cancel()
 	}
 }

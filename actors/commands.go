@@ -6,7 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/store"
 )
 
 // say streams one line from the agent to the client.
@@ -17,9 +17,17 @@ func (s *session) say(text string) {
 }
 
 // slashNew resets the history to the system prompt. The session id, cwd and
-// remembered permission answers are kept.
+// remembered permission answers are kept. With persistence, the old
+// conversation is first kept under a new id, which the session's provenance
+// then points at.
 func (s *session) slashNew(ctx actor.Context, t *turn) {
 	forgotten := len(s.history) - 1
+	if s.writer != nil && forgotten > 0 {
+		if kept := s.keepAs(); kept != "" {
+			s.prov = store.Provenance{SessionID: s.id, ParentSessionID: kept, Kind: "continuation", CompressionDepth: s.prov.CompressionDepth}
+			s.rt.log.Info(fmt.Sprintf("[acp] session %s: previous conversation kept as %s", s.id, kept))
+		}
+	}
 	s.history = s.history[:1:1]
 	s.lastUsed = 0
 	s.say(fmt.Sprintf("🆕 New session: %d message(s) forgotten.", forgotten))
@@ -27,30 +35,23 @@ func (s *session) slashNew(ctx actor.Context, t *turn) {
 	s.finish(ctx, t, acp.StopReasonEndTurn, "")
 }
 
-// slashCompact reports whether there is anything to compress. Summarising
-// older turns with the model is not built yet, so a history with turns older
-// than the kept ones is left unchanged and the failure says why.
+// slashCompact compresses the history now: the turns older than the last
+// context.keepLastTurns are summarised by the model. It needs a turn slot,
+// like any model call.
 func (s *session) slashCompact(ctx actor.Context, t *turn) {
-	keep := s.rt.cfg.Context.KeepLastTurns
-	n := len(s.history) - 1
-	var line string
-	if countTurns(s.history) <= keep {
-		line = fmt.Sprintf("🗜️ nothing to compact: %d message(s), no turn older than the last %d", n, keep)
-	} else {
-		line = "[compact: failed, history kept: summarising older turns is not supported yet]"
+	t.compact = true
+	if older, _ := s.split(s.rt.cfg.Context.KeepLastTurns); older == 0 {
+		keep := s.rt.cfg.Context.KeepLastTurns
+		s.compactLine(fmt.Sprintf("🗜️ nothing to compact: %d message(s), no turn older than the last %d", len(s.history)-1, keep))
+		s.finish(ctx, t, acp.StopReasonEndTurn, "")
+		return
 	}
-	s.say(line)
-	s.rt.log.Info(fmt.Sprintf("[acp] session %s: /compact — %s", s.id, line))
-	s.finish(ctx, t, acp.StopReasonEndTurn, "")
+	t.state = turnWaiting
+	ctx.Send(s.rt.turns, &acquireSlot{Turn: t.id, Session: ctx.Self()})
 }
 
-// countTurns counts the user prompts of a history (summaries excluded).
-func countTurns(h []llm.Message) int {
-	n := 0
-	for i := range h {
-		if h[i].Role == llm.RoleUser && !h[i].Summary {
-			n++
-		}
-	}
-	return n
+// compactLine says and logs a /compact outcome.
+func (s *session) compactLine(line string) {
+	s.say(line)
+	s.rt.log.Info(fmt.Sprintf("[acp] session %s: /compact — %s", s.id, line))
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/store"
 )
 
 // StartTurn asks a session actor to run one prompt. Seq is the prompt's order
@@ -22,7 +23,41 @@ type TurnResult struct {
 	StopReason acp.StopReason
 	Usage      *acp.Usage
 	Err        string
+	// Provenance is set after /new and /compact, which change it.
+	Provenance store.Provenance
 }
+
+// Replay asks a session to send its history as replay notifications, then
+// available_commands_update; the reply, a *Replayed, comes once they are
+// written.
+type Replay struct{}
+
+// Replayed answers Replay.
+type Replayed struct {
+	Messages   int
+	Provenance store.Provenance
+}
+
+// GetState asks a session for a copy of its state; the reply is a
+// *SessionState.
+type GetState struct{}
+
+// SetMode switches a session between "ask" and "yolo"; the reply is a
+// *Done.
+type SetMode struct{ Mode string }
+
+// SetModel selects one of the runtime's models by id; the reply is a *Done.
+type SetModel struct{ ID string }
+
+// Done answers a request that only succeeds or fails.
+type Done struct{ Err string }
+
+// Flush asks a session to write its file now; the reply, a *Done, comes
+// once it is on disk (or at once without persistence).
+type Flush struct{}
+
+// persisted tells a session its file was written.
+type persisted struct{}
 
 // CancelTurns cancels every turn of the session whose Seq is at most UpTo,
 // running or queued. It is a high-priority message: it overtakes the stream

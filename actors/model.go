@@ -14,12 +14,15 @@ import (
 // sends every delta, then the outcome, to the session actor that spawned it.
 // Stopping the actor (poison or stop) cancels the stream.
 type modelActor struct {
-	rt     *Runtime
-	model  llm.Model
-	req    llm.Request
-	turn   uint64
-	call   int
-	cancel context.CancelFunc
+	rt    *Runtime
+	model llm.Model
+	req   llm.Request
+	turn  uint64
+	call  int
+	// compact makes the call a compression: its outcome is a compactDone
+	// and its deltas are not sent.
+	compact bool
+	cancel  context.CancelFunc
 }
 
 func (m *modelActor) Receive(ctx actor.Context) {
@@ -45,11 +48,19 @@ func (m *modelActor) stream(ctx context.Context, root *actor.RootContext, parent
 		if r := recover(); r != nil {
 			done.Err = fmt.Sprintf("model provider panicked: %v", r)
 		}
+		if m.compact {
+			root.Send(parent, &compactDone{Turn: m.turn, Response: done.Response, Err: done.Err})
+			return
+		}
 		root.Send(parent, done)
 	}()
-	resp, err := m.model.Stream(ctx, m.req, func(d llm.Delta) {
+	emit := func(d llm.Delta) {
 		root.Send(parent, &modelDelta{Turn: m.turn, Call: m.call, Delta: d})
-	})
+	}
+	if m.compact {
+		emit = func(llm.Delta) {}
+	}
+	resp, err := m.model.Stream(ctx, m.req, emit)
 	if err != nil {
 		done.Canceled = errors.Is(err, context.Canceled) || ctx.Err() != nil
 		done.Err = oneLine(err.Error())

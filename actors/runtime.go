@@ -2,6 +2,9 @@ package actors
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -18,7 +21,10 @@ import (
 // Options wires a Runtime.
 type Options struct {
 	Config *configs.Config
+	// Model is the main model, "default"; Models are the others a session
+	// may switch to.
 	Model  llm.Model
+	Models []NamedModel
 	Out    Outbox
 	// Perm asks the client's permission (the ACP connection).
 	Perm Permission
@@ -32,15 +38,25 @@ type Options struct {
 	ContextWindow int
 }
 
+// NamedModel is a model a session can select by ID.
+type NamedModel struct {
+	ID, Name      string
+	Model         llm.Model
+	ContextWindow int
+}
+
 // Runtime is one actor system serving one ACP connection: its sessions, its
 // turn serializer and the shared, read-only dependencies they use.
 type Runtime struct {
 	sys   *actor.ActorSystem
 	turns *actor.PID
 	cfg   *configs.Config
-	model llm.Model
-	out   Outbox
-	log   *slog.Logger
+	// models are the selectable models by id, "default" among them;
+	// modelList keeps their order for the selector.
+	models    map[string]llm.Model
+	modelList []NamedModel
+	out       Outbox
+	log       *slog.Logger
 
 	perm      Permission
 	sensitive *tools.Sensitive
@@ -77,9 +93,14 @@ func NewRuntime(o Options) *Runtime {
 		// goroutine should not outlive that by a second.
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
-	rt := &Runtime{sys: sys, cfg: o.Config, model: o.Model, out: o.Out, perm: o.Perm, log: log,
+	rt := &Runtime{sys: sys, cfg: o.Config, out: o.Out, perm: o.Perm, log: log,
 		sensitive: o.Sensitive, toolDefs: toolDefs(), runTool: tools.Run}
 	rt.window.Store(int64(o.ContextWindow))
+	rt.modelList = append([]NamedModel{{ID: "default", Name: defaultModelName(o.Config), Model: o.Model}}, o.Models...)
+	rt.models = make(map[string]llm.Model, len(rt.modelList))
+	for _, m := range rt.modelList {
+		rt.models[m.ID] = m.Model
+	}
 	slots := o.Config.Turns.Concurrency
 	rt.turns = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTurnSerializer(slots) }))
 	return rt
@@ -114,14 +135,57 @@ type Session struct {
 	rt  *Runtime
 }
 
-// SpawnSession starts the actor of a new session with a fresh history.
-func (rt *Runtime) SpawnSession(id, cwd string) *Session {
-	s := newSession(rt, id, cwd)
+// SpawnSession starts the actor of a session: a new one (only ID and Cwd
+// set) or one loaded or forked from st. The system prompt is always the
+// current one.
+func (rt *Runtime) SpawnSession(st *SessionState) *Session {
+	s := newSession(rt, st)
 	props := actor.PropsFromProducer(func() actor.Actor { return s },
 		actor.WithMailbox(actor.UnboundedPriority()),
 		actor.WithSupervisor(stopChildren))
 	pid := rt.sys.Root.Spawn(props)
-	return &Session{ID: id, Cwd: cwd, pid: pid, rt: rt}
+	return &Session{ID: st.ID, Cwd: st.Cwd, pid: pid, rt: rt}
+}
+
+// Models lists the selectable models, "default" first.
+func (rt *Runtime) Models() []NamedModel { return rt.modelList }
+
+// defaultMode is the mode new sessions start in (config yolo).
+func (rt *Runtime) defaultMode() string {
+	if rt.cfg.Yolo {
+		return ModeYolo
+	}
+	return ModeAsk
+}
+
+// DefaultMode is the mode a new session starts in.
+func (rt *Runtime) DefaultMode() string { return rt.defaultMode() }
+
+// windowFor returns the context window of a selectable model, 0 if unknown.
+func (rt *Runtime) windowFor(id string) int {
+	if id == "default" || id == "" {
+		return rt.ContextWindow()
+	}
+	for _, m := range rt.modelList {
+		if m.ID == id {
+			return m.ContextWindow
+		}
+	}
+	return 0
+}
+
+func defaultModelName(c *configs.Config) string {
+	if c.Model.Name != "" && c.Model.Provider != "scripted" {
+		return c.Model.Name
+	}
+	return c.Model.Provider
+}
+
+// NewSessionID makes a date-sortable id such as 20260916-101530-4f2a9c1e.
+func NewSessionID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
 // stopChildren stops a failed child (a model or tool actor) instead of
@@ -130,6 +194,46 @@ func (rt *Runtime) SpawnSession(id, cwd string) *Session {
 var stopChildren = actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
 	return actor.StopDirective
 })
+
+// Replay sends the session's history as replay notifications, then
+// available_commands_update, and returns once they are written.
+func (s *Session) Replay() *Replayed {
+	res, err := s.rt.sys.Root.RequestFuture(s.pid, &Replay{}, -1).Result()
+	if err != nil {
+		return &Replayed{}
+	}
+	return res.(*Replayed)
+}
+
+// State returns a copy of the session's state.
+func (s *Session) State() (*SessionState, error) {
+	res, err := s.rt.sys.Root.RequestFuture(s.pid, &GetState{}, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	return res.(*SessionState), nil
+}
+
+// Flush writes the session file (when sessions are persisted) and returns
+// once it is on disk.
+func (s *Session) Flush() error { return s.ask(&Flush{}) }
+
+// SetMode switches the session's mode ("ask" or "yolo").
+func (s *Session) SetMode(mode string) error { return s.ask(&SetMode{Mode: mode}) }
+
+// SetModel selects the session's model by id.
+func (s *Session) SetModel(id string) error { return s.ask(&SetModel{ID: id}) }
+
+func (s *Session) ask(msg any) error {
+	res, err := s.rt.sys.Root.RequestFuture(s.pid, msg, -1).Result()
+	if err != nil {
+		return err
+	}
+	if d := res.(*Done); d.Err != "" {
+		return errors.New(d.Err)
+	}
+	return nil
+}
 
 // Prompt runs one turn and waits for its end. It is for the edge's request
 // goroutines, never for actors.

@@ -3,20 +3,35 @@ package actors
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/store"
 )
 
 // session is the actor of one ACP session. Only its Receive touches its
 // fields; everything else reaches it by message.
 type session struct {
-	rt  *Runtime
-	id  string
-	cwd string
+	rt      *Runtime
+	id      string
+	cwd     string
+	created time.Time
+	prov    store.Provenance
+	// mode is "ask" (permission before mutating tools) or "yolo".
+	mode string
+	// modelID selects the model among the runtime's ("default" first).
+	modelID string
+	// writer persists the session file; nil when sessions are not enabled.
+	writer *store.Writer
+	// held is a finished turn's reply waiting for its session file to be
+	// written: the client hears end_turn only once the turn is on disk.
+	held *heldReply
+	// keep is a conversation /new set aside, written before the next save.
+	keep *keepJob
 
 	history []llm.Message
 	usage   usageTotals
@@ -52,7 +67,13 @@ type turn struct {
 	text    string
 	replyTo *actor.PID
 	state   turnState
-	slash   bool // /new or /compact: answered without the model
+	slash   bool // /new or /compact
+	// compact marks a /compact turn; auto marks a compression that runs
+	// before the turn's first model call. cut and started belong to the
+	// compression in flight.
+	compact, auto bool
+	cut           int
+	started       time.Time
 
 	histStart int // len(history) before the user message was appended
 	calls     int // model calls made
@@ -66,6 +87,10 @@ type turn struct {
 	// tool is the one running.
 	pending []llm.ToolCall
 	tool    llm.ToolCall
+	// What the running call's tool_call showed, kept with its result.
+	toolTitle string
+	toolKind  acp.ToolKind
+	toolInput map[string]any
 
 	commands, fileOps, skills int
 }
@@ -76,19 +101,51 @@ type usageTotals struct {
 	thoughtReported, cachedReadReported bool
 }
 
-func newSession(rt *Runtime, id, cwd string) *session {
-	return &session{
+type heldReply struct {
+	to  *actor.PID
+	res *TurnResult
+}
+
+func newSession(rt *Runtime, st *SessionState) *session {
+	s := &session{
 		rt:      rt,
-		id:      id,
-		cwd:     cwd,
-		history: []llm.Message{{Role: llm.RoleSystem, Content: configs.SystemPrompt(cwd)}},
+		id:      st.ID,
+		cwd:     st.Cwd,
+		created: st.Created,
+		prov:    st.Provenance,
+		mode:    st.Mode,
+		modelID: st.Model,
+		history: st.History,
+		usage:   usageFromStore(st.Usage),
 	}
+	if s.created.IsZero() {
+		s.created = time.Now()
+	}
+	if s.prov.Kind == "" {
+		s.prov = store.Provenance{SessionID: s.id, Kind: "root"}
+	}
+	if s.mode == "" {
+		s.mode = rt.defaultMode()
+	}
+	if _, ok := rt.models[s.modelID]; !ok {
+		s.modelID = "default"
+	}
+	// The stored system prompt is always replaced by the current one.
+	system := llm.Message{Role: llm.RoleSystem, Content: configs.SystemPrompt(s.cwd)}
+	if len(s.history) > 0 && s.history[0].Role == llm.RoleSystem {
+		s.history = append([]llm.Message{system}, s.history[1:]...)
+	} else {
+		s.history = append([]llm.Message{system}, s.history...)
+	}
+	return s
 }
 
 func (s *session) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *StartTurn:
 		s.onStartTurn(ctx, m)
+	case *compactDone:
+		s.onCompactDone(ctx, m)
 	case *CancelTurns:
 		s.onCancel(ctx, m.UpTo)
 	case *ResponseWritten:
@@ -107,13 +164,33 @@ func (s *session) Receive(ctx actor.Context) {
 		s.onToolRemember(m)
 	case *toolFinished:
 		s.onToolFinished(ctx, m)
+	case *persisted:
+		s.onPersisted(ctx)
+	case *Flush:
+		s.onFlush(ctx)
+	case *Replay:
+		s.onReplay(ctx, m)
+	case *GetState:
+		ctx.Respond(s.state())
+	case *SetMode:
+		s.onSetMode(ctx, m)
+	case *SetModel:
+		s.onSetModel(ctx, m)
+	case *actor.Started:
+		s.startPersistence(ctx)
 	case *actor.Stopping:
 		// The process or the client is going away: every turn ends
 		// cancelled. Children are stopped by the actor system after this.
 		s.onCancel(ctx, ^uint64(0))
-		if t := s.cur; t != nil {
+		if t := s.cur; t != nil && s.held == nil {
 			s.finish(ctx, t, acp.StopReasonCancelled, "")
 		}
+		if h := s.held; h != nil {
+			// The writer flushes the file on its own; the reply goes now.
+			s.held = nil
+			s.rt.out.Deliver(h.to, h.res)
+		}
+		s.stopPersistence()
 	}
 }
 
@@ -153,7 +230,7 @@ func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 
 // next starts the first queued turn when none is current.
 func (s *session) next(ctx actor.Context) {
-	for s.cur == nil && len(s.queue) > 0 {
+	for s.cur == nil && s.held == nil && len(s.queue) > 0 {
 		t := s.queue[0]
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
@@ -185,7 +262,15 @@ func (s *session) onSlot(ctx actor.Context, id uint64) {
 		return
 	}
 	t.state = turnRunning
-	s.callModel(ctx, t)
+	switch {
+	case t.compact:
+		s.startCompaction(ctx, t)
+	case s.needsCompaction():
+		t.auto = true
+		s.startCompaction(ctx, t)
+	default:
+		s.callModel(ctx, t)
+	}
 }
 
 // callModel spawns the actor of the turn's next model call.
@@ -198,7 +283,7 @@ func (s *session) callModel(ctx actor.Context, t *turn) {
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
 	}
-	ma := &modelActor{rt: s.rt, model: s.rt.model, req: req, turn: t.id, call: t.calls}
+	ma := &modelActor{rt: s.rt, model: s.rt.models[s.modelID], req: req, turn: t.id, call: t.calls}
 	s.spawn(ctx, t, "model", ma)
 }
 
@@ -315,8 +400,8 @@ func (s *session) onCancel(ctx actor.Context, upTo uint64) {
 	}
 	s.queue = kept
 	t := s.cur
-	if t == nil || t.seq > upTo || t.cancelled {
-		return
+	if t == nil || s.held != nil || t.seq > upTo || t.cancelled {
+		return // a held turn is over: it only waits for the disk
 	}
 	t.cancelled = true
 	switch t.state {
@@ -362,9 +447,39 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 	if errText != "" {
 		res = &TurnResult{Err: errText}
 	}
+	if t.slash {
+		res.Provenance = s.prov
+	}
+	if s.writer != nil && !s.stopping(ctx) {
+		// The next turn waits too: replies go out in order, each after
+		// the file that holds its turn.
+		s.held = &heldReply{to: t.replyTo, res: res}
+		s.save(ctx, true)
+		return
+	}
 	s.reply(t, res)
 	s.cur = nil
 	s.next(ctx)
+}
+
+// onPersisted releases the reply held for the session file.
+func (s *session) onPersisted(ctx actor.Context) {
+	h := s.held
+	if h == nil {
+		return
+	}
+	s.held = nil
+	if h.to != nil {
+		s.rt.out.Deliver(h.to, h.res)
+	}
+	s.cur = nil
+	s.next(ctx)
+}
+
+// stopping says the actor is stopping, when no reply may wait for the disk.
+func (s *session) stopping(ctx actor.Context) bool {
+	_, ok := ctx.Message().(*actor.Stopping)
+	return ok
 }
 
 func (s *session) reply(t *turn, res *TurnResult) {
@@ -376,7 +491,7 @@ func (s *session) reply(t *turn, res *TurnResult) {
 func (s *session) usageUpdate(used int) {
 	s.rt.out.Update(s.id, acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{
 		Used: used,
-		Size: s.rt.ContextWindow(),
+		Size: s.rt.windowFor(s.modelID),
 	}})
 }
 

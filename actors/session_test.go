@@ -76,7 +76,7 @@ rules:
       - {text: "model read: {{last_tool_output}}"}
 `)
 	rt.runTool = func(context.Context, tools.Env, *tools.Call) tools.Result { panic("tool exploded") }
-	s := rt.SpawnSession("s1", t.TempDir())
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	defer s.Stop()
 	res := s.Prompt(1, "run")
 	if res.Err != "" || res.StopReason != acp.StopReasonEndTurn {
@@ -97,7 +97,7 @@ rules:
 		t.Errorf("the model did not read the failure: %q", text)
 	}
 	// The runtime still serves other sessions.
-	s2 := rt.SpawnSession("s2", t.TempDir())
+	s2 := rt.SpawnSession(&SessionState{ID: "s2", Cwd: t.TempDir()})
 	defer s2.Stop()
 	if res := s2.Prompt(1, "run"); res.StopReason != acp.StopReasonEndTurn || res.Err != "" {
 		t.Errorf("second session: %+v", res)
@@ -113,7 +113,7 @@ rules:
     steps:
       - toolCalls: [{name: bash, args: {command: "sleep 30"}}]
 `)
-	s := rt.SpawnSession("s1", t.TempDir())
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	res := make(chan *TurnResult, 1)
 	go func() { res <- s.Prompt(1, "sleep") }()
 	time.Sleep(50 * time.Millisecond)

@@ -35,7 +35,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		name:    t.tool.Name,
 		args:    t.tool.Arguments,
 		env:     tools.Env{Cwd: s.cwd, BashTimeout: s.rt.cfg.Tools.Bash.Timeout},
-		policy:  toolPolicy{yolo: s.rt.cfg.Yolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
+		policy:  toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
 	})
 }
 
@@ -56,6 +56,7 @@ func (s *session) onToolPrepared(ctx actor.Context, m *toolPrepared) {
 	if t == nil || t.cancelled {
 		return
 	}
+	t.toolTitle, t.toolKind, t.toolInput = m.Title, m.Kind, m.RawInput
 	s.rt.out.Update(s.id, acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{
 		ToolCallId: acp.ToolCallId(m.CallID),
 		Title:      m.Title,
@@ -108,7 +109,10 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 		Content:    content,
 		RawOutput:  map[string]any{"output": m.Output},
 	}})
-	s.history = append(s.history, llm.Message{Role: llm.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: m.Output})
+	s.history = append(s.history, llm.Message{
+		Role: llm.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: m.Output,
+		CallRef: m.CallID, Title: t.toolTitle, Kind: string(t.toolKind), RawInput: t.toolInput, Failed: m.Failed,
+	})
 	if m.Ran {
 		switch m.Tool {
 		case "bash":

@@ -29,6 +29,9 @@ type Config struct {
 	Context  Context  `yaml:"context"`
 	Turns    Turns    `yaml:"turns"`
 	Tools    Tools    `yaml:"tools"`
+	// Models are the other models a session may switch to
+	// (session/set_config_option); the model above is "default".
+	Models []NamedModel `yaml:"models"`
 
 	// Path is the user file that was layered on the defaults, "" if none.
 	Path string `yaml:"-"`
@@ -50,6 +53,13 @@ type Model struct {
 	MaxTokens     int     `yaml:"maxTokens"`
 	ContextWindow int     `yaml:"contextWindow"`
 	Script        string  `yaml:"script"`
+}
+
+// NamedModel is one entry of models: an id and a model block. Empty
+// provider, baseURL and apiKeyEnv are taken from the main model.
+type NamedModel struct {
+	ID    string `yaml:"id"`
+	Model `yaml:",inline"`
 }
 
 // Sessions configures persistence.
@@ -158,19 +168,36 @@ func checkKeys(n *yaml.Node, t reflect.Type, prefix string) error {
 		return nil
 	}
 	fields := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag != "" && tag != "-" {
-			fields[tag] = t.Field(i).Type
+	var collect func(t reflect.Type)
+	collect = func(t reflect.Type) {
+		for i := 0; i < t.NumField(); i++ {
+			parts := strings.Split(t.Field(i).Tag.Get("yaml"), ",")
+			if len(parts) > 1 && parts[1] == "inline" {
+				collect(t.Field(i).Type)
+				continue
+			}
+			if parts[0] != "" && parts[0] != "-" {
+				fields[parts[0]] = t.Field(i).Type
+			}
 		}
 	}
+	collect(t)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		ft, ok := fields[k.Value]
 		if !ok {
 			return fmt.Errorf("unknown key %q (line %d)", prefix+k.Value, k.Line)
 		}
-		if err := checkKeys(n.Content[i+1], ft, prefix+k.Value+"."); err != nil {
+		v := n.Content[i+1]
+		if ft.Kind() == reflect.Slice && v.Kind == yaml.SequenceNode {
+			for j, item := range v.Content {
+				if err := checkKeys(item, ft.Elem(), fmt.Sprintf("%s%s[%d].", prefix, k.Value, j)); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := checkKeys(v, ft, prefix+k.Value+"."); err != nil {
 			return err
 		}
 	}
@@ -200,6 +227,29 @@ func (c *Config) validate() error {
 	}
 	if c.Tools.Bash.Timeout <= 0 {
 		return bad("tools.bash.timeout", "must be positive")
+	}
+	seen := map[string]bool{"default": true}
+	for i := range c.Models {
+		m := &c.Models[i]
+		key := fmt.Sprintf("models[%d]", i)
+		if m.ID == "" || seen[m.ID] {
+			return bad(key+".id", fmt.Sprintf("%q must be set and unique (\"default\" is the main model)", m.ID))
+		}
+		seen[m.ID] = true
+		if m.Provider == "" {
+			m.Provider = c.Model.Provider
+		}
+		if m.BaseURL == "" {
+			m.BaseURL = c.Model.BaseURL
+		}
+		if m.APIKeyEnv == "" {
+			m.APIKeyEnv = c.Model.APIKeyEnv
+		}
+		switch m.Provider {
+		case "openai", "ollama", "anthropic", "scripted":
+		default:
+			return bad(key+".provider", fmt.Sprintf("unknown provider %q", m.Provider))
+		}
 	}
 	return nil
 }

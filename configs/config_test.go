@@ -163,3 +163,23 @@ func TestExamplesParse(t *testing.T) {
 		}
 	}
 }
+
+func TestModels(t *testing.T) {
+	c, err := Parse([]byte("model:\n  provider: openai\n  baseURL: http://a/v1\nmodels:\n  - {id: big, name: qwen-32b}\n  - {id: demo, provider: scripted}\n"), "user.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Models) != 2 || c.Models[0].Provider != "openai" || c.Models[0].BaseURL != "http://a/v1" || c.Models[0].Name != "qwen-32b" || c.Models[1].Provider != "scripted" {
+		t.Errorf("models = %+v", c.Models)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"models:\n  - {name: x}\n", "models[0].id"},
+		{"models:\n  - {id: default}\n", "models[0].id"},
+		{"models:\n  - {id: a}\n  - {id: a}\n", "models[1].id"},
+		{"models:\n  - {id: a, nmae: x}\n", `unknown key "models[0].nmae"`},
+	} {
+		if _, err := Parse([]byte(tc.yaml), "user.yaml"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}

@@ -29,6 +29,13 @@ type Message struct {
 	Name       string `json:"name,omitempty"`
 	// Summary marks a user-role message that holds a /compact summary.
 	Summary bool `json:"summary,omitempty"`
+
+	// ACP bookkeeping of a tool-role message, kept for replay.
+	CallRef  string         `json:"callRef,omitempty"`  // the ACP toolCallId (call_N)
+	Title    string         `json:"title,omitempty"`    // the live tool_call title
+	Kind     string         `json:"kind,omitempty"`     // the ACP tool kind
+	RawInput map[string]any `json:"rawInput,omitempty"` // the decoded arguments
+	Failed   bool           `json:"failed,omitempty"`   // the call ended failed
 }
 
 // ToolCall is one complete tool call, assembled from streamed fragments.

@@ -2,8 +2,6 @@ package protocol
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
 
@@ -64,9 +63,10 @@ func (a *Agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.Init
 	return acp.InitializeResponse{
 		// We speak version 1 only: a client asking for it gets it, any
 		// other gets our latest, and decides.
-		ProtocolVersion: acp.ProtocolVersion(acp.ProtocolVersionNumber),
-		AgentInfo:       &info,
-		AuthMethods:     []acp.AuthMethod{},
+		ProtocolVersion:   acp.ProtocolVersion(acp.ProtocolVersionNumber),
+		AgentCapabilities: a.capabilities(),
+		AgentInfo:         &info,
+		AuthMethods:       []acp.AuthMethod{},
 	}, nil
 }
 
@@ -81,16 +81,26 @@ func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
-	id := newSessionID(time.Now())
-	s := a.runtime().SpawnSession(id, cwd)
-	a.mu.Lock()
-	a.sessions[id] = s
-	a.mu.Unlock()
+	id := actors.NewSessionID(time.Now())
+	rt := a.runtime()
+	s := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd}))
+	if a.cfg.Sessions.Enabled {
+		// The session exists once its file does: a crash after this
+		// response cannot lose it.
+		if err := s.Flush(); err != nil {
+			a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
+		}
+	}
 	// available_commands_update must follow the response: an editor drops
 	// notifications for a session id it does not know yet.
 	a.out.afterResponse(id, s.ResponseWritten)
 	a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) ignored)", id, cwd, len(p.McpServers)))
-	return acp.NewSessionResponse{SessionId: acp.SessionId(id)}, nil
+	return acp.NewSessionResponse{
+		SessionId:     acp.SessionId(id),
+		Meta:          provenanceMeta(store.Provenance{SessionID: id, Kind: "root"}),
+		Modes:         modes(rt.DefaultMode()),
+		ConfigOptions: a.configOptions("default"),
+	}, nil
 }
 
 // checkCwd translates a Windows or WSL path and requires an existing,
@@ -112,13 +122,6 @@ func checkCwd(raw string) (string, error) {
 		return "", bad(fmt.Sprintf("cwd %q is not a directory", raw))
 	}
 	return cwd, nil
-}
-
-// newSessionID makes a date-sortable id such as 20260916-101530-4f2a9c1e.
-func newSessionID(now time.Time) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
 func (a *Agent) session(id acp.SessionId) (*actors.Session, error) {
@@ -147,7 +150,11 @@ func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 	if res.Err != "" {
 		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": res.Err})
 	}
-	return acp.PromptResponse{StopReason: res.StopReason, Usage: res.Usage}, nil
+	out := acp.PromptResponse{StopReason: res.StopReason, Usage: res.Usage}
+	if res.Provenance.SessionID != "" {
+		out.Meta = provenanceMeta(res.Provenance) // /new and /compact change it
+	}
+	return out, nil
 }
 
 // Cancel cancels the session's running and queued turns that arrived
@@ -161,29 +168,7 @@ func (a *Agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 	return nil
 }
 
-// The session methods beyond the seed are answered "method not found" until
-// they are built, and are not advertised.
-
+// Logout has nothing to end: mm needs no login.
 func (a *Agent) Logout(context.Context, acp.LogoutRequest) (acp.LogoutResponse, error) {
 	return acp.LogoutResponse{}, acp.NewMethodNotFound(acp.AgentMethodLogout)
-}
-
-func (a *Agent) CloseSession(context.Context, acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
-	return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
-}
-
-func (a *Agent) ListSessions(context.Context, acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
-	return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
-}
-
-func (a *Agent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
-	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
-}
-
-func (a *Agent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
-}
-
-func (a *Agent) SetSessionMode(context.Context, acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
 }

@@ -87,7 +87,7 @@ func TestNewSession(t *testing.T) {
 	}
 	// The notification follows the response on the wire.
 	out := e.conn.Stdout.String()
-	resp := strings.Index(out, `"result":{"sessionId":"`+string(sid)+`"}`)
+	resp := strings.Index(out, `"sessionId":"`+string(sid)+`"}}`)
 	note := strings.Index(out, `"available_commands_update"`)
 	if resp < 0 || note < 0 || note < resp {
 		t.Errorf("response at %d, available_commands_update at %d:\n%s", resp, note, out)
@@ -306,10 +306,6 @@ func TestUnknownSessionAndMethods(t *testing.T) {
 			_, err := e.conn.ListSessions(e.ctx, acp.ListSessionsRequest{})
 			return err
 		},
-		"session/set_mode": func() error {
-			_, err := e.conn.SetSessionMode(e.ctx, acp.SetSessionModeRequest{SessionId: "x", ModeId: "ask"})
-			return err
-		},
 		"session/load": func() error {
 			_, err := e.conn.LoadSession(e.ctx, acp.LoadSessionRequest{SessionId: "x", Cwd: e.cwd, McpServers: []acp.McpServer{}})
 			return err
@@ -319,6 +315,9 @@ func TestUnknownSessionAndMethods(t *testing.T) {
 		if err := call(); !errors.As(err, &re) || re.Code != -32601 {
 			t.Errorf("%s: %v, want method not found", name, err)
 		}
+	}
+	if _, err := e.conn.SetSessionMode(e.ctx, acp.SetSessionModeRequest{SessionId: "x", ModeId: "ask"}); !errors.As(err, &re) || re.Code != -32602 {
+		t.Errorf("set_mode on an unknown session: %v", err)
 	}
 	// The agent still serves.
 	sid := e.newSession()

@@ -2,9 +2,11 @@ package protocol_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/store"
 )
 
 const benchScript = `
@@ -141,4 +144,114 @@ func BenchmarkIdleSessionHeap(b *testing.B) {
 	for b.Loop() {
 	}
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/session")
+}
+
+// history200 writes a session file with a 200-message history (50 turns,
+// each a question, a tool call, its ~500-byte output and an answer) and
+// returns its id.
+func history200(b *testing.B, cwd string) string {
+	b.Helper()
+	h := []llm.Message{{Role: llm.RoleSystem, Content: "system"}}
+	out := strings.Repeat("output line of a command\n", 20)
+	for i := 0; i < 50; i++ {
+		id := fmt.Sprintf("t%d", i)
+		h = append(h,
+			llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf("question %d: run the tests of package %d", i, i)},
+			llm.Message{Role: llm.RoleAssistant, Content: "Running them.", ToolCalls: []llm.ToolCall{{ID: id, Name: "bash", Arguments: `{"command":"go test ./..."}`}}},
+			llm.Message{Role: llm.RoleTool, ToolCallID: id, Name: "bash", Content: out, CallRef: "call_" + id, Title: "bash: go test ./...", Kind: "execute", RawInput: map[string]any{"command": "go test ./..."}},
+			llm.Message{Role: llm.RoleAssistant, Content: "All tests pass."},
+		)
+	}
+	sid := "20260101-000000-0000beef"
+	data, err := store.Marshal(&store.File{ID: sid, Cwd: cwd, Created: time.Now(), Updated: time.Now(), Provenance: store.Provenance{SessionID: sid, Kind: "root"}, History: h})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := store.WriteAtomic(store.Path(cwd, ".mm/sessions", sid), data); err != nil {
+		b.Fatal(err)
+	}
+	return sid
+}
+
+// BenchmarkPersistedTurn200: a ping → pong turn of a session that already
+// holds 200 messages, with persistence on: the reply waits for the session
+// file (encode, write, fsync, rename). Compare BenchmarkPongTurnInProcess.
+func BenchmarkPersistedTurn200(b *testing.B) {
+	conn, ctx := benchAgent(b, func(c *configs.Config) { c.Sessions.Enabled = true })
+	cwd := b.TempDir()
+	sid := acp.SessionId(history200(b, cwd))
+	if _, err := conn.ResumeSession(ctx, acp.ResumeSessionRequest{SessionId: sid, Cwd: cwd}); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		if res, err := conn.Ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+			b.Fatal(res, err)
+		}
+	}
+}
+
+// BenchmarkLoadReplay200: session/load of a 200-message session from disk,
+// replay included, until the response; the session is closed between loads
+// so each one reads the file.
+func BenchmarkLoadReplay200(b *testing.B) {
+	conn, ctx := benchAgent(b, func(c *configs.Config) { c.Sessions.Enabled = true })
+	cwd := b.TempDir()
+	sid := acp.SessionId(history200(b, cwd))
+	for i := 0; i < b.N; i++ {
+		if _, err := conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sid, Cwd: cwd, McpServers: []acp.McpServer{}}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if _, err := conn.CloseSession(ctx, acp.CloseSessionRequest{SessionId: sid}); err != nil {
+			b.Fatal(err)
+		}
+		conn.Client.Reset()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkCloseReturnsMemory opens 1,000 sessions that each ran a turn,
+// closes them all, and reports the heap still held per closed session.
+func BenchmarkCloseReturnsMemory(b *testing.B) {
+	conn, ctx := benchAgent(b, nil)
+	conn.Stdout.Off()
+	cwd := b.TempDir()
+	const n = 1000
+	ids := make([]acp.SessionId, n)
+	round := func() (open uint64) {
+		for i := range ids {
+			s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids[i] = s.SessionId
+			if _, err := conn.Ask(ctx, s.SessionId, "ping"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		conn.Client.Reset()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		for _, id := range ids {
+			if _, err := conn.CloseSession(ctx, acp.CloseSessionRequest{SessionId: id}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return m.HeapAlloc
+	}
+	// A first round grows the maps and buffers that stay at their high-water
+	// mark (protoactor's process registry, the session table); the second
+	// is measured against the state it left.
+	round()
+	var base, closed runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&base)
+	openHeap := round()
+	runtime.GC()
+	runtime.ReadMemStats(&closed)
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(int64(openHeap)-int64(base.HeapAlloc))/n, "B/open-session")
+	b.ReportMetric(float64(int64(closed.HeapAlloc)-int64(base.HeapAlloc))/n, "B/closed-session")
 }

@@ -18,6 +18,8 @@ import (
 type Options struct {
 	Config *configs.Config
 	Model  llm.Model
+	// Models are the other models sessions may select (config models).
+	Models []actors.NamedModel
 	In     io.Reader // the client's messages (stdin)
 	Out    io.Writer // JSON-RPC only (stdout)
 	Log    *slog.Logger
@@ -47,14 +49,18 @@ func Start(o Options) (*Conn, error) {
 	wout := newWireOut(o.Out)
 	ob := newOutbox()
 	a := &Agent{cfg: o.Config, out: wout, log: log, sessions: make(map[string]*actors.Session), ready: make(chan struct{})}
-	conn := acp.NewAgentSideConnection(a, wout, newWireIn(o.In, wout))
+	// The SDK's SetLogger is not synchronised with its reader goroutine:
+	// that goroutine's first read waits until the logger is set.
+	in := &gatedReader{r: newWireIn(o.In, wout), open: make(chan struct{})}
+	conn := acp.NewAgentSideConnection(a, wout, in)
 	conn.SetLogger(log.With("lib", "acp"))
+	close(in.open)
 	a.conn = conn
 	// The actor system is built while the client's initialize is read and
 	// answered, which needs none of it; the session methods wait for it.
 	go func() {
 		a.rt = actors.NewRuntime(actors.Options{
-			Config: o.Config, Model: o.Model, Out: ob, Perm: conn, Sensitive: sensitive,
+			Config: o.Config, Model: o.Model, Models: o.Models, Out: ob, Perm: conn, Sensitive: sensitive,
 			Log: log, ContextWindow: o.ContextWindow,
 		})
 		ob.start(conn, a.rt.Root())
@@ -96,4 +102,15 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	c.Wait(ctx)
 	return nil
+}
+
+// gatedReader holds reads until open is closed.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.open
+	return g.r.Read(p)
 }

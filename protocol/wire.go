@@ -69,7 +69,8 @@ func (w *wireIn) filter(line []byte) []byte {
 		return nil
 	}
 	isPrompt := bytes.Contains(body, []byte(`"session/prompt"`))
-	if !isPrompt && !bytes.Contains(body, []byte(`"session/cancel"`)) {
+	isClose := !isPrompt && bytes.Contains(body, []byte(`"session/close"`))
+	if !isPrompt && !isClose && !bytes.Contains(body, []byte(`"session/cancel"`)) {
 		return line
 	}
 	var env envelope
@@ -79,6 +80,16 @@ func (w *wireIn) filter(line []byte) []byte {
 	switch {
 	case env.Method == "session/prompt" && env.ID != nil:
 	case env.Method == "session/cancel" && env.ID == nil:
+	case env.Method == "session/close":
+		// A closed session's count goes with it; a session loaded later
+		// counts afresh, as its new actor does.
+		var p struct {
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(env.Params, &p) == nil {
+			delete(w.seq, p.SessionID)
+		}
+		return line
 	default:
 		return line
 	}

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
@@ -49,10 +50,23 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Error(err.Error())
 		return 1
 	}
-	model, err := llm.New(modelConfig(cfg))
+	model, err := llm.New(modelConfig(cfg.Model))
 	if err != nil {
 		log.Error(err.Error())
 		return 1
+	}
+	var models []actors.NamedModel
+	for _, m := range cfg.Models {
+		lm, err := llm.New(modelConfig(m.Model))
+		if err != nil {
+			log.Error(fmt.Sprintf("models %s: %v", m.ID, err))
+			return 1
+		}
+		name := m.Name
+		if name == "" {
+			name = m.ID
+		}
+		models = append(models, actors.NamedModel{ID: m.ID, Name: name, Model: lm, ContextWindow: m.ContextWindow})
 	}
 	banner(log, cfg)
 
@@ -62,7 +76,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	conn, err := protocol.Start(protocol.Options{
-		Config: cfg, Model: model, In: stdin, Out: stdout, Log: log,
+		Config: cfg, Model: model, Models: models, In: stdin, Out: stdout, Log: log,
 		ContextWindow: cfg.Model.ContextWindow,
 	})
 	if err != nil {
@@ -71,7 +85,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if cfg.Model.ContextWindow == 0 {
 		go func() {
-			if n := llm.ProbeContextWindow(ctx, modelConfig(cfg)); n > 0 {
+			if n := llm.ProbeContextWindow(ctx, modelConfig(cfg.Model)); n > 0 {
 				conn.SetContextWindow(n)
 			}
 		}()
@@ -80,8 +94,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func modelConfig(cfg *configs.Config) llm.Config {
-	m := cfg.Model
+func modelConfig(m configs.Model) llm.Config {
 	return llm.Config{
 		Provider:    m.Provider,
 		BaseURL:     m.ResolvedBaseURL(),

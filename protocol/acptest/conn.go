@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"sync"
 	"time"
@@ -29,18 +30,35 @@ type Conn struct {
 
 	closeIn func() error
 	wait    func() error
+	proc    *os.Process
 }
+
+// Process returns the agent's process (nil in-process).
+func (c *Conn) Process() *os.Process { return c.proc }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent use.
 type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu  sync.Mutex
+	b   bytes.Buffer
+	off bool
 }
 
 func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.off {
+		return len(p), nil
+	}
 	return s.b.Write(p)
+}
+
+// Off stops recording and forgets what was recorded (benchmarks measure
+// the agent's memory, not the recording's).
+func (s *SyncBuffer) Off() {
+	s.mu.Lock()
+	s.off = true
+	s.b = bytes.Buffer{}
+	s.mu.Unlock()
 }
 
 // String returns what was written so far.
@@ -52,11 +70,19 @@ func (s *SyncBuffer) String() string {
 
 // InProcess serves the agent in this process over in-memory pipes.
 func InProcess(cfg *configs.Config, model llm.Model) (*Conn, error) {
+	return InProcessWith(protocol.Options{Config: cfg, Model: model, ContextWindow: cfg.Model.ContextWindow})
+}
+
+// InProcessWith is InProcess with every option; In, Out and Log are set here.
+func InProcessWith(o protocol.Options) (*Conn, error) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	stdout, stderr := &SyncBuffer{}, &SyncBuffer{}
-	log := logs.New(stderr, slog.LevelInfo)
-	c, err := protocol.Start(protocol.Options{Config: cfg, Model: model, In: inR, Out: outW, Log: log, ContextWindow: cfg.Model.ContextWindow})
+	o.In, o.Out, o.Log = inR, outW, logs.New(stderr, slog.LevelInfo)
+	if o.ContextWindow == 0 {
+		o.ContextWindow = o.Config.Model.ContextWindow
+	}
+	c, err := protocol.Start(o)
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +93,10 @@ func InProcess(cfg *configs.Config, model llm.Model) (*Conn, error) {
 		close(done)
 	}()
 	client := NewClient()
-	conn := acp.NewClientSideConnection(client, inW, io.TeeReader(outR, stdout))
-	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in := &gatedReader{r: io.TeeReader(outR, stdout), open: make(chan struct{})}
+	conn := acp.NewClientSideConnection(client, inW, in)
+	conn.SetLogger(slog.New(slog.DiscardHandler))
+	close(in.open)
 	return &Conn{
 		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
 		closeIn: inW.Close,
@@ -95,12 +123,15 @@ func Process(cmd *exec.Cmd) (*Conn, error) {
 		return nil, err
 	}
 	client := NewClient()
-	conn := acp.NewClientSideConnection(client, stdin, io.TeeReader(stdoutPipe, stdout))
-	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in := &gatedReader{r: io.TeeReader(stdoutPipe, stdout), open: make(chan struct{})}
+	conn := acp.NewClientSideConnection(client, stdin, in)
+	conn.SetLogger(slog.New(slog.DiscardHandler))
+	close(in.open)
 	return &Conn{
 		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
 		closeIn: stdin.Close,
 		wait:    cmd.Wait,
+		proc:    cmd.Process,
 	}, nil
 }
 
@@ -129,4 +160,16 @@ func (c *Conn) Init(ctx context.Context) (acp.InitializeResponse, error) {
 // Ask sends one text prompt.
 func (c *Conn) Ask(ctx context.Context, sid acp.SessionId, text string) (acp.PromptResponse, error) {
 	return c.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
+}
+
+// gatedReader holds reads until open is closed: the SDK's SetLogger is not
+// synchronised with the connection's reader goroutine.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.open
+	return g.r.Read(p)
 }

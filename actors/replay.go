@@ -1,0 +1,142 @@
+package actors
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/store"
+	"github.com/mm-agent/mm/tools"
+)
+
+// ProvenanceKey is the _meta key of a session's provenance (SPEC section 7).
+const ProvenanceKey = "mm.sessionProvenance"
+
+// ProvenanceMeta is the _meta carried by session responses and replays.
+func ProvenanceMeta(p store.Provenance) map[string]any {
+	return map[string]any{ProvenanceKey: p}
+}
+
+// onReplay sends the history as the seed's replay notifications, then
+// available_commands_update, and answers once they are written. No tool
+// runs during a replay.
+func (s *session) onReplay(ctx actor.Context, _ *Replay) {
+	meta := ProvenanceMeta(s.prov)
+	send := func(u acp.SessionUpdate) { s.rt.out.Update(s.id, u) }
+	h := s.history
+	for i := 1; i < len(h); i++ {
+		m := &h[i]
+		switch m.Role {
+		case llm.RoleUser:
+			if m.Summary {
+				send(acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: meta, Content: acp.TextBlock("🗜️ " + m.Content)}})
+			} else {
+				send(acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.TextBlock(m.Content)}})
+			}
+		case llm.RoleAssistant:
+			if m.Content != "" {
+				send(acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: meta, Content: acp.TextBlock(m.Content)}})
+			}
+			for _, c := range m.ToolCalls {
+				send(acp.SessionUpdate{ToolCall: replayCall(c, answerTo(h[i+1:], c.ID), meta)})
+			}
+		}
+	}
+	s.announced = true
+	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
+		Meta: meta, AvailableCommands: Commands(),
+	}})
+	if ctx.Sender() != nil {
+		s.rt.out.Deliver(ctx.Sender(), &Replayed{Messages: len(h) - 1, Provenance: s.prov})
+	}
+}
+
+// answerTo finds the tool message that answers call id among the messages
+// after the call's.
+func answerTo(after []llm.Message, id string) *llm.Message {
+	for i := range after {
+		m := &after[i]
+		if m.Role == llm.RoleTool && m.ToolCallID == id {
+			return m
+		}
+		if m.Role == llm.RoleUser {
+			break // a new prompt: the call was never answered
+		}
+	}
+	return nil
+}
+
+// replayCall is the tool_call of a stored call: completed (or failed) with
+// its output when it was answered, failed with no content when it was not.
+func replayCall(c llm.ToolCall, answer *llm.Message, meta map[string]any) *acp.SessionUpdateToolCall {
+	tc := &acp.SessionUpdateToolCall{Meta: meta, ToolCallId: acp.ToolCallId(c.ID), Status: acp.ToolCallStatusFailed}
+	if answer == nil {
+		tc.Title, tc.Kind = liveTitle(c)
+		tc.RawInput = rawArgs(c.Arguments)
+		return tc
+	}
+	if answer.CallRef != "" {
+		tc.ToolCallId = acp.ToolCallId(answer.CallRef)
+	}
+	tc.Title, tc.Kind = answer.Title, acp.ToolKind(answer.Kind)
+	if tc.Title == "" {
+		tc.Title, tc.Kind = liveTitle(c)
+	}
+	tc.RawInput = answer.RawInput
+	if tc.RawInput == nil {
+		tc.RawInput = rawArgs(c.Arguments)
+	}
+	if !answer.Failed {
+		tc.Status = acp.ToolCallStatusCompleted
+	}
+	tc.RawOutput = map[string]any{"output": answer.Content}
+	tc.Content = []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(answer.Content))}
+	return tc
+}
+
+// liveTitle gives a stored call without a recorded answer the title and
+// kind the live tool would have shown, without touching any file.
+func liveTitle(c llm.ToolCall) (string, acp.ToolKind) {
+	kind := acp.ToolKindExecute
+	if t, ok := tools.Lookup(c.Name); ok {
+		kind = toolKind(t.Kind())
+	}
+	var args map[string]any
+	_ = json.Unmarshal([]byte(c.Arguments), &args)
+	for _, key := range []string{"command", "path", "name", "url"} {
+		if v, ok := args[key].(string); ok {
+			return fmt.Sprintf("%s: %s", c.Name, v), kind
+		}
+	}
+	return c.Name, kind
+}
+
+// Modes are the session modes: ask before mutating tools, or not.
+const (
+	ModeAsk  = "ask"
+	ModeYolo = "yolo"
+)
+
+func (s *session) onSetMode(ctx actor.Context, m *SetMode) {
+	if m.Mode != ModeAsk && m.Mode != ModeYolo {
+		ctx.Respond(&Done{Err: fmt.Sprintf("unknown mode %q (ask, yolo)", m.Mode)})
+		return
+	}
+	s.mode = m.Mode
+	s.rt.out.Update(s.id, acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: acp.SessionModeId(m.Mode)}})
+	s.save(ctx, false)
+	s.rt.out.Deliver(ctx.Sender(), &Done{})
+}
+
+func (s *session) onSetModel(ctx actor.Context, m *SetModel) {
+	if _, ok := s.rt.models[m.ID]; !ok {
+		ctx.Respond(&Done{Err: fmt.Sprintf("unknown model %q", m.ID)})
+		return
+	}
+	s.modelID = m.ID
+	s.save(ctx, false)
+	ctx.Respond(&Done{})
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/store"
+)
+
+const persisted = "sessions:\n  enabled: true\n"
+
+// TestKilledMidTurnThenLoaded: mm is killed with SIGKILL during a turn; a
+// new mm loads the session and replays every turn that had ended.
+func TestKilledMidTurnThenLoaded(t *testing.T) {
+	conn, cmd, srv := startMM(t, persisted)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := conn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sess.SessionId
+	if _, err := conn.Ask(ctx, sid, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = conn.Ask(ctx, sid, "slow") }()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Requests() < 2 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = conn.Close(5 * time.Second)
+
+	// A new mm, on the same config and model server.
+	again, err := acptest.Process(exec.Command(mmBin, "-acp", "-config", cmd.Args[3]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = again.Close(5 * time.Second) })
+	if init, err := again.Init(ctx); err != nil || !init.AgentCapabilities.LoadSession {
+		t.Fatalf("init: %v %+v", err, init)
+	}
+	res, err := again.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sid, Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Meta["mm.sessionProvenance"] == nil {
+		t.Error("no provenance in the load response")
+	}
+	ups := again.Client.Updates(sid)
+	if len(ups) != 3 || ups[0].UserMessageChunk == nil || ups[0].UserMessageChunk.Content.Text.Text != "ping" ||
+		ups[1].AgentMessageChunk == nil || ups[1].AgentMessageChunk.Content.Text.Text != "pong" || ups[2].AvailableCommandsUpdate == nil {
+		t.Errorf("replay after SIGKILL = %+v", ups)
+	}
+	if r, err := again.Ask(ctx, sid, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("the loaded session does not work: %v %v", r, err)
+	}
+}
+
+// TestRandomKillsLeaveLoadableFiles kills mm at random moments while its
+// sessions are being rewritten, 200 times, and loads every session file.
+func TestRandomKillsLeaveLoadableFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 process kills")
+	}
+	_, cmd, _ := startMM(t, persisted)
+	_ = cmd.Process.Kill()
+	cfg := cmd.Args[3]
+	cwd := t.TempDir()
+	for i := 0; i < 200; i++ {
+		conn, err := acptest.Process(exec.Command(mmBin, "-acp", "-config", cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		proc := conn.Process()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := conn.Init(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Turns back to back: every turn and every /new rewrites files.
+		go func() {
+			for j := 0; ctx.Err() == nil; j++ {
+				text := "ping"
+				if j%7 == 6 {
+					text = "/new"
+				}
+				if _, err := conn.Ask(ctx, sess.SessionId, text); err != nil {
+					return
+				}
+			}
+		}()
+		time.Sleep(time.Duration(rand.IntN(20000)) * time.Microsecond)
+		_ = proc.Signal(syscall.SIGKILL)
+		_ = conn.Close(5 * time.Second)
+		cancel()
+	}
+	dir := filepath.Join(cwd, ".mm", "sessions")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		files++
+		if _, err := store.Load(filepath.Join(dir, e.Name())); err != nil {
+			t.Errorf("%s: %v", e.Name(), err)
+		}
+	}
+	if files < 200 {
+		t.Errorf("only %d session files for 200 runs", files)
+	}
+	list, err := store.List(cwd, ".mm/sessions")
+	if err != nil || len(list) != files {
+		t.Errorf("List found %d of %d files: %v", len(list), files, err)
+	}
+	t.Logf("%d session files, all loadable", files)
+}

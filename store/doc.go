@@ -1,0 +1,26 @@
+// Package store persists mm sessions to disk, one JSON file per session at
+// <cwd>/<sessions.dir>/<id>.json (docs/session-format.md describes the
+// format).
+//
+// It owns:
+//   - the file format (store.go): File and its version, Marshal, Unmarshal,
+//     Load and the title rule, so that every reader and writer agrees on one
+//     definition;
+//   - atomic replacement (atomic.go): WriteAtomic, which guarantees that a
+//     process killed at any moment leaves either the old or the new complete
+//     file, never a torn one;
+//   - listing (list.go): List, which reads only the header of each file so
+//     that session/list stays fast however long the histories are;
+//   - background writing (writer.go): Writer, one per session, so that the
+//     session actor never blocks on the disk.
+//
+// Concurrency: a Writer is owned by one session actor, which queues encoded
+// files with Save and closes it when the session ends. Save, Close and Done
+// are safe to call from any goroutine. One session file is only ever written
+// by its own Writer (or, before that Writer exists or for a file no Writer
+// owns, by a single direct WriteAtomic call), so writes to one path never
+// race; WriteAtomic also tolerates concurrent writers, since each writes its
+// own temporary file and the last rename wins whole. Readers (Load, List) may
+// run at any time, from any goroutine, because a file is only ever replaced
+// by a rename and so is always seen complete.
+package store

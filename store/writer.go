@@ -1,0 +1,114 @@
+package store
+
+import "sync"
+
+// Writer persists one session's file in the background, so that the session
+// actor never waits for the disk. It keeps at most one pending encoding:
+// a file is rewritten whole each time, so when saves arrive faster than the
+// disk takes them, only the latest one is worth writing.
+type Writer struct {
+	path    string
+	onError func(error)
+	// write is WriteAtomic; tests replace it to observe or stall writes.
+	write func(path string, data []byte) error
+
+	mu      sync.Mutex
+	data    []byte   // the latest queued data, when queued is true
+	queued  bool     // data waits to be written
+	dones   []func() // done funcs of the queued saves, in Save order
+	closing bool     // Close was called; Save no longer queues
+
+	wake chan struct{} // capacity 1: "there is work, or Close was called"
+	done chan struct{} // closed when the goroutine has exited
+}
+
+// NewWriter starts the goroutine that writes path. onError, which may be
+// nil, is called from that goroutine with every failed write.
+func NewWriter(path string, onError func(error)) *Writer {
+	return newWriter(path, onError, WriteAtomic)
+}
+
+func newWriter(path string, onError func(error), write func(string, []byte) error) *Writer {
+	w := &Writer{
+		path:    path,
+		onError: onError,
+		write:   write,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	go w.run()
+	return w
+}
+
+// Save queues data to be written to the file and returns at once. data must
+// not be modified afterwards. done, which may be nil, is called from the
+// writer's goroutine once a write covering data has completed or failed
+// (failures also go to onError); done funcs are called in Save order, and
+// must not block for long since later writes wait for them. When several
+// saves are queued while a write is in progress, only the last data is
+// written. After Close, Save writes nothing and calls done at once, from
+// the calling goroutine.
+func (w *Writer) Save(data []byte, done func()) {
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		if done != nil {
+			done()
+		}
+		return
+	}
+	w.data, w.queued = data, true
+	if done != nil {
+		w.dones = append(w.dones, done)
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// Close writes what is queued, stops the goroutine and returns once it has
+// exited. It may be called more than once, from any goroutine; every call
+// waits for the same end.
+func (w *Writer) Close() {
+	w.mu.Lock()
+	w.closing = true
+	w.mu.Unlock()
+	w.signal()
+	<-w.done
+}
+
+// Done returns a channel closed when the writer's goroutine has exited,
+// which happens only after Close, once the queued data is written.
+func (w *Writer) Done() <-chan struct{} { return w.done }
+
+// signal wakes the goroutine without ever blocking: a pending wake-up
+// already covers whatever was queued since.
+func (w *Writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	for range w.wake {
+		for {
+			w.mu.Lock()
+			data, queued, dones, closing := w.data, w.queued, w.dones, w.closing
+			w.data, w.queued, w.dones = nil, false, nil
+			w.mu.Unlock()
+			if !queued {
+				if closing {
+					return
+				}
+				break
+			}
+			if err := w.write(w.path, data); err != nil && w.onError != nil {
+				w.onError(err)
+			}
+			for _, d := range dones {
+				d()
+			}
+		}
+	}
+}

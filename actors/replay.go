@@ -50,7 +50,7 @@ func (s *session) onReplay(ctx actor.Context, _ *Replay) {
 		Meta: meta, AvailableCommands: Commands(),
 	}})
 	if ctx.Sender() != nil {
-		s.rt.out.Deliver(ctx.Sender(), &Replayed{Messages: len(h) - 1, Provenance: s.prov})
+		s.rt.out.Deliver(s.id, ctx.Sender(), &Replayed{Messages: len(h) - 1, Provenance: s.prov})
 	}
 }
 
@@ -128,7 +128,7 @@ func (s *session) onSetMode(ctx actor.Context, m *SetMode) {
 	s.mode = m.Mode
 	s.rt.out.Update(s.id, acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: acp.SessionModeId(m.Mode)}})
 	s.save(ctx, false)
-	s.rt.out.Deliver(ctx.Sender(), &Done{})
+	s.rt.out.Deliver(s.id, ctx.Sender(), &Done{})
 }
 
 func (s *session) onSetModel(ctx actor.Context, m *SetModel) {

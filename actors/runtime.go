@@ -50,7 +50,9 @@ type NamedModel struct {
 type Runtime struct {
 	sys   *actor.ActorSystem
 	turns *actor.PID
-	cfg   *configs.Config
+	// pool runs every mailbox of this runtime.
+	pool *pool
+	cfg  *configs.Config
 	// models are the selectable models by id, "default" among them;
 	// modelList keeps their order for the selector.
 	models    map[string]llm.Model
@@ -102,7 +104,9 @@ func NewRuntime(o Options) *Runtime {
 		rt.models[m.ID] = m.Model
 	}
 	slots := o.Config.Turns.Concurrency
-	rt.turns = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTurnSerializer(slots) }))
+	rt.pool = newPool(300)
+	rt.turns = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTurnSerializer(slots) },
+		actor.WithDispatcher(rt.pool)))
 	return rt
 }
 
@@ -142,7 +146,8 @@ func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 	s := newSession(rt, st)
 	props := actor.PropsFromProducer(func() actor.Actor { return s },
 		actor.WithMailbox(actor.UnboundedPriority()),
-		actor.WithSupervisor(stopChildren))
+		actor.WithSupervisor(stopChildren),
+		actor.WithDispatcher(rt.pool))
 	pid := rt.sys.Root.Spawn(props)
 	return &Session{ID: st.ID, Cwd: st.Cwd, pid: pid, rt: rt}
 }
@@ -279,6 +284,7 @@ func (rt *Runtime) Shutdown() {
 		rt.log.Warn("shutdown: some model or tool work did not stop in 3s")
 	}
 	rt.sys.Shutdown()
+	rt.pool.close()
 }
 
 // goWork runs f in a goroutine counted by Shutdown.

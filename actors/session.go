@@ -188,7 +188,7 @@ func (s *session) Receive(ctx actor.Context) {
 		if h := s.held; h != nil {
 			// The writer flushes the file on its own; the reply goes now.
 			s.held = nil
-			s.rt.out.Deliver(h.to, h.res)
+			s.rt.out.Deliver(s.id, h.to, h.res)
 		}
 		s.stopPersistence()
 	}
@@ -278,7 +278,11 @@ func (s *session) callModel(ctx actor.Context, t *turn) {
 	t.calls++
 	t.answer.Reset()
 	req := llm.Request{
-		Messages:    append([]llm.Message(nil), s.history...),
+		// No copy: the session only appends while the call runs (and
+		// replaces the slice on /new and /compact), never rewriting the
+		// messages this view covers; its capacity stops the model side
+		// from ever seeing later ones.
+		Messages:    s.history[:len(s.history):len(s.history)],
 		Tools:       s.rt.toolDefs,
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
@@ -289,7 +293,7 @@ func (s *session) callModel(ctx actor.Context, t *turn) {
 
 // spawn starts a child that works for turn t, tracked under key.
 func (s *session) spawn(ctx actor.Context, t *turn, key string, a actor.Actor) *actor.PID {
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(s.rt.pool)))
 	if t.live == nil {
 		t.live = make(map[string]*actor.PID, 1)
 	}
@@ -450,7 +454,10 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 	if t.slash {
 		res.Provenance = s.prov
 	}
-	if s.writer != nil && !s.stopping(ctx) {
+	if s.writer != nil && stop == acp.StopReasonCancelled {
+		// A cancel answers at once; the file follows in the background.
+		s.save(ctx, false)
+	} else if s.writer != nil && !s.stopping(ctx) {
 		// The next turn waits too: replies go out in order, each after
 		// the file that holds its turn.
 		s.held = &heldReply{to: t.replyTo, res: res}
@@ -470,7 +477,7 @@ func (s *session) onPersisted(ctx actor.Context) {
 	}
 	s.held = nil
 	if h.to != nil {
-		s.rt.out.Deliver(h.to, h.res)
+		s.rt.out.Deliver(s.id, h.to, h.res)
 	}
 	s.cur = nil
 	s.next(ctx)
@@ -484,7 +491,7 @@ func (s *session) stopping(ctx actor.Context) bool {
 
 func (s *session) reply(t *turn, res *TurnResult) {
 	if t.replyTo != nil {
-		s.rt.out.Deliver(t.replyTo, res)
+		s.rt.out.Deliver(s.id, t.replyTo, res)
 	}
 }
 

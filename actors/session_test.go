@@ -34,7 +34,7 @@ func (o *recOutbox) Update(_ string, u acp.SessionUpdate) {
 	o.mu.Unlock()
 }
 
-func (o *recOutbox) Deliver(pid *actor.PID, msg any) { o.rt.Root().Send(pid, msg) }
+func (o *recOutbox) Deliver(_ string, pid *actor.PID, msg any) { o.rt.Root().Send(pid, msg) }
 
 func (o *recOutbox) statuses() []acp.ToolCallStatus {
 	o.mu.Lock()
@@ -48,7 +48,7 @@ func (o *recOutbox) statuses() []acp.ToolCallStatus {
 	return out
 }
 
-func newTestRuntime(t *testing.T, script string) (*Runtime, *recOutbox) {
+func newTestRuntime(t testing.TB, script string) (*Runtime, *recOutbox) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "script.yaml")
 	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
@@ -82,7 +82,8 @@ rules:
 	if res.Err != "" || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("turn = %+v", res)
 	}
-	if st := out.statuses(); len(st) != 2 || st[1] != acp.ToolCallStatusFailed {
+	// The panicking tool never started: no in_progress, straight to failed.
+	if st := out.statuses(); len(st) != 1 || st[0] != acp.ToolCallStatusFailed {
 		t.Errorf("statuses = %v", st)
 	}
 	out.mu.Lock()

@@ -68,7 +68,7 @@ func (s *session) onToolPrepared(ctx actor.Context, m *toolPrepared) {
 	if m.Err == "" {
 		// The go-ahead reaches the worker after the pending tool_call is
 		// written, so a permission request never precedes its tool call.
-		s.rt.out.Deliver(pid, &toolProceed{})
+		s.rt.out.Deliver(s.id, pid, &toolProceed{})
 	}
 }
 

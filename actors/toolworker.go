@@ -139,8 +139,9 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 		fin.Output = reason
 		return
 	}
-	root.Send(parent, &toolStarted{Turn: w.turn, CallID: w.callID})
-	res := w.rt.runTool(ctx, w.env, call)
+	env := w.env
+	env.Started = func() { root.Send(parent, &toolStarted{Turn: w.turn, CallID: w.callID}) }
+	res := w.rt.runTool(ctx, env, call)
 	fin.Ran = true
 	fin.Output, fin.Failed = res.Output, res.Failed
 	if res.Diff != nil {

@@ -387,6 +387,15 @@ func (s *Step) WordGap() time.Duration {
 
 // streamWords emits text word by word, gap apart.
 func streamWords(ctx context.Context, kind DeltaKind, text string, gap time.Duration, emit func(Delta)) error {
+	if gap == 0 {
+		// No token rate: the whole text is ready at once, as a server's
+		// buffered chunk would be. Word by word it would only measure the
+		// cost of messages no real model sends that fast.
+		if text != "" {
+			emit(Delta{Kind: kind, Text: text})
+		}
+		return nil
+	}
 	for text != "" {
 		if err := pause(ctx, gap); err != nil {
 			return err

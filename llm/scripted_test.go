@@ -142,13 +142,16 @@ func TestScriptAnswerSkipsSummaries(t *testing.T) {
 }
 
 func TestScriptedDeltasKeepWhitespace(t *testing.T) {
-	m := scriptedModel(t, "rules: [{match: x, steps: [{text: \"  two  spaces\\tand\\n\\nlines \"}]}]\n")
-	got := stream(t.Context(), m, llm.Request{Messages: user("x")})
-	if want := "  two  spaces\tand\n\nlines "; got.text != want || got.resp.Text != want {
-		t.Errorf("deltas %q, text %q, want %q", got.text, got.resp.Text, want)
-	}
-	if len(got.deltas) != 5 {
-		t.Errorf("deltas %q, want 5 (one per word, the trailing space its own)", got.deltas)
+	// With a token rate, one delta per word; without, the text at once.
+	for rate, n := range map[string]int{"tokensPerSec: 100000\n": 5, "": 1} {
+		m := scriptedModel(t, rate+"rules: [{match: x, steps: [{text: \"  two  spaces\\tand\\n\\nlines \"}]}]\n")
+		got := stream(t.Context(), m, llm.Request{Messages: user("x")})
+		if want := "  two  spaces\tand\n\nlines "; got.text != want || got.resp.Text != want {
+			t.Errorf("deltas %q, text %q, want %q", got.text, got.resp.Text, want)
+		}
+		if len(got.deltas) != n {
+			t.Errorf("%q: deltas %q, want %d", rate, got.deltas, n)
+		}
 	}
 }
 

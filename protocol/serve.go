@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/coder/acp-go-sdk"
 
@@ -63,7 +64,7 @@ func Start(o Options) (*Conn, error) {
 			Config: o.Config, Model: o.Model, Models: o.Models, Out: ob, Perm: conn, Sensitive: sensitive,
 			Log: log, ContextWindow: o.ContextWindow,
 		})
-		ob.start(conn, a.rt.Root())
+		ob.start(wout, log, a.rt.Root())
 		close(a.ready)
 	}()
 	return &Conn{agent: a, acp: conn, out: ob}, nil
@@ -90,7 +91,11 @@ func (c *Conn) Wait(ctx context.Context) {
 		s.Stop()
 	}
 	c.agent.runtime() // a client may leave before the runtime is up
-	c.out.close()
+	// A client that stopped reading must not hold the process forever: the
+	// last updates get a moment to drain, no more.
+	if !c.out.closeWithin(time.Second) {
+		c.agent.log.Warn("shutdown: the client did not read the last updates")
+	}
 	c.agent.rt.Shutdown()
 }
 

@@ -93,35 +93,54 @@ func (w *wireIn) filter(line []byte) []byte {
 	default:
 		return line
 	}
-	var params map[string]json.RawMessage
-	if json.Unmarshal(env.Params, &params) != nil {
+	var head struct {
+		SessionID string          `json:"sessionId"`
+		Meta      json.RawMessage `json:"_meta"`
+	}
+	params := bytes.TrimSpace(env.Params)
+	if json.Unmarshal(params, &head) != nil || len(params) < 2 || params[0] != '{' {
 		return line // the SDK answers invalid params
 	}
-	var sid string
-	if json.Unmarshal(params["sessionId"], &sid) != nil {
-		return line
-	}
-	n := w.seq[sid]
+	n := w.seq[head.SessionID]
 	if env.Method == "session/prompt" {
 		n++
-		w.seq[sid] = n
+		w.seq[head.SessionID] = n
 	}
-	meta := map[string]json.RawMessage{}
-	if raw, ok := params["_meta"]; ok {
-		_ = json.Unmarshal(raw, &meta)
+	stamp := `"` + metaPromptSeq + `":` + strconv.FormatUint(n, 10)
+	var newParams []byte
+	if len(head.Meta) == 0 || bytes.Equal(head.Meta, []byte("null")) {
+		// The common case, without decoding the prompt: the stamp opens
+		// the params object.
+		newParams = make([]byte, 0, len(params)+len(stamp)+12)
+		newParams = append(newParams, `{"_meta":{`...)
+		newParams = append(newParams, stamp...)
+		newParams = append(newParams, '}')
+		if rest := bytes.TrimSpace(params[1:]); len(rest) > 0 && rest[0] != '}' {
+			newParams = append(newParams, ',')
+		}
+		newParams = append(newParams, params[1:]...)
+	} else {
+		var all map[string]json.RawMessage
+		meta := map[string]json.RawMessage{}
+		if json.Unmarshal(params, &all) != nil || json.Unmarshal(head.Meta, &meta) != nil {
+			return line
+		}
+		meta[metaPromptSeq] = json.RawMessage(strconv.FormatUint(n, 10))
+		all["_meta"], _ = json.Marshal(meta)
+		newParams, _ = json.Marshal(all)
 	}
-	meta[metaPromptSeq] = json.RawMessage(strconv.FormatUint(n, 10))
-	params["_meta"], _ = json.Marshal(meta)
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(body, &msg) != nil {
-		return line
+	out := make([]byte, 0, len(newParams)+96)
+	out = append(out, `{"jsonrpc":"2.0",`...)
+	if env.ID != nil {
+		out = append(out, `"id":`...)
+		out = append(out, *env.ID...)
+		out = append(out, ',')
 	}
-	msg["params"], _ = json.Marshal(params)
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return line
-	}
-	return append(out, '\n')
+	out = append(out, `"method":`...)
+	out = strconv.AppendQuote(out, env.Method)
+	out = append(out, `,"params":`...)
+	out = append(out, newParams...)
+	return append(out, "}\n"...)
 }
 
 // promptSeq reads the sequence the line filter stamped into a request.

@@ -115,6 +115,7 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	// The parent's copy of the write end must go, or the pipe would never
 	// reach end-of-file.
 	pw.Close()
+	env.started()
 	pgid := cmd.Process.Pid
 
 	out := newHeadTail(MaxOutputBytes)

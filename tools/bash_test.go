@@ -343,3 +343,25 @@ func TestParseStat(t *testing.T) {
 		t.Error("the test's own group has no living member")
 	}
 }
+
+// TestStartedCallback: Started is called once, when the command's process
+// exists, and not for a call that never runs.
+func TestStartedCallback(t *testing.T) {
+	dir := t.TempDir()
+	calls := 0
+	env := Env{Cwd: dir, Started: func() { calls++ }}
+	c, err := Prepare(env, "bash", `{"command":"touch marker"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Run(context.Background(), env, c)
+	if calls != 1 {
+		t.Errorf("Started called %d times", calls)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	Run(ctx, env, c)
+	if calls != 1 {
+		t.Error("Started called for a call cancelled before it ran")
+	}
+}

@@ -38,6 +38,17 @@ type Env struct {
 	// BashTimeout is the default per-command limit of bash, used when the
 	// call gives no timeout of its own. Zero means DefaultBashTimeout.
 	BashTimeout time.Duration
+	// Started, if set, is called once the call is actually running: for
+	// bash, once its process exists (under load, starting a process can
+	// take milliseconds; "running" means it can be killed). It is called at
+	// most once, from Run's goroutine.
+	Started func()
+}
+
+func (e Env) started() {
+	if e.Started != nil {
+		e.Started()
+	}
 }
 
 // Call is a parsed tool call, ready to show and to run.
@@ -193,6 +204,9 @@ func Run(ctx context.Context, env Env, c *Call) (res Result) {
 	}
 	if ctx.Err() != nil {
 		return Result{Output: "[cancelled]", Failed: true}
+	}
+	if _, ok := b.(bashTool); !ok {
+		env.started()
 	}
 	res = b.run(ctx, env, c)
 	// Each tool keeps its output within MaxOutputBytes plus its own

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/mm-agent/mm/actors"
@@ -29,6 +30,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	serveACP := fs.Bool("acp", false, "serve the Agent Client Protocol on stdin/stdout")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	configPath := fs.String("config", "", "config file (default $MM_CONFIG, then ~/.config/mm/config.yaml)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until exit (for performance work)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm --version\n\n")
 		fs.PrintDefaults()
@@ -44,7 +46,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	log := logs.New(stderr, slog.LevelInfo)
+	errw := logs.NewBatchWriter(stderr)
+	defer errw.Close()
+	log := logs.New(errw, slog.LevelInfo)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			log.Error(err.Error())
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	cfg, err := configs.Load(*configPath)
 	if err != nil {
 		log.Error(err.Error())

@@ -1,0 +1,53 @@
+package stress
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is one harness run.
+type Config struct {
+	Sessions    int           // sessions to open
+	Turns       int           // turns per session (0: open sessions, measure them idle, close them)
+	Concurrency int           // turns.concurrency of the runtime
+	Procs       int           // 0: in-process; N: N `mm -acp` subprocesses over real pipes
+	MM          string        // the mm binary (Procs > 0)
+	Latency     time.Duration // scripted model: time to first token
+	TokensPerS  float64       // scripted model: token rate (0: instant)
+	Words       int           // words in each answer
+	Bash        float64       // share of turns that run `bash true`
+	Edit        float64       // share of turns that write a file
+	Ask         float64       // share of turns whose tool call asks permission (the harness allows)
+	Cancel      float64       // share of turns cancelled while `sleep 30` runs in bash
+	CancelAfter time.Duration // delay between the command starting and the cancel
+	Fail        float64       // share of turns the model server fails
+	Persist     bool          // sessions.enabled
+	Seed        uint64        // turn mix seed
+	Dir         string        // where session folders go ("" = a temp dir, removed after)
+	Progress    bool          // progress bar on stderr
+}
+
+// Defaults is the standard run: mmstress -sessions 1000 -turns 10 -concurrency 64.
+func Defaults() Config {
+	return Config{Sessions: 1000, Turns: 10, Concurrency: 64, Words: 8, CancelAfter: 5 * time.Millisecond, Seed: 1}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Sessions < 1:
+		return fmt.Errorf("-sessions must be at least 1")
+	case c.Turns < 0:
+		return fmt.Errorf("-turns must not be negative")
+	case c.Concurrency < 1:
+		return fmt.Errorf("-concurrency must be at least 1")
+	case c.Procs < 0:
+		return fmt.Errorf("-procs must not be negative")
+	case c.Procs > 0 && c.MM == "":
+		return fmt.Errorf("-procs needs the mm binary (-mm)")
+	case c.Words < 1:
+		return fmt.Errorf("-words must be at least 1")
+	case c.Bash+c.Edit+c.Ask+c.Cancel+c.Fail > 1:
+		return fmt.Errorf("the shares of bash, edit, ask, cancel and fail add up to more than 1")
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package stress
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+)
+
+// rpc is the harness's own JSON-RPC client side. The SDK's client decodes
+// every message several times and queues at most 1,024 notifications before
+// it drops the connection: under a thousand busy sessions it became the
+// bottleneck of the measure, and then broke it. This client decodes each
+// line once, only the fields the checks read, and hands notifications to
+// their session's tracker in arrival order on its reader goroutine.
+type rpc struct {
+	w      io.Writer
+	wmu    sync.Mutex
+	nextID uint64
+
+	mu      sync.Mutex
+	pending map[uint64]chan rpcReply
+	closed  error
+	done    chan struct{}
+
+	onUpdate     func(sessionID string, u *update)
+	onPermission func(sessionID, callID string) (optionID string)
+}
+
+type rpcReply struct {
+	result json.RawMessage
+	err    *rpcError
+}
+
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *rpcError) Error() string {
+	s := e.Message
+	var d struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(e.Data, &d) == nil && d.Error != "" {
+		s += ": " + d.Error
+	}
+	return s
+}
+
+// update is the part of a session/update the checks read. Content is a
+// block for chunks and a list for tool calls, so it is decoded on demand.
+type update struct {
+	Kind       string          `json:"sessionUpdate"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"toolCallId"`
+	Status     string          `json:"status"`
+}
+
+// text returns a chunk's text.
+func (u *update) text() (string, bool) {
+	var c struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(u.Content, &c) != nil || c.Type != "text" {
+		return "", false
+	}
+	return c.Text, true
+}
+
+type inbound struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *rpcError       `json:"error"`
+}
+
+func newRPC(w io.Writer, r io.Reader) *rpc {
+	c := &rpc{w: w, pending: map[uint64]chan rpcReply{}, done: make(chan struct{})}
+	go c.read(r)
+	return c
+}
+
+func (c *rpc) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var msg inbound
+	for sc.Scan() {
+		msg = inbound{}
+		if json.Unmarshal(sc.Bytes(), &msg) != nil {
+			continue
+		}
+		switch {
+		case msg.Method == "session/update":
+			var n struct {
+				SessionID string `json:"sessionId"`
+				Update    update `json:"update"`
+			}
+			if err := json.Unmarshal(msg.Params, &n); err != nil {
+				// Never dropped silently: a notification the harness cannot
+				// read counts against the run.
+				n.Update = update{Kind: "unreadable"}
+			}
+			if c.onUpdate != nil {
+				c.onUpdate(n.SessionID, &n.Update)
+			}
+		case msg.Method == "session/request_permission" && msg.ID != nil:
+			var p struct {
+				SessionID string `json:"sessionId"`
+				ToolCall  struct {
+					ToolCallID string `json:"toolCallId"`
+				} `json:"toolCall"`
+			}
+			_ = json.Unmarshal(msg.Params, &p)
+			id := append(json.RawMessage(nil), msg.ID...)
+			go func() {
+				outcome := `{"outcome":"cancelled"}`
+				if opt := c.onPermission(p.SessionID, p.ToolCall.ToolCallID); opt != "" {
+					outcome = `{"outcome":"selected","optionId":` + strconv.Quote(opt) + `}`
+				}
+				c.write([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"outcome":` + outcome + `}}` + "\n"))
+			}()
+		case msg.Method != "" && msg.ID != nil:
+			c.write([]byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"error":{"code":-32601,"message":"Method not found"}}` + "\n"))
+		case msg.ID != nil:
+			id, err := strconv.ParseUint(string(msg.ID), 10, 64)
+			if err != nil {
+				continue
+			}
+			c.mu.Lock()
+			ch := c.pending[id]
+			delete(c.pending, id)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- rpcReply{msg.Result, msg.Error}
+			}
+		}
+	}
+	err := sc.Err()
+	if err == nil {
+		err = io.EOF
+	}
+	c.mu.Lock()
+	c.closed = fmt.Errorf("peer disconnected: %w", err)
+	for id, ch := range c.pending {
+		ch <- rpcReply{err: &rpcError{Code: -32603, Message: "peer disconnected before response"}}
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	close(c.done)
+}
+
+func (c *rpc) write(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.w.Write(b)
+	return err
+}
+
+// call sends a request whose params are already JSON and waits for its
+// result.
+func (c *rpc) call(ctx context.Context, method string, params []byte) (json.RawMessage, error) {
+	ch := make(chan rpcReply, 1)
+	c.mu.Lock()
+	if c.closed != nil {
+		c.mu.Unlock()
+		return nil, c.closed
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = ch
+	c.mu.Unlock()
+	line := make([]byte, 0, len(params)+64)
+	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	line = strconv.AppendUint(line, id, 10)
+	line = append(line, `,"method":`...)
+	line = strconv.AppendQuote(line, method)
+	line = append(line, `,"params":`...)
+	line = append(line, params...)
+	line = append(line, "}\n"...)
+	if err := c.write(line); err != nil {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.result, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// notify sends a notification.
+func (c *rpc) notify(method string, params []byte) error {
+	return c.write([]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + `,"params":` + string(params) + "}\n"))
+}
+
+// callJSON marshals params and decodes the result into out (if not nil).
+func (c *rpc) callJSON(ctx context.Context, method string, params, out any) error {
+	b, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	res, err := c.call(ctx, method, b)
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		if err := json.Unmarshal(res, out); err != nil {
+			return fmt.Errorf("%s: %w", method, err)
+		}
+	}
+	return nil
+}
+
+// prompt sends a text prompt and returns the stop reason.
+func (c *rpc) prompt(ctx context.Context, sessionID, text string) (string, error) {
+	b := make([]byte, 0, 96+len(text))
+	b = append(b, `{"sessionId":`...)
+	b = strconv.AppendQuote(b, sessionID)
+	b = append(b, `,"prompt":[{"type":"text","text":`...)
+	tb, _ := json.Marshal(text)
+	b = append(b, tb...)
+	b = append(b, "}]}"...)
+	res, err := c.call(ctx, "session/prompt", b)
+	if err != nil {
+		return "", err
+	}
+	var r struct {
+		StopReason string `json:"stopReason"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return "", errors.New("session/prompt: bad response")
+	}
+	return r.StopReason, nil
+}

@@ -1,0 +1,366 @@
+package stress
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/coder/acp-go-sdk"
+	"github.com/schollz/progressbar/v3"
+)
+
+func contextBackground() context.Context { return context.Background() }
+
+// hist records durations in microseconds, from 1 µs to 10 minutes, with
+// three significant digits.
+type hist struct {
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram
+}
+
+func newHist() *hist { return &hist{h: hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)} }
+
+func (h *hist) record(d time.Duration) {
+	us := d.Microseconds()
+	if us < 1 {
+		us = 1
+	}
+	h.mu.Lock()
+	_ = h.h.RecordValue(us)
+	h.mu.Unlock()
+}
+
+// Run runs the harness and reports. It fails only when it cannot start the
+// agents; what goes wrong during the run is counted in the report.
+func Run(ctx context.Context, c Config) (*Report, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	dir := c.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "mmstress-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	var mb [6]byte
+	_, _ = crand.Read(mb[:])
+	marker := hex.EncodeToString(mb[:])
+	if c.Procs == 0 {
+		// Commands started in this process inherit it.
+		os.Setenv(markerEnv, marker)
+		defer os.Unsetenv(markerEnv)
+	}
+	goroutines0 := runtime.NumGoroutine()
+	var heap0 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&heap0)
+
+	cl := newClient()
+	agents, err := startAgents(&c, dir, marker, cl)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Config: c, Mode: "in-process", Sessions: c.Sessions}
+	if c.Procs > 0 {
+		r.Mode = fmt.Sprintf("%d subprocess(es) over pipes", c.Procs)
+	}
+	for _, a := range agents {
+		if err := a.conn.callJSON(ctx, "initialize", acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
+			ClientInfo: &acp.Implementation{Name: "mmstress", Version: "1"}}, nil); err != nil {
+			return nil, fmt.Errorf("initialize: %w", err)
+		}
+	}
+
+	// Open the sessions, a few at a time per agent.
+	trackers := make([]*tracker, c.Sessions)
+	owner := make([]*agent, c.Sessions)
+	errs := &errorKinds{m: map[string]int64{}}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range trackers {
+		a := agents[i%len(agents)]
+		owner[i] = a
+		cwd := filepath.Join(dir, fmt.Sprintf("s%d", i))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			if err := os.Mkdir(cwd, 0o755); err != nil {
+				errs.add("session/new", err)
+				return
+			}
+			var res struct {
+				SessionID string `json:"sessionId"`
+			}
+			if err := a.conn.callJSON(ctx, "session/new", acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}}, &res); err != nil {
+				errs.add("session/new", err)
+				return
+			}
+			t := &tracker{id: res.SessionID}
+			cl.add(t)
+			trackers[i] = t
+		}(i)
+	}
+	wg.Wait()
+
+	// Idle sessions: what each costs.
+	var heap1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&heap1)
+	if c.Procs == 0 {
+		r.HeapPerSession = int64(heap1.HeapAlloc-min(heap1.HeapAlloc, heap0.HeapAlloc)) / int64(c.Sessions)
+	}
+	r.RSSIdle = rss(agents)
+	if r.RSSIdle > 0 {
+		r.RSSPerSession = r.RSSIdle / int64(c.Sessions)
+	}
+
+	// The turns: one goroutine per session, its turns one after another.
+	lat, ttfc, cancelLat := newHist(), newHist(), newHist()
+	var done atomic.Int64
+	var bar *progressbar.ProgressBar
+	total := c.Sessions * c.Turns
+	if c.Progress && total > 0 {
+		bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("turns"), progressbar.OptionSetDescription("mmstress"),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	peak := &peakRSS{}
+	stopPeak := peak.watch(agents)
+	start := time.Now()
+	for i, t := range trackers {
+		if t == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(i int, t *tracker, a *agent) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(c.Seed, uint64(i)))
+			for j := 0; j < c.Turns && ctx.Err() == nil; j++ {
+				k := pick(&c, rng.Float64())
+				runTurn(ctx, &c, a, t, k, fmt.Sprintf("%s s%d t%d", k, i, j), lat, ttfc, cancelLat, errs)
+				done.Add(1)
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+			}
+		}(i, t, owner[i])
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopPeak()
+	if bar != nil {
+		_ = bar.Finish()
+	}
+
+	r.Turns = done.Load()
+	r.Elapsed = elapsed.Seconds()
+	if elapsed > 0 {
+		r.TurnsPerSec = float64(r.Turns) / elapsed.Seconds()
+	}
+	r.Latency = quantiles(lat)
+	r.FirstChunk = quantiles(ttfc)
+	r.CancelLatency = quantiles(cancelLat)
+	r.PeakRSS = max(peak.max.Load(), r.RSSIdle)
+
+	// Close every session, then the agents; nothing may be left.
+	for i, t := range trackers {
+		if t == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(a *agent, t *tracker) {
+			defer func() { <-sem; wg.Done() }()
+			if err := a.conn.callJSON(ctx, "session/close", acp.CloseSessionRequest{SessionId: acp.SessionId(t.id)}, nil); err != nil {
+				errs.add("session/close", err)
+			}
+		}(owner[i], t)
+	}
+	wg.Wait()
+	for _, a := range agents {
+		if err := a.close(); err != nil {
+			errs.add("exit", err)
+		}
+	}
+	for _, t := range trackers {
+		if t != nil {
+			r.Counts.add(t.counts)
+			r.Updates += t.updates
+		}
+	}
+	r.Counts.add(cl.unknown)
+	if c.Procs == 0 {
+		r.GoroutinesAfterClose = goroutinesLeft(goroutines0)
+	}
+	r.ProcessesLeft = len(leftovers(marker))
+	r.Errors = errs.m
+	return r, nil
+}
+
+// pick chooses a turn's kind from the configured shares.
+func pick(c *Config, x float64) kind {
+	for _, s := range []struct {
+		share float64
+		k     kind
+	}{{c.Bash, kindBash}, {c.Edit, kindEdit}, {c.Ask, kindAsk}, {c.Cancel, kindCancel}, {c.Fail, kindFail}} {
+		if x < s.share {
+			return s.k
+		}
+		x -= s.share
+	}
+	return kindPing
+}
+
+func runTurn(ctx context.Context, c *Config, a *agent, t *tracker, k kind, prompt string, lat, ttfc, cancelLat *hist, errs *errorKinds) {
+	t.begin(k, prompt)
+	type result struct {
+		stop string
+		err  error
+	}
+	start := time.Now()
+	var r result
+	if k != kindCancel {
+		r.stop, r.err = a.conn.prompt(ctx, t.id, prompt)
+		lat.record(time.Since(start))
+	} else {
+		resc := make(chan result, 1)
+		go func() {
+			stop, err := a.conn.prompt(ctx, t.id, prompt)
+			resc <- result{stop, err}
+		}()
+		t.mu.Lock()
+		running := t.running
+		t.mu.Unlock()
+		select {
+		case <-running:
+		case r = <-resc: // ended before its command ran: counted as a bad stop
+			t.end(r.stop, r.err, c.Words)
+			return
+		}
+		time.Sleep(c.CancelAfter)
+		sent := time.Now()
+		if err := a.conn.notify("session/cancel", []byte(`{"sessionId":"`+t.id+`"}`)); err != nil {
+			errs.add("session/cancel", err)
+		}
+		r = <-resc
+		cancelLat.record(time.Since(sent))
+	}
+	if r.err != nil && k != kindFail {
+		errs.add("session/prompt", r.err)
+	}
+	if r.err != nil && k == kindFail {
+		errs.add("expected: model failure", r.err)
+	}
+	if first := t.end(r.stop, r.err, c.Words); first > 0 {
+		ttfc.record(first)
+	}
+}
+
+// errorKinds counts errors by the call and the error's first words.
+type errorKinds struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (e *errorKinds) add(call string, err error) {
+	msg := err.Error()
+	if f := strings.Fields(msg); len(f) > 6 {
+		msg = strings.Join(f[:6], " ") + " …"
+	}
+	e.mu.Lock()
+	e.m[call+": "+msg]++
+	e.mu.Unlock()
+}
+
+// rss sums the agents' resident memory (this process when in-process).
+func rss(agents []*agent) int64 {
+	var n int64
+	for _, a := range agents {
+		n += procStatus(a.pid, "VmRSS")
+	}
+	return n
+}
+
+// peakRSS samples the agents' resident memory while the turns run (a
+// subprocess's own high-water mark dies with it).
+type peakRSS struct{ max atomic.Int64 }
+
+func (p *peakRSS) watch(agents []*agent) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			n := rss(agents)
+			if len(agents) == 1 && agents[0].pid == 0 {
+				n = procStatus(0, "VmHWM")
+			}
+			if n > p.max.Load() {
+				p.max.Store(n)
+			}
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(quit); wg.Wait() }
+}
+
+// goroutinesLeft waits a little for goroutines to wind down and returns how
+// many more there are than before the run.
+func goroutinesLeft(before int) int {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n := runtime.NumGoroutine() - before
+		if n <= 0 || time.Now().After(deadline) {
+			return max(n, 0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Quantiles of a latency distribution, in milliseconds.
+type Quantiles struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+func quantiles(h *hist) Quantiles {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	return Quantiles{Count: h.h.TotalCount(), P50: ms(h.h.ValueAtQuantile(50)), P90: ms(h.h.ValueAtQuantile(90)),
+		P99: ms(h.h.ValueAtQuantile(99)), Max: ms(h.h.Max())}
+}
+
+func sortedKeys(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -31,6 +31,8 @@ type Agent struct {
 
 	// ready is closed once rt is set; only runtime() reads rt before that.
 	ready chan struct{}
+	// prompts runs the prompts the line filter takes off the wire.
+	prompts handlers
 
 	mu       sync.Mutex
 	sessions map[string]*actors.Session
@@ -139,14 +141,19 @@ func (a *Agent) session(id acp.SessionId) (*actors.Session, error) {
 // the SDK also cancels ctx when a second prompt for the session arrives,
 // and that prompt must queue behind this one instead.
 func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	s, err := a.session(p.SessionId)
+	return a.runPrompt(p.SessionId, p.Prompt, promptSeq(p.Meta))
+}
+
+// runPrompt is Prompt for both ways a prompt arrives (prompt.go).
+func (a *Agent) runPrompt(sid acp.SessionId, blocks []acp.ContentBlock, seq uint64) (acp.PromptResponse, error) {
+	s, err := a.session(sid)
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
-	text := flatten(p.Prompt, s.Cwd, func(path string) {
+	text := flatten(blocks, s.Cwd, func(path string) {
 		a.log.Info(fmt.Sprintf("[acp] session %s: attached %s", s.ID, path))
 	})
-	res := s.Prompt(promptSeq(p.Meta), text)
+	res := s.Prompt(seq, text)
 	if res.Err != "" {
 		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": res.Err})
 	}

@@ -198,7 +198,7 @@ func TestAttachments(t *testing.T) {
 	_, err := e.conn.Prompt(e.ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{
 		acp.TextBlock("look at @main.go and @. but not @missing.txt, again @main.go"),
 		acp.ResourceLinkBlock("spec", "file:///tmp/spec.md"),
-		acp.ImageBlock("aGk=", "image/png"),
+		acp.ImageBlock("aGk=", "image/png"), // another block type: decoded by the SDK's types, ignored
 	}})
 	if err != nil {
 		t.Fatal(err)

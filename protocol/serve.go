@@ -52,7 +52,11 @@ func Start(o Options) (*Conn, error) {
 	a := &Agent{cfg: o.Config, out: wout, log: log, sessions: make(map[string]*actors.Session), ready: make(chan struct{})}
 	// The SDK's SetLogger is not synchronised with its reader goroutine:
 	// that goroutine's first read waits until the logger is set.
-	in := &gatedReader{r: newWireIn(o.In, wout), open: make(chan struct{})}
+	wi := newWireIn(o.In, wout)
+	wi.prompt = func(job promptJob) {
+		a.prompts.run(func() { a.servePrompt(job) })
+	}
+	in := &gatedReader{r: wi, open: make(chan struct{})}
 	conn := acp.NewAgentSideConnection(a, wout, in)
 	conn.SetLogger(log.With("lib", "acp"))
 	close(in.open)
@@ -90,6 +94,8 @@ func (c *Conn) Wait(ctx context.Context) {
 	for _, s := range sessions {
 		s.Stop()
 	}
+	// Their prompts have answered (cancelled); the handlers can end.
+	c.agent.prompts.close()
 	c.agent.runtime() // a client may leave before the runtime is up
 	// A client that stopped reading must not hold the process forever: the
 	// last updates get a moment to drain, no more.

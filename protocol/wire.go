@@ -27,6 +27,9 @@ type wireIn struct {
 	pending []byte
 	err     error
 	seq     map[string]uint64
+	// prompt, when set, takes session/prompt requests off the wire
+	// (prompt.go); the SDK never sees them.
+	prompt func(promptJob)
 }
 
 func newWireIn(r io.Reader, out *wireOut) *wireIn {
@@ -92,6 +95,18 @@ func (w *wireIn) filter(line []byte) []byte {
 		return line
 	default:
 		return line
+	}
+	if env.Method == "session/prompt" && w.prompt != nil {
+		// Decoded here, on the reader's long-lived stack, once.
+		job := promptJob{id: append(json.RawMessage(nil), *env.ID...)}
+		job.sessionID, job.blocks, job.err = decodePrompt(env.Params)
+		if job.err == nil {
+			n := w.seq[string(job.sessionID)] + 1
+			w.seq[string(job.sessionID)] = n
+			job.seq = n
+		}
+		w.prompt(job)
+		return nil
 	}
 	var head struct {
 		SessionID string          `json:"sessionId"`

@@ -129,6 +129,19 @@ func TestMalformedInput(t *testing.T) {
 			t.Errorf("%s: code %v, want %v", tc.line, got, tc.code)
 		}
 	}
+	// Prompts are decoded by mm itself: the same errors as the SDK gives.
+	for _, tc := range []struct{ line, want string }{
+		{`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"x","prompt":5}}`, "cannot unmarshal"},
+		{`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"x"}}`, "prompt is required"},
+		{`{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}`, "unknown session"},
+	} {
+		r.send(tc.line)
+		m := r.errorResponse()
+		e := m["error"].(map[string]any)
+		if e["code"].(float64) != -32602 || !strings.Contains(fmt.Sprint(e["data"]), tc.want) {
+			t.Errorf("%s: %v, want invalid params with %q", tc.line, e, tc.want)
+		}
+	}
 	// Still serving.
 	r.send(`{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":1}}`)
 	if m := r.response(9); m["result"] == nil {

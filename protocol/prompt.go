@@ -1,0 +1,157 @@
+package protocol
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/coder/acp-go-sdk"
+)
+
+// session/prompt is the one request mm serves at volume, and the SDK's way
+// of serving it cost a third of the CPU under load: a fresh goroutine per
+// request whose stack grows in decoding, and content blocks decoded twice
+// each (into a map, then into their variant). The line filter hands prompts
+// here instead: the filter's goroutine decodes them, text and resource_link
+// blocks in one pass (any other block takes the SDK's decoder); the handler
+// runs on a goroutine kept from an earlier prompt; and the response is
+// written like the SDK writes it. Everything else still goes through the SDK.
+
+// promptJob is a session/prompt taken off the wire, decoded, by the line
+// filter; err is set when its params are invalid.
+type promptJob struct {
+	id        json.RawMessage
+	sessionID acp.SessionId
+	blocks    []acp.ContentBlock
+	seq       uint64
+	err       *acp.RequestError
+}
+
+// leanPrompt is the common shape of a prompt's params.
+type leanPrompt struct {
+	SessionID string `json:"sessionId"`
+	Prompt    []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+		URI  string `json:"uri"`
+		Name string `json:"name"`
+	} `json:"prompt"`
+}
+
+// decodePrompt decodes params as the SDK would, reporting errors as the
+// SDK's invalid params.
+func decodePrompt(params []byte) (acp.SessionId, []acp.ContentBlock, *acp.RequestError) {
+	var p leanPrompt
+	if err := json.Unmarshal(params, &p); err != nil {
+		return "", nil, acp.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	if p.Prompt == nil {
+		return "", nil, acp.NewInvalidParams(map[string]any{"error": "prompt is required"})
+	}
+	blocks := make([]acp.ContentBlock, 0, len(p.Prompt))
+	for _, b := range p.Prompt {
+		switch b.Type {
+		case "text":
+			blocks = append(blocks, acp.TextBlock(b.Text))
+		case "resource_link":
+			blocks = append(blocks, acp.ResourceLinkBlock(b.Name, b.URI))
+		default:
+			// Images, embedded resources and the rest: the SDK's types.
+			var full acp.PromptRequest
+			if err := json.Unmarshal(params, &full); err != nil {
+				return "", nil, acp.NewInvalidParams(map[string]any{"error": err.Error()})
+			}
+			return full.SessionId, full.Prompt, nil
+		}
+	}
+	return acp.SessionId(p.SessionID), blocks, nil
+}
+
+// servePrompt runs one prompt and writes its response.
+func (a *Agent) servePrompt(job promptJob) {
+	var result any
+	rerr := job.err
+	if rerr == nil {
+		res, err := a.runPrompt(job.sessionID, job.blocks, job.seq)
+		if err != nil {
+			rerr = toRequestError(err)
+		} else {
+			result = res
+		}
+	}
+	msg := struct {
+		JSONRPC string            `json:"jsonrpc"`
+		ID      json.RawMessage   `json:"id"`
+		Result  any               `json:"result,omitempty"`
+		Error   *acp.RequestError `json:"error,omitempty"`
+	}{"2.0", job.id, result, rerr}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		b, _ = json.Marshal(struct {
+			JSONRPC string            `json:"jsonrpc"`
+			ID      json.RawMessage   `json:"id"`
+			Error   *acp.RequestError `json:"error"`
+		}{"2.0", job.id, acp.NewInternalError(map[string]any{"error": err.Error()})})
+	}
+	_, _ = a.out.Write(append(b, '\n'))
+}
+
+func toRequestError(err error) *acp.RequestError {
+	if re, ok := err.(*acp.RequestError); ok {
+		return re
+	}
+	return acp.NewInternalError(map[string]any{"error": err.Error()})
+}
+
+// handlers keeps the goroutines of finished prompts for the next ones, so
+// their grown stacks are reused. At most maxIdle wait; close ends them all.
+type handlers struct {
+	mu     sync.Mutex
+	idle   []chan func()
+	closed bool
+	wg     sync.WaitGroup
+}
+
+const maxIdleHandlers = 64
+
+func (h *handlers) run(f func()) {
+	h.mu.Lock()
+	if n := len(h.idle); n > 0 && !h.closed {
+		ch := h.idle[n-1]
+		h.idle = h.idle[:n-1]
+		h.mu.Unlock()
+		ch <- f
+		return
+	}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	go h.loop(f)
+}
+
+func (h *handlers) loop(f func()) {
+	defer h.wg.Done()
+	ch := make(chan func())
+	for f != nil {
+		f()
+		h.mu.Lock()
+		if h.closed || len(h.idle) >= maxIdleHandlers {
+			h.mu.Unlock()
+			return
+		}
+		h.idle = append(h.idle, ch)
+		h.mu.Unlock()
+		f = <-ch // nil once closed
+	}
+}
+
+// close waits for running handlers and ends the idle ones.
+func (h *handlers) close() {
+	h.mu.Lock()
+	h.closed = true
+	idle := h.idle
+	h.idle = nil
+	h.mu.Unlock()
+	for _, ch := range idle {
+		close(ch)
+	}
+	h.wg.Wait()
+}

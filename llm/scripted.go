@@ -354,7 +354,7 @@ const scriptedWhere = "scripted model"
 
 func (m *scriptedModel) Stream(ctx context.Context, req Request, emit func(Delta)) (Response, error) {
 	st := m.script.Answer(req.Messages)
-	if pause(ctx, st.Sleep+st.Latency) != nil {
+	if Pause(ctx, st.Sleep+st.Latency) != nil {
 		return Response{}, endedError(ctx, scriptedWhere)
 	}
 	switch {
@@ -397,7 +397,7 @@ func streamWords(ctx context.Context, kind DeltaKind, text string, gap time.Dura
 		return nil
 	}
 	for text != "" {
-		if err := pause(ctx, gap); err != nil {
+		if err := Pause(ctx, gap); err != nil {
 			return err
 		}
 		var word string
@@ -407,8 +407,9 @@ func streamWords(ctx context.Context, kind DeltaKind, text string, gap time.Dura
 	return nil
 }
 
-// pause waits d unless ctx ends first, and returns ctx's error if it has.
-func pause(ctx context.Context, d time.Duration) error {
+// Pause waits d unless ctx ends first, and returns ctx's error if it has.
+// The scripted model and its HTTP fixture pace their answers with it.
+func Pause(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

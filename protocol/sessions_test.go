@@ -50,12 +50,7 @@ type sessEnv struct {
 
 func newSessEnv(t *testing.T, script string, edit func(*configs.Config)) *sessEnv {
 	t.Helper()
-	sc, err := llm.ParseScript([]byte(script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := llmtest.NewServer(sc)
-	t.Cleanup(srv.Close)
+	srv, _ := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()
 	cfg.Model.ContextWindow = 100000
@@ -449,12 +444,7 @@ func TestLoadReattachesToRunningTurn(t *testing.T) {
 
 func TestModesAndModelSelector(t *testing.T) {
 	e := newSessEnv(t, sessionScript, nil)
-	other, err := llm.ParseScript([]byte("rules:\n  - match: \"^bash$\"\n    steps: [{text: \"from the other model\"}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherSrv := llmtest.NewServer(other)
-	t.Cleanup(otherSrv.Close)
+	otherSrv, _ := scriptServer(t, "rules:\n  - match: \"^bash$\"\n    steps: [{text: \"from the other model\"}]\n")
 	e.cfg.Models = []configs.NamedModel{{ID: "other", Model: configs.Model{Provider: "openai", BaseURL: otherSrv.URL(), Name: "other-model"}}}
 	conn := e.agentWithModels()
 	res, err := conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: []acp.McpServer{}})

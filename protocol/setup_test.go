@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -52,19 +53,43 @@ type env struct {
 
 func newEnv(t *testing.T, edit func(*configs.Config)) *env {
 	t.Helper()
+	return newEnvScript(t, script, func(c *configs.Config) {
+		c.Model.ContextWindow = 4096
+		if edit != nil {
+			edit(c)
+		}
+	})
+}
+
+// scriptServer serves a script as an OpenAI-compatible model over HTTP and
+// returns the openai provider pointed at it.
+func scriptServer(t *testing.T, script string) (*llmtest.Server, llm.Model) {
+	t.Helper()
 	sc, err := llm.ParseScript([]byte(script))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := llmtest.NewServer(sc)
 	t.Cleanup(srv.Close)
+	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL(), Name: "test", Temperature: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, model
+}
+
+// newEnvScript serves an agent on a script. The cwd has a parent folder of
+// its own, so that a write "outside the cwd" stays in the test's temp dir.
+func newEnvScript(t *testing.T, script string, edit func(*configs.Config)) *env {
+	t.Helper()
+	srv, _ := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()
-	cfg.Model.ContextWindow = 4096
 	if edit != nil {
 		edit(cfg)
 	}
-	model, err := llm.New(llm.Config{Provider: cfg.Model.Provider, BaseURL: cfg.Model.BaseURL, Name: "test", Temperature: -1})
+	// Built from the config, which a test may point elsewhere.
+	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: cfg.Model.BaseURL, Name: "test", Temperature: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +97,7 @@ func newEnv(t *testing.T, edit func(*configs.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(func() {
 		cancel()
 		if err := conn.Close(5 * time.Second); err != nil {
@@ -82,7 +107,11 @@ func newEnv(t *testing.T, edit func(*configs.Config)) *env {
 	if _, err := conn.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, server: srv, conn: conn, cwd: t.TempDir(), ctx: ctx}
+	cwd := filepath.Join(t.TempDir(), "project")
+	if err := os.Mkdir(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, server: srv, conn: conn, cwd: cwd, ctx: ctx}
 }
 
 func (e *env) newSession() acp.SessionId {

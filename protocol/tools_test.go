@@ -1,7 +1,6 @@
 package protocol_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,8 +14,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/llm"
-	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -71,41 +68,7 @@ usage: true
 
 func newToolEnv(t *testing.T, edit func(*configs.Config)) *env {
 	t.Helper()
-	sc, err := llm.ParseScript([]byte(toolScript))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := llmtest.NewServer(sc)
-	t.Cleanup(srv.Close)
-	cfg := configs.Default()
-	cfg.Model.BaseURL = srv.URL()
-	if edit != nil {
-		edit(cfg)
-	}
-	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL(), Temperature: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := acptest.InProcess(cfg, model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(func() {
-		cancel()
-		if err := conn.Close(5 * time.Second); err != nil {
-			t.Errorf("agent did not stop: %v", err)
-		}
-	})
-	if _, err := conn.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// A parent folder of its own, so a write "outside the cwd" stays in the test's temp dir.
-	cwd := filepath.Join(t.TempDir(), "project")
-	if err := os.Mkdir(cwd, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, server: srv, conn: conn, cwd: cwd, ctx: ctx}
+	return newEnvScript(t, toolScript, edit)
 }
 
 // toolUpdates returns the tool_call and tool_call_update notifications of a session.
@@ -499,11 +462,15 @@ func TestTurnsLeaveNothingRunning(t *testing.T) {
 	_ = e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid})
 	<-done
 	// Keep-alive connections to the model server come and go with the
-	// HTTP pool; they are not the turn's.
+	// HTTP pool; the actor dispatcher's workers and the idle prompt
+	// handlers are kept for the next turns (bounded, and ended with the
+	// connection: TestMain checks that). None of them is the turn's.
 	if err := goleak.Find(snapshot,
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*conn).serve")); err != nil {
+		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
+		goleak.IgnoreAnyFunction("github.com/mm-agent/mm/actors.(*pool).work"),
+		goleak.IgnoreAnyFunction("github.com/mm-agent/mm/protocol.(*handlers).loop")); err != nil {
 		t.Error(err)
 	}
 }

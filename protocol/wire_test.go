@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/protocol"
 )
@@ -26,18 +25,9 @@ type rawAgent struct {
 }
 
 func newRawAgent(t *testing.T) (*rawAgent, *llmtest.Server) {
-	sc, err := llm.ParseScript([]byte(script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := llmtest.NewServer(sc)
-	t.Cleanup(srv.Close)
+	srv, model := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()
-	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL(), Temperature: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	c, err := protocol.Start(protocol.Options{Config: cfg, Model: model, In: inR, Out: outW})

@@ -81,16 +81,8 @@ type EchoReport struct {
 // client (a request "_mm/echo" with a prompt's params).
 func RunEcho(ctx context.Context, self, kind string, sessions, turns int) (*EchoReport, error) {
 	cmd := exec.Command(self, "-echo-server", kind)
-	stdin, err := cmd.StdinPipe()
+	stdin, stdout, err := startPiped(cmd, os.Stderr)
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	conn := newClientConn(newClient(), stdin, stdout)

@@ -98,23 +98,32 @@ func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error)
 func subprocess(bin, cfgPath, marker string, cl *client) (*agent, error) {
 	cmd := exec.Command(bin, "-acp", "-config", cfgPath)
 	cmd.Env = append(os.Environ(), markerEnv+"="+marker)
-	stdin, err := cmd.StdinPipe()
+	stdin, stdout, err := startPiped(cmd, io.Discard)
 	if err != nil {
 		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	conn := newClientConn(cl, stdin, stdout)
 	return &agent{conn: conn, pid: cmd.Process.Pid, close: func() error {
 		stdin.Close()
 		return cmd.Wait()
 	}}, nil
+}
+
+// startPiped starts cmd with pipes to its stdin and stdout.
+func startPiped(cmd *exec.Cmd, stderr io.Writer) (io.WriteCloser, io.ReadCloser, error) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
+	}
+	return stdin, stdout, nil
 }
 
 // newClientConn connects the harness's client to an agent's pipes.

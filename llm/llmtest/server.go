@@ -120,7 +120,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	defer context.AfterFunc(s.closing, cancel)()
 
 	if !req.Stream || step.Error != "" || step.Garbage {
-		if wait(ctx, step.Sleep+step.Latency+time.Duration(words(step))*step.WordGap()) != nil {
+		if llm.Pause(ctx, step.Sleep+step.Latency+time.Duration(words(step))*step.WordGap()) != nil {
 			return
 		}
 		switch {
@@ -286,7 +286,7 @@ func streamStep(ctx context.Context, w http.ResponseWriter, req chatRequest, ste
 		Created: time.Now().Unix(),
 		Model:   req.Model,
 	}}
-	if e.send(delta{Role: "assistant"}, nil, nil) != nil || wait(ctx, step.Sleep+step.Latency) != nil {
+	if e.send(delta{Role: "assistant"}, nil, nil) != nil || llm.Pause(ctx, step.Sleep+step.Latency) != nil {
 		return
 	}
 	pace := step.WordGap()
@@ -301,7 +301,7 @@ func streamStep(ctx context.Context, w http.ResponseWriter, req chatRequest, ste
 			if part.reasoning {
 				d = delta{ReasoningContent: word}
 			}
-			if wait(ctx, pace) != nil || e.send(d, nil, nil) != nil {
+			if llm.Pause(ctx, pace) != nil || e.send(d, nil, nil) != nil {
 				return
 			}
 		}
@@ -387,20 +387,6 @@ func words(step llm.Step) int {
 	return n
 }
 
-// wait waits d unless ctx ends first, and returns ctx's error if it has.
-func wait(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -387,7 +387,6 @@ func words(step llm.Step) int {
 	return n
 }
 
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

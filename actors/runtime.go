@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -207,7 +208,10 @@ func (s *Session) Replay() *Replayed {
 	if err != nil {
 		return &Replayed{}
 	}
-	return res.(*Replayed)
+	if r, ok := res.(*Replayed); ok {
+		return r
+	}
+	return &Replayed{}
 }
 
 // State returns a copy of the session's state.
@@ -216,7 +220,11 @@ func (s *Session) State() (*SessionState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return res.(*SessionState), nil
+	st, ok := res.(*SessionState)
+	if !ok {
+		return nil, errUnexpected(res)
+	}
+	return st, nil
 }
 
 // Flush writes the session file (when sessions are persisted) and returns
@@ -234,7 +242,11 @@ func (s *Session) ask(msg any) error {
 	if err != nil {
 		return err
 	}
-	if d := res.(*Done); d.Err != "" {
+	d, ok := res.(*Done)
+	if !ok {
+		return errUnexpected(res)
+	}
+	if d.Err != "" {
 		return errors.New(d.Err)
 	}
 	return nil
@@ -247,7 +259,10 @@ func (s *Session) Prompt(seq uint64, text string) *TurnResult {
 	if err != nil {
 		return &TurnResult{Err: "session stopped: " + err.Error()}
 	}
-	return res.(*TurnResult)
+	if r, ok := res.(*TurnResult); ok {
+		return r
+	}
+	return &TurnResult{Err: errUnexpected(res).Error()}
 }
 
 // Cancel cancels the session's turns whose sequence is at most upTo.
@@ -294,6 +309,12 @@ func (rt *Runtime) goWork(f func()) {
 		defer rt.work.Done()
 		f()
 	}()
+}
+
+// errUnexpected reports a reply of the wrong type (a message for a session
+// that stopped meanwhile comes back as something else).
+func errUnexpected(res any) error {
+	return fmt.Errorf("session stopped (reply %T)", res)
 }
 
 // oneLine makes an error text fit the one-line explanation of a failed turn.

@@ -104,3 +104,26 @@ func BenchmarkWireInPrompt(b *testing.B) {
 		_ = w.filter(line)
 	}
 }
+
+// The hand-encoded prompt response is the SDK's, as JSON.
+func TestAppendPromptResultMatchesJSON(t *testing.T) {
+	for _, r := range []acp.PromptResponse{
+		{StopReason: acp.StopReasonEndTurn},
+		{StopReason: acp.StopReasonCancelled, Usage: &acp.Usage{InputTokens: 3, OutputTokens: 4, TotalTokens: 7}},
+		{StopReason: acp.StopReasonMaxTokens, Usage: &acp.Usage{InputTokens: 3, OutputTokens: 4, TotalTokens: 7, ThoughtTokens: acp.Ptr(2), CachedReadTokens: acp.Ptr(1), CachedWriteTokens: acp.Ptr(5)}},
+	} {
+		got := appendPromptResult(nil, json.RawMessage("17"), &r)
+		res, _ := json.Marshal(r)
+		want, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 17, "result": json.RawMessage(res)})
+		var a, b any
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatalf("not JSON: %s", got)
+		}
+		_ = json.Unmarshal(want, &b)
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if !bytes.Equal(ja, jb) {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"encoding/json"
+	"io"
+	"strconv"
 	"sync"
 
 	"github.com/coder/acp-go-sdk"
@@ -68,31 +70,74 @@ func decodePrompt(params []byte) (acp.SessionId, []acp.ContentBlock, *acp.Reques
 
 // servePrompt runs one prompt and writes its response.
 func (a *Agent) servePrompt(job promptJob) {
-	var result any
 	rerr := job.err
 	if rerr == nil {
 		res, err := a.runPrompt(job.sessionID, job.blocks, job.seq)
+		if err == nil && res.Meta == nil && res.UserMessageId == nil {
+			_, _ = a.out.Write(appendPromptResult(make([]byte, 0, 160), job.id, &res))
+			return
+		}
 		if err != nil {
 			rerr = toRequestError(err)
 		} else {
-			result = res
+			writeResponse(a.out, job.id, res, nil)
+			return
 		}
 	}
+	writeResponse(a.out, job.id, nil, rerr)
+}
+
+// appendPromptResult encodes the common prompt response (a stop reason and
+// the usage totals) without reflection.
+func appendPromptResult(b []byte, id json.RawMessage, r *acp.PromptResponse) []byte {
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":{"stopReason":`...)
+	b = appendString(b, string(r.StopReason))
+	if u := r.Usage; u != nil {
+		b = append(b, `,"usage":{`...)
+		if u.CachedReadTokens != nil {
+			b = append(b, `"cachedReadTokens":`...)
+			b = strconv.AppendInt(b, int64(*u.CachedReadTokens), 10)
+			b = append(b, ',')
+		}
+		if u.CachedWriteTokens != nil {
+			b = append(b, `"cachedWriteTokens":`...)
+			b = strconv.AppendInt(b, int64(*u.CachedWriteTokens), 10)
+			b = append(b, ',')
+		}
+		b = append(b, `"inputTokens":`...)
+		b = strconv.AppendInt(b, int64(u.InputTokens), 10)
+		b = append(b, `,"outputTokens":`...)
+		b = strconv.AppendInt(b, int64(u.OutputTokens), 10)
+		if u.ThoughtTokens != nil {
+			b = append(b, `,"thoughtTokens":`...)
+			b = strconv.AppendInt(b, int64(*u.ThoughtTokens), 10)
+		}
+		b = append(b, `,"totalTokens":`...)
+		b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+		b = append(b, '}')
+	}
+	return append(b, "}}\n"...)
+}
+
+// writeResponse writes a JSON-RPC response as the SDK does.
+func writeResponse(w io.Writer, id json.RawMessage, result any, rerr *acp.RequestError) {
 	msg := struct {
 		JSONRPC string            `json:"jsonrpc"`
 		ID      json.RawMessage   `json:"id"`
 		Result  any               `json:"result,omitempty"`
 		Error   *acp.RequestError `json:"error,omitempty"`
-	}{"2.0", job.id, result, rerr}
+	}{"2.0", id, result, rerr}
 	b, err := json.Marshal(msg)
 	if err != nil {
 		b, _ = json.Marshal(struct {
 			JSONRPC string            `json:"jsonrpc"`
 			ID      json.RawMessage   `json:"id"`
 			Error   *acp.RequestError `json:"error"`
-		}{"2.0", job.id, acp.NewInternalError(map[string]any{"error": err.Error()})})
+		}{"2.0", id, acp.NewInternalError(map[string]any{"error": err.Error()})})
 	}
-	_, _ = a.out.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func toRequestError(err error) *acp.RequestError {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 
@@ -85,6 +86,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	banner(log, cfg)
 
+	if os.Getenv("GOGC") == "" {
+		// mm's live heap is small (a few KB a session); twice the default
+		// headroom costs a few MB and saves about 7% of the CPU under load
+		// (mmstress -procs 1).
+		debug.SetGCPercent(200)
+	}
 	// A client that goes away mid-write must not kill us with SIGPIPE: the
 	// write fails, and the shutdown path runs.
 	signal.Ignore(syscall.SIGPIPE)

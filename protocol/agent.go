@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,12 +53,12 @@ func (a *Agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.Init
 	a.mu.Lock()
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
-	name, version := "unknown client", ""
+	client := "an unnamed client"
 	if p.ClientInfo != nil {
-		name, version = p.ClientInfo.Name, p.ClientInfo.Version
+		client = strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
 	}
 	form := p.ClientCapabilities.Elicitation != nil && p.ClientCapabilities.Elicitation.Form != nil
-	a.log.Info(fmt.Sprintf("[acp] initialize: client %s %s, protocol %d, elicitation(form)=%t", name, version, p.ProtocolVersion, form))
+	a.log.Info(fmt.Sprintf("[acp] initialize: client %s, protocol %d, elicitation(form)=%t", client, p.ProtocolVersion, form))
 	info := acp.Implementation{Name: a.cfg.ACP.Name, Version: Version}
 	if a.cfg.ACP.Title != "" {
 		info.Title = acp.Ptr(a.cfg.ACP.Title)

@@ -7,7 +7,14 @@
 //   - the turn serializer (turns.go), one per Runtime, which grants at most
 //     turns.concurrency turns at a time, FIFO across sessions;
 //   - the model actor (model.go), one per model call, whose goroutine streams
-//     from llm and whose stop cancels that stream.
+//     from llm and whose stop cancels that stream;
+//   - the tool worker (toolworker.go), one per tool call, whose goroutine
+//     prepares the call, asks permission when it must, and runs it;
+//   - the session's persistence (persist.go: its file, written by a writer
+//     the session owns), compression (compact.go), slash commands
+//     (commands.go) and replay (replay.go);
+//   - the dispatcher (dispatcher.go) that runs every mailbox of a Runtime on
+//     long-lived goroutines.
 //
 // Concurrency: actors never block in Receive. Blocking work (a model stream)
 // runs in a goroutine under a context the owning actor cancels when it stops,
@@ -15,5 +22,8 @@
 // (the ACP edge in package protocol) talks to sessions only through Runtime
 // methods, which are safe for concurrent use; it may wait on futures, actors
 // never do. Everything a session says to the client goes through the Outbox,
-// in order, so a turn's reply is delivered only after its updates are written.
+// in order for that session, so a turn's reply is delivered only after its
+// updates are written. Every goroutine a model or tool actor starts is
+// counted, so Shutdown returns only once streams are closed and commands'
+// process groups are killed.
 package actors

@@ -49,7 +49,8 @@ func (a *Agent) runtime() *actors.Runtime {
 var _ acp.Agent = (*Agent)(nil)
 
 // Initialize negotiates the protocol version and says who we are.
-func (a *Agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+func (a *Agent) Initialize(_ context.Context, p acp.InitializeRequest) (_ acp.InitializeResponse, err error) {
+	defer a.survive("initialize", &err)
 	a.mu.Lock()
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
@@ -79,7 +80,8 @@ func (a *Agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.Auth
 }
 
 // NewSession creates a session actor for an existing, absolute cwd.
-func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (_ acp.NewSessionResponse, err error) {
+	defer a.survive("session/new", &err)
 	cwd, err := checkCwd(p.Cwd)
 	if err != nil {
 		return acp.NewSessionResponse{}, err

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 	"sync"
@@ -68,8 +69,15 @@ func decodePrompt(params []byte) (acp.SessionId, []acp.ContentBlock, *acp.Reques
 	return acp.SessionId(p.SessionID), blocks, nil
 }
 
-// servePrompt runs one prompt and writes its response.
+// servePrompt runs one prompt and writes its response. A panic becomes an
+// internal error for this prompt only.
 func (a *Agent) servePrompt(job promptJob) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error(fmt.Sprintf("[acp] session/prompt panicked: %v", r))
+			writeResponse(a.out, job.id, nil, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("mm failed: %v", r)}))
+		}
+	}()
 	rerr := job.err
 	if rerr == nil {
 		res, err := a.runPrompt(job.sessionID, job.blocks, job.seq)

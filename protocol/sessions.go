@@ -108,7 +108,8 @@ func (a *Agent) open(id acp.SessionId, rawCwd string) (*actors.Session, bool, er
 }
 
 // LoadSession replays a stored session, or re-attaches to a live one.
-func (a *Agent) LoadSession(_ context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+func (a *Agent) LoadSession(_ context.Context, p acp.LoadSessionRequest) (_ acp.LoadSessionResponse, err error) {
+	defer a.survive("session/load", &err)
 	if !a.cfg.Sessions.Enabled {
 		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
 	}
@@ -126,7 +127,8 @@ func (a *Agent) LoadSession(_ context.Context, p acp.LoadSessionRequest) (acp.Lo
 }
 
 // ResumeSession is load without the replay.
-func (a *Agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+func (a *Agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (_ acp.ResumeSessionResponse, err error) {
+	defer a.survive("session/resume", &err)
 	if !a.cfg.Sessions.Enabled {
 		return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
 	}
@@ -149,7 +151,8 @@ func (a *Agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (ac
 
 // ListSessions lists the stored sessions of a cwd (or of the cwds of the
 // live sessions), newest first.
-func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
+func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ acp.ListSessionsResponse, err error) {
+	defer a.survive("session/list", &err)
 	if !a.cfg.Sessions.Enabled {
 		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
 	}
@@ -193,7 +196,8 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.
 
 // CloseSession cancels the session's work, flushes its file and frees its
 // actor.
-func (a *Agent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+func (a *Agent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (_ acp.CloseSessionResponse, err error) {
+	defer a.survive("session/close", &err)
 	s, err := a.session(p.SessionId)
 	if err != nil {
 		return acp.CloseSessionResponse{}, err
@@ -208,7 +212,8 @@ func (a *Agent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (acp.
 
 // UnstableForkSession starts a new session with a copy of another's
 // history; its provenance points at the parent.
-func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error) {
+func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSessionRequest) (_ acp.UnstableForkSessionResponse, err error) {
+	defer a.survive("session/fork", &err)
 	var st *actors.SessionState
 	if src := a.live(string(p.SessionId)); src != nil {
 		var err error
@@ -249,7 +254,8 @@ func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 }
 
 // SetSessionMode switches between ask and yolo.
-func (a *Agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+func (a *Agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (_ acp.SetSessionModeResponse, err error) {
+	defer a.survive("session/set_mode", &err)
 	s, err := a.session(p.SessionId)
 	if err != nil {
 		return acp.SetSessionModeResponse{}, err
@@ -261,7 +267,8 @@ func (a *Agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (
 }
 
 // SetSessionConfigOption sets the model selector.
-func (a *Agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+func (a *Agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (_ acp.SetSessionConfigOptionResponse, err error) {
+	defer a.survive("session/set_config_option", &err)
 	v := p.ValueId
 	if v == nil {
 		return acp.SetSessionConfigOptionResponse{}, acp.NewInvalidParams(map[string]any{"error": "only the model selector (a value id) can be set"})
@@ -287,4 +294,14 @@ func sortSummaries(s []store.Summary) {
 		}
 		return s[i].ID > s[j].ID
 	})
+}
+
+// survive turns a panic in a request handler into an internal error for
+// that request: the SDK runs handlers without a recover, and one bad
+// request must not end every session.
+func (a *Agent) survive(method string, err *error) {
+	if r := recover(); r != nil {
+		a.log.Error(fmt.Sprintf("[acp] %s panicked: %v", method, r))
+		*err = acp.NewInternalError(map[string]any{"error": fmt.Sprintf("mm failed: %v", r)})
+	}
 }

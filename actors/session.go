@@ -141,6 +141,10 @@ func newSession(rt *Runtime, st *SessionState) *session {
 }
 
 func (s *session) Receive(ctx actor.Context) {
+	// A panic here would make protoactor restart the actor, and a restart
+	// loses the session's state: the current turn fails instead, and the
+	// session goes on.
+	defer s.survive(ctx)
 	switch m := ctx.Message().(type) {
 	case *StartTurn:
 		s.onStartTurn(ctx, m)
@@ -192,6 +196,27 @@ func (s *session) Receive(ctx actor.Context) {
 		}
 		s.stopPersistence()
 	}
+}
+
+func (s *session) survive(ctx actor.Context) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	s.rt.log.Error(fmt.Sprintf("[acp] session %s: internal error on %T: %v", s.id, ctx.Message(), r))
+	t := s.cur
+	if t == nil || s.held != nil {
+		return
+	}
+	for _, pid := range t.live {
+		ctx.Stop(pid)
+	}
+	if t.state == turnRunning || t.state == turnWaiting {
+		ctx.Send(s.rt.turns, &releaseSlot{Turn: t.id})
+	}
+	s.reply(t, &TurnResult{Err: fmt.Sprintf("mm failed: %v", r)})
+	s.cur = nil
+	s.next(ctx)
 }
 
 // announce queues available_commands_update, once.

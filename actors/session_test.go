@@ -128,3 +128,39 @@ rules:
 		t.Fatal("the turn outlived its session")
 	}
 }
+
+// TestSessionSurvivesPanic: a panic in the session's own code (here, on a
+// malformed message) does not restart the actor, which would lose the
+// session's state: the history is intact and the next turn works.
+func TestSessionSurvivesPanic(t *testing.T) {
+	rt, _ := newTestRuntime(t, "rules:\n  - match: \"^ping$\"\n    steps: [{text: pong}]\n  - match: \"^slow$\"\n    steps: [{sleep: 30s}]\n")
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	defer s.Stop()
+	if r := s.Prompt(1, "ping"); r.StopReason != acp.StopReasonEndTurn {
+		t.Fatal(r)
+	}
+	rt.sys.Root.Send(s.pid, (*StartTurn)(nil))
+	if r := s.Prompt(2, "ping"); r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("after the panic: %+v", r)
+	}
+	st, err := s.State()
+	if err != nil || len(st.History) != 5 {
+		t.Fatalf("state after the panic: %v %+v", err, st)
+	}
+	// A panic during a turn fails that turn with an error, at once.
+	res := make(chan *TurnResult, 1)
+	go func() { res <- s.Prompt(3, "slow") }()
+	time.Sleep(50 * time.Millisecond)
+	rt.sys.Root.Send(s.pid, (*modelDelta)(nil))
+	select {
+	case r := <-res:
+		if r.Err == "" || !strings.Contains(r.Err, "mm failed") {
+			t.Errorf("turn hit by a panic = %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the turn hit by a panic never ended")
+	}
+	if r := s.Prompt(4, "ping"); r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("after the failed turn: %+v", r)
+	}
+}

@@ -7,8 +7,9 @@ import (
 
 // BatchWriter hands writes to a goroutine that writes whatever has
 // gathered in one call. Under load (a log line per turn, thousands of turns
-// a second) that is one write to stderr per burst instead of one per line;
-// when idle, a line goes out at once. Close writes what is left.
+// a second; a harness's requests) that is one write per burst instead of
+// one per line; when idle, a line goes out at once. Close writes what is
+// left. The bytes of one Write stay together, in order.
 type BatchWriter struct {
 	w      io.Writer
 	mu     sync.Mutex

@@ -27,6 +27,7 @@ type Agent struct {
 	cfg  *configs.Config
 	rt   *actors.Runtime
 	out  *wireOut
+	box  *outbox
 	log  *slog.Logger
 	conn *acp.AgentSideConnection
 

@@ -52,6 +52,13 @@ func (o *outbox) Deliver(sessionID string, pid *actor.PID, msg any) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, to: pid, msg: msg})
 }
 
+// Line queues an encoded JSON-RPC line (a prompt's response) behind the
+// session's updates: it goes out in the shard's next batch rather than in a
+// write of its own.
+func (o *outbox) Line(sessionID string, line []byte) {
+	o.shard(sessionID).push(outItem{sessionID: sessionID, line: line})
+}
+
 // closeWithin writes what is queued, then stops the shards. It reports
 // whether that finished within d; if not, a shard blocked on a write is
 // left to end when its write does.
@@ -92,6 +99,7 @@ type outItem struct {
 	update    acp.SessionUpdate
 	to        *actor.PID
 	msg       any
+	line      []byte // an encoded line, written as it is
 }
 
 func newShard() *shard {
@@ -134,8 +142,12 @@ func (o *shard) run() {
 				o.root.Send(it.to, it.msg)
 				continue
 			}
+			if it.line != nil {
+				buf = append(buf, it.line...)
+				continue
+			}
 			j := i + 1
-			for j < len(batch) && batch[j].to == nil && batch[j].sessionID == it.sessionID && mergeable(&it.update, &batch[j].update) {
+			for j < len(batch) && batch[j].to == nil && batch[j].line == nil && batch[j].sessionID == it.sessionID && mergeable(&it.update, &batch[j].update) {
 				j++
 			}
 			if j > i+1 {

@@ -82,7 +82,8 @@ func (a *Agent) servePrompt(job promptJob) {
 	if rerr == nil {
 		res, err := a.runPrompt(job.sessionID, job.blocks, job.seq)
 		if err == nil && res.Meta == nil && res.UserMessageId == nil {
-			_, _ = a.out.Write(appendPromptResult(make([]byte, 0, 160), job.id, &res))
+			// Behind the session's updates, in the shard's next batch.
+			a.box.Line(string(job.sessionID), appendPromptResult(make([]byte, 0, 160), job.id, &res))
 			return
 		}
 		if err != nil {

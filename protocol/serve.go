@@ -49,7 +49,7 @@ func Start(o Options) (*Conn, error) {
 	}
 	wout := newWireOut(o.Out)
 	ob := newOutbox()
-	a := &Agent{cfg: o.Config, out: wout, log: log, sessions: make(map[string]*actors.Session), ready: make(chan struct{})}
+	a := &Agent{cfg: o.Config, out: wout, box: ob, log: log, sessions: make(map[string]*actors.Session), ready: make(chan struct{})}
 	// The SDK's SetLogger is not synchronised with its reader goroutine:
 	// that goroutine's first read waits until the logger is set.
 	wi := newWireIn(o.In, wout)

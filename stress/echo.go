@@ -109,6 +109,7 @@ func RunEcho(ctx context.Context, self, kind string, sessions, turns int) (*Echo
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	conn.close()
 	stdin.Close()
 	_ = cmd.Wait()
 	if firstErr != nil {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/mm-agent/mm/logs"
 )
 
 // rpc is the harness's own JSON-RPC client side. The SDK's client decodes
@@ -19,6 +21,7 @@ import (
 // their session's tracker in arrival order on its reader goroutine.
 type rpc struct {
 	w      io.Writer
+	flush  io.Closer
 	wmu    sync.Mutex
 	nextID uint64
 
@@ -83,10 +86,16 @@ type inbound struct {
 }
 
 func newRPC(w io.Writer, r io.Reader) *rpc {
-	c := &rpc{w: w, pending: map[uint64]chan rpcReply{}, done: make(chan struct{})}
+	// Writes are gathered by one goroutine: a thousand sessions writing a
+	// line each under a mutex made one syscall per request, in series.
+	bw := logs.NewBatchWriter(w)
+	c := &rpc{w: bw, pending: map[uint64]chan rpcReply{}, done: make(chan struct{}), flush: bw}
 	go c.read(r)
 	return c
 }
+
+// close stops the writer goroutine after what is queued is written.
+func (c *rpc) close() { _ = c.flush.Close() }
 
 func (c *rpc) read(r io.Reader) {
 	sc := bufio.NewScanner(r)

@@ -144,6 +144,7 @@ func TestEchoServers(t *testing.T) {
 			if err != nil || string(res) != `{"a":[1,2]}` {
 				t.Errorf("echo = %s, %v", res, err)
 			}
+			c.close()
 			inW.Close()
 			<-done
 			<-c.done

@@ -89,6 +89,7 @@ func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error)
 		outR.CloseWithError(io.ErrClosedPipe)
 	}()
 	return &agent{conn: conn, close: func() error {
+		conn.close()
 		inW.Close()
 		<-done
 		return nil
@@ -104,6 +105,7 @@ func subprocess(bin, cfgPath, marker string, cl *client) (*agent, error) {
 	}
 	conn := newClientConn(cl, stdin, stdout)
 	return &agent{conn: conn, pid: cmd.Process.Pid, close: func() error {
+		conn.close()
 		stdin.Close()
 		return cmd.Wait()
 	}}, nil

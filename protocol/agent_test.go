@@ -145,7 +145,7 @@ func TestPromptStreamsAndCountsUsage(t *testing.T) {
 			chunks++
 		}
 	}
-	// Paced at 2 ms a word, the chunks arrive apart (mm folds only the
+	// Paced at 10 ms a word, the chunks arrive apart (mm folds only the
 	// chunks of a session that queue up behind a busy writer).
 	if got := acptest.Text(ups); got != "one two three four five" || chunks < 2 {
 		t.Errorf("streamed %q in %d chunks", got, chunks)

@@ -26,7 +26,7 @@ rules:
   - match: "^ping$"
     steps: [{text: "pong"}]
   - match: "^stream$"
-    steps: [{text: "one two three four five", tokensPerSec: 500}]
+    steps: [{text: "one two three four five", tokensPerSec: 100}]
   - match: "^think$"
     steps: [{reasoning: "let me see", text: "done"}]
   - match: "^fail$"

@@ -76,7 +76,9 @@ func TestInProcessMix(t *testing.T) {
 	if failed == 0 {
 		t.Error("no turn met the failing model")
 	}
-	if r.HeapPerSession <= 0 || r.PeakRSS <= 0 {
+	// The heap figure is a difference of two GC'd heaps: with 24 sessions
+	// it may round to nothing, so only RSS is required.
+	if r.PeakRSS <= 0 || r.RSSIdle <= 0 {
 		t.Errorf("memory figures missing: %+v", r)
 	}
 }

@@ -150,7 +150,14 @@ func TestSessionSurvivesPanic(t *testing.T) {
 	// A panic during a turn fails that turn with an error, at once.
 	res := make(chan *TurnResult, 1)
 	go func() { res <- s.Prompt(3, "slow") }()
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if st, _ := s.State(); st != nil && st.History[len(st.History)-1].Content == "slow" {
+			break // the turn is the session's current one
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow turn never started")
+		}
+	}
 	rt.sys.Root.Send(s.pid, (*modelDelta)(nil))
 	select {
 	case r := <-res:

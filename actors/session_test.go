@@ -117,7 +117,14 @@ rules:
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	res := make(chan *TurnResult, 1)
 	go func() { res <- s.Prompt(1, "sleep") }()
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if st, _ := s.State(); st != nil && len(st.History) > 1 {
+			break // the turn is running
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the turn never started")
+		}
+	}
 	s.Stop()
 	select {
 	case r := <-res:

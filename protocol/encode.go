@@ -18,10 +18,13 @@ import (
 // appendUpdate appends one session/update notification line.
 func appendUpdate(buf []byte, sessionID string, u *acp.SessionUpdate) ([]byte, error) {
 	switch {
-	case u.AgentMessageChunk != nil && u.AgentMessageChunk.Meta == nil && u.AgentMessageChunk.MessageId == nil && u.AgentMessageChunk.Content.Text != nil && textOnly(u.AgentMessageChunk.Content.Text):
-		return appendChunk(buf, sessionID, "agent_message_chunk", u.AgentMessageChunk.Content.Text.Text), nil
-	case u.AgentThoughtChunk != nil && u.AgentThoughtChunk.Meta == nil && u.AgentThoughtChunk.MessageId == nil && u.AgentThoughtChunk.Content.Text != nil && textOnly(u.AgentThoughtChunk.Content.Text):
-		return appendChunk(buf, sessionID, "agent_thought_chunk", u.AgentThoughtChunk.Content.Text.Text), nil
+	case u.AgentMessageChunk != nil && u.AgentMessageChunk.MessageId == nil && u.AgentMessageChunk.Content.Text != nil && textOnly(u.AgentMessageChunk.Content.Text):
+		return appendChunk(buf, sessionID, "agent_message_chunk", u.AgentMessageChunk.Content.Text.Text, u.AgentMessageChunk.Meta)
+	case u.AgentThoughtChunk != nil && u.AgentThoughtChunk.MessageId == nil && u.AgentThoughtChunk.Content.Text != nil && textOnly(u.AgentThoughtChunk.Content.Text):
+		return appendChunk(buf, sessionID, "agent_thought_chunk", u.AgentThoughtChunk.Content.Text.Text, u.AgentThoughtChunk.Meta)
+	case u.UserMessageChunk != nil && u.UserMessageChunk.MessageId == nil && u.UserMessageChunk.Content.Text != nil && textOnly(u.UserMessageChunk.Content.Text):
+		// Replays send one per stored question.
+		return appendChunk(buf, sessionID, "user_message_chunk", u.UserMessageChunk.Content.Text.Text, u.UserMessageChunk.Meta)
 	case u.UsageUpdate != nil && u.UsageUpdate.Meta == nil && u.UsageUpdate.Cost == nil:
 		buf = appendHead(buf, sessionID)
 		buf = append(buf, `{"sessionUpdate":"usage_update","size":`...)
@@ -47,13 +50,23 @@ func appendHead(buf []byte, sessionID string) []byte {
 	return append(buf, `,"update":`...)
 }
 
-func appendChunk(buf []byte, sessionID, kind, text string) []byte {
+func appendChunk(buf []byte, sessionID, kind, text string, meta map[string]any) ([]byte, error) {
 	buf = appendHead(buf, sessionID)
-	buf = append(buf, `{"content":{"text":`...)
+	buf = append(buf, '{')
+	if meta != nil {
+		m, err := json.Marshal(meta)
+		if err != nil {
+			return buf, err
+		}
+		buf = append(buf, `"_meta":`...)
+		buf = append(buf, m...)
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"content":{"text":`...)
 	buf = appendString(buf, text)
 	buf = append(buf, `,"type":"text"},"sessionUpdate":"`...)
 	buf = append(buf, kind...)
-	return append(buf, "\"}}}\n"...)
+	return append(buf, "\"}}}\n"...), nil
 }
 
 // appendString appends s as a JSON string.

@@ -14,11 +14,13 @@ import (
 // The fast encoder must produce what the SDK's encoder produces, as JSON.
 func TestAppendUpdateMatchesSDK(t *testing.T) {
 	for name, u := range map[string]acp.SessionUpdate{
-		"chunk":    {AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("héllo \"w\"\n\t\\ <b> \x01")}},
-		"thought":  {AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock("hmm")}},
-		"usage":    {UsageUpdate: &acp.SessionUsageUpdate{Used: 12, Size: 4096}},
-		"toolcall": {ToolCall: &acp.SessionUpdateToolCall{ToolCallId: "call_1", Title: "bash: ls", Kind: acp.ToolKindExecute, Status: acp.ToolCallStatusPending}},
-		"invalid":  {AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("bad \xff byte")}},
+		"chunk":      {AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("héllo \"w\"\n\t\\ <b> \x01")}},
+		"thought":    {AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock("hmm")}},
+		"usage":      {UsageUpdate: &acp.SessionUsageUpdate{Used: 12, Size: 4096}},
+		"toolcall":   {ToolCall: &acp.SessionUpdateToolCall{ToolCallId: "call_1", Title: "bash: ls", Kind: acp.ToolKindExecute, Status: acp.ToolCallStatusPending}},
+		"invalid":    {AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("bad \xff byte")}},
+		"user+meta":  {UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: map[string]any{"mm.sessionProvenance": map[string]any{"sessionId": "s1", "kind": "root"}}, Content: acp.TextBlock("q")}},
+		"chunk+meta": {AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: map[string]any{"k": 1}, Content: acp.TextBlock("a")}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := appendUpdate(nil, "s1", &u)

@@ -1,0 +1,123 @@
+package protocol_test
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestGoldenWire records every line mm writes on stdout through a session
+// that uses each kind of payload — initialize, session/new with its modes
+// and model selector, available_commands_update, streamed chunks, a tool
+// call asking permission with its diff, its updates, usage, the prompt
+// response, /new, a replay by session/load — and compares them with
+// testdata/golden/session.jsonl. Ids, paths and token counts are
+// normalised. After an intended change of the wire format, run
+// go test ./protocol -run TestGoldenWire -update and review the diff.
+func TestGoldenWire(t *testing.T) {
+	e := newToolEnv(t, func(c *configs.Config) { c.Yolo = false; c.Sessions.Enabled = true })
+	sid := e.newSession()
+	e.ask(sid, "echo")
+	e.ask(sid, "write")
+	if _, err := e.conn.CloseSession(e.ctx, acp.CloseSessionRequest{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.LoadSession(e.ctx, acp.LoadSessionRequest{SessionId: sid, Cwd: e.cwd, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ask(sid, "/new")
+	got := normalise(e.conn.Stdout.String(), e.cwd)
+	path := filepath.Join("testdata", "golden", "session.jsonl")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("line %d differs:\n got  %s\n want %s", i+1, g, w)
+			}
+		}
+	}
+}
+
+var (
+	reSession = regexp.MustCompile(`\d{8}-\d{6}-[0-9a-f]{8}`)
+	reCount   = regexp.MustCompile(`"(inputTokens|outputTokens|totalTokens|used|size)":\d+`)
+	reModel   = regexp.MustCompile(`call_\d+_\d+`)
+	reVersion = regexp.MustCompile(`"version":"[^"]*"`)
+	reTokens  = regexp.MustCompile(`\(\d+ tokens, [0-9.]+s\)`)
+)
+
+func normalise(out, cwd string) string {
+	out = foldChunks(out)
+	out = strings.ReplaceAll(out, cwd, "<cwd>")
+	out = reSession.ReplaceAllString(out, "<session>")
+	out = reCount.ReplaceAllString(out, `"$1":<n>`)
+	out = reModel.ReplaceAllString(out, "<model-call>")
+	out = reVersion.ReplaceAllString(out, `"version":"<version>"`)
+	return reTokens.ReplaceAllString(out, "(<n> tokens, <t>s)")
+}
+
+// foldChunks joins adjacent agent_message_chunk lines of one session: how a
+// streamed answer is cut into chunks depends on timing (mm folds the chunks
+// that queue up), what it says does not.
+func foldChunks(out string) string {
+	type chunk struct {
+		Params struct {
+			SessionID string `json:"sessionId"`
+			Update    struct {
+				Kind    string          `json:"sessionUpdate"`
+				Content json.RawMessage `json:"content"`
+				Meta    json.RawMessage `json:"_meta"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	var lines []string
+	var prevSession, prevText string
+	prev := -1
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var c chunk
+		var text struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal([]byte(l), &c) == nil && c.Params.Update.Kind == "agent_message_chunk" && c.Params.Update.Meta == nil &&
+			json.Unmarshal(c.Params.Update.Content, &text) == nil {
+			if prev == len(lines)-1 && prev >= 0 && prevSession == c.Params.SessionID {
+				prevText += text.Text
+				b, _ := json.Marshal(prevText)
+				lines[prev] = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + prevSession + `","update":{"content":{"text":` + string(b) + `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`
+				continue
+			}
+			prev, prevSession, prevText = len(lines), c.Params.SessionID, text.Text
+		}
+		lines = append(lines, l)
+	}
+	return strings.Join(lines, "\n") + "\n"
+}

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/gopool"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
 )
@@ -67,10 +67,10 @@ type Runtime struct {
 	// runTool runs a prepared call (tools.Run); tests replace it before
 	// spawning sessions to make a tool misbehave.
 	runTool func(context.Context, tools.Env, *tools.Call) tools.Result
-	// work counts the goroutines of model and tool actors, so that
-	// Shutdown returns only once every stream is closed and every command's
-	// process group is killed.
-	work     sync.WaitGroup
+	// work runs the goroutines of model and tool actors (and session
+	// writers' watchers), kept for reuse; Shutdown returns only once they
+	// are done: every stream closed, every command's process group killed.
+	work     gopool.Cache
 	nextTurn atomic.Uint64
 	// nextCall numbers tool calls call_1, call_2, … for the whole process.
 	nextCall atomic.Uint64
@@ -290,7 +290,7 @@ func (rt *Runtime) Shutdown() {
 	_ = rt.sys.Root.StopFuture(rt.turns).Wait()
 	done := make(chan struct{})
 	go func() {
-		rt.work.Wait()
+		rt.work.Close()
 		close(done)
 	}()
 	select {
@@ -302,14 +302,8 @@ func (rt *Runtime) Shutdown() {
 	rt.pool.close()
 }
 
-// goWork runs f in a goroutine counted by Shutdown.
-func (rt *Runtime) goWork(f func()) {
-	rt.work.Add(1)
-	go func() {
-		defer rt.work.Done()
-		f()
-	}()
-}
+// goWork runs f in a goroutine Shutdown waits for.
+func (rt *Runtime) goWork(f func()) { rt.work.Go(f) }
 
 // errUnexpected reports a reply of the wrong type (a message for a session
 // that stopped meanwhile comes back as something else).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/gopool"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
@@ -33,8 +34,9 @@ type Agent struct {
 
 	// ready is closed once rt is set; only runtime() reads rt before that.
 	ready chan struct{}
-	// prompts runs the prompts the line filter takes off the wire.
-	prompts handlers
+	// prompts runs the prompts the line filter takes off the wire, on
+	// goroutines kept from earlier prompts (prompt.go).
+	prompts gopool.Cache
 
 	mu       sync.Mutex
 	sessions map[string]*actors.Session

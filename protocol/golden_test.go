@@ -85,9 +85,11 @@ func normalise(out, cwd string) string {
 	return reTokens.ReplaceAllString(out, "(<n> tokens, <t>s)")
 }
 
-// foldChunks joins adjacent agent_message_chunk lines of one session: how a
-// streamed answer is cut into chunks depends on timing (mm folds the chunks
-// that queue up), what it says does not.
+// foldChunks joins adjacent agent_message_chunk lines of one session, and
+// keeps the last of adjacent usage_update lines: how a streamed answer is
+// cut into chunks, and how many usage updates are superseded before they
+// are written, depend on timing (mm folds what queues up); what they say
+// does not.
 func foldChunks(out string) string {
 	type chunk struct {
 		Params struct {
@@ -107,7 +109,12 @@ func foldChunks(out string) string {
 		var text struct {
 			Text string `json:"text"`
 		}
-		if json.Unmarshal([]byte(l), &c) == nil && c.Params.Update.Kind == "agent_message_chunk" && c.Params.Update.Meta == nil &&
+		if json.Unmarshal([]byte(l), &c) == nil && c.Params.Update.Kind == "usage_update" && len(lines) > 0 && prev != len(lines)-1 &&
+			strings.Contains(lines[len(lines)-1], `"sessionUpdate":"usage_update"`) && strings.Contains(lines[len(lines)-1], `"sessionId":"`+c.Params.SessionID+`"`) {
+			lines[len(lines)-1] = l
+			continue
+		}
+		if c.Params.Update.Kind == "agent_message_chunk" && c.Params.Update.Meta == nil &&
 			json.Unmarshal(c.Params.Update.Content, &text) == nil {
 			if prev == len(lines)-1 && prev >= 0 && prevSession == c.Params.SessionID {
 				prevText += text.Text

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"sync"
 
 	"github.com/coder/acp-go-sdk"
 )
@@ -154,58 +153,4 @@ func toRequestError(err error) *acp.RequestError {
 		return re
 	}
 	return acp.NewInternalError(map[string]any{"error": err.Error()})
-}
-
-// handlers keeps the goroutines of finished prompts for the next ones, so
-// their grown stacks are reused. At most maxIdle wait; close ends them all.
-type handlers struct {
-	mu     sync.Mutex
-	idle   []chan func()
-	closed bool
-	wg     sync.WaitGroup
-}
-
-const maxIdleHandlers = 64
-
-func (h *handlers) run(f func()) {
-	h.mu.Lock()
-	if n := len(h.idle); n > 0 && !h.closed {
-		ch := h.idle[n-1]
-		h.idle = h.idle[:n-1]
-		h.mu.Unlock()
-		ch <- f
-		return
-	}
-	h.wg.Add(1)
-	h.mu.Unlock()
-	go h.loop(f)
-}
-
-func (h *handlers) loop(f func()) {
-	defer h.wg.Done()
-	ch := make(chan func())
-	for f != nil {
-		f()
-		h.mu.Lock()
-		if h.closed || len(h.idle) >= maxIdleHandlers {
-			h.mu.Unlock()
-			return
-		}
-		h.idle = append(h.idle, ch)
-		h.mu.Unlock()
-		f = <-ch // nil once closed
-	}
-}
-
-// close waits for running handlers and ends the idle ones.
-func (h *handlers) close() {
-	h.mu.Lock()
-	h.closed = true
-	idle := h.idle
-	h.idle = nil
-	h.mu.Unlock()
-	for _, ch := range idle {
-		close(ch)
-	}
-	h.wg.Wait()
 }

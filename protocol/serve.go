@@ -54,7 +54,7 @@ func Start(o Options) (*Conn, error) {
 	// that goroutine's first read waits until the logger is set.
 	wi := newWireIn(o.In, wout)
 	wi.prompt = func(job promptJob) {
-		a.prompts.run(func() { a.servePrompt(job) })
+		a.prompts.Go(func() { a.servePrompt(job) })
 	}
 	in := &gatedReader{r: wi, open: make(chan struct{})}
 	conn := acp.NewAgentSideConnection(a, wout, in)
@@ -95,7 +95,7 @@ func (c *Conn) Wait(ctx context.Context) {
 		s.Stop()
 	}
 	// Their prompts have answered (cancelled); the handlers can end.
-	c.agent.prompts.close()
+	c.agent.prompts.Close()
 	c.agent.runtime() // a client may leave before the runtime is up
 	// A client that stopped reading must not hold the process forever: the
 	// last updates get a moment to drain, no more.

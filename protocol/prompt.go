@@ -46,6 +46,18 @@ func decodePrompt(params []byte) (acp.SessionId, []acp.ContentBlock, *acp.Reques
 	if err := json.Unmarshal(params, &p); err != nil {
 		return "", nil, acp.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
+	var full struct {
+		Params json.RawMessage `json:"params"`
+	}
+	full.Params = params
+	b, _ := json.Marshal(full)
+	return p.blocks(b)
+}
+
+// blocks turns decoded params into content blocks. line is the message the
+// params came from: a block of another type than text or resource_link is
+// decoded from it with the SDK's types.
+func (p *leanPrompt) blocks(line []byte) (acp.SessionId, []acp.ContentBlock, *acp.RequestError) {
 	if p.Prompt == nil {
 		return "", nil, acp.NewInvalidParams(map[string]any{"error": "prompt is required"})
 	}
@@ -58,11 +70,13 @@ func decodePrompt(params []byte) (acp.SessionId, []acp.ContentBlock, *acp.Reques
 			blocks = append(blocks, acp.ResourceLinkBlock(b.Name, b.URI))
 		default:
 			// Images, embedded resources and the rest: the SDK's types.
-			var full acp.PromptRequest
-			if err := json.Unmarshal(params, &full); err != nil {
+			var full struct {
+				Params acp.PromptRequest `json:"params"`
+			}
+			if err := json.Unmarshal(line, &full); err != nil {
 				return "", nil, acp.NewInvalidParams(map[string]any{"error": err.Error()})
 			}
-			return full.SessionId, full.Prompt, nil
+			return full.Params.SessionId, full.Params.Prompt, nil
 		}
 	}
 	return acp.SessionId(p.SessionID), blocks, nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"strconv"
 	"sync"
@@ -63,21 +64,58 @@ func (w *wireIn) filter(line []byte) []byte {
 	if len(body) == 0 {
 		return line
 	}
-	if !json.Valid(body) {
-		w.out.writeError(nil, -32700, "Parse error", "the line is not valid JSON")
-		return nil
-	}
 	if body[0] != '{' {
-		w.out.writeError(nil, -32600, "Invalid request", "a JSON-RPC message must be a JSON object")
+		if !json.Valid(body) {
+			w.out.writeError(nil, -32700, "Parse error", "the line is not valid JSON")
+		} else {
+			w.out.writeError(nil, -32600, "Invalid request", "a JSON-RPC message must be a JSON object")
+		}
 		return nil
 	}
 	isPrompt := bytes.Contains(body, []byte(`"session/prompt"`))
+	if isPrompt && w.prompt != nil {
+		// The hot path: one decoding of the line, here on the reader's
+		// long-lived stack, validation included.
+		var m struct {
+			ID     *json.RawMessage `json:"id"`
+			Method string           `json:"method"`
+			Params *leanPrompt      `json:"params"`
+		}
+		err := json.Unmarshal(body, &m)
+		var syntax *json.SyntaxError
+		switch {
+		case errors.As(err, &syntax):
+			w.out.writeError(nil, -32700, "Parse error", "the line is not valid JSON")
+			return nil
+		case err == nil && m.Method == "session/prompt" && m.ID != nil && m.Params != nil:
+			job := promptJob{id: append(json.RawMessage(nil), *m.ID...)}
+			job.sessionID, job.blocks, job.err = m.Params.blocks(body)
+			if job.err == nil {
+				n := w.seq[string(job.sessionID)] + 1
+				w.seq[string(job.sessionID)] = n
+				job.seq = n
+			}
+			w.prompt(job)
+			return nil
+		}
+		// Anything else (bad params, another method naming session/prompt
+		// in its text) takes the general path below.
+	}
 	isClose := !isPrompt && bytes.Contains(body, []byte(`"session/close"`))
 	if !isPrompt && !isClose && !bytes.Contains(body, []byte(`"session/cancel"`)) {
+		if !json.Valid(body) {
+			w.out.writeError(nil, -32700, "Parse error", "the line is not valid JSON")
+			return nil
+		}
 		return line
 	}
 	var env envelope
-	if json.Unmarshal(body, &env) != nil {
+	if err := json.Unmarshal(body, &env); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			w.out.writeError(nil, -32700, "Parse error", "the line is not valid JSON")
+			return nil
+		}
 		return line
 	}
 	switch {
@@ -97,7 +135,6 @@ func (w *wireIn) filter(line []byte) []byte {
 		return line
 	}
 	if env.Method == "session/prompt" && w.prompt != nil {
-		// Decoded here, on the reader's long-lived stack, once.
 		job := promptJob{id: append(json.RawMessage(nil), *env.ID...)}
 		job.sessionID, job.blocks, job.err = decodePrompt(env.Params)
 		if job.err == nil {

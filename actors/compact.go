@@ -78,7 +78,7 @@ func (s *session) startCompaction(ctx actor.Context, t *turn) {
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
 	}
-	s.spawn(ctx, t, "compact", &modelActor{rt: s.rt, model: s.rt.models[s.modelID], req: req, turn: t.id, compact: true})
+	s.runModel(ctx, t, &runModel{Turn: t.id, Model: s.modelID, Req: req, Compact: true})
 }
 
 func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
@@ -86,7 +86,7 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 	if t == nil || t.id != m.Turn {
 		return
 	}
-	if s.settle(ctx, t, "compact") {
+	if s.settle(ctx, t, "model") {
 		return
 	}
 	var line string

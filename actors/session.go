@@ -32,6 +32,9 @@ type session struct {
 	held *heldReply
 	// keep is a conversation /new set aside, written before the next save.
 	keep *keepJob
+	// model is the actor that runs this session's model calls (model.go);
+	// nil until the first call and after a cancel poisoned it.
+	model *actor.PID
 
 	history []llm.Message
 	usage   usageTotals
@@ -211,6 +214,9 @@ func (s *session) survive(ctx actor.Context) {
 	for _, pid := range t.live {
 		ctx.Stop(pid)
 	}
+	if _, ok := t.live["model"]; ok {
+		s.model = nil
+	}
 	if t.state == turnRunning || t.state == turnWaiting {
 		ctx.Send(s.rt.turns, &releaseSlot{Turn: t.id})
 	}
@@ -312,8 +318,20 @@ func (s *session) callModel(ctx actor.Context, t *turn) {
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
 	}
-	ma := &modelActor{rt: s.rt, model: s.rt.models[s.modelID], req: req, turn: t.id, call: t.calls}
-	s.spawn(ctx, t, "model", ma)
+	s.runModel(ctx, t, &runModel{Turn: t.id, Call: t.calls, Model: s.modelID, Req: req})
+}
+
+// runModel hands a call to the session's model actor, spawning it if the
+// last cancel stopped it.
+func (s *session) runModel(ctx actor.Context, t *turn, r *runModel) {
+	if s.model == nil {
+		s.model = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &modelActor{rt: s.rt} }, actor.WithDispatcher(s.rt.pool)))
+	}
+	if t.live == nil {
+		t.live = make(map[string]*actor.PID, 1)
+	}
+	t.live["model"] = s.model
+	ctx.Send(s.model, r)
 }
 
 // spawn starts a child that works for turn t, tracked under key.
@@ -330,7 +348,9 @@ func (s *session) spawn(ctx actor.Context, t *turn, key string, a actor.Actor) *
 // the turn was cancelled meanwhile (and finishes it when nothing is left).
 func (s *session) settle(ctx actor.Context, t *turn, key string) (cancelled bool) {
 	if pid, ok := t.live[key]; ok {
-		if !t.cancelled { // a cancelled turn's children are already poisoned
+		// A cancelled turn's children are already poisoned; the model
+		// actor is otherwise kept for the next call.
+		if !t.cancelled && key != "model" {
 			ctx.Stop(pid)
 		}
 		delete(t.live, key)
@@ -449,6 +469,9 @@ func (s *session) onCancel(ctx actor.Context, upTo uint64) {
 		// when the last one has, so nothing it started outlives it.
 		for _, pid := range t.live {
 			ctx.Poison(pid)
+		}
+		if _, ok := t.live["model"]; ok {
+			s.model = nil // poisoned: the next call gets a new one
 		}
 	}
 }

@@ -2,6 +2,7 @@ package stress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,10 +78,18 @@ func (u *update) text() (string, bool) {
 	return c.Text, true
 }
 
+// inbound is every message the harness reads, decoded in one pass: the
+// params of session/update and session/request_permission are typed here.
 type inbound struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
+	Params struct {
+		SessionID string `json:"sessionId"`
+		Update    update `json:"update"`
+		ToolCall  struct {
+			ToolCallID string `json:"toolCallId"`
+		} `json:"toolCall"`
+	} `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  *rpcError       `json:"error"`
 }
@@ -103,35 +112,26 @@ func (c *rpc) read(r io.Reader) {
 	var msg inbound
 	for sc.Scan() {
 		msg = inbound{}
-		if json.Unmarshal(sc.Bytes(), &msg) != nil {
+		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil {
+			if bytes.Contains(sc.Bytes(), []byte(`"session/update"`)) && c.onUpdate != nil {
+				// Never dropped silently: a notification the harness
+				// cannot read counts against the run.
+				c.onUpdate(msg.Params.SessionID, &update{Kind: "unreadable"})
+			}
 			continue
 		}
 		switch {
 		case msg.Method == "session/update":
-			var n struct {
-				SessionID string `json:"sessionId"`
-				Update    update `json:"update"`
-			}
-			if err := json.Unmarshal(msg.Params, &n); err != nil {
-				// Never dropped silently: a notification the harness cannot
-				// read counts against the run.
-				n.Update = update{Kind: "unreadable"}
-			}
 			if c.onUpdate != nil {
-				c.onUpdate(n.SessionID, &n.Update)
+				u := msg.Params.Update
+				c.onUpdate(msg.Params.SessionID, &u)
 			}
 		case msg.Method == "session/request_permission" && msg.ID != nil:
-			var p struct {
-				SessionID string `json:"sessionId"`
-				ToolCall  struct {
-					ToolCallID string `json:"toolCallId"`
-				} `json:"toolCall"`
-			}
-			_ = json.Unmarshal(msg.Params, &p)
+			sid, callID := msg.Params.SessionID, msg.Params.ToolCall.ToolCallID
 			id := append(json.RawMessage(nil), msg.ID...)
 			go func() {
 				outcome := `{"outcome":"cancelled"}`
-				if opt := c.onPermission(p.SessionID, p.ToolCall.ToolCallID); opt != "" {
+				if opt := c.onPermission(sid, callID); opt != "" {
 					outcome = `{"outcome":"selected","optionId":` + strconv.Quote(opt) + `}`
 				}
 				c.write([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"outcome":` + outcome + `}}` + "\n"))
@@ -148,7 +148,7 @@ func (c *rpc) read(r io.Reader) {
 			delete(c.pending, id)
 			c.mu.Unlock()
 			if ch != nil {
-				ch <- rpcReply{msg.Result, msg.Error}
+				ch <- rpcReply{append(json.RawMessage(nil), msg.Result...), msg.Error}
 			}
 		}
 	}

@@ -57,25 +57,32 @@ func (e *rpcError) Error() string {
 	return s
 }
 
-// update is the part of a session/update the checks read. Content is a
-// block for chunks and a list for tool calls, so it is decoded on demand.
+// update is the part of a session/update the checks read.
 type update struct {
-	Kind       string          `json:"sessionUpdate"`
-	Content    json.RawMessage `json:"content"`
-	ToolCallID string          `json:"toolCallId"`
-	Status     string          `json:"status"`
+	Kind       string       `json:"sessionUpdate"`
+	Content    chunkContent `json:"content"`
+	ToolCallID string       `json:"toolCallId"`
+	Status     string       `json:"status"`
+}
+
+// chunkContent is a chunk's content block; a tool call's content (a list)
+// is skipped.
+type chunkContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func (c *chunkContent) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '{' {
+		return nil
+	}
+	type plain chunkContent
+	return json.Unmarshal(b, (*plain)(c))
 }
 
 // text returns a chunk's text.
 func (u *update) text() (string, bool) {
-	var c struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(u.Content, &c) != nil || c.Type != "text" {
-		return "", false
-	}
-	return c.Text, true
+	return u.Content.Text, u.Content.Type == "text"
 }
 
 // inbound is every message the harness reads, decoded in one pass: the
@@ -240,8 +247,7 @@ func (c *rpc) prompt(ctx context.Context, sessionID, text string) (string, error
 	b = append(b, `{"sessionId":`...)
 	b = strconv.AppendQuote(b, sessionID)
 	b = append(b, `,"prompt":[{"type":"text","text":`...)
-	tb, _ := json.Marshal(text)
-	b = append(b, tb...)
+	b = strconv.AppendQuote(b, text) // the harness's prompts are ASCII
 	b = append(b, "}]}"...)
 	res, err := c.call(ctx, "session/prompt", b)
 	if err != nil {

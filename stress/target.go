@@ -99,7 +99,9 @@ func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error)
 func subprocess(bin, cfgPath, marker string, cl *client) (*agent, error) {
 	cmd := exec.Command(bin, "-acp", "-config", cfgPath)
 	cmd.Env = append(os.Environ(), markerEnv+"="+marker)
-	stdin, stdout, err := startPiped(cmd, io.Discard)
+	// nil: the null device itself, not a pipe this process would have to
+	// drain (mm logs a line per turn).
+	stdin, stdout, err := startPiped(cmd, nil)
 	if err != nil {
 		return nil, err
 	}

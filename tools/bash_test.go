@@ -108,6 +108,7 @@ sleep 300 & echo $! >> pids
 bash -c 'sleep 300 & echo $! >> pids; sleep 300' & echo $! >> pids
 ( (sleep 300 & echo $! >> pids; wait) & echo $! >> pids )
 echo ready
+touch ready
 sleep 300`
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -120,6 +121,15 @@ sleep 300`
 
 	recorded := waitForLines(t, pids, 7)
 	pgid := recorded[0]
+	// "ready" is in the output once this file exists.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never got ready")
+		}
+	}
 	cancel()
 	start := time.Now()
 	var r Result

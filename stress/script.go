@@ -22,8 +22,23 @@ var kindNames = [...]string{"ping", "bash", "edit", "ask", "cancel", "fail"}
 func (k kind) String() string { return kindNames[k] }
 
 // words is the tail of every answer: w1 … wN, one streamed delta each, so
-// the checker can tell a lost, duplicated or reordered chunk.
+// the checker can tell a lost, duplicated or reordered chunk. The common
+// counts are built once: the checker asks for them every turn.
 func words(n int) string {
+	if n < len(wordsCache) {
+		return wordsCache[n]
+	}
+	return buildWords(n)
+}
+
+var wordsCache = func() (c [65]string) {
+	for i := range c {
+		c[i] = buildWords(i)
+	}
+	return c
+}()
+
+func buildWords(n int) string {
 	var b strings.Builder
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&b, " w%d", i)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
 )
@@ -56,10 +57,10 @@ func Start(o Options) (*Conn, error) {
 	wi.prompt = func(job promptJob) {
 		a.prompts.Go(func() { a.servePrompt(job) })
 	}
-	in := &gatedReader{r: wi, open: make(chan struct{})}
+	in := gate.New(wi)
 	conn := acp.NewAgentSideConnection(a, wout, in)
 	conn.SetLogger(log.With("lib", "acp"))
-	close(in.open)
+	in.Open()
 	a.conn = conn
 	// The actor system is built while the client's initialize is read and
 	// answered, which needs none of it; the session methods wait for it.
@@ -113,15 +114,4 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	c.Wait(ctx)
 	return nil
-}
-
-// gatedReader holds reads until open is closed.
-type gatedReader struct {
-	r    io.Reader
-	open chan struct{}
-}
-
-func (g *gatedReader) Read(p []byte) (int, error) {
-	<-g.open
-	return g.r.Read(p)
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/gate"
 )
 
 // Echo is the baseline mm's throughput over pipes is held against: a
@@ -24,12 +26,12 @@ import (
 // ServeEchoSDK serves the echo on acp-go-sdk's JSON-RPC connection until r
 // ends.
 func ServeEchoSDK(r io.Reader, w io.Writer) error {
-	g := &gated{r: r, open: make(chan struct{})}
+	g := gate.New(r)
 	conn := acp.NewConnection(func(_ context.Context, _ string, params json.RawMessage) (any, *acp.RequestError) {
 		return params, nil
 	}, w, g)
 	conn.SetLogger(slog.New(slog.DiscardHandler)) // not synchronised with the reader: it waits
-	close(g.open)
+	g.Open()
 	<-conn.Done()
 	return nil
 }
@@ -117,16 +119,4 @@ func RunEcho(ctx context.Context, self, kind string, sessions, turns int) (*Echo
 	}
 	n := int64(sessions * turns)
 	return &EchoReport{Requests: n, Elapsed: elapsed.Seconds(), RequestsPerS: float64(n) / elapsed.Seconds(), Concurrency: sessions, ServerCommand: self + " -echo-server " + kind}, nil
-}
-
-// gated holds reads until open is closed: the SDK's SetLogger is not
-// synchronised with the connection's reader goroutine.
-type gated struct {
-	r    io.Reader
-	open chan struct{}
-}
-
-func (g *gated) Read(p []byte) (int, error) {
-	<-g.open
-	return g.r.Read(p)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
@@ -93,10 +94,10 @@ func InProcessWith(o protocol.Options) (*Conn, error) {
 		close(done)
 	}()
 	client := NewClient()
-	in := &gatedReader{r: io.TeeReader(outR, stdout), open: make(chan struct{})}
+	in := gate.New(io.TeeReader(outR, stdout))
 	conn := acp.NewClientSideConnection(client, inW, in)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
-	close(in.open)
+	in.Open()
 	return &Conn{
 		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
 		closeIn: inW.Close,
@@ -123,10 +124,10 @@ func Process(cmd *exec.Cmd) (*Conn, error) {
 		return nil, err
 	}
 	client := NewClient()
-	in := &gatedReader{r: io.TeeReader(stdoutPipe, stdout), open: make(chan struct{})}
+	in := gate.New(io.TeeReader(stdoutPipe, stdout))
 	conn := acp.NewClientSideConnection(client, stdin, in)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
-	close(in.open)
+	in.Open()
 	return &Conn{
 		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
 		closeIn: stdin.Close,
@@ -160,16 +161,4 @@ func (c *Conn) Init(ctx context.Context) (acp.InitializeResponse, error) {
 // Ask sends one text prompt.
 func (c *Conn) Ask(ctx context.Context, sid acp.SessionId, text string) (acp.PromptResponse, error) {
 	return c.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
-}
-
-// gatedReader holds reads until open is closed: the SDK's SetLogger is not
-// synchronised with the connection's reader goroutine.
-type gatedReader struct {
-	r    io.Reader
-	open chan struct{}
-}
-
-func (g *gatedReader) Read(p []byte) (int, error) {
-	<-g.open
-	return g.r.Read(p)
 }

@@ -147,7 +147,10 @@ func (a *Agent) session(id acp.SessionId) (*actors.Session, error) {
 // the SDK also cancels ctx when a second prompt for the session arrives,
 // and that prompt must queue behind this one instead.
 func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	return a.runPrompt(p.SessionId, p.Prompt, promptSeq(p.Meta))
+	// Prompts reach the agent through the line filter (prompt.go); a prompt
+	// that came this way has no number, and only a cancel that follows it
+	// covers it.
+	return a.runPrompt(p.SessionId, p.Prompt, 0)
 }
 
 // runPrompt is Prompt for both ways a prompt arrives (prompt.go).

@@ -97,10 +97,11 @@ func BenchmarkAppendUpdateSDK(b *testing.B) {
 	}
 }
 
-// BenchmarkWireInPrompt: the stdin filter stamping a prompt line.
+// BenchmarkWireInPrompt: the stdin filter taking a prompt line off the wire
+// (decoded, numbered, handed over).
 func BenchmarkWireInPrompt(b *testing.B) {
 	line := []byte(`{"jsonrpc":"2.0","id":42,"method":"session/prompt","params":{"sessionId":"20260101-000000-00000000","prompt":[{"type":"text","text":"ping s12 t3 please look at the failing test and fix it"}]}}` + "\n")
-	w := &wireIn{seq: map[string]uint64{}, out: newWireOut(io.Discard)}
+	w := &wireIn{seq: map[string]uint64{}, out: newWireOut(io.Discard), prompt: func(promptJob) {}}
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = w.filter(line)

@@ -46,18 +46,17 @@ func decodePrompt(params []byte) (acp.SessionId, []acp.ContentBlock, *acp.Reques
 	if err := json.Unmarshal(params, &p); err != nil {
 		return "", nil, acp.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
-	var full struct {
-		Params json.RawMessage `json:"params"`
-	}
-	full.Params = params
-	b, _ := json.Marshal(full)
-	return p.blocks(b)
+	return p.decode(func() (acp.PromptRequest, error) {
+		var full acp.PromptRequest
+		err := json.Unmarshal(params, &full)
+		return full, err
+	})
 }
 
-// blocks turns decoded params into content blocks. line is the message the
-// params came from: a block of another type than text or resource_link is
-// decoded from it with the SDK's types.
-func (p *leanPrompt) blocks(line []byte) (acp.SessionId, []acp.ContentBlock, *acp.RequestError) {
+// decode turns lean params into content blocks; a block of another type
+// than text or resource_link makes it decode the whole prompt with the
+// SDK's types instead (full).
+func (p *leanPrompt) decode(full func() (acp.PromptRequest, error)) (acp.SessionId, []acp.ContentBlock, *acp.RequestError) {
 	if p.Prompt == nil {
 		return "", nil, acp.NewInvalidParams(map[string]any{"error": "prompt is required"})
 	}
@@ -69,14 +68,11 @@ func (p *leanPrompt) blocks(line []byte) (acp.SessionId, []acp.ContentBlock, *ac
 		case "resource_link":
 			blocks = append(blocks, acp.ResourceLinkBlock(b.Name, b.URI))
 		default:
-			// Images, embedded resources and the rest: the SDK's types.
-			var full struct {
-				Params acp.PromptRequest `json:"params"`
-			}
-			if err := json.Unmarshal(line, &full); err != nil {
+			r, err := full()
+			if err != nil {
 				return "", nil, acp.NewInvalidParams(map[string]any{"error": err.Error()})
 			}
-			return full.Params.SessionId, full.Params.Prompt, nil
+			return r.SessionId, r.Prompt, nil
 		}
 	}
 	return acp.SessionId(p.SessionID), blocks, nil

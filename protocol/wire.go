@@ -8,28 +8,31 @@ import (
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/coder/acp-go-sdk"
 )
 
-// metaPromptSeq is the _meta key the line filter writes into every
-// session/prompt request and session/cancel notification: the number of
-// prompts read so far for that session. The SDK runs each request in its own
-// goroutine but queues notifications, so a cancel can be handled before the
-// prompt it cancels has reached its session; with this number the session
-// knows exactly which prompts a cancel covers, and an idle cancel covers none
-// of the prompts that follow it.
+// The line filter numbers each session's prompts in the order it reads them
+// and writes into every session/cancel notification, under the _meta key
+// metaPromptSeq, the number of prompts read so far for that session. Cancels
+// reach the agent through the SDK's notification queue while prompts take
+// their own path, so a cancel can be handled before the prompt it cancels
+// has reached its session; with these numbers the session knows exactly
+// which prompts a cancel covers, and an idle cancel covers none of the
+// prompts that follow it.
 const metaPromptSeq = "mm.promptSeq"
 
 // wireIn filters the client's lines before the SDK reads them. It answers
 // lines that are not JSON objects with a JSON-RPC error (the SDK would drop
-// them silently) and stamps prompts and cancels with their sequence.
+// them silently), takes prompts off the wire, numbered, and stamps cancels.
 type wireIn struct {
 	r       *bufio.Reader
 	out     *wireOut
 	pending []byte
 	err     error
 	seq     map[string]uint64
-	// prompt, when set, takes session/prompt requests off the wire
-	// (prompt.go); the SDK never sees them.
+	// prompt takes session/prompt requests off the wire (prompt.go); the
+	// SDK never sees them.
 	prompt func(promptJob)
 }
 
@@ -73,7 +76,7 @@ func (w *wireIn) filter(line []byte) []byte {
 		return nil
 	}
 	isPrompt := bytes.Contains(body, []byte(`"session/prompt"`))
-	if isPrompt && w.prompt != nil {
+	if isPrompt {
 		// The hot path: one decoding of the line, here on the reader's
 		// long-lived stack, validation included.
 		var m struct {
@@ -88,14 +91,14 @@ func (w *wireIn) filter(line []byte) []byte {
 			w.out.writeError(nil, -32700, "Parse error", "the line is not valid JSON")
 			return nil
 		case err == nil && m.Method == "session/prompt" && m.ID != nil && m.Params != nil:
-			job := promptJob{id: append(json.RawMessage(nil), *m.ID...)}
-			job.sessionID, job.blocks, job.err = m.Params.blocks(body)
-			if job.err == nil {
-				n := w.seq[string(job.sessionID)] + 1
-				w.seq[string(job.sessionID)] = n
-				job.seq = n
-			}
-			w.prompt(job)
+			sid, blocks, rerr := m.Params.decode(func() (acp.PromptRequest, error) {
+				var full struct {
+					Params acp.PromptRequest `json:"params"`
+				}
+				err := json.Unmarshal(body, &full)
+				return full.Params, err
+			})
+			w.dispatch(*m.ID, sid, blocks, rerr)
 			return nil
 		}
 		// Anything else (bad params, another method naming session/prompt
@@ -134,17 +137,12 @@ func (w *wireIn) filter(line []byte) []byte {
 	default:
 		return line
 	}
-	if env.Method == "session/prompt" && w.prompt != nil {
-		job := promptJob{id: append(json.RawMessage(nil), *env.ID...)}
-		job.sessionID, job.blocks, job.err = decodePrompt(env.Params)
-		if job.err == nil {
-			n := w.seq[string(job.sessionID)] + 1
-			w.seq[string(job.sessionID)] = n
-			job.seq = n
-		}
-		w.prompt(job)
+	if env.Method == "session/prompt" {
+		sid, blocks, rerr := decodePrompt(env.Params)
+		w.dispatch(*env.ID, sid, blocks, rerr)
 		return nil
 	}
+	// A cancel: stamped with the count of its session's prompts so far.
 	var head struct {
 		SessionID string          `json:"sessionId"`
 		Meta      json.RawMessage `json:"_meta"`
@@ -154,15 +152,10 @@ func (w *wireIn) filter(line []byte) []byte {
 		return line // the SDK answers invalid params
 	}
 	n := w.seq[head.SessionID]
-	if env.Method == "session/prompt" {
-		n++
-		w.seq[head.SessionID] = n
-	}
 	stamp := `"` + metaPromptSeq + `":` + strconv.FormatUint(n, 10)
 	var newParams []byte
 	if len(head.Meta) == 0 || bytes.Equal(head.Meta, []byte("null")) {
-		// The common case, without decoding the prompt: the stamp opens
-		// the params object.
+		// The common case: the stamp opens the params object.
 		newParams = make([]byte, 0, len(params)+len(stamp)+12)
 		newParams = append(newParams, `{"_meta":{`...)
 		newParams = append(newParams, stamp...)
@@ -181,21 +174,23 @@ func (w *wireIn) filter(line []byte) []byte {
 		all["_meta"], _ = json.Marshal(meta)
 		newParams, _ = json.Marshal(all)
 	}
-	out := make([]byte, 0, len(newParams)+96)
-	out = append(out, `{"jsonrpc":"2.0",`...)
-	if env.ID != nil {
-		out = append(out, `"id":`...)
-		out = append(out, *env.ID...)
-		out = append(out, ',')
-	}
-	out = append(out, `"method":`...)
-	out = strconv.AppendQuote(out, env.Method)
-	out = append(out, `,"params":`...)
+	out := make([]byte, 0, len(newParams)+64)
+	out = append(out, `{"jsonrpc":"2.0","method":"session/cancel","params":`...)
 	out = append(out, newParams...)
 	return append(out, "}\n"...)
 }
 
-// promptSeq reads the sequence the line filter stamped into a request.
+// dispatch hands a decoded prompt to the handler, numbered in its session.
+func (w *wireIn) dispatch(id json.RawMessage, sid acp.SessionId, blocks []acp.ContentBlock, rerr *acp.RequestError) {
+	job := promptJob{id: append(json.RawMessage(nil), id...), sessionID: sid, blocks: blocks, err: rerr}
+	if rerr == nil {
+		job.seq = w.seq[string(sid)] + 1
+		w.seq[string(sid)] = job.seq
+	}
+	w.prompt(job)
+}
+
+// promptSeq reads the sequence the line filter stamped into a cancel.
 func promptSeq(meta map[string]any) uint64 {
 	if f, ok := meta[metaPromptSeq].(float64); ok && f >= 0 {
 		return uint64(f)

@@ -11,10 +11,12 @@ import (
 // StartTurn asks a session actor to run one prompt. Seq is the prompt's order
 // of arrival on the wire for its session (1, 2, …); a cancel carries the
 // highest Seq it covers. The reply, sent to the request's sender once every
-// update of the turn is written, is a *TurnResult.
+// update of the turn is written, is a *TurnResult; with Reply set it goes
+// to the outbox instead (Session.Start).
 type StartTurn struct {
-	Seq  uint64
-	Text string
+	Seq   uint64
+	Text  string
+	Reply *Reply
 }
 
 // TurnResult ends a turn. Err, when set, is a one-line explanation and the

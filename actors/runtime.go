@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/gopool"
@@ -138,6 +140,12 @@ type Session struct {
 	Cwd string
 	pid *actor.PID
 	rt  *Runtime
+
+	// open are the replies of the turns started with Start, some maybe
+	// answered already; once stopped, the ones left are answered here.
+	mu      sync.Mutex
+	open    []*Reply
+	stopped bool
 }
 
 // SpawnSession starts the actor of a session: a new one (only ID and Cwd
@@ -265,6 +273,31 @@ func (s *Session) Prompt(seq uint64, text string) *TurnResult {
 	return &TurnResult{Err: errUnexpected(res).Error()}
 }
 
+// Start starts one turn without waiting for it: its result comes back
+// through the Outbox's Answer, behind the turn's updates, exactly once —
+// cancelled if the session stops before the turn has run. It is the edge's
+// way to serve prompts at volume: no goroutine waits for the turn.
+func (s *Session) Start(seq uint64, text string, r *Reply) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
+		return
+	}
+	// Drop the answered ones first: a session has a prompt or two in
+	// flight, not a growing list.
+	open := s.open[:0]
+	for _, o := range s.open {
+		if !o.answered.Load() {
+			open = append(open, o)
+		}
+	}
+	clear(s.open[len(open):])
+	s.open = append(open, r)
+	s.mu.Unlock()
+	s.rt.sys.Root.Send(s.pid, &StartTurn{Seq: seq, Text: text, Reply: r})
+}
+
 // Cancel cancels the session's turns whose sequence is at most upTo.
 func (s *Session) Cancel(upTo uint64) {
 	s.rt.sys.Root.Send(s.pid, &CancelTurns{UpTo: upTo})
@@ -280,6 +313,16 @@ func (s *Session) ResponseWritten() {
 // until the actor is gone.
 func (s *Session) Stop() {
 	_ = s.rt.sys.Root.StopFuture(s.pid).Wait()
+	// A StartTurn still in the mailbox when the actor stopped is dropped
+	// by protoactor; its prompt is answered here.
+	s.mu.Lock()
+	s.stopped = true
+	open := s.open
+	s.open = nil
+	s.mu.Unlock()
+	for _, r := range open {
+		s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
+	}
 }
 
 // Shutdown stops the turn serializer and the actor system, and waits (at

@@ -48,6 +48,8 @@ type session struct {
 	cancelUpTo uint64
 	cur        *turn
 	queue      []*turn
+	// closing is set once the actor is stopping.
+	closing bool
 	// announced is set once available_commands_update has been queued.
 	announced bool
 	// allowAlways and never hold the remembered permission answers, by
@@ -69,6 +71,7 @@ type turn struct {
 	seq     uint64 // the prompt's sequence in its session
 	text    string
 	replyTo *actor.PID
+	out     *Reply // set instead of replyTo by Session.Start
 	state   turnState
 	slash   bool // /new or /compact
 	// compact marks a /compact turn; auto marks a compression that runs
@@ -105,8 +108,19 @@ type usageTotals struct {
 }
 
 type heldReply struct {
-	to  *actor.PID
-	res *TurnResult
+	to     *actor.PID
+	answer *Reply
+	res    *TurnResult
+}
+
+// deliver sends a turn's result where its prompt waits.
+func (s *session) deliver(to *actor.PID, r *Reply, res *TurnResult) {
+	switch {
+	case r != nil:
+		s.rt.answer(s.id, r, res)
+	case to != nil:
+		s.rt.out.Deliver(s.id, to, res)
+	}
 }
 
 func newSession(rt *Runtime, st *SessionState) *session {
@@ -187,7 +201,9 @@ func (s *session) Receive(ctx actor.Context) {
 		s.startPersistence(ctx)
 	case *actor.Stopping:
 		// The process or the client is going away: every turn ends
-		// cancelled. Children are stopped by the actor system after this.
+		// cancelled, and so does any that arrives until the actor is
+		// gone. Children are stopped by the actor system after this.
+		s.closing = true
 		s.onCancel(ctx, ^uint64(0))
 		if t := s.cur; t != nil && s.held == nil {
 			s.finish(ctx, t, acp.StopReasonCancelled, "")
@@ -195,7 +211,7 @@ func (s *session) Receive(ctx actor.Context) {
 		if h := s.held; h != nil {
 			// The writer flushes the file on its own; the reply goes now.
 			s.held = nil
-			s.rt.out.Deliver(s.id, h.to, h.res)
+			s.deliver(h.to, h.answer, h.res)
 		}
 		s.stopPersistence()
 	}
@@ -250,8 +266,9 @@ func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 		seq:     m.Seq,
 		text:    m.Text,
 		replyTo: ctx.Sender(),
+		out:     m.Reply,
 	}
-	if m.Seq != 0 && m.Seq <= s.cancelUpTo {
+	if (m.Seq != 0 && m.Seq <= s.cancelUpTo) || s.closing {
 		s.reply(t, &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()})
 		return
 	}
@@ -508,7 +525,7 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 	} else if s.writer != nil && !s.stopping(ctx) {
 		// The next turn waits too: replies go out in order, each after
 		// the file that holds its turn.
-		s.held = &heldReply{to: t.replyTo, res: res}
+		s.held = &heldReply{to: t.replyTo, answer: t.out, res: res}
 		s.save(ctx, true)
 		return
 	}
@@ -524,9 +541,7 @@ func (s *session) onPersisted(ctx actor.Context) {
 		return
 	}
 	s.held = nil
-	if h.to != nil {
-		s.rt.out.Deliver(s.id, h.to, h.res)
-	}
+	s.deliver(h.to, h.answer, h.res)
 	s.cur = nil
 	s.next(ctx)
 }
@@ -538,9 +553,7 @@ func (s *session) stopping(ctx actor.Context) bool {
 }
 
 func (s *session) reply(t *turn, res *TurnResult) {
-	if t.replyTo != nil {
-		s.rt.out.Deliver(s.id, t.replyTo, res)
-	}
+	s.deliver(t.replyTo, t.out, res)
 }
 
 func (s *session) usageUpdate(used int) {

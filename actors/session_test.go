@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type recOutbox struct {
 	mu      sync.Mutex
 	updates []acp.SessionUpdate
+	answers []answer
 	rt      *Runtime
 }
 
@@ -35,6 +36,23 @@ func (o *recOutbox) Update(_ string, u acp.SessionUpdate) {
 }
 
 func (o *recOutbox) Deliver(_ string, pid *actor.PID, msg any) { o.rt.Root().Send(pid, msg) }
+
+func (o *recOutbox) Answer(_ string, r *Reply, res *TurnResult) {
+	o.mu.Lock()
+	o.answers = append(o.answers, answer{string(r.ID), res})
+	o.mu.Unlock()
+}
+
+type answer struct {
+	id  string
+	res *TurnResult
+}
+
+func (o *recOutbox) answered() []answer {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]answer(nil), o.answers...)
+}
 
 func (o *recOutbox) statuses() []acp.ToolCallStatus {
 	o.mu.Lock()
@@ -176,5 +194,58 @@ func TestSessionSurvivesPanic(t *testing.T) {
 	}
 	if r := s.Prompt(4, "ping"); r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("after the failed turn: %+v", r)
+	}
+}
+
+// TestStartAnswersEveryPromptOnce: turns started without a waiting
+// goroutine (Session.Start) answer through the outbox exactly once — the
+// one that ran with its stop reason, the ones queued behind it, still in
+// the mailbox or started after the session stopped, cancelled.
+func TestStartAnswersEveryPromptOnce(t *testing.T) {
+	rt, out := newTestRuntime(t, `
+default:
+  steps:
+    - {text: "slow", latency: 10s}
+rules:
+  - match: "^quick$"
+    steps:
+      - {text: "done"}
+`)
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	s.Start(1, "quick", &Reply{ID: []byte("1")})
+	waitFor(t, func() bool { return len(out.answered()) == 1 })
+	if a := out.answered()[0]; a.id != "1" || a.res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("first answer = %+v %+v, want end_turn for id 1", a, a.res)
+	}
+	for i := 2; i <= 6; i++ {
+		s.Start(uint64(i), "slow", &Reply{ID: []byte{byte('0' + i)}})
+	}
+	s.Stop()
+	s.Start(7, "quick", &Reply{ID: []byte("7")})
+	got := out.answered()
+	if len(got) != 7 {
+		t.Fatalf("%d answers, want 7 (one per prompt): %+v", len(got), got)
+	}
+	seen := map[string]bool{}
+	for _, a := range got[1:] {
+		if seen[a.id] {
+			t.Fatalf("prompt %s answered twice", a.id)
+		}
+		seen[a.id] = true
+		if a.res.StopReason != acp.StopReasonCancelled || a.res.Err != "" {
+			t.Fatalf("prompt %s: %+v, want cancelled", a.id, a.res)
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/actors"
 )
 
 // outbox writes session updates (actors.Outbox) through a few shards, each
@@ -50,6 +52,12 @@ func (o *outbox) Update(sessionID string, u acp.SessionUpdate) {
 
 func (o *outbox) Deliver(sessionID string, pid *actor.PID, msg any) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, to: pid, msg: msg})
+}
+
+// Answer queues a prompt's response behind the session's updates; the
+// shard encodes it into the batch they go out in.
+func (o *outbox) Answer(sessionID string, r *actors.Reply, res *actors.TurnResult) {
+	o.shard(sessionID).push(outItem{sessionID: sessionID, reply: r, res: res})
 }
 
 // Line queues an encoded JSON-RPC line (a prompt's response) behind the
@@ -100,7 +108,12 @@ type outItem struct {
 	to        *actor.PID
 	msg       any
 	line      []byte // an encoded line, written as it is
+	// reply and res are a prompt's response (Answer).
+	reply *actors.Reply
+	res   *actors.TurnResult
 }
+
+func (it *outItem) isUpdate() bool { return it.to == nil && it.line == nil && it.reply == nil }
 
 func newShard() *shard {
 	s := &shard{done: make(chan struct{})}
@@ -146,8 +159,12 @@ func (o *shard) run() {
 				buf = append(buf, it.line...)
 				continue
 			}
+			if it.reply != nil {
+				buf = appendTurnResult(buf, it.reply.ID, it.res)
+				continue
+			}
 			j := i + 1
-			for j < len(batch) && batch[j].to == nil && batch[j].line == nil && batch[j].sessionID == it.sessionID && mergeable(&it.update, &batch[j].update) {
+			for j < len(batch) && batch[j].isUpdate() && batch[j].sessionID == it.sessionID && mergeable(&it.update, &batch[j].update) {
 				j++
 			}
 			if j > i+1 {

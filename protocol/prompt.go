@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/actors"
 )
 
 // session/prompt is the one request mm serves at volume, and the SDK's way
@@ -78,8 +81,9 @@ func (p *leanPrompt) decode(full func() (acp.PromptRequest, error)) (acp.Session
 	return acp.SessionId(p.SessionID), blocks, nil
 }
 
-// servePrompt runs one prompt and writes its response. A panic becomes an
-// internal error for this prompt only.
+// servePrompt starts one prompt's turn; the session answers it through
+// the outbox (appendTurnResult), so no goroutine waits for the turn. A
+// panic becomes an internal error for this prompt only.
 func (a *Agent) servePrompt(job promptJob) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -87,22 +91,44 @@ func (a *Agent) servePrompt(job promptJob) {
 			writeResponse(a.out, job.id, nil, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("mm failed: %v", r)}))
 		}
 	}()
-	rerr := job.err
-	if rerr == nil {
-		res, err := a.runPrompt(job.sessionID, job.blocks, job.seq)
-		if err == nil && res.Meta == nil && res.UserMessageId == nil {
-			// Behind the session's updates, in the shard's next batch.
-			a.box.Line(string(job.sessionID), appendPromptResult(make([]byte, 0, 160), job.id, &res))
-			return
-		}
-		if err != nil {
-			rerr = toRequestError(err)
-		} else {
-			writeResponse(a.out, job.id, res, nil)
-			return
+	if job.err != nil {
+		writeResponse(a.out, job.id, nil, job.err)
+		return
+	}
+	s, err := a.session(job.sessionID)
+	if err != nil {
+		writeResponse(a.out, job.id, nil, toRequestError(err))
+		return
+	}
+	text := flatten(job.blocks, s.Cwd, func(path string) {
+		a.log.Info(fmt.Sprintf("[acp] session %s: attached %s", s.ID, path))
+	})
+	s.Start(job.seq, text, &actors.Reply{ID: job.id})
+}
+
+// needsIO says whether starting the prompt touches the file system (an
+// @mention is looked up), which the line filter's goroutine must not wait
+// for.
+func (job *promptJob) needsIO() bool {
+	for _, b := range job.blocks {
+		if b.Text == nil || strings.Contains(b.Text.Text, "@") {
+			return true
 		}
 	}
-	writeResponse(a.out, job.id, nil, rerr)
+	return false
+}
+
+// appendTurnResult encodes a turn's result as its prompt's response.
+func appendTurnResult(b []byte, id json.RawMessage, res *actors.TurnResult) []byte {
+	if res.Err != "" {
+		return appendResponse(b, id, nil, acp.NewInternalError(map[string]any{"error": res.Err}))
+	}
+	r := acp.PromptResponse{StopReason: res.StopReason, Usage: res.Usage}
+	if res.Provenance.SessionID != "" {
+		r.Meta = provenanceMeta(res.Provenance) // /new and /compact change it
+		return appendResponse(b, id, r, nil)
+	}
+	return appendPromptResult(b, id, &r)
 }
 
 // appendPromptResult encodes the common prompt response (a stop reason and
@@ -141,6 +167,11 @@ func appendPromptResult(b []byte, id json.RawMessage, r *acp.PromptResponse) []b
 
 // writeResponse writes a JSON-RPC response as the SDK does.
 func writeResponse(w io.Writer, id json.RawMessage, result any, rerr *acp.RequestError) {
+	_, _ = w.Write(appendResponse(nil, id, result, rerr))
+}
+
+// appendResponse encodes a JSON-RPC response line as the SDK does.
+func appendResponse(buf []byte, id json.RawMessage, result any, rerr *acp.RequestError) []byte {
 	msg := struct {
 		JSONRPC string            `json:"jsonrpc"`
 		ID      json.RawMessage   `json:"id"`
@@ -155,7 +186,8 @@ func writeResponse(w io.Writer, id json.RawMessage, result any, rerr *acp.Reques
 			Error   *acp.RequestError `json:"error"`
 		}{"2.0", id, acp.NewInternalError(map[string]any{"error": err.Error()})})
 	}
-	_, _ = w.Write(append(b, '\n'))
+	buf = append(buf, b...)
+	return append(buf, '\n')
 }
 
 func toRequestError(err error) *acp.RequestError {

@@ -55,7 +55,13 @@ func Start(o Options) (*Conn, error) {
 	// that goroutine's first read waits until the logger is set.
 	wi := newWireIn(o.In, wout)
 	wi.prompt = func(job promptJob) {
-		a.prompts.Go(func() { a.servePrompt(job) })
+		if job.needsIO() {
+			a.prompts.Go(func() { a.servePrompt(job) })
+			return
+		}
+		// Starting a turn is a lookup and a message: done here, in
+		// wire order.
+		a.servePrompt(job)
 	}
 	in := gate.New(wi)
 	conn := acp.NewAgentSideConnection(a, wout, in)

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/valyala/fastjson"
+
 	"github.com/mm-agent/mm/logs"
 )
 
@@ -59,46 +61,22 @@ func (e *rpcError) Error() string {
 
 // update is the part of a session/update the checks read.
 type update struct {
-	Kind       string       `json:"sessionUpdate"`
-	Content    chunkContent `json:"content"`
-	ToolCallID string       `json:"toolCallId"`
-	Status     string       `json:"status"`
+	Kind       string
+	Content    chunkContent
+	ToolCallID string
+	Status     string
 }
 
 // chunkContent is a chunk's content block; a tool call's content (a list)
 // is skipped.
 type chunkContent struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-func (c *chunkContent) UnmarshalJSON(b []byte) error {
-	if len(b) == 0 || b[0] != '{' {
-		return nil
-	}
-	type plain chunkContent
-	return json.Unmarshal(b, (*plain)(c))
+	Type string
+	Text string
 }
 
 // text returns a chunk's text.
 func (u *update) text() (string, bool) {
 	return u.Content.Text, u.Content.Type == "text"
-}
-
-// inbound is every message the harness reads, decoded in one pass: the
-// params of session/update and session/request_permission are typed here.
-type inbound struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		SessionID string `json:"sessionId"`
-		Update    update `json:"update"`
-		ToolCall  struct {
-			ToolCallID string `json:"toolCallId"`
-		} `json:"toolCall"`
-	} `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *rpcError       `json:"error"`
 }
 
 func newRPC(w io.Writer, r io.Reader) *rpc {
@@ -113,29 +91,51 @@ func newRPC(w io.Writer, r io.Reader) *rpc {
 // close stops the writer goroutine after what is queued is written.
 func (c *rpc) close() { _ = c.flush.Close() }
 
+// read decodes each line once with fastjson (encoding/json was half the
+// harness's CPU, and the harness shares the machine with what it measures),
+// after a strict validation: a line mm gets wrong must not pass.
 func (c *rpc) read(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var msg inbound
+	var p fastjson.Parser
 	for sc.Scan() {
-		msg = inbound{}
-		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil {
-			if bytes.Contains(sc.Bytes(), []byte(`"session/update"`)) && c.onUpdate != nil {
+		line := sc.Bytes()
+		var msg *fastjson.Value
+		if fastjson.ValidateBytes(line) == nil {
+			msg, _ = p.ParseBytes(line)
+		}
+		if msg == nil || msg.Type() != fastjson.TypeObject {
+			if bytes.Contains(line, []byte(`"session/update"`)) && c.onUpdate != nil {
 				// Never dropped silently: a notification the harness
 				// cannot read counts against the run.
-				c.onUpdate(msg.Params.SessionID, &update{Kind: "unreadable"})
+				c.onUpdate("", &update{Kind: "unreadable"})
 			}
 			continue
 		}
+		method := string(msg.GetStringBytes("method"))
+		id := msg.Get("id")
+		if id != nil && id.Type() == fastjson.TypeNull {
+			id = nil
+		}
 		switch {
-		case msg.Method == "session/update":
+		case method == "session/update":
 			if c.onUpdate != nil {
-				u := msg.Params.Update
-				c.onUpdate(msg.Params.SessionID, &u)
+				params := msg.Get("params")
+				u := params.Get("update")
+				up := update{
+					Kind:       string(u.GetStringBytes("sessionUpdate")),
+					ToolCallID: string(u.GetStringBytes("toolCallId")),
+					Status:     string(u.GetStringBytes("status")),
+				}
+				if content := u.Get("content"); content != nil && content.Type() == fastjson.TypeObject {
+					up.Content = chunkContent{Type: string(content.GetStringBytes("type")), Text: string(content.GetStringBytes("text"))}
+				}
+				c.onUpdate(string(params.GetStringBytes("sessionId")), &up)
 			}
-		case msg.Method == "session/request_permission" && msg.ID != nil:
-			sid, callID := msg.Params.SessionID, msg.Params.ToolCall.ToolCallID
-			id := append(json.RawMessage(nil), msg.ID...)
+		case method == "session/request_permission" && id != nil:
+			params := msg.Get("params")
+			sid, callID := string(params.GetStringBytes("sessionId")), string(params.GetStringBytes("toolCall", "toolCallId"))
+			id := id.MarshalTo(nil)
 			go func() {
 				outcome := `{"outcome":"cancelled"}`
 				if opt := c.onPermission(sid, callID); opt != "" {
@@ -143,20 +143,28 @@ func (c *rpc) read(r io.Reader) {
 				}
 				c.write([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"outcome":` + outcome + `}}` + "\n"))
 			}()
-		case msg.Method != "" && msg.ID != nil:
-			c.write([]byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"error":{"code":-32601,"message":"Method not found"}}` + "\n"))
-		case msg.ID != nil:
-			id, err := strconv.ParseUint(string(msg.ID), 10, 64)
+		case method != "" && id != nil:
+			c.write([]byte(`{"jsonrpc":"2.0","id":` + string(id.MarshalTo(nil)) + `,"error":{"code":-32601,"message":"Method not found"}}` + "\n"))
+		case id != nil:
+			n, err := id.Uint64()
 			if err != nil {
 				continue
 			}
 			c.mu.Lock()
-			ch := c.pending[id]
-			delete(c.pending, id)
+			ch := c.pending[n]
+			delete(c.pending, n)
 			c.mu.Unlock()
-			if ch != nil {
-				ch <- rpcReply{append(json.RawMessage(nil), msg.Result...), msg.Error}
+			if ch == nil {
+				continue
 			}
+			var reply rpcReply
+			if e := msg.Get("error"); e != nil && e.Type() == fastjson.TypeObject {
+				reply.err = &rpcError{}
+				_ = json.Unmarshal(e.MarshalTo(nil), reply.err)
+			} else if res := msg.Get("result"); res != nil {
+				reply.result = res.MarshalTo(nil)
+			}
+			ch <- reply
 		}
 	}
 	err := sc.Err()
@@ -253,11 +261,9 @@ func (c *rpc) prompt(ctx context.Context, sessionID, text string) (string, error
 	if err != nil {
 		return "", err
 	}
-	var r struct {
-		StopReason string `json:"stopReason"`
-	}
-	if err := json.Unmarshal(res, &r); err != nil {
+	v, err := fastjson.ParseBytes(res)
+	if err != nil || v.Type() != fastjson.TypeObject {
 		return "", errors.New("session/prompt: bad response")
 	}
-	return r.StopReason, nil
+	return string(v.GetStringBytes("stopReason")), nil
 }

@@ -202,3 +202,30 @@ func BenchmarkTurnsInProcess(b *testing.B) {
 	}
 	b.ReportMetric(r.TurnsPerSec, "turns/s")
 }
+
+// TestRPCReadsStrictly: the harness's reader decodes updates and responses,
+// and a line that is not strictly valid JSON (here a raw control character
+// in a string, which a lenient parser would take) counts as unreadable.
+func TestRPCReadsStrictly(t *testing.T) {
+	lines := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"pong \u00e9"}}}}
+{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"bad` + "\x01" + `"}}}}
+{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_3","status":"completed","content":[{"type":"content"}]}}}
+`
+	pr, pw := io.Pipe()
+	c := newRPC(io.Discard, pr)
+	var got []string
+	c.onUpdate = func(sid string, u *update) {
+		text, _ := u.text()
+		got = append(got, fmt.Sprintf("%s|%s|%s|%s|%s", sid, u.Kind, text, u.ToolCallID, u.Status))
+	}
+	go func() {
+		_, _ = io.WriteString(pw, lines)
+		pw.Close()
+	}()
+	<-c.done
+	c.close()
+	want := []string{"s1|agent_message_chunk|pong é||", "|unreadable|||", "s1|tool_call_update||call_3|completed"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("updates\n got %q\nwant %q", got, want)
+	}
+}

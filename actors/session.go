@@ -520,8 +520,13 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 		res.Provenance = s.prov
 	}
 	if s.writer != nil && stop == acp.StopReasonCancelled {
-		// A cancel answers at once; the file follows in the background.
+		// A cancel answers at once; the file follows in the background,
+		// encoded after the answer is queued.
+		s.reply(t, res)
 		s.save(ctx, false)
+		s.cur = nil
+		s.next(ctx)
+		return
 	} else if s.writer != nil && !s.stopping(ctx) {
 		// The next turn waits too: replies go out in order, each after
 		// the file that holds its turn.

@@ -142,31 +142,14 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	case waitErr = <-waitDone:
 	case <-ctx.Done():
 		end = bashCancelled
-		waitErr = killGroup(pgid, waitDone)
+		killGroup(pgid)
+		waitErr = <-waitDone
 	case <-timer.C:
 		end = bashTimedOut
-		waitErr = killGroup(pgid, waitDone)
+		killGroup(pgid)
+		waitErr = <-waitDone
 	}
-
-	// Read what is left in the pipe, but give up after a grace period:
-	// the holders of the pipe may be background processes that outlive the
-	// command on purpose, or processes that left the group.
-	grace := drainAfterExit
-	if end != bashExited {
-		grace = reapAfterKill
-	}
-	deadline := time.Now().Add(grace)
-	drain := time.NewTimer(grace)
-	select {
-	case <-readDone:
-	case <-drain.C:
-		// A past deadline makes the pending Read return at once; the
-		// goroutine is then joined, so none outlives Run.
-		_ = pr.SetReadDeadline(time.Now())
-		<-readDone
-	}
-	drain.Stop()
-	pr.Close()
+	deadline := finishOutput(pr, out, readDone, end)
 	if end != bashExited {
 		// SIGKILL is delivered asynchronously: a member may still be on
 		// its way out, its end of the pipe already closed, when bash is
@@ -175,10 +158,7 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 		waitGroupGone(pgid, deadline)
 	}
 
-	text := out.String()
-	if text != "" && !strings.HasSuffix(text, "\n") {
-		text += "\n"
-	}
+	text := withNewline(out.String())
 	switch end {
 	case bashCancelled:
 		return Result{Output: text + "[cancelled]", Failed: true}
@@ -199,4 +179,71 @@ func exitLine(ps *os.ProcessState, waitErr error) string {
 		return fmt.Sprintf("[exit code: %d (killed by signal: %v)]", 128+int(ws.Signal()), ws.Signal())
 	}
 	return fmt.Sprintf("[exit code: %d]", ps.ExitCode())
+}
+
+// withNewline ends a non-empty output with a newline.
+func withNewline(text string) string {
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	return text
+}
+
+// finishOutput reads what is left in the pipe once bash is reaped, and
+// closes it. What bash wrote is in the pipe by then. The reader goroutine
+// is stopped (a past deadline wakes its Read at once) and the rest is read
+// without waiting: waiting for the poller to report the pipe's end took a
+// scheduler tick or more on a busy machine, every command. Only when the
+// pipe is still held open — by processes left in the background on
+// purpose, by killed members on their way out, or by processes that left
+// the group — is its end waited for, and only for a grace period, whose
+// end it returns.
+func finishOutput(pr *os.File, out *headTail, readDone <-chan struct{}, end bashEnd) (deadline time.Time) {
+	grace := drainAfterExit
+	if end != bashExited {
+		grace = reapAfterKill
+	}
+	deadline = time.Now().Add(grace)
+	_ = pr.SetReadDeadline(time.Now())
+	<-readDone
+	_ = pr.SetReadDeadline(time.Time{})
+	if !drainNow(pr, out) {
+		_ = pr.SetReadDeadline(deadline)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := pr.Read(buf)
+			out.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+	}
+	pr.Close()
+	return deadline
+}
+
+// drainNow reads what the pipe holds without waiting for more. It reports
+// whether it reached the pipe's end (every writer gone).
+func drainNow(pr *os.File, out *headTail) (eof bool) {
+	rc, err := pr.SyscallConn()
+	if err != nil {
+		return false
+	}
+	buf := make([]byte, 32<<10)
+	_ = rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := syscall.Read(int(fd), buf)
+			switch {
+			case n > 0:
+				out.Write(buf[:n])
+			case n == 0 && err == nil:
+				eof = true
+				return true
+			case err == syscall.EINTR:
+			default:
+				return true // EAGAIN: writers remain; never wait here
+			}
+		}
+	})
+	return eof
 }

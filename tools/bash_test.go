@@ -200,6 +200,17 @@ func TestBashBackgroundJobOutlivesCommand(t *testing.T) {
 	killRecorded(t, filepath.Join(dir, "bg"))
 }
 
+// TestBashReadsOutputLeftInThePipe: once bash is reaped, what is still in
+// the pipe is read at once, and a writer that still holds the pipe gets
+// the grace period to finish: its late line is kept.
+func TestBashReadsOutputLeftInThePipe(t *testing.T) {
+	env := Env{Cwd: t.TempDir()}
+	r := runBash(t, context.Background(), env, bashArgs(`(sleep 0.03; echo late) & head -c 100000 /dev/zero | tr '\0' x; echo; echo early`))
+	if r.Failed || !strings.HasSuffix(r.Output, "x\nearly\nlate\n[exit code: 0]") || strings.Count(r.Output, "x") != 100000+1 { // and the x of "exit"
+		t.Errorf("got %d bytes ending %q", len(r.Output), r.Output[max(0, len(r.Output)-40):])
+	}
+}
+
 func TestBashTruncation(t *testing.T) {
 	env := Env{Cwd: t.TempDir()}
 	// 600000 bytes between two markers: the head and the tail are kept.

@@ -9,16 +9,15 @@ import (
 	"time"
 )
 
-// killGroup kills the command's whole process group with SIGKILL and waits
-// for bash to be reaped. Bash's pid is the group id, and it cannot name an
-// unrelated group here: either bash is not reaped yet, or (if it exited at
-// that very moment) the id stays reserved while any member of the group
-// lives, and an empty group's id is reused only after the pid space wraps
-// around. The kernel makes a fork that races with a group signal fail and
-// retry, so no new member slips through.
-func killGroup(pgid int, waitDone <-chan error) error {
+// killGroup kills the command's whole process group with SIGKILL. Bash's
+// pid is the group id, and it cannot name an unrelated group here: either
+// bash is not reaped yet, or (if it exited at that very moment) the id
+// stays reserved while any member of the group lives, and an empty group's
+// id is reused only after the pid space wraps around. The kernel makes a
+// fork that races with a group signal fail and retry, so no new member
+// slips through.
+func killGroup(pgid int) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	return <-waitDone
 }
 
 // waitGroupGone polls until no living process is left in the group, or

@@ -173,15 +173,27 @@ func (a *Agent) runPrompt(sid acp.SessionId, blocks []acp.ContentBlock, seq uint
 	return out, nil
 }
 
-// Cancel cancels the session's running and queued turns that arrived
-// before it.
+// Cancel cancels the session's running and queued turns that reached the
+// agent through the SDK (never numbered). The cancels read from the wire
+// take the line filter's path instead: cancelSession.
 func (a *Agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 	s, err := a.session(p.SessionId)
 	if err != nil {
 		return err
 	}
-	s.Cancel(promptSeq(p.Meta))
+	s.Cancel(0)
 	return nil
+}
+
+// cancelSession cancels the session's turns numbered up to upTo, running or
+// queued. A cancel is a notification: an unknown session is only logged.
+func (a *Agent) cancelSession(sessionID string, upTo uint64) {
+	s := a.live(sessionID)
+	if s == nil {
+		a.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", sessionID))
+		return
+	}
+	s.Cancel(upTo)
 }
 
 // Logout has nothing to end: mm needs no login.

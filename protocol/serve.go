@@ -63,6 +63,7 @@ func Start(o Options) (*Conn, error) {
 		// wire order.
 		a.servePrompt(job)
 	}
+	wi.cancel = a.cancelSession
 	in := gate.New(wi)
 	conn := acp.NewAgentSideConnection(a, wout, in)
 	conn.SetLogger(log.With("lib", "acp"))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -15,18 +14,18 @@ import (
 )
 
 // The line filter numbers each session's prompts in the order it reads them
-// and writes into every session/cancel notification, under the _meta key
-// metaPromptSeq, the number of prompts read so far for that session. Cancels
-// reach the agent through the SDK's notification queue while prompts take
-// their own path, so a cancel can be handled before the prompt it cancels
-// has reached its session; with these numbers the session knows exactly
-// which prompts a cancel covers, and an idle cancel covers none of the
-// prompts that follow it.
-const metaPromptSeq = "mm.promptSeq"
+// and serves session/cancel itself, with the number of prompts read so far
+// for its session: a prompt whose start needs the file system (an
+// @mention) is started on another goroutine, so a cancel can reach the
+// session before the prompt it cancels; with these numbers the session
+// knows exactly which prompts a cancel covers, and an idle cancel covers
+// none of the prompts that follow it. Serving cancels here, not through the
+// SDK's notification queue, also spares them a goroutine hop: under load a
+// cancel waited milliseconds in that queue.
 
 // wireIn filters the client's lines before the SDK reads them. It answers
 // lines that are not JSON objects with a JSON-RPC error (the SDK would drop
-// them silently), takes prompts off the wire, numbered, and stamps cancels.
+// them silently), and takes prompts, numbered, and cancels off the wire.
 type wireIn struct {
 	r       *bufio.Reader
 	out     *wireOut
@@ -38,6 +37,9 @@ type wireIn struct {
 	// prompt takes session/prompt requests off the wire (prompt.go); the
 	// SDK never sees them.
 	prompt func(promptJob)
+	// cancel serves session/cancel: the session's prompts numbered up to
+	// upTo are cancelled.
+	cancel func(sessionID string, upTo uint64)
 }
 
 func newWireIn(r io.Reader, out *wireOut) *wireIn {
@@ -149,42 +151,14 @@ func (w *wireIn) filter(line []byte) []byte {
 		w.dispatch(*env.ID, sid, blocks, rerr)
 		return nil
 	}
-	// A cancel: stamped with the count of its session's prompts so far.
-	var head struct {
-		SessionID string          `json:"sessionId"`
-		Meta      json.RawMessage `json:"_meta"`
+	// A cancel covers the session's prompts read so far. Params the SDK
+	// would refuse are left to it, for its error.
+	var p acp.CancelNotification
+	if json.Unmarshal(env.Params, &p) != nil || p.Validate() != nil {
+		return line
 	}
-	params := bytes.TrimSpace(env.Params)
-	if json.Unmarshal(params, &head) != nil || len(params) < 2 || params[0] != '{' {
-		return line // the SDK answers invalid params
-	}
-	n := w.seq[head.SessionID]
-	stamp := `"` + metaPromptSeq + `":` + strconv.FormatUint(n, 10)
-	var newParams []byte
-	if len(head.Meta) == 0 || bytes.Equal(head.Meta, []byte("null")) {
-		// The common case: the stamp opens the params object.
-		newParams = make([]byte, 0, len(params)+len(stamp)+12)
-		newParams = append(newParams, `{"_meta":{`...)
-		newParams = append(newParams, stamp...)
-		newParams = append(newParams, '}')
-		if rest := bytes.TrimSpace(params[1:]); len(rest) > 0 && rest[0] != '}' {
-			newParams = append(newParams, ',')
-		}
-		newParams = append(newParams, params[1:]...)
-	} else {
-		var all map[string]json.RawMessage
-		meta := map[string]json.RawMessage{}
-		if json.Unmarshal(params, &all) != nil || json.Unmarshal(head.Meta, &meta) != nil {
-			return line
-		}
-		meta[metaPromptSeq] = json.RawMessage(strconv.FormatUint(n, 10))
-		all["_meta"], _ = json.Marshal(meta)
-		newParams, _ = json.Marshal(all)
-	}
-	out := make([]byte, 0, len(newParams)+64)
-	out = append(out, `{"jsonrpc":"2.0","method":"session/cancel","params":`...)
-	out = append(out, newParams...)
-	return append(out, "}\n"...)
+	w.cancel(string(p.SessionId), w.seq[string(p.SessionId)])
+	return nil
 }
 
 // fastPrompt takes the common prompt off the wire — text and
@@ -263,14 +237,6 @@ func (w *wireIn) dispatch(id json.RawMessage, sid acp.SessionId, blocks []acp.Co
 		w.seq[string(sid)] = job.seq
 	}
 	w.prompt(job)
-}
-
-// promptSeq reads the sequence the line filter stamped into a cancel.
-func promptSeq(meta map[string]any) uint64 {
-	if f, ok := meta[metaPromptSeq].(float64); ok && f >= 0 {
-		return uint64(f)
-	}
-	return 0
 }
 
 // wireOut is stdout. Every JSON-RPC message is one Write (the SDK writes a

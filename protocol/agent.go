@@ -143,26 +143,22 @@ func (a *Agent) session(id acp.SessionId) (*actors.Session, error) {
 }
 
 // Prompt runs one turn and answers when it has ended and its updates are
-// written. Cancellation reaches the turn through Cancel, not through ctx:
-// the SDK also cancels ctx when a second prompt for the session arrives,
-// and that prompt must queue behind this one instead.
+// written. Prompts read from the wire never get here: the line filter
+// serves them (prompt.go). This is the acp.Agent method for a caller that
+// drives the agent without the filter; such a prompt has no number, and
+// only a cancel through Cancel covers it. Cancellation reaches the turn
+// through Cancel, not through ctx: the SDK also cancels ctx when a second
+// prompt for the session arrives, and that prompt must queue behind this
+// one instead.
 func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	// Prompts reach the agent through the line filter (prompt.go); a prompt
-	// that came this way has no number, and only a cancel that follows it
-	// covers it.
-	return a.runPrompt(p.SessionId, p.Prompt, 0)
-}
-
-// runPrompt is Prompt for both ways a prompt arrives (prompt.go).
-func (a *Agent) runPrompt(sid acp.SessionId, blocks []acp.ContentBlock, seq uint64) (acp.PromptResponse, error) {
-	s, err := a.session(sid)
+	s, err := a.session(p.SessionId)
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
-	text := flatten(blocks, s.Cwd, func(path string) {
+	text := flatten(p.Prompt, s.Cwd, func(path string) {
 		a.log.Info(fmt.Sprintf("[acp] session %s: attached %s", s.ID, path))
 	})
-	res := s.Prompt(seq, text)
+	res := s.Prompt(0, text)
 	if res.Err != "" {
 		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": res.Err})
 	}

@@ -60,13 +60,6 @@ func (o *outbox) Answer(sessionID string, r *actors.Reply, res *actors.TurnResul
 	o.shard(sessionID).push(outItem{sessionID: sessionID, reply: r, res: res})
 }
 
-// Line queues an encoded JSON-RPC line (a prompt's response) behind the
-// session's updates: it goes out in the shard's next batch rather than in a
-// write of its own.
-func (o *outbox) Line(sessionID string, line []byte) {
-	o.shard(sessionID).push(outItem{sessionID: sessionID, line: line})
-}
-
 // closeWithin writes what is queued, then stops the shards. It reports
 // whether that finished within d; if not, a shard blocked on a write is
 // left to end when its write does.
@@ -107,13 +100,12 @@ type outItem struct {
 	update    acp.SessionUpdate
 	to        *actor.PID
 	msg       any
-	line      []byte // an encoded line, written as it is
 	// reply and res are a prompt's response (Answer).
 	reply *actors.Reply
 	res   *actors.TurnResult
 }
 
-func (it *outItem) isUpdate() bool { return it.to == nil && it.line == nil && it.reply == nil }
+func (it *outItem) isUpdate() bool { return it.to == nil && it.reply == nil }
 
 func newShard() *shard {
 	s := &shard{done: make(chan struct{})}
@@ -153,10 +145,6 @@ func (o *shard) run() {
 				// Everything before the reply is written first.
 				buf = o.flush(buf)
 				o.root.Send(it.to, it.msg)
-				continue
-			}
-			if it.line != nil {
-				buf = append(buf, it.line...)
 				continue
 			}
 			if it.reply != nil {

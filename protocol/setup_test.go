@@ -35,7 +35,7 @@ rules:
     steps: [{garbage: true}]
   - match: "^sleep$"
     steps: [{text: "partial answer that streams so slowly that a cancel always lands in the middle of it, word after word after word", tokensPerSec: 2}]
-  - match: "^slow$"
+  - match: "(?s)^slow( @notes.txt\\n.*)?$"
     steps: [{sleep: 30s}]
   - match: "^long$"
     steps: [{text: "cut short", finish: length}]

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,8 +142,8 @@ func TestMalformedInput(t *testing.T) {
 }
 
 // TestCancelRightAfterPrompt sends a prompt and its cancel in one write: the
-// SDK may hand the cancel to the agent before the prompt's handler has run,
-// and the turn must still be cancelled. An earlier, idle cancel must not
+// cancel may reach the session before the prompt's turn does, and the turn
+// must still be cancelled. An earlier, idle cancel must not
 // cancel it.
 func TestCancelRightAfterPrompt(t *testing.T) {
 	r, srv := newRawAgent(t)
@@ -154,10 +156,19 @@ func TestCancelRightAfterPrompt(t *testing.T) {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, id, sid, text)
 	}
 	cancel := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid)
+	// A prompt with an @mention is started on another goroutine (its file
+	// is looked up), so its cancel can overtake it.
+	if err := os.WriteFile(filepath.Join(cwd, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 20; i++ {
 		id := 10 + 2*i
+		text := "slow"
+		if i%2 == 1 {
+			text = "slow @notes.txt"
+		}
 		// An idle cancel first, then a prompt and its cancel back to back.
-		r.send(cancel, prompt(id, "slow"), cancel)
+		r.send(cancel, prompt(id, text), cancel)
 		if res := r.response(float64(id)); res["result"].(map[string]any)["stopReason"] != "cancelled" {
 			t.Fatalf("round %d: %v", i, res)
 		}

@@ -108,7 +108,7 @@ func NewRuntime(o Options) *Runtime {
 	}
 	slots := o.Config.Turns.Concurrency
 	rt.pool = newPool(300)
-	rt.turns = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTurnSerializer(slots) },
+	rt.turns = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTurnSerializer(slots) }, actor.WithMailbox(actor.UnboundedLockfree()),
 		actor.WithDispatcher(rt.pool)))
 	return rt
 }
@@ -154,7 +154,7 @@ type Session struct {
 func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 	s := newSession(rt, st)
 	props := actor.PropsFromProducer(func() actor.Actor { return s },
-		actor.WithMailbox(actor.UnboundedPriority()),
+		actor.WithMailbox(actor.UnboundedPriorityMpsc()),
 		actor.WithSupervisor(stopChildren),
 		actor.WithDispatcher(rt.pool))
 	pid := rt.sys.Root.Spawn(props)

@@ -342,7 +342,7 @@ func (s *session) callModel(ctx actor.Context, t *turn) {
 // last cancel stopped it.
 func (s *session) runModel(ctx actor.Context, t *turn, r *runModel) {
 	if s.model == nil {
-		s.model = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &modelActor{rt: s.rt} }, actor.WithDispatcher(s.rt.pool)))
+		s.model = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &modelActor{rt: s.rt} }, actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(s.rt.pool)))
 	}
 	if t.live == nil {
 		t.live = make(map[string]*actor.PID, 1)
@@ -353,7 +353,7 @@ func (s *session) runModel(ctx actor.Context, t *turn, r *runModel) {
 
 // spawn starts a child that works for turn t, tracked under key.
 func (s *session) spawn(ctx actor.Context, t *turn, key string, a actor.Actor) *actor.PID {
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(s.rt.pool)))
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(s.rt.pool)))
 	if t.live == nil {
 		t.live = make(map[string]*actor.PID, 1)
 	}

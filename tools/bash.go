@@ -122,14 +122,7 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := pr.Read(buf)
-			out.Write(buf[:n])
-			if err != nil {
-				return
-			}
-		}
+		readUntilError(pr, out)
 	}()
 	waitDone := make(chan error, 1)
 	go func() { waitDone <- cmd.Wait() }()
@@ -209,17 +202,23 @@ func finishOutput(pr *os.File, out *headTail, readDone <-chan struct{}, end bash
 	_ = pr.SetReadDeadline(time.Time{})
 	if !drainNow(pr, out) {
 		_ = pr.SetReadDeadline(deadline)
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := pr.Read(buf)
-			out.Write(buf[:n])
-			if err != nil {
-				break
-			}
-		}
+		readUntilError(pr, out)
 	}
 	pr.Close()
 	return deadline
+}
+
+// readUntilError copies the pipe into out until a read fails: its end, or
+// its deadline.
+func readUntilError(pr *os.File, out *headTail) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := pr.Read(buf)
+		out.Write(buf[:n])
+		if err != nil {
+			return
+		}
+	}
 }
 
 // drainNow reads what the pipe holds without waiting for more. It reports

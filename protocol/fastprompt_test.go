@@ -52,3 +52,21 @@ func FuzzFastPrompt(f *testing.F) {
 		}
 	})
 }
+
+// TestFastPromptTakesTheCommonShape: the prompts editors send (text and
+// resource_link blocks) take the fastjson path; the fuzz test above would
+// pass if that path were never taken.
+func TestFastPromptTakesTheCommonShape(t *testing.T) {
+	w := &wireIn{seq: map[string]uint64{}, out: newWireOut(&bytes.Buffer{}), prompt: func(promptJob) {}}
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":42,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"ping"}]}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"resource_link","uri":"file:///a","name":"a"},{"type":"text","text":"look"}],"_meta":{"k":1}}}`,
+	} {
+		if !w.fastPrompt([]byte(line)) {
+			t.Errorf("not taken by the fast path: %s", line)
+		}
+	}
+	if w.fastPrompt([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"image","data":"AA==","mimeType":"image/png"}]}}`)) {
+		t.Error("an image block took the fast path")
+	}
+}

@@ -37,10 +37,13 @@ type Config struct {
 	Path string `yaml:"-"`
 }
 
-// ACP is the agent's identity in the initialize response.
+// ACP is the agent's identity in the initialize response, and how the
+// connection reads.
 type ACP struct {
 	Name  string `yaml:"name"`
 	Title string `yaml:"title"`
+	// MaxLineBytes is the longest JSON-RPC line read from the client.
+	MaxLineBytes Bytes `yaml:"maxLineBytes"`
 }
 
 // Model selects and tunes the model provider.
@@ -212,6 +215,9 @@ func (c *Config) validate() error {
 	case "openai", "ollama", "anthropic", "scripted":
 	default:
 		return bad("model.provider", fmt.Sprintf("unknown provider %q (openai, ollama, anthropic, scripted)", c.Model.Provider))
+	}
+	if c.ACP.MaxLineBytes < 1<<10 {
+		return bad("acp.maxLineBytes", "must be at least 1KiB")
 	}
 	if c.Turns.Concurrency < 1 {
 		return bad("turns.concurrency", "must be at least 1")

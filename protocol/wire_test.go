@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,29 +15,42 @@ import (
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/llm/llmtest"
+	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // rawAgent is an in-process agent driven line by line, for what a well-
 // behaved SDK client never sends.
 type rawAgent struct {
 	t     *testing.T
+	log   *acptest.SyncBuffer
 	in    *io.PipeWriter
 	lines chan map[string]any
 	done  chan struct{}
 }
 
 func newRawAgent(t *testing.T) (*rawAgent, *llmtest.Server) {
+	return newRawAgentWith(t, script, nil)
+}
+
+// newRawAgentWith serves a script with a config edited by edit; the agent
+// logs at debug level into r.log.
+func newRawAgentWith(t *testing.T, script string, edit func(*configs.Config)) (*rawAgent, *llmtest.Server) {
 	srv, model := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()
+	if edit != nil {
+		edit(cfg)
+	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	c, err := protocol.Start(protocol.Options{Config: cfg, Model: model, In: inR, Out: outW})
+	log := &acptest.SyncBuffer{}
+	c, err := protocol.Start(protocol.Options{Config: cfg, Model: model, In: inR, Out: outW, Log: logs.New(log, slog.LevelDebug)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rawAgent{t: t, in: inW, lines: make(chan map[string]any, 100), done: make(chan struct{})}
+	r := &rawAgent{t: t, log: log, in: inW, lines: make(chan map[string]any, 100), done: make(chan struct{})}
 	go func() {
 		c.Wait(context.Background())
 		outW.Close()
@@ -44,6 +58,7 @@ func newRawAgent(t *testing.T) (*rawAgent, *llmtest.Server) {
 	}()
 	go func() {
 		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 64<<20)
 		for sc.Scan() {
 			var m map[string]any
 			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -76,7 +91,7 @@ func (r *rawAgent) send(lines ...string) {
 // response waits for the response with the given id, skipping notifications.
 func (r *rawAgent) response(id float64) map[string]any {
 	r.t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(30 * time.Second)
 	for {
 		select {
 		case m := <-r.lines:
@@ -91,7 +106,7 @@ func (r *rawAgent) response(id float64) map[string]any {
 
 func (r *rawAgent) errorResponse() map[string]any {
 	r.t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(30 * time.Second)
 	for {
 		select {
 		case m := <-r.lines:

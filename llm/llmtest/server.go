@@ -30,6 +30,8 @@ type Server struct {
 
 	requests atomic.Int64
 	nCtx     atomic.Int64
+	// sent counts the bytes of streamed answers written to clients.
+	sent atomic.Int64
 
 	mu   sync.Mutex
 	last []byte // body of the last chat request
@@ -75,6 +77,10 @@ func (s *Server) LastRequest() map[string]any {
 	}
 	return req
 }
+
+// BytesSent is the number of bytes of streamed answers the server has
+// written so far (what the client's socket accepted).
+func (s *Server) BytesSent() int64 { return s.sent.Load() }
 
 // SetContextWindow sets the n_ctx that GET /props reports.
 func (s *Server) SetContextWindow(n int) { s.nCtx.Store(int64(n)) }
@@ -134,7 +140,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	streamStep(ctx, w, req, step)
+	s.streamStep(ctx, w, req, step)
 }
 
 // chatRequest is the part of a chat completions request the server reads.
@@ -277,10 +283,10 @@ func completion(req chatRequest, step llm.Step) map[string]any {
 // a role chunk at once, then (after the scripted stall) reasoning and text a
 // word per chunk, each tool call as a header fragment and argument pieces, a
 // finish chunk, a usage chunk if asked for, and [DONE].
-func streamStep(ctx context.Context, w http.ResponseWriter, req chatRequest, step llm.Step) {
+func (s *Server) streamStep(ctx context.Context, w http.ResponseWriter, req chatRequest, step llm.Step) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	e := &events{w: w, rc: http.NewResponseController(w), base: chunk{
+	e := &events{w: w, rc: http.NewResponseController(w), sent: &s.sent, base: chunk{
 		ID:      "chatcmpl-llmtest",
 		Object:  "chat.completion.chunk",
 		Created: time.Now().Unix(),
@@ -334,6 +340,7 @@ func streamStep(ctx context.Context, w http.ResponseWriter, req chatRequest, ste
 type events struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
+	sent *atomic.Int64
 	base chunk
 	buf  []byte
 }
@@ -357,7 +364,11 @@ func (e *events) write(b []byte) error {
 	if _, err := e.w.Write(b); err != nil {
 		return err
 	}
-	return e.rc.Flush()
+	if err := e.rc.Flush(); err != nil {
+		return err
+	}
+	e.sent.Add(int64(len(b)))
+	return nil
 }
 
 // pieces cuts tool-call arguments into at least two fragments, as real

@@ -32,6 +32,44 @@ type Conn struct {
 	closeIn func() error
 	wait    func() error
 	proc    *os.Process
+	valve   *valve
+}
+
+// Pause stops reading the agent's output, as an editor that is busy does:
+// the agent's writes block once the pipe is full. Resume reads again.
+func (c *Conn) Pause() { c.valve.set(true) }
+
+// Resume undoes Pause.
+func (c *Conn) Resume() { c.valve.set(false) }
+
+// valve is a reader that can be held shut.
+type valve struct {
+	r      io.Reader
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool
+}
+
+func newValve(r io.Reader) *valve {
+	v := &valve{r: r}
+	v.cond = sync.NewCond(&v.mu)
+	return v
+}
+
+func (v *valve) set(paused bool) {
+	v.mu.Lock()
+	v.paused = paused
+	v.mu.Unlock()
+	v.cond.Broadcast()
+}
+
+func (v *valve) Read(p []byte) (int, error) {
+	v.mu.Lock()
+	for v.paused {
+		v.cond.Wait()
+	}
+	v.mu.Unlock()
+	return v.r.Read(p)
 }
 
 // Process returns the agent's process (nil in-process).
@@ -94,12 +132,14 @@ func InProcessWith(o protocol.Options) (*Conn, error) {
 		close(done)
 	}()
 	client := NewClient()
-	in := gate.New(io.TeeReader(outR, stdout))
+	v := newValve(outR)
+	in := gate.New(io.TeeReader(v, stdout))
 	conn := acp.NewClientSideConnection(client, inW, in)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
 	in.Open()
 	return &Conn{
 		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
+		valve:   v,
 		closeIn: inW.Close,
 		wait: func() error {
 			<-done
@@ -124,12 +164,14 @@ func Process(cmd *exec.Cmd) (*Conn, error) {
 		return nil, err
 	}
 	client := NewClient()
-	in := gate.New(io.TeeReader(stdoutPipe, stdout))
+	v := newValve(stdoutPipe)
+	in := gate.New(io.TeeReader(v, stdout))
 	conn := acp.NewClientSideConnection(client, stdin, in)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
 	in.Open()
 	return &Conn{
 		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
+		valve:   v,
 		closeIn: stdin.Close,
 		wait:    cmd.Wait,
 		proc:    cmd.Process,

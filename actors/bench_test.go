@@ -20,12 +20,12 @@ func BenchmarkTurn(b *testing.B) {
 	seq := uint64(0)
 	for b.Loop() {
 		seq++
-		if r := s.Prompt(seq, "ping"); r.StopReason != acp.StopReasonEndTurn {
+		if r := ask(s, "ping"); r.StopReason != acp.StopReasonEndTurn {
 			b.Fatal(r)
 		}
 		if seq%50 == 0 {
 			seq++
-			s.Prompt(seq, "/new") // keep the history short
+			ask(s, "/new") // keep the history short
 		}
 	}
 }
@@ -45,10 +45,10 @@ func BenchmarkTurnParallel(b *testing.B) {
 		seq := uint64(0)
 		for pb.Next() {
 			seq++
-			s.Prompt(seq, "ping")
+			ask(s, "ping")
 			if seq%50 == 0 {
 				seq++
-				s.Prompt(seq, "/new")
+				ask(s, "/new")
 			}
 		}
 	})

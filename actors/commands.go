@@ -9,13 +9,6 @@ import (
 	"github.com/mm-agent/mm/store"
 )
 
-// say streams one line from the agent to the client.
-func (s *session) say(text string) {
-	s.rt.out.Update(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{
-		Content: acp.TextBlock(text),
-	}})
-}
-
 // slashNew resets the history to the system prompt. The session id, cwd and
 // remembered permission answers are kept. With persistence, the old
 // conversation is first kept under a new id, which the session's provenance
@@ -46,8 +39,7 @@ func (s *session) slashCompact(ctx actor.Context, t *turn) {
 		s.finish(ctx, t, acp.StopReasonEndTurn, "")
 		return
 	}
-	t.state = turnWaiting
-	ctx.Send(s.rt.turns, &acquireSlot{Turn: t.id, Session: ctx.Self()})
+	s.acquire(ctx, t)
 }
 
 // compactLine says and logs a /compact outcome.

@@ -3,85 +3,142 @@ package actors
 import (
 	"runtime"
 	"sync"
+	"time"
 )
 
-// pool is a protoactor Dispatcher that runs mailboxes on a fixed set of
-// long-lived goroutines. Protoactor's default starts a new goroutine each
-// time a mailbox gets work; under load that cost a new stack, grown again
-// by every Receive (stack copying was 8% of the CPU in mmstress profiles).
-// Schedule never blocks: the queue is unbounded, so an actor that sends
-// from its Receive can never wait on a busy pool.
-type pool struct {
-	mu         sync.Mutex
-	cond       *sync.Cond
-	queue      []func()
-	head       int
-	idle       int
-	workers    int
-	max        int
-	throughput int
-	closed     bool
-	done       sync.WaitGroup
+// dispatcher is the protoactor Dispatcher of a Runtime: it runs mailboxes
+// on a few long-lived goroutines, one per core or so. Protoactor's own
+// starts a goroutine each time a mailbox gets work, and under load the new
+// stacks, grown again by every Receive, and the hand-offs between them cost
+// a quarter of mm's throughput (mmstress over pipes).
+//
+// A mailbox that never empties keeps its worker: protoactor's mailbox only
+// yields to the Go scheduler every throughput messages, it does not return.
+// So that busy mailboxes cannot keep the others waiting, a watchdog adds a
+// worker whenever work has waited starved for a quantum while every worker
+// was busy; the extra workers leave when they find nothing to do. Schedule
+// never blocks: an actor that sends from its Receive never waits on the
+// dispatcher.
+type dispatcher struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []func()
+	head    int
+	idle    int
+	workers int
+	// taken counts the jobs workers have taken; the watchdog compares it
+	// with what it was when it was armed.
+	taken  uint64
+	armed  bool
+	timer  *time.Timer
+	closed bool
+	done   sync.WaitGroup
 }
 
-func newPool(throughput int) *pool {
-	p := &pool{max: max(8, 4*runtime.GOMAXPROCS(0)), throughput: throughput}
-	p.cond = sync.NewCond(&p.mu)
-	return p
+func newDispatcher() *dispatcher {
+	d := &dispatcher{}
+	d.cond = sync.NewCond(&d.mu)
+	return d
 }
 
-func (p *pool) Throughput() int { return p.throughput }
+const (
+	// throughput is how many messages a mailbox handles before it yields.
+	throughput = 300
+	// starvation is how long work may wait while no worker takes any.
+	starvation = 10 * time.Millisecond
+)
 
-func (p *pool) Schedule(fn func()) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+// base is the number of workers kept.
+func base() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
+
+func (d *dispatcher) Throughput() int { return throughput }
+
+func (d *dispatcher) Schedule(fn func()) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
 		go fn() // after shutdown, the last messages still run
 		return
 	}
-	p.queue = append(p.queue, fn)
+	d.queue = append(d.queue, fn)
 	switch {
-	case p.idle > 0:
-		p.cond.Signal()
-	case p.workers < p.max:
-		p.workers++
-		p.done.Add(1)
-		go p.work()
+	case d.idle > 0:
+		d.cond.Signal()
+	case d.workers < base():
+		d.spawn()
+	case !d.armed:
+		// Every worker is busy: if none takes work for a quantum, they
+		// are held by mailboxes that do not empty.
+		d.arm()
 	}
-	p.mu.Unlock()
+	d.mu.Unlock()
 }
 
-func (p *pool) work() {
-	defer p.done.Done()
-	p.mu.Lock()
+// watch adds a worker if no job was taken since the watchdog was armed and
+// work still waits; it stays armed while every worker is busy.
+func (d *dispatcher) watch(seen uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.armed = false
+	if d.closed || d.head == len(d.queue) || d.idle > 0 {
+		return
+	}
+	if d.taken == seen {
+		d.spawn()
+	}
+	d.arm()
+}
+
+// arm starts the watchdog; d.mu is held.
+func (d *dispatcher) arm() {
+	d.armed = true
+	seen := d.taken
+	d.timer = time.AfterFunc(starvation, func() { d.watch(seen) })
+}
+
+// spawn starts a worker; d.mu is held.
+func (d *dispatcher) spawn() {
+	d.workers++
+	d.done.Add(1)
+	go d.work()
+}
+
+func (d *dispatcher) work() {
+	defer d.done.Done()
+	d.mu.Lock()
 	for {
-		for p.head == len(p.queue) && !p.closed {
-			p.idle++
-			p.cond.Wait()
-			p.idle--
+		for d.head == len(d.queue) && !d.closed && d.workers <= base() {
+			d.idle++
+			d.cond.Wait()
+			d.idle--
 		}
-		if p.head == len(p.queue) {
-			p.workers--
-			p.mu.Unlock()
+		if d.head == len(d.queue) {
+			// Closed, or an extra worker with nothing left to do.
+			d.workers--
+			d.mu.Unlock()
 			return
 		}
-		fn := p.queue[p.head]
-		p.queue[p.head] = nil
-		p.head++
-		if p.head == len(p.queue) {
-			p.queue, p.head = p.queue[:0], 0
+		fn := d.queue[d.head]
+		d.queue[d.head] = nil
+		d.head++
+		d.taken++
+		if d.head == len(d.queue) {
+			d.queue, d.head = d.queue[:0], 0
 		}
-		p.mu.Unlock()
+		d.mu.Unlock()
 		fn()
-		p.mu.Lock()
+		d.mu.Lock()
 	}
 }
 
 // close lets the workers finish the queue and exit, and waits for them.
-func (p *pool) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.cond.Broadcast()
-	p.done.Wait()
+func (d *dispatcher) close() {
+	d.mu.Lock()
+	d.closed = true
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.mu.Unlock()
+	d.cond.Broadcast()
+	d.done.Wait()
 }

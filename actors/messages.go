@@ -8,15 +8,14 @@ import (
 	"github.com/mm-agent/mm/store"
 )
 
-// StartTurn asks a session actor to run one prompt. Seq is the prompt's order
-// of arrival on the wire for its session (1, 2, …); a cancel carries the
-// highest Seq it covers. The reply, sent to the request's sender once every
-// update of the turn is written, is a *TurnResult; with Reply set it goes
-// to the outbox instead (Session.Start).
+// StartTurn asks a session actor to run one prompt. Seq is the prompt's
+// number in its session (1, 2, …, in the order Session.Start was called); a
+// cancel carries the highest Seq it covers. The result goes to Reply,
+// through the outbox, once every update of the turn is written.
 type StartTurn struct {
-	Seq   uint64
-	Text  string
-	Reply *Reply
+	Seq    uint64
+	Prompt []acp.ContentBlock
+	Reply  *Reply
 }
 
 // TurnResult ends a turn. Err, when set, is a one-line explanation and the
@@ -62,18 +61,22 @@ type Flush struct{}
 type persisted struct{}
 
 // CancelTurns cancels every turn of the session whose Seq is at most UpTo,
-// running or queued. It is a high-priority message: it overtakes the stream
-// events waiting in the session's mailbox.
+// running or queued; with Only set, the turn UpTo alone (a cancelled
+// prompt request). It is a high-priority message: it overtakes the stream
+// events waiting in the session's mailbox, and so may reach the session
+// before the StartTurn of the turn it cancels.
 type CancelTurns struct {
 	UpTo uint64
+	Only bool
 }
 
 // GetPriority puts cancels ahead of every other user message.
 func (*CancelTurns) GetPriority() int8 { return 7 }
 
-// ResponseWritten tells a session actor that the client has its session id,
-// so notifications about the session can be sent.
-type ResponseWritten struct{}
+// Announce tells a session actor that the response carrying its id is on
+// its way to the client, ahead of anything the session queues from now on:
+// available_commands_update can follow.
+type Announce struct{}
 
 // acquireSlot asks the turn serializer for a turn slot; the answer is a
 // slotGranted sent to Session when the slot is free.
@@ -92,11 +95,20 @@ type slotGranted struct {
 	Turn uint64
 }
 
-// modelDelta is one streamed fragment of model call Call of turn Turn.
+// modelDelta is one streamed fragment of model call Call of turn Turn; it
+// carries Cost bytes taken from the session's budget.
 type modelDelta struct {
 	Turn  uint64
 	Call  int
 	Delta llm.Delta
+	Cost  int
+}
+
+// promptReady brings a turn's user message back from the work goroutine
+// that looked its @mentions up.
+type promptReady struct {
+	Turn uint64
+	Text string
 }
 
 // modelDone ends model call Call of turn Turn. Err is "" on success.

@@ -18,6 +18,7 @@ import (
 // since spawning one per call was 13% of mm's CPU under load.
 type modelActor struct {
 	rt     *Runtime
+	budget *Budget // the session's
 	cancel context.CancelFunc
 }
 
@@ -40,8 +41,8 @@ func (m *modelActor) Receive(ctx actor.Context) {
 		}
 		var c context.Context
 		c, m.cancel = context.WithCancel(context.Background())
-		root, parent, model := ctx.ActorSystem().Root, ctx.Parent(), m.rt.models[r.Model]
-		m.rt.goWork(func() { stream(c, model, r, root, parent) })
+		root, parent, model, budget := ctx.ActorSystem().Root, ctx.Parent(), m.rt.models[r.Model], m.budget
+		m.rt.goWork(func() { stream(c, model, budget, r, root, parent) })
 	case *actor.Stopping:
 		if m.cancel != nil {
 			m.cancel()
@@ -50,9 +51,10 @@ func (m *modelActor) Receive(ctx actor.Context) {
 }
 
 // stream runs outside the actor: it may block on the network as long as the
-// model takes. It recovers its own panics so a broken provider fails the
-// call, not the process.
-func stream(ctx context.Context, model llm.Model, r *runModel, root *actor.RootContext, parent *actor.PID) {
+// model takes, and it waits for the session's budget before each delta, so
+// a client that reads slowly pauses the stream. It recovers its own panics
+// so a broken provider fails the call, not the process.
+func stream(ctx context.Context, model llm.Model, budget *Budget, r *runModel, root *actor.RootContext, parent *actor.PID) {
 	done := &modelDone{Turn: r.Turn, Call: r.Call}
 	defer func() {
 		if p := recover(); p != nil {
@@ -65,7 +67,11 @@ func stream(ctx context.Context, model llm.Model, r *runModel, root *actor.RootC
 		root.Send(parent, done)
 	}()
 	emit := func(d llm.Delta) {
-		root.Send(parent, &modelDelta{Turn: r.Turn, Call: r.Call, Delta: d})
+		n := cost(d.Text)
+		if budget.take(ctx, n) != nil {
+			return // cancelled: the stream ends on its own
+		}
+		root.Send(parent, &modelDelta{Turn: r.Turn, Call: r.Call, Delta: d, Cost: n})
 	}
 	if r.Compact {
 		emit = func(llm.Delta) {}

@@ -4,16 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/gopool"
@@ -53,9 +50,9 @@ type NamedModel struct {
 type Runtime struct {
 	sys   *actor.ActorSystem
 	turns *actor.PID
-	// pool runs every mailbox of this runtime.
-	pool *pool
-	cfg  *configs.Config
+	// mailboxes runs every mailbox of this runtime.
+	mailboxes *dispatcher
+	cfg       *configs.Config
 	// models are the selectable models by id, "default" among them;
 	// modelList keeps their order for the selector.
 	models    map[string]llm.Model
@@ -106,11 +103,17 @@ func NewRuntime(o Options) *Runtime {
 	for _, m := range rt.modelList {
 		rt.models[m.ID] = m.Model
 	}
-	slots := o.Config.Turns.Concurrency
-	rt.pool = newPool(300)
-	rt.turns = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTurnSerializer(slots) }, actor.WithMailbox(actor.UnboundedLockfree()),
-		actor.WithDispatcher(rt.pool)))
+	rt.mailboxes = newDispatcher()
+	rt.turns = rt.spawnTurns(o.Config.Turns.Concurrency)
 	return rt
+}
+
+// props are the props of every actor of the runtime: a lock-free mailbox
+// (the session's is a priority one, for cancels) run by the runtime's
+// dispatcher, where no actor can keep the others from running.
+func (rt *Runtime) props(producer actor.Producer, opts ...actor.PropsOption) *actor.Props {
+	return actor.PropsFromProducer(producer, append([]actor.PropsOption{
+		actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(rt.mailboxes)}, opts...)...)
 }
 
 // quietActorLog keeps protoactor's warnings and errors but drops its
@@ -133,33 +136,6 @@ func (rt *Runtime) SetContextWindow(n int) { rt.window.Store(int64(n)) }
 
 // ContextWindow returns the model's context window, 0 if unknown.
 func (rt *Runtime) ContextWindow() int { return int(rt.window.Load()) }
-
-// Session is the edge's handle on a session actor.
-type Session struct {
-	ID  string
-	Cwd string
-	pid *actor.PID
-	rt  *Runtime
-
-	// open are the replies of the turns started with Start, some maybe
-	// answered already; once stopped, the ones left are answered here.
-	mu      sync.Mutex
-	open    []*Reply
-	stopped bool
-}
-
-// SpawnSession starts the actor of a session: a new one (only ID and Cwd
-// set) or one loaded or forked from st. The system prompt is always the
-// current one.
-func (rt *Runtime) SpawnSession(st *SessionState) *Session {
-	s := newSession(rt, st)
-	props := actor.PropsFromProducer(func() actor.Actor { return s },
-		actor.WithMailbox(actor.UnboundedPriorityMpsc()),
-		actor.WithSupervisor(stopChildren),
-		actor.WithDispatcher(rt.pool))
-	pid := rt.sys.Root.Spawn(props)
-	return &Session{ID: st.ID, Cwd: st.Cwd, pid: pid, rt: rt}
-}
 
 // Models lists the selectable models, "default" first.
 func (rt *Runtime) Models() []NamedModel { return rt.modelList }
@@ -202,129 +178,6 @@ func NewSessionID(now time.Time) string {
 	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
-// stopChildren stops a failed child (a model or tool actor) instead of
-// restarting it: its goroutine reports the failure itself, and a restart
-// would run the call twice.
-var stopChildren = actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
-	return actor.StopDirective
-})
-
-// Replay sends the session's history as replay notifications, then
-// available_commands_update, and returns once they are written.
-func (s *Session) Replay() *Replayed {
-	res, err := s.rt.sys.Root.RequestFuture(s.pid, &Replay{}, -1).Result()
-	if err != nil {
-		return &Replayed{}
-	}
-	if r, ok := res.(*Replayed); ok {
-		return r
-	}
-	return &Replayed{}
-}
-
-// State returns a copy of the session's state.
-func (s *Session) State() (*SessionState, error) {
-	res, err := s.rt.sys.Root.RequestFuture(s.pid, &GetState{}, -1).Result()
-	if err != nil {
-		return nil, err
-	}
-	st, ok := res.(*SessionState)
-	if !ok {
-		return nil, errUnexpected(res)
-	}
-	return st, nil
-}
-
-// Flush writes the session file (when sessions are persisted) and returns
-// once it is on disk.
-func (s *Session) Flush() error { return s.ask(&Flush{}) }
-
-// SetMode switches the session's mode ("ask" or "yolo").
-func (s *Session) SetMode(mode string) error { return s.ask(&SetMode{Mode: mode}) }
-
-// SetModel selects the session's model by id.
-func (s *Session) SetModel(id string) error { return s.ask(&SetModel{ID: id}) }
-
-func (s *Session) ask(msg any) error {
-	res, err := s.rt.sys.Root.RequestFuture(s.pid, msg, -1).Result()
-	if err != nil {
-		return err
-	}
-	d, ok := res.(*Done)
-	if !ok {
-		return errUnexpected(res)
-	}
-	if d.Err != "" {
-		return errors.New(d.Err)
-	}
-	return nil
-}
-
-// Prompt runs one turn and waits for its end. It is for the edge's request
-// goroutines, never for actors.
-func (s *Session) Prompt(seq uint64, text string) *TurnResult {
-	res, err := s.rt.sys.Root.RequestFuture(s.pid, &StartTurn{Seq: seq, Text: text}, -1).Result()
-	if err != nil {
-		return &TurnResult{Err: "session stopped: " + err.Error()}
-	}
-	if r, ok := res.(*TurnResult); ok {
-		return r
-	}
-	return &TurnResult{Err: errUnexpected(res).Error()}
-}
-
-// Start starts one turn without waiting for it: its result comes back
-// through the Outbox's Answer, behind the turn's updates, exactly once —
-// cancelled if the session stops before the turn has run. It is the edge's
-// way to serve prompts at volume: no goroutine waits for the turn.
-func (s *Session) Start(seq uint64, text string, r *Reply) {
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
-		return
-	}
-	// Drop the answered ones first: a session has a prompt or two in
-	// flight, not a growing list.
-	open := s.open[:0]
-	for _, o := range s.open {
-		if !o.answered.Load() {
-			open = append(open, o)
-		}
-	}
-	clear(s.open[len(open):])
-	s.open = append(open, r)
-	s.mu.Unlock()
-	s.rt.sys.Root.Send(s.pid, &StartTurn{Seq: seq, Text: text, Reply: r})
-}
-
-// Cancel cancels the session's turns whose sequence is at most upTo.
-func (s *Session) Cancel(upTo uint64) {
-	s.rt.sys.Root.Send(s.pid, &CancelTurns{UpTo: upTo})
-}
-
-// ResponseWritten tells the session that the client knows its id.
-func (s *Session) ResponseWritten() {
-	s.rt.sys.Root.Send(s.pid, &ResponseWritten{})
-}
-
-// Stop stops the session actor and its children (which cancels their
-// streams and kills their processes); its turns answer cancelled. It waits
-// until the actor is gone.
-func (s *Session) Stop() {
-	_ = s.rt.sys.Root.StopFuture(s.pid).Wait()
-	// A StartTurn still in the mailbox when the actor stopped is dropped
-	// by protoactor; its prompt is answered here.
-	s.mu.Lock()
-	s.stopped = true
-	open := s.open
-	s.open = nil
-	s.mu.Unlock()
-	for _, r := range open {
-		s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
-	}
-}
-
 // Shutdown stops the turn serializer and the actor system, and waits (at
 // most a few seconds) until the work goroutines of stopped sessions have
 // finished: a command's process group is killed before the process exits.
@@ -342,7 +195,7 @@ func (rt *Runtime) Shutdown() {
 		rt.log.Warn("shutdown: some model or tool work did not stop in 3s")
 	}
 	rt.sys.Shutdown()
-	rt.pool.close()
+	rt.mailboxes.close()
 }
 
 // goWork runs f in a goroutine Shutdown waits for.

@@ -35,9 +35,18 @@ func (o *recOutbox) Update(_ string, u acp.SessionUpdate) {
 	o.mu.Unlock()
 }
 
+func (o *recOutbox) Stream(id string, u acp.SessionUpdate, b *Budget, n int) {
+	o.Update(id, u)
+	b.Give(n)
+}
+
 func (o *recOutbox) Deliver(_ string, pid *actor.PID, msg any) { o.rt.Root().Send(pid, msg) }
 
 func (o *recOutbox) Answer(_ string, r *Reply, res *TurnResult) {
+	if r.Done != nil {
+		r.Done <- res
+		return
+	}
 	o.mu.Lock()
 	o.answers = append(o.answers, answer{string(r.ID), res})
 	o.mu.Unlock()
@@ -96,7 +105,7 @@ rules:
 	rt.runTool = func(context.Context, tools.Env, *tools.Call) tools.Result { panic("tool exploded") }
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	defer s.Stop()
-	res := s.Prompt(1, "run")
+	res := ask(s, "run")
 	if res.Err != "" || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("turn = %+v", res)
 	}
@@ -118,7 +127,7 @@ rules:
 	// The runtime still serves other sessions.
 	s2 := rt.SpawnSession(&SessionState{ID: "s2", Cwd: t.TempDir()})
 	defer s2.Stop()
-	if res := s2.Prompt(1, "run"); res.StopReason != acp.StopReasonEndTurn || res.Err != "" {
+	if res := ask(s2, "run"); res.StopReason != acp.StopReasonEndTurn || res.Err != "" {
 		t.Errorf("second session: %+v", res)
 	}
 }
@@ -134,7 +143,7 @@ rules:
 `)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	res := make(chan *TurnResult, 1)
-	go func() { res <- s.Prompt(1, "sleep") }()
+	go func() { res <- ask(s, "sleep") }()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		if st, _ := s.State(); st != nil && len(st.History) > 1 {
 			break // the turn is running
@@ -161,11 +170,11 @@ func TestSessionSurvivesPanic(t *testing.T) {
 	rt, _ := newTestRuntime(t, "rules:\n  - match: \"^ping$\"\n    steps: [{text: pong}]\n  - match: \"^slow$\"\n    steps: [{sleep: 30s}]\n")
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	defer s.Stop()
-	if r := s.Prompt(1, "ping"); r.StopReason != acp.StopReasonEndTurn {
+	if r := ask(s, "ping"); r.StopReason != acp.StopReasonEndTurn {
 		t.Fatal(r)
 	}
 	rt.sys.Root.Send(s.pid, (*StartTurn)(nil))
-	if r := s.Prompt(2, "ping"); r.StopReason != acp.StopReasonEndTurn {
+	if r := ask(s, "ping"); r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("after the panic: %+v", r)
 	}
 	st, err := s.State()
@@ -174,7 +183,7 @@ func TestSessionSurvivesPanic(t *testing.T) {
 	}
 	// A panic during a turn fails that turn with an error, at once.
 	res := make(chan *TurnResult, 1)
-	go func() { res <- s.Prompt(3, "slow") }()
+	go func() { res <- ask(s, "slow") }()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		if st, _ := s.State(); st != nil && st.History[len(st.History)-1].Content == "slow" {
 			break // the turn is the session's current one
@@ -192,7 +201,7 @@ func TestSessionSurvivesPanic(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the turn hit by a panic never ended")
 	}
-	if r := s.Prompt(4, "ping"); r.StopReason != acp.StopReasonEndTurn {
+	if r := ask(s, "ping"); r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("after the failed turn: %+v", r)
 	}
 }
@@ -212,16 +221,16 @@ rules:
       - {text: "done"}
 `)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
-	s.Start(1, "quick", &Reply{ID: []byte("1")})
+	s.Start(text("quick"), &Reply{ID: []byte("1")})
 	waitFor(t, func() bool { return len(out.answered()) == 1 })
 	if a := out.answered()[0]; a.id != "1" || a.res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("first answer = %+v %+v, want end_turn for id 1", a, a.res)
 	}
 	for i := 2; i <= 6; i++ {
-		s.Start(uint64(i), "slow", &Reply{ID: []byte{byte('0' + i)}})
+		s.Start(text("slow"), &Reply{ID: []byte{byte('0' + i)}})
 	}
 	s.Stop()
-	s.Start(7, "quick", &Reply{ID: []byte("7")})
+	s.Start(text("quick"), &Reply{ID: []byte("7")})
 	got := out.answered()
 	if len(got) != 7 {
 		t.Fatalf("%d answers, want 7 (one per prompt): %+v", len(got), got)
@@ -236,6 +245,18 @@ rules:
 			t.Fatalf("prompt %s: %+v, want cancelled", a.id, a.res)
 		}
 	}
+}
+
+// text is a prompt of one text block.
+func text(s string) []acp.ContentBlock { return []acp.ContentBlock{acp.TextBlock(s)} }
+
+// ask runs one prompt and waits for its result.
+func ask(s *Session, prompt string) *TurnResult {
+	r, err := s.Prompt(text(prompt))
+	if err != nil {
+		return &TurnResult{Err: err.Error()}
+	}
+	return r
 }
 
 // waitFor polls cond until it holds, failing the test after 10 s.

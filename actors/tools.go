@@ -26,6 +26,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 	}
 	t.tool = t.pending[0]
 	t.pending = t.pending[1:]
+	t.announced = false
 	callID := fmt.Sprintf("call_%d", s.rt.nextCall.Add(1))
 	s.spawn(ctx, t, callID, &toolWorker{
 		rt:      s.rt,
@@ -53,10 +54,16 @@ func (s *session) current(turnID uint64, callID string) (*turn, *actor.PID) {
 
 func (s *session) onToolPrepared(ctx actor.Context, m *toolPrepared) {
 	t, pid := s.current(m.Turn, m.CallID)
-	if t == nil || t.cancelled {
+	if t == nil {
 		return
 	}
 	t.toolTitle, t.toolKind, t.toolInput = m.Title, m.Kind, m.RawInput
+	if t.cancelled {
+		// Never announced, so never mentioned: its end is not reported
+		// either.
+		return
+	}
+	t.announced = true
 	s.rt.out.Update(s.id, acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{
 		ToolCallId: acp.ToolCallId(m.CallID),
 		Title:      m.Title,
@@ -72,8 +79,31 @@ func (s *session) onToolPrepared(ctx actor.Context, m *toolPrepared) {
 	}
 }
 
+// onToolAsking gives the turn's slot back while a person answers: the slot
+// is for the model and the tools, and another session's turn may use it
+// meanwhile.
+func (s *session) onToolAsking(ctx actor.Context, m *toolAsking) {
+	t, _ := s.current(m.Turn, m.CallID)
+	if t == nil || t.cancelled || t.state != turnRunning {
+		return
+	}
+	ctx.Send(s.rt.turns, &releaseSlot{Turn: t.id})
+	t.state = turnAsking
+}
+
+// onToolAnswered queues the turn for a slot again, first come first
+// served; the worker goes on once it is granted (onSlot).
+func (s *session) onToolAnswered(ctx actor.Context, m *toolAnswered) {
+	t, pid := s.current(m.Turn, m.CallID)
+	if t == nil || t.cancelled || t.state != turnAsking {
+		return
+	}
+	t.resume = pid
+	s.acquire(ctx, t)
+}
+
 func (s *session) onToolStarted(m *toolStarted) {
-	if t, _ := s.current(m.Turn, m.CallID); t == nil || t.cancelled {
+	if t, _ := s.current(m.Turn, m.CallID); t == nil || t.cancelled || !t.announced {
 		return
 	}
 	s.rt.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
@@ -95,20 +125,22 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 	if t == nil {
 		return
 	}
-	status := acp.ToolCallStatusCompleted
-	if m.Failed {
-		status = acp.ToolCallStatusFailed
+	if t.announced {
+		status := acp.ToolCallStatusCompleted
+		if m.Failed {
+			status = acp.ToolCallStatusFailed
+		}
+		content := []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(m.Output))}
+		if m.DiffPath != "" && !m.Failed {
+			content = []acp.ToolCallContent{diffContent(m.DiffPath, m.OldText, m.NewText)}
+		}
+		s.rt.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
+			ToolCallId: acp.ToolCallId(m.CallID),
+			Status:     acp.Ptr(status),
+			Content:    content,
+			RawOutput:  map[string]any{"output": m.Output},
+		}})
 	}
-	content := []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(m.Output))}
-	if m.DiffPath != "" && !m.Failed {
-		content = []acp.ToolCallContent{diffContent(m.DiffPath, m.OldText, m.NewText)}
-	}
-	s.rt.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
-		ToolCallId: acp.ToolCallId(m.CallID),
-		Status:     acp.Ptr(status),
-		Content:    content,
-		RawOutput:  map[string]any{"output": m.Output},
-	}})
 	s.history = append(s.history, llm.Message{
 		Role: llm.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: m.Output,
 		CallRef: m.CallID, Title: t.toolTitle, Kind: string(t.toolKind), RawInput: t.toolInput, Failed: m.Failed,

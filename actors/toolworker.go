@@ -63,6 +63,20 @@ type toolStarted struct {
 	CallID string
 }
 
+// toolAsking says the worker is about to ask the user; the session gives
+// the turn's slot back meanwhile.
+type toolAsking struct {
+	Turn   uint64
+	CallID string
+}
+
+// toolAnswered says the user has answered; the worker waits for a
+// toolProceed, sent once the turn has its slot again.
+type toolAnswered struct {
+	Turn   uint64
+	CallID string
+}
+
 // toolRemember records an allow_always or never answer for a tool name.
 type toolRemember struct {
 	Tool  string
@@ -81,8 +95,9 @@ type toolFinished struct {
 	DiffPath string
 }
 
-// toolProceed is the session's go-ahead, delivered after the pending
-// tool_call notification is written.
+// toolProceed is the session's go-ahead: delivered after the pending
+// tool_call notification is written, and again once the turn has its slot
+// back after the user answered.
 type toolProceed struct{}
 
 func (w *toolWorker) Receive(ctx actor.Context) {
@@ -129,9 +144,7 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 		return
 	}
 	root.Send(parent, prep)
-	select {
-	case <-w.proceed:
-	case <-ctx.Done():
+	if !w.wait(ctx) {
 		fin.Output = "[cancelled]"
 		return
 	}
@@ -146,6 +159,16 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 	fin.Output, fin.Failed = res.Output, res.Failed
 	if res.Diff != nil {
 		fin.DiffPath, fin.OldText, fin.NewText = res.Diff.Path, res.Diff.OldText, res.Diff.NewText
+	}
+}
+
+// wait waits for the session's go-ahead; false means cancelled.
+func (w *toolWorker) wait(ctx context.Context) bool {
+	select {
+	case <-w.proceed:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -180,7 +203,13 @@ func (w *toolWorker) allowed(ctx context.Context, root *actor.RootContext, paren
 	if d := call.Proposal; d != nil {
 		req.ToolCall.Content = []acp.ToolCallContent{diffContent(d.Path, d.OldText, d.NewText)}
 	}
+	// A person answers at their own pace: the slot is not held meanwhile.
+	root.Send(parent, &toolAsking{Turn: w.turn, CallID: w.callID})
 	resp, err := w.rt.perm.RequestPermission(ctx, req)
+	root.Send(parent, &toolAnswered{Turn: w.turn, CallID: w.callID})
+	if !w.wait(ctx) {
+		return false, "[cancelled]"
+	}
 	if err != nil || resp.Outcome.Selected == nil {
 		// A transport error or a cancelled outcome is a refusal.
 		return false, refused

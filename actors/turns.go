@@ -1,20 +1,38 @@
 package actors
 
 import (
+	"fmt"
+	"log/slog"
+
 	"github.com/asynkron/protoactor-go/actor"
 )
 
 // turnSerializer grants turn slots: at most slots turns run at once across
-// the process, and waiting turns are served first come, first served, whatever
-// their session. It owns no other state; its Receive never blocks.
+// the process, and waiting turns are served first come, first served,
+// whatever their session. It owns no other state; its Receive never blocks.
+//
+// It is supervised by protoactor (spawnTurns): a panic restarts it, and the
+// restart keeps its queue and its running turns, since the producer hands
+// back the same instance; once restarted it grants again. A request that
+// made it fail is taken off the queue before it is answered, so it cannot
+// fail it twice.
 type turnSerializer struct {
 	slots   int
+	log     *slog.Logger
 	running map[uint64]struct{}
 	queue   []acquireSlot
 }
 
-func newTurnSerializer(slots int) *turnSerializer {
-	return &turnSerializer{slots: slots, running: make(map[uint64]struct{})}
+func newTurnSerializer(slots int, log *slog.Logger) *turnSerializer {
+	return &turnSerializer{slots: slots, log: log, running: make(map[uint64]struct{})}
+}
+
+// spawnTurns starts the turn serializer under a guardian that restarts it
+// whatever happens, as often as it fails.
+func (rt *Runtime) spawnTurns(slots int) *actor.PID {
+	t := newTurnSerializer(slots, rt.log)
+	return rt.sys.Root.Spawn(rt.props(func() actor.Actor { return t },
+		actor.WithGuardian(actor.NewRestartingStrategy())))
 }
 
 func (t *turnSerializer) Receive(ctx actor.Context) {
@@ -34,6 +52,10 @@ func (t *turnSerializer) Receive(ctx actor.Context) {
 				return
 			}
 		}
+	case *actor.Restarting:
+		t.log.Error(fmt.Sprintf("turn serializer failed; restarting with %d turn(s) running and %d queued", len(t.running), len(t.queue)))
+	case *actor.Started:
+		t.grant(ctx) // after a restart, the queue goes on
 	}
 }
 
@@ -43,8 +65,8 @@ func (t *turnSerializer) grant(ctx actor.Context) {
 		q := t.queue[0]
 		t.queue[0] = acquireSlot{}
 		t.queue = t.queue[1:]
-		t.running[q.Turn] = struct{}{}
 		ctx.Send(q.Session, &slotGranted{Turn: q.Turn})
+		t.running[q.Turn] = struct{}{}
 	}
 	if len(t.queue) == 0 {
 		t.queue = nil // let a long burst's backing array go

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/gopool"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
@@ -23,24 +23,32 @@ import (
 // Release builds set it with -ldflags "-X github.com/mm-agent/mm/protocol.Version=…".
 var Version = "v0.1.0"
 
-// Agent implements acp.Agent for one connection.
+// Agent implements acp.Agent for one connection. The ingress (ingress.go)
+// calls it for the requests it serves itself, the SDK's connection for the
+// others.
 type Agent struct {
 	cfg  *configs.Config
 	rt   *actors.Runtime
-	out  *wireOut
 	box  *outbox
 	log  *slog.Logger
 	conn *acp.AgentSideConnection
+	// ctx is the context of the requests the ingress serves: the
+	// connection's lifetime.
+	ctx context.Context
 
 	// ready is closed once rt is set; only runtime() reads rt before that.
 	ready chan struct{}
-	// prompts runs the prompts the line filter takes off the wire, on
-	// goroutines kept from earlier prompts (prompt.go).
-	prompts gopool.Cache
+	// creating counts the session/new and session/fork requests being
+	// served, which shutdown waits for.
+	creating sync.WaitGroup
 
 	mu       sync.Mutex
 	sessions map[string]*actors.Session
 	client   acp.ClientCapabilities
+	// draining is set when the connection ends: no session creation
+	// starts any more; closed once those in flight are done: no session
+	// is registered any more.
+	draining, closed bool
 }
 
 // runtime returns the actor runtime, waiting for it to be up.
@@ -82,7 +90,10 @@ func (a *Agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.Auth
 	return acp.AuthenticateResponse{}, nil
 }
 
-// NewSession creates a session actor for an existing, absolute cwd.
+// NewSession creates a session actor for an existing, absolute cwd. Its
+// caller queues the response, then calls Announce on the session
+// (serveCreation): available_commands_update must follow the response, as
+// an editor drops notifications for a session id it does not know yet.
 func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (_ acp.NewSessionResponse, err error) {
 	defer a.survive("session/new", &err)
 	cwd, err := checkCwd(p.Cwd)
@@ -91,7 +102,10 @@ func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (_ acp.Ne
 	}
 	id := actors.NewSessionID(time.Now())
 	rt := a.runtime()
-	s := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd}))
+	s, err := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd}))
+	if err != nil {
+		return acp.NewSessionResponse{}, err
+	}
 	if a.cfg.Sessions.Enabled {
 		// The session exists once its file does: a crash after this
 		// response cannot lose it.
@@ -99,9 +113,6 @@ func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (_ acp.Ne
 			a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
 		}
 	}
-	// available_commands_update must follow the response: an editor drops
-	// notifications for a session id it does not know yet.
-	a.out.afterResponse(id, s.ResponseWritten)
 	a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) ignored)", id, cwd, len(p.McpServers)))
 	return acp.NewSessionResponse{
 		SessionId:     acp.SessionId(id),
@@ -142,23 +153,52 @@ func (a *Agent) session(id acp.SessionId) (*actors.Session, error) {
 	return s, nil
 }
 
+// serveCreation serves a request that creates a session (session/new,
+// session/fork) off the ingress's goroutine: its response is queued on the
+// new session's ordered writer, then the session announces its commands
+// behind it.
+func (a *Agent) serveCreation(id json.RawMessage, create func() (acp.SessionId, any, error)) {
+	id = append(json.RawMessage(nil), id...)
+	a.mu.Lock()
+	closed := a.draining
+	if !closed {
+		a.creating.Add(1)
+	}
+	a.mu.Unlock()
+	if closed {
+		a.box.Respond("", id, nil, errShuttingDown)
+		return
+	}
+	go func() {
+		defer a.creating.Done()
+		sid, resp, err := create()
+		if err != nil {
+			a.box.Respond("", id, nil, toRequestError(err))
+			return
+		}
+		a.box.Respond(string(sid), id, resp, nil)
+		if s := a.live(string(sid)); s != nil {
+			s.Announce()
+		}
+	}()
+}
+
 // Prompt runs one turn and answers when it has ended and its updates are
-// written. Prompts read from the wire never get here: the line filter
-// serves them (prompt.go). This is the acp.Agent method for a caller that
-// drives the agent without the filter; such a prompt has no number, and
-// only a cancel through Cancel covers it. Cancellation reaches the turn
-// through Cancel, not through ctx: the SDK also cancels ctx when a second
-// prompt for the session arrives, and that prompt must queue behind this
-// one instead.
+// written. The prompts read from stdin reach the same Session.Start through
+// the ingress, which answers them from the outbox without a goroutine
+// waiting; this is the acp.Agent method for a caller that serves the
+// request itself. Cancellation reaches the turn through Cancel, not through
+// ctx: the SDK also cancels ctx when a second prompt for the session
+// arrives, and that prompt must queue behind this one instead.
 func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 	s, err := a.session(p.SessionId)
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
-	text := flatten(p.Prompt, s.Cwd, func(path string) {
-		a.log.Info(fmt.Sprintf("[acp] session %s: attached %s", s.ID, path))
-	})
-	res := s.Prompt(0, text)
+	res, err := s.Prompt(p.Prompt)
+	if err != nil {
+		return acp.PromptResponse{}, acp.NewInvalidRequest(map[string]any{"sessionId": s.ID, "error": err.Error()})
+	}
 	if res.Err != "" {
 		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": res.Err})
 	}
@@ -169,27 +209,16 @@ func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 	return out, nil
 }
 
-// Cancel cancels the session's running and queued turns that reached the
-// agent through the SDK (never numbered). The cancels read from the wire
-// take the line filter's path instead: cancelSession.
+// Cancel cancels the session's prompts started so far, running or queued.
+// A cancel is a notification: an unknown session is only logged.
 func (a *Agent) Cancel(_ context.Context, p acp.CancelNotification) error {
-	s, err := a.session(p.SessionId)
-	if err != nil {
-		return err
-	}
-	s.Cancel(0)
-	return nil
-}
-
-// cancelSession cancels the session's turns numbered up to upTo, running or
-// queued. A cancel is a notification: an unknown session is only logged.
-func (a *Agent) cancelSession(sessionID string, upTo uint64) {
-	s := a.live(sessionID)
+	s := a.live(string(p.SessionId))
 	if s == nil {
-		a.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", sessionID))
-		return
+		a.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", p.SessionId))
+		return nil
 	}
-	s.Cancel(upTo)
+	s.Cancel()
+	return nil
 }
 
 // Logout has nothing to end: mm needs no login.

@@ -255,3 +255,36 @@ func BenchmarkCloseReturnsMemory(b *testing.B) {
 	b.ReportMetric(float64(int64(openHeap)-int64(base.HeapAlloc))/n, "B/open-session")
 	b.ReportMetric(float64(int64(closed.HeapAlloc)-int64(base.HeapAlloc))/n, "B/closed-session")
 }
+
+// BenchmarkShutdown200Busy: stdin closes while 200 sessions each run a
+// `sleep 30` command; the figure is the time until the agent has stopped
+// every session, killed every command and returned.
+func BenchmarkShutdown200Busy(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		conn, ctx := benchAgent(b, func(c *configs.Config) { c.Turns.Concurrency = 200 })
+		cwd := b.TempDir()
+		var sids []acp.SessionId
+		for j := 0; j < 200; j++ {
+			s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sids = append(sids, s.SessionId)
+		}
+		for _, sid := range sids {
+			go func() { _, _ = conn.Ask(ctx, sid, "sleep") }()
+		}
+		for _, sid := range sids {
+			if err := conn.Client.WaitUpdate(ctx, sid, func(u acp.SessionUpdate) bool {
+				return u.ToolCallUpdate != nil && u.ToolCallUpdate.Status != nil && *u.ToolCallUpdate.Status == acp.ToolCallStatusInProgress
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		if err := conn.Close(30 * time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,18 +1,20 @@
-// Package protocol is mm's ACP edge. It implements acp.Agent over the
-// acp-go-sdk connection, turns requests into messages for the session actors
-// of package actors, and writes what they say back to the client.
+// Package protocol is mm's ACP edge: acp-go-sdk's agent-side connection,
+// the ingress in front of it, and the ordered writer behind it. It
+// implements acp.Agent, turns requests into calls on the session handles of
+// package actors, and writes what the sessions say back to the client.
 //
-// Files: agent.go (initialize, session/new, prompt, cancel), sessions.go
-// (load, resume, list, close, fork, modes, the model selector), prompt.go
-// (session/prompt served off the wire, decoded once), wire.go (the line
-// filter on stdin and the writer on stdout), outbox.go (the sharded, per
-// session ordered writer of session updates), encode.go (the hot updates
-// encoded directly), content.go (prompt flattening and @path attachments),
-// serve.go (one connection from start to shutdown).
+// Files: ingress.go (the one way in: every stdin line read whole, decoded
+// once, checked; prompts, cancels and session creation served in the order
+// read, everything else passed to the SDK), agent.go (initialize, session/new,
+// prompt, cancel), sessions.go (load, resume, list, close, fork, modes, the
+// model selector), outbox.go (the sharded writer that keeps each session's
+// updates and responses in order), serve.go (one connection from start to
+// shutdown).
 //
-// Concurrency: the SDK calls each request handler in its own goroutine and
-// notifications one at a time, in order; prompts run on handler goroutines
-// of our own (prompt.go). Handlers may block (waiting for a
-// turn's end is fine here); actors never wait on the edge. The session table
-// is guarded by a mutex; everything a session sends goes through the outbox.
+// Concurrency: the SDK's reader goroutine calls the ingress, which never
+// blocks on a turn or on the client (it waits on stdout only to answer a
+// line it refuses). The SDK calls the other request handlers each on a
+// goroutine of its own; they may wait on the actors (futures are fine out
+// here), actors never wait on the edge. The session table is guarded by a
+// mutex; everything a session sends goes through the outbox.
 package protocol

@@ -1,10 +1,12 @@
 package protocol
 
 import (
+	"encoding/json"
 	"hash/fnv"
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,29 +16,42 @@ import (
 	"github.com/mm-agent/mm/actors"
 )
 
-// outbox writes session updates (actors.Outbox) through a few shards, each
-// a goroutine owning a share of the sessions: a session's updates and
-// replies go through one shard, in order, so a reply is delivered only after
-// its session's updates are written; sessions on other shards neither wait
-// for it nor make it wait (one writer for all made every reply queue behind
-// every session's output under load).
+// outbox is the ordered writer of everything sessions send (actors.Outbox)
+// and of the responses that must reach the client in order with it: a
+// prompt's response behind its turn's updates, a new session's response
+// ahead of its available_commands_update. It has a few shards, each a
+// goroutine owning a share of the sessions: a session's items go through
+// one shard, in order; sessions on other shards neither wait for it nor
+// make it wait. Each shard encodes with encoding/json and the SDK's types,
+// and writes what queued while it wrote in one write.
+//
+// Its queues are bounded by what feeds them: streamed output by each
+// session's Budget (given back here once written), everything else by the
+// prompts, tool calls and requests it answers.
 type outbox struct {
 	shards []*shard
+	// answered is told of every prompt response written (the ingress
+	// forgets the request).
+	answered func(*actors.Reply)
 }
 
-func newOutbox() *outbox {
+func newOutbox(w io.Writer, log *slog.Logger) *outbox {
 	n := max(2, runtime.GOMAXPROCS(0))
-	o := &outbox{shards: make([]*shard, n)}
+	o := &outbox{shards: make([]*shard, n), answered: func(*actors.Reply) {}}
 	for i := range o.shards {
-		o.shards[i] = newShard()
+		s := &shard{w: w, log: log, box: o, done: make(chan struct{}), started: make(chan struct{})}
+		s.cond = sync.NewCond(&s.mu)
+		o.shards[i] = s
+		go s.run()
 	}
 	return o
 }
 
-func (o *outbox) start(w io.Writer, log *slog.Logger, root *actor.RootContext) {
+// setRoot lets the shards deliver to actors; items queued before wait.
+func (o *outbox) setRoot(root *actor.RootContext) {
 	for _, s := range o.shards {
-		s.w, s.log, s.root = w, log, root
-		go s.run()
+		s.root = root
+		close(s.started)
 	}
 }
 
@@ -50,14 +65,24 @@ func (o *outbox) Update(sessionID string, u acp.SessionUpdate) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, update: u})
 }
 
+func (o *outbox) Stream(sessionID string, u acp.SessionUpdate, b *actors.Budget, n int) {
+	o.shard(sessionID).push(outItem{sessionID: sessionID, update: u, budget: b, cost: n})
+}
+
 func (o *outbox) Deliver(sessionID string, pid *actor.PID, msg any) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, to: pid, msg: msg})
 }
 
-// Answer queues a prompt's response behind the session's updates; the
-// shard encodes it into the batch they go out in.
+// Answer queues a prompt's response behind the session's updates; a reply
+// with Done gets the result there instead.
 func (o *outbox) Answer(sessionID string, r *actors.Reply, res *actors.TurnResult) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, reply: r, res: res})
+}
+
+// Respond queues the response to request id behind everything queued for
+// the session so far; sessionID "" is for a response about no session.
+func (o *outbox) Respond(sessionID string, id json.RawMessage, result any, rerr *acp.RequestError) {
+	o.shard(sessionID).push(outItem{sessionID: sessionID, response: &rpcMessage{JSONRPC: "2.0", ID: id, Result: result, Error: rerr}})
 }
 
 // closeWithin writes what is queued, then stops the shards. It reports
@@ -81,11 +106,23 @@ func (o *outbox) closeWithin(d time.Duration) bool {
 	return true
 }
 
+// rpcMessage is a JSON-RPC message as mm writes it (the SDK's field order).
+type rpcMessage struct {
+	JSONRPC string            `json:"jsonrpc"`
+	ID      json.RawMessage   `json:"id,omitempty"`
+	Method  string            `json:"method,omitempty"`
+	Params  any               `json:"params,omitempty"`
+	Result  any               `json:"result,omitempty"`
+	Error   *acp.RequestError `json:"error,omitempty"`
+}
+
 // shard is one writer goroutine and its queue.
 type shard struct {
-	w    io.Writer // stdout, shared with the SDK's writes
-	log  *slog.Logger
-	root *actor.RootContext
+	w       io.Writer // stdout, shared with the SDK's writes
+	log     *slog.Logger
+	box     *outbox
+	root    *actor.RootContext
+	started chan struct{} // closed once root is set
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -98,88 +135,231 @@ type shard struct {
 type outItem struct {
 	sessionID string
 	update    acp.SessionUpdate
+	budget    *actors.Budget
+	cost      int
 	to        *actor.PID
 	msg       any
 	// reply and res are a prompt's response (Answer).
 	reply *actors.Reply
 	res   *actors.TurnResult
+	// response is any other response (Respond).
+	response *rpcMessage
 }
 
-func (it *outItem) isUpdate() bool { return it.to == nil && it.reply == nil }
+func (it *outItem) isUpdate() bool { return it.to == nil && it.reply == nil && it.response == nil }
 
-func newShard() *shard {
-	s := &shard{done: make(chan struct{})}
-	s.cond = sync.NewCond(&s.mu)
-	return s
+func (s *shard) push(it outItem) {
+	s.mu.Lock()
+	s.items = append(s.items, it)
+	s.mu.Unlock()
+	s.cond.Signal()
 }
 
-func (o *shard) push(it outItem) {
-	o.mu.Lock()
-	o.items = append(o.items, it)
-	o.mu.Unlock()
-	o.cond.Signal()
-}
-
-func (o *shard) run() {
-	defer close(o.done)
+func (s *shard) run() {
+	defer close(s.done)
 	var buf []byte
+	var paid []outItem // updates whose bytes go back to a budget once written
 	for {
-		o.mu.Lock()
-		for len(o.items) == 0 && !o.closed {
-			o.cond.Wait()
+		s.mu.Lock()
+		for len(s.items) == 0 && !s.closed {
+			s.cond.Wait()
 		}
-		if len(o.items) == 0 && o.closed {
-			o.mu.Unlock()
+		if len(s.items) == 0 && s.closed {
+			s.mu.Unlock()
 			return
 		}
-		batch := o.items
-		o.items = o.spare[:0]
-		o.mu.Unlock()
+		batch := s.items
+		s.items = s.spare[:0]
+		s.mu.Unlock()
 		// A batch is what queued while the last one was written: under
 		// load it is large, and it goes out in one write. A session's
 		// adjacent chunks are folded into one notification.
 		buf = buf[:0]
 		for i := 0; i < len(batch); i++ {
 			it := &batch[i]
-			if it.to != nil {
-				// Everything before the reply is written first.
-				buf = o.flush(buf)
-				o.root.Send(it.to, it.msg)
+			switch {
+			case it.to != nil:
+				// Everything before the message is written first.
+				buf = s.flush(buf, &paid)
+				<-s.started
+				s.root.Send(it.to, it.msg)
 				continue
-			}
-			if it.reply != nil {
-				buf = appendTurnResult(buf, it.reply.ID, it.res)
+			case it.reply != nil && it.reply.Done != nil:
+				// The caller answers the request itself, after this.
+				buf = s.flush(buf, &paid)
+				it.reply.Done <- it.res
+				continue
+			case it.reply != nil:
+				buf = s.appendAnswer(buf, it)
+				continue
+			case it.response != nil:
+				buf = s.appendMessage(buf, it.response)
 				continue
 			}
 			j := i + 1
 			for j < len(batch) && batch[j].isUpdate() && batch[j].sessionID == it.sessionID && mergeable(&it.update, &batch[j].update) {
 				j++
 			}
+			for k := i; k < j; k++ {
+				if batch[k].budget != nil {
+					paid = append(paid, batch[k])
+				}
+			}
 			if j > i+1 {
 				mergeRun(batch[i:j])
 				i = j - 1
 			}
-			var err error
-			if buf, err = appendUpdate(buf, it.sessionID, &it.update); err != nil {
-				o.log.Error("encoding a session update: " + err.Error())
-			}
+			buf = s.appendMessage(buf, &rpcMessage{JSONRPC: "2.0", Method: acp.ClientMethodSessionUpdate,
+				Params: notification(it.sessionID, &it.update)})
 		}
-		buf = o.flush(buf)
+		buf = s.flush(buf, &paid)
 		clear(batch)
-		o.mu.Lock()
-		o.spare = batch[:0]
-		o.mu.Unlock()
+		s.mu.Lock()
+		s.spare = batch[:0]
+		s.mu.Unlock()
 	}
 }
 
-// flush writes the encoded lines. A write error means the client is gone;
-// the shutdown path cancels the turns, so nothing is lost by going on.
-func (o *shard) flush(buf []byte) []byte {
-	if len(buf) > 0 {
-		_, _ = o.w.Write(buf)
+// appendAnswer encodes a prompt's response.
+func (s *shard) appendAnswer(buf []byte, it *outItem) []byte {
+	defer s.box.answered(it.reply)
+	m := &rpcMessage{JSONRPC: "2.0", ID: it.reply.ID}
+	if it.res.Err != "" {
+		m.Error = acp.NewInternalError(map[string]any{"error": it.res.Err})
+	} else {
+		r := acp.PromptResponse{StopReason: it.res.StopReason, Usage: it.res.Usage}
+		if it.res.Provenance.SessionID != "" {
+			r.Meta = actors.ProvenanceMeta(it.res.Provenance) // /new and /compact change it
+		}
+		m.Result = r
 	}
+	return s.appendMessage(buf, m)
+}
+
+// appendMessage encodes one line. A value that cannot be encoded becomes an
+// internal error for its request (a notification is dropped, logged).
+func (s *shard) appendMessage(buf []byte, m *rpcMessage) []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		s.log.Error("encoding a message for the client: " + err.Error())
+		if m.ID == nil {
+			return buf
+		}
+		b, _ = json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: m.ID, Error: acp.NewInternalError(map[string]any{"error": err.Error()})})
+	}
+	buf = append(buf, b...)
+	return append(buf, '\n')
+}
+
+// flush writes the encoded lines, then gives their bytes back to the
+// sessions' budgets. A write error means the client is gone; the shutdown
+// path cancels the turns, so nothing is lost by going on.
+func (s *shard) flush(buf []byte, paid *[]outItem) []byte {
+	if len(buf) > 0 {
+		_, _ = s.w.Write(buf)
+	}
+	for _, it := range *paid {
+		it.budget.Give(it.cost)
+	}
+	clear(*paid)
+	*paid = (*paid)[:0]
 	if cap(buf) > 1<<20 {
 		return nil // one burst must not pin a large buffer
 	}
 	return buf[:0]
 }
+
+// mergeable says whether next can be folded into prev, for the same
+// session with nothing of that session between them: text chunks of the
+// same kind concatenate, and a usage_update supersedes the one before.
+func mergeable(prev, next *acp.SessionUpdate) bool {
+	switch {
+	case prev.AgentMessageChunk != nil && next.AgentMessageChunk != nil:
+		return plainChunk(prev.AgentMessageChunk.Meta, prev.AgentMessageChunk.MessageId, prev.AgentMessageChunk.Content) &&
+			plainChunk(next.AgentMessageChunk.Meta, next.AgentMessageChunk.MessageId, next.AgentMessageChunk.Content)
+	case prev.AgentThoughtChunk != nil && next.AgentThoughtChunk != nil:
+		return plainChunk(prev.AgentThoughtChunk.Meta, prev.AgentThoughtChunk.MessageId, prev.AgentThoughtChunk.Content) &&
+			plainChunk(next.AgentThoughtChunk.Meta, next.AgentThoughtChunk.MessageId, next.AgentThoughtChunk.Content)
+	case prev.UsageUpdate != nil && next.UsageUpdate != nil:
+		return prev.UsageUpdate.Meta == nil && next.UsageUpdate.Meta == nil
+	}
+	return false
+}
+
+func plainChunk(meta map[string]any, id *string, c acp.ContentBlock) bool {
+	return meta == nil && id == nil && c.Text != nil && c.Text.Meta == nil && c.Text.Annotations == nil
+}
+
+// mergeRun folds a run of mergeable updates of one session into its first:
+// the texts concatenated with one allocation, or the last usage.
+func mergeRun(run []outItem) {
+	first := &run[0].update
+	if first.UsageUpdate != nil {
+		first.UsageUpdate = run[len(run)-1].update.UsageUpdate
+		return
+	}
+	text := func(u *acp.SessionUpdate) string {
+		if u.AgentMessageChunk != nil {
+			return u.AgentMessageChunk.Content.Text.Text
+		}
+		return u.AgentThoughtChunk.Content.Text.Text
+	}
+	n := 0
+	for i := range run {
+		n += len(text(&run[i].update))
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i := range run {
+		b.WriteString(text(&run[i].update))
+	}
+	if first.AgentMessageChunk != nil {
+		first.AgentMessageChunk = &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(b.String())}
+	} else {
+		first.AgentThoughtChunk = &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock(b.String())}
+	}
+}
+
+// notification is the params of a session/update. The SDK's types encode
+// every update by marshalling it, decoding that into a map and marshalling
+// the map, its content block the same way: two thirds of mm's CPU went
+// there under load (mmstress over pipes). The kinds every turn sends — a
+// plain text chunk, a usage_update — are encoded by encoding/json from
+// structs that give the same bytes (TestOutboxWritesWhatTheSDKWrites holds
+// them to it); any other goes through the SDK's types.
+func notification(sessionID string, u *acp.SessionUpdate) any {
+	var update any
+	switch {
+	case u.AgentMessageChunk != nil && plainChunk(u.AgentMessageChunk.Meta, u.AgentMessageChunk.MessageId, u.AgentMessageChunk.Content):
+		update = textChunk{Content: textBlock{Text: u.AgentMessageChunk.Content.Text.Text, Type: "text"}, SessionUpdate: "agent_message_chunk"}
+	case u.AgentThoughtChunk != nil && plainChunk(u.AgentThoughtChunk.Meta, u.AgentThoughtChunk.MessageId, u.AgentThoughtChunk.Content):
+		update = textChunk{Content: textBlock{Text: u.AgentThoughtChunk.Content.Text.Text, Type: "text"}, SessionUpdate: "agent_thought_chunk"}
+	case u.UsageUpdate != nil && u.UsageUpdate.Meta == nil && u.UsageUpdate.Cost == nil:
+		update = usageUpdate{SessionUpdate: "usage_update", Size: u.UsageUpdate.Size, Used: u.UsageUpdate.Used}
+	default:
+		return acp.SessionNotification{SessionId: acp.SessionId(sessionID), Update: *u}
+	}
+	return sessionNotification{SessionID: sessionID, Update: update}
+}
+
+// The shapes of the hot updates, fields in the order the SDK writes them
+// (its maps' sorted keys).
+type (
+	sessionNotification struct {
+		SessionID string `json:"sessionId"`
+		Update    any    `json:"update"`
+	}
+	textChunk struct {
+		Content       textBlock `json:"content"`
+		SessionUpdate string    `json:"sessionUpdate"`
+	}
+	textBlock struct {
+		Text string `json:"text"`
+		Type string `json:"type"`
+	}
+	usageUpdate struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		Size          int    `json:"size"`
+		Used          int    `json:"used"`
+	}
+)

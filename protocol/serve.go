@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -32,9 +33,10 @@ type Options struct {
 
 // Conn is one served connection.
 type Conn struct {
-	agent *Agent
-	acp   *acp.AgentSideConnection
-	out   *outbox
+	agent  *Agent
+	acp    *acp.AgentSideConnection
+	out    *outbox
+	cancel context.CancelFunc
 }
 
 // Start begins serving a connection; Wait ends it. It fails only on a
@@ -48,69 +50,79 @@ func Start(o Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: tools.sensitive: %v", configs.ErrConfig, err)
 	}
-	wout := newWireOut(o.Out)
-	ob := newOutbox()
-	a := &Agent{cfg: o.Config, out: wout, box: ob, log: log, sessions: make(map[string]*actors.Session), ready: make(chan struct{})}
+	// One writer for stdout: the SDK's responses and requests, the
+	// outbox's batches and the ingress's errors each go out whole.
+	out := &lockedWriter{w: o.Out}
+	box := newOutbox(out, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &Agent{cfg: o.Config, box: box, log: log, ctx: ctx, sessions: make(map[string]*actors.Session), ready: make(chan struct{})}
+	in := newIngress(o.In, int(o.Config.ACP.MaxLineBytes), a, out, log)
+	box.answered = in.answered
 	// The SDK's SetLogger is not synchronised with its reader goroutine:
 	// that goroutine's first read waits until the logger is set.
-	wi := newWireIn(o.In, wout)
-	wi.prompt = func(job promptJob) {
-		if job.needsIO() {
-			a.prompts.Go(func() { a.servePrompt(job) })
-			return
-		}
-		// Starting a turn is a lookup and a message: done here, in
-		// wire order.
-		a.servePrompt(job)
-	}
-	wi.cancel = a.cancelSession
-	in := gate.New(wi)
-	conn := acp.NewAgentSideConnection(a, wout, in)
+	gated := gate.New(in)
+	conn := acp.NewAgentSideConnection(a, out, gated)
 	conn.SetLogger(log.With("lib", "acp"))
-	in.Open()
+	gated.Open()
 	a.conn = conn
 	// The actor system is built while the client's initialize is read and
 	// answered, which needs none of it; the session methods wait for it.
 	go func() {
 		a.rt = actors.NewRuntime(actors.Options{
-			Config: o.Config, Model: o.Model, Models: o.Models, Out: ob, Perm: conn, Sensitive: sensitive,
+			Config: o.Config, Model: o.Model, Models: o.Models, Out: box, Perm: conn, Sensitive: sensitive,
 			Log: log, ContextWindow: o.ContextWindow,
 		})
-		ob.start(wout, log, a.rt.Root())
+		box.setRoot(a.rt.Root())
 		close(a.ready)
 	}()
-	return &Conn{agent: a, acp: conn, out: ob}, nil
+	return &Conn{agent: a, acp: conn, out: box, cancel: cancel}, nil
+}
+
+// lockedWriter makes each Write one whole line (or batch of lines) on w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // SetContextWindow records the model's context window once it is known.
 func (c *Conn) SetContextWindow(n int) { c.agent.runtime().SetContextWindow(n) }
 
-// Wait serves until the client closes its side or ctx ends, then cancels
-// every turn, stops every session (their model streams and processes with
-// them) and returns.
+// Wait serves until the client closes its side or ctx ends, then stops
+// every session at once (each turn cancelled, its model stream closed, its
+// commands and what they left running killed) and returns.
 func (c *Conn) Wait(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-c.acp.Done():
 	}
-	c.agent.mu.Lock()
-	sessions := make([]*actors.Session, 0, len(c.agent.sessions))
-	for _, s := range c.agent.sessions {
+	a := c.agent
+	// The sessions being created are answered; no other is started.
+	a.mu.Lock()
+	a.draining = true
+	a.mu.Unlock()
+	a.creating.Wait()
+	a.mu.Lock()
+	a.closed = true
+	sessions := make([]*actors.Session, 0, len(a.sessions))
+	for _, s := range a.sessions {
 		sessions = append(sessions, s)
 	}
-	c.agent.mu.Unlock()
-	for _, s := range sessions {
-		s.Stop()
-	}
-	// Their prompts have answered (cancelled); the handlers can end.
-	c.agent.prompts.Close()
-	c.agent.runtime() // a client may leave before the runtime is up
+	a.mu.Unlock()
+	actors.StopAll(sessions)
+	c.cancel()
+	a.runtime() // a client may leave before the runtime is up
 	// A client that stopped reading must not hold the process forever: the
 	// last updates get a moment to drain, no more.
 	if !c.out.closeWithin(time.Second) {
-		c.agent.log.Warn("shutdown: the client did not read the last updates")
+		a.log.Warn("shutdown: the client did not read the last updates")
 	}
-	c.agent.rt.Shutdown()
+	a.rt.Shutdown()
 }
 
 // Serve is Start then Wait.

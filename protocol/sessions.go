@@ -62,12 +62,23 @@ func (a *Agent) configOptions(current string) []acp.SessionConfigOption {
 	}}}
 }
 
-// register adds a live session and returns it.
-func (a *Agent) register(s *actors.Session) *actors.Session {
+// errShuttingDown refuses sessions once the connection is closing.
+var errShuttingDown = acp.NewInternalError(map[string]any{"error": "mm is shutting down"})
+
+// register adds a live session and returns it; once the connection is
+// closing, the session is stopped and refused.
+func (a *Agent) register(s *actors.Session) (*actors.Session, error) {
 	a.mu.Lock()
-	a.sessions[s.ID] = s
+	closed := a.closed
+	if !closed {
+		a.sessions[s.ID] = s
+	}
 	a.mu.Unlock()
-	return s
+	if closed {
+		s.Stop()
+		return nil, errShuttingDown
+	}
+	return s, nil
 }
 
 func (a *Agent) live(id string) *actors.Session {
@@ -97,12 +108,16 @@ func (a *Agent) open(id acp.SessionId, rawCwd string) (*actors.Session, bool, er
 	}
 	st := actors.StateFromFile(f)
 	st.Cwd = cwd
+	rt := a.runtime()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if s := a.sessions[string(id)]; s != nil { // loaded meanwhile
 		return s, true, nil
 	}
-	s := a.runtime().SpawnSession(st)
+	if a.closed {
+		return nil, false, errShuttingDown
+	}
+	s := rt.SpawnSession(st)
 	a.sessions[s.ID] = s
 	return s, false, nil
 }
@@ -143,7 +158,7 @@ func (a *Agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (_ 
 	if !attached {
 		// The response carries no session id, so the commands can follow
 		// right away: the client named the session itself.
-		s.ResponseWritten()
+		s.Announce()
 	}
 	a.log.Info(fmt.Sprintf("[acp] session %s resumed (%d message(s))", s.ID, len(st.History)-1))
 	return acp.ResumeSessionResponse{Meta: provenanceMeta(st.Provenance), Modes: modes(st.Mode), ConfigOptions: a.configOptions(st.Model)}, nil
@@ -244,11 +259,14 @@ func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	parent := st.ID
 	st.ID, st.Cwd, st.Created = actors.NewSessionID(time.Now()), cwd, time.Time{}
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
-	s := a.register(a.runtime().SpawnSession(st))
+	s, err := a.register(a.runtime().SpawnSession(st))
+	if err != nil {
+		return acp.UnstableForkSessionResponse{}, err
+	}
 	if err := s.Flush(); err != nil {
 		a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", s.ID, err))
 	}
-	a.out.afterResponse(s.ID, s.ResponseWritten)
+	// The caller queues the response, then Announce (serveCreation).
 	a.log.Info(fmt.Sprintf("[acp] session %s forked from %s (%d message(s))", s.ID, parent, len(st.History)-1))
 	return acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.ID), Meta: provenanceMeta(st.Provenance), Modes: modes(st.Mode)}, nil
 }

@@ -226,6 +226,32 @@ func TestStdinEOFKillsCommands(t *testing.T) {
 	}
 }
 
+// TestPipedRequestsAreAnswered: requests read before stdin closes are
+// answered before mm exits, as a one-line smoke test needs:
+// printf '…initialize…\n…session/new…\n' | mm -acp.
+func TestPipedRequestsAreAnswered(t *testing.T) {
+	cmd := exec.Command(mmBin, "-acp", "-config", "../../configs/examples/scripted.yaml")
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, t.TempDir()) + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[float64]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m struct {
+			ID     *float64        `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.ID != nil && m.Result != nil {
+			ids[*m.ID] = true
+		}
+	}
+	if !ids[1] || !ids[2] {
+		t.Fatalf("responses: %s", out)
+	}
+}
+
 // TestContextWindow: usage_update.size is model.contextWindow when set, and
 // the server's own figure (llama.cpp /props) when it is 0.
 func TestContextWindow(t *testing.T) {

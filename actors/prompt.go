@@ -1,4 +1,4 @@
-package protocol
+package actors
 
 import (
 	"net/url"
@@ -11,11 +11,15 @@ import (
 	"github.com/mm-agent/mm/tools"
 )
 
-// flatten turns prompt content into the user message text: text blocks
-// concatenated, a resource_link as an attached-file line, other blocks
-// ignored; then every @path that names an existing file or directory adds
-// an attachment line, once per path. attached is called for each.
-func flatten(blocks []acp.ContentBlock, cwd string, attached func(path string)) string {
+// A prompt becomes the user message in two steps. promptText, pure, runs in
+// the session actor when the prompt arrives: text blocks concatenated, a
+// resource_link as an attached-file line, other blocks ignored. attach, which
+// looks paths up on disk, runs inside the turn, on a work goroutine (never in
+// the actor, never on the edge's reader): every @path that names an
+// existing file or directory adds an attachment line, once per path.
+
+// promptText concatenates a prompt's content blocks.
+func promptText(blocks []acp.ContentBlock) string {
 	var b strings.Builder
 	for _, c := range blocks {
 		switch {
@@ -27,10 +31,16 @@ func flatten(blocks []acp.ContentBlock, cwd string, attached func(path string)) 
 			b.WriteString("]")
 		}
 	}
-	text := b.String()
-	if !strings.Contains(text, "@") {
-		return text
-	}
+	return b.String()
+}
+
+// hasMentions says whether text may name paths to attach.
+func hasMentions(text string) bool { return len(mentions(text)) > 0 }
+
+// attach adds an attachment line for each @path of text that names an
+// existing file or directory under cwd (or an absolute or ~ path); attached
+// is called for each.
+func attach(text, cwd string, attached func(path string)) string {
 	seen := map[string]bool{}
 	var extra strings.Builder
 	for _, candidates := range mentions(text) {

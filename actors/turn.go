@@ -1,0 +1,342 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/llm"
+)
+
+// The turn flow: a prompt arrives (StartTurn), queues behind the session's
+// current turn, has its @mentions looked up, asks the serializer for a slot,
+// calls the model, runs its tools (tools.go), and ends with a reply.
+
+type turnState uint8
+
+const (
+	turnQueued    turnState = iota // waiting behind the session's current turn
+	turnPreparing                  // its @mentions are looked up, off the actor
+	turnWaiting                    // waiting for a slot from the serializer
+	turnRunning                    // holding a slot: the model or a tool works
+	turnAsking                     // a person is asked; the slot went back
+	turnEnding                     // cancelled: holds no slot, wants none
+)
+
+// turn is the state of one prompt while it runs.
+type turn struct {
+	id    uint64 // process-wide, for the serializer
+	seq   uint64 // the prompt's sequence in its session
+	text  string
+	out   *Reply
+	state turnState
+	slash bool // /new or /compact
+	// compact marks a /compact turn; auto marks a compression that runs
+	// before the turn's first model call. cut and started belong to the
+	// compression in flight.
+	compact, auto bool
+	cut           int
+	started       time.Time
+
+	histStart int // len(history) before the user message was appended
+	calls     int // model calls made
+	// live holds the model and tool actors whose goroutine has not yet
+	// sent its final message ("model", or the tool's ACP call id). A
+	// cancelled turn ends when it is empty: nothing it started is left.
+	live      map[string]*actor.PID
+	answer    strings.Builder // text of the current model call
+	cancelled bool
+	// pending are the tool calls of the last model answer not yet run;
+	// tool is the one running.
+	pending []llm.ToolCall
+	tool    llm.ToolCall
+	// What the running call's tool_call showed, kept with its result;
+	// announced is set once that tool_call was sent: nothing is said about
+	// a call before it.
+	toolTitle string
+	toolKind  acp.ToolKind
+	toolInput map[string]any
+	announced bool
+	// resume is the tool worker waiting for its slot back after a
+	// permission answer.
+	resume *actor.PID
+
+	commands, fileOps, skills int
+}
+
+func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
+	t := &turn{
+		id:   s.rt.nextTurn.Add(1),
+		seq:  m.Seq,
+		text: promptText(m.Prompt),
+		out:  m.Reply,
+	}
+	s.lastSeq = max(s.lastSeq, m.Seq)
+	if s.cancelOne[m.Seq] || (m.Seq != 0 && m.Seq <= s.cancelUpTo) || s.closing {
+		delete(s.cancelOne, m.Seq)
+		s.reply(t, &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()})
+		return
+	}
+	s.queue = append(s.queue, t)
+	s.next(ctx)
+}
+
+// next starts the first queued turn when none is current.
+func (s *session) next(ctx actor.Context) {
+	for s.cur == nil && s.held == nil && len(s.queue) > 0 {
+		t := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.cur = t
+		switch strings.TrimSpace(t.text) {
+		case "/new":
+			t.slash = true
+			s.slashNew(ctx, t)
+		case "/compact":
+			t.slash = true
+			s.slashCompact(ctx, t)
+		default:
+			t.histStart = len(s.history)
+			if !hasMentions(t.text) {
+				s.begin(ctx, t)
+				continue
+			}
+			// The file system may be slow (a network mount): the paths
+			// are looked up on a work goroutine, in the turn's place in
+			// the session's order.
+			t.state = turnPreparing
+			root, self, id, text, cwd, log := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log
+			turnID := t.id
+			s.rt.goWork(func() {
+				full := attach(text, cwd, func(path string) {
+					log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
+				})
+				root.Send(self, &promptReady{Turn: turnID, Text: full})
+			})
+		}
+	}
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
+}
+
+func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
+	if t := s.cur; t != nil && t.id == m.Turn && t.state == turnPreparing {
+		t.text = m.Text
+		s.begin(ctx, t)
+	}
+}
+
+// begin appends the user message and queues the turn for a slot.
+func (s *session) begin(ctx actor.Context, t *turn) {
+	s.history = append(s.history, llm.Message{Role: llm.RoleUser, Content: t.text})
+	s.acquire(ctx, t)
+}
+
+// acquire asks the serializer for the turn's slot.
+func (s *session) acquire(ctx actor.Context, t *turn) {
+	t.state = turnWaiting
+	ctx.Send(s.rt.turns, &acquireSlot{Turn: t.id, Session: ctx.Self()})
+}
+
+func (s *session) onSlot(ctx actor.Context, id uint64) {
+	t := s.cur
+	if t == nil || t.id != id || t.state != turnWaiting {
+		// The turn was cancelled while the grant was on its way.
+		ctx.Send(s.rt.turns, &releaseSlot{Turn: id})
+		return
+	}
+	t.state = turnRunning
+	switch {
+	case t.resume != nil:
+		// A tool call was answered by the user: it runs now.
+		pid := t.resume
+		t.resume = nil
+		ctx.Send(pid, &toolProceed{})
+	case t.compact:
+		s.startCompaction(ctx, t)
+	case s.needsCompaction():
+		t.auto = true
+		s.startCompaction(ctx, t)
+	default:
+		s.callModel(ctx, t)
+	}
+}
+
+// callModel sends the turn's next model call to the session's model actor.
+func (s *session) callModel(ctx actor.Context, t *turn) {
+	t.calls++
+	t.answer.Reset()
+	req := llm.Request{
+		// No copy: the session only appends while the call runs (and
+		// replaces the slice on /new and /compact), never rewriting the
+		// messages this view covers; its capacity stops the model side
+		// from ever seeing later ones.
+		Messages:    s.history[:len(s.history):len(s.history)],
+		Tools:       s.rt.toolDefs,
+		MaxTokens:   s.rt.cfg.Model.MaxTokens,
+		Temperature: s.rt.cfg.Model.Temperature,
+	}
+	s.runModel(ctx, t, &runModel{Turn: t.id, Call: t.calls, Model: s.modelID, Req: req})
+}
+
+// runModel hands a call to the session's model actor, spawning it if the
+// last cancel stopped it.
+func (s *session) runModel(ctx actor.Context, t *turn, r *runModel) {
+	if s.model == nil {
+		s.model = ctx.Spawn(s.rt.props(func() actor.Actor { return &modelActor{rt: s.rt, budget: s.budget} }))
+	}
+	if t.live == nil {
+		t.live = make(map[string]*actor.PID, 1)
+	}
+	t.live["model"] = s.model
+	ctx.Send(s.model, r)
+}
+
+// spawn starts a child that works for turn t, tracked under key.
+func (s *session) spawn(ctx actor.Context, t *turn, key string, a actor.Actor) *actor.PID {
+	pid := ctx.Spawn(s.rt.props(func() actor.Actor { return a }))
+	if t.live == nil {
+		t.live = make(map[string]*actor.PID, 1)
+	}
+	t.live[key] = pid
+	return pid
+}
+
+func (s *session) onDelta(m *modelDelta) {
+	t := s.cur
+	if t == nil || t.id != m.Turn || t.calls != m.Call || t.cancelled {
+		s.budget.Give(m.Cost)
+		return
+	}
+	block := acp.TextBlock(m.Delta.Text)
+	switch m.Delta.Kind {
+	case llm.DeltaReasoning:
+		s.rt.out.Stream(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: block}}, s.budget, m.Cost)
+	default:
+		t.answer.WriteString(m.Delta.Text)
+		s.rt.out.Stream(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: block}}, s.budget, m.Cost)
+	}
+}
+
+func (s *session) onModelDone(ctx actor.Context, m *modelDone) {
+	t := s.cur
+	if t == nil || t.id != m.Turn || t.calls != m.Call {
+		return
+	}
+	if s.settle(ctx, t, "model") {
+		return
+	}
+	if m.Err != "" {
+		s.keepAnswer(t)
+		if m.Canceled {
+			s.finish(ctx, t, acp.StopReasonCancelled, "")
+		} else {
+			s.finish(ctx, t, "", m.Err)
+		}
+		return
+	}
+	r := m.Response
+	if r.Usage != nil {
+		s.usage.add(r.Usage)
+		s.lastUsed = r.Usage.InputTokens + r.Usage.OutputTokens
+		s.usageUpdate(s.lastUsed)
+	}
+	text := r.Text
+	if text == "" {
+		text = t.answer.String()
+	}
+	t.answer.Reset()
+	calls := r.ToolCalls
+	if r.FinishReason == llm.FinishLength {
+		// Calls cut at the token limit have broken arguments: none runs.
+		calls = nil
+	}
+	if text != "" || len(calls) > 0 {
+		s.history = append(s.history, llm.Message{Role: llm.RoleAssistant, Content: text, ToolCalls: calls})
+	}
+	switch {
+	case r.FinishReason == llm.FinishLength:
+		s.finish(ctx, t, acp.StopReasonMaxTokens, "")
+	case len(calls) > 0:
+		t.pending = calls
+		s.nextTool(ctx, t)
+	default:
+		s.finish(ctx, t, acp.StopReasonEndTurn, "")
+	}
+}
+
+// keepAnswer appends what the model streamed before a failure or cancel, so
+// the history holds everything the user saw.
+func (s *session) keepAnswer(t *turn) {
+	if t.answer.Len() > 0 {
+		s.history = append(s.history, llm.Message{Role: llm.RoleAssistant, Content: t.answer.String()})
+		t.answer.Reset()
+	}
+}
+
+// finish ends the current turn: it frees the slot, mends the history, sends
+// the closing usage_update and queues the reply behind the turn's updates.
+func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errText string) {
+	if t != s.cur {
+		return
+	}
+	if t.state == turnRunning {
+		ctx.Send(s.rt.turns, &releaseSlot{Turn: t.id})
+	}
+	t.state = turnEnding
+	if !t.slash {
+		s.answerPending(t, "[not run: the turn was cancelled]")
+		if len(s.history) == t.histStart+1 {
+			// The question got no answer at all: drop it, so the next
+			// turn does not start from a dangling user message.
+			s.history = s.history[:t.histStart]
+		}
+		s.rt.log.Info(fmt.Sprintf("[acp] turn done: %d command(s) · %d file op(s) · %d skill(s)", t.commands, t.fileOps, t.skills))
+	}
+	s.usageUpdate(max(s.lastUsed, s.estimate()))
+	res := &TurnResult{StopReason: stop, Usage: s.usage.acp()}
+	if errText != "" {
+		res = &TurnResult{Err: errText}
+	}
+	if t.slash {
+		res.Provenance = s.prov
+	}
+	if s.writer != nil && stop == acp.StopReasonCancelled {
+		// A cancel answers at once; the file follows in the background,
+		// encoded after the answer is queued.
+		s.reply(t, res)
+		s.save(ctx, false)
+		s.cur = nil
+		s.next(ctx)
+		return
+	} else if s.writer != nil && !s.closing {
+		// The next turn waits too: replies go out in order, each after
+		// the file that holds its turn.
+		s.held = &heldReply{answer: t.out, res: res}
+		s.save(ctx, true)
+		return
+	}
+	s.reply(t, res)
+	s.cur = nil
+	s.next(ctx)
+}
+
+// onPersisted releases the reply held for the session file.
+func (s *session) onPersisted(ctx actor.Context) {
+	h := s.held
+	if h == nil {
+		return
+	}
+	s.held = nil
+	s.rt.answer(s.id, h.answer, h.res)
+	s.cur = nil
+	s.next(ctx)
+}
+
+func (s *session) reply(t *turn, res *TurnResult) {
+	s.rt.answer(s.id, t.out, res)
+}

@@ -1,0 +1,390 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/configs"
+)
+
+// The ingress is mm's one way in. It stands between stdin and acp-go-sdk's
+// connection, which reads its lines from it as it would from stdin. Each
+// line is read whole (up to acp.maxLineBytes) and decoded once with
+// encoding/json into a JSON-RPC envelope, then:
+//
+//   - what is not a valid JSON-RPC message gets its error (with the
+//     message's id when it has a usable one) and goes no further;
+//   - session/prompt, session/cancel and a $/cancel_request that names a
+//     prompt are served here, in the order read: prompts go to the same
+//     Session.Start that Agent.Prompt uses, cancels to Agent.Cancel, so
+//     the prompts and cancels of a session keep their order whatever the
+//     prompt holds (the SDK would run each request on a goroutine of its
+//     own and queue cancels apart);
+//   - session/new and session/fork are served here, off the reader, so
+//     that their response goes through the session's ordered writer ahead
+//     of its available_commands_update;
+//   - every other notification is logged at debug level and dropped: the
+//     SDK would queue it (its queue closes the connection past 1,024) only
+//     to answer nothing;
+//   - everything else — the other requests, the responses to mm's own
+//     requests, the other $/cancel_requests — goes on to the SDK, which
+//     frames, dispatches and answers it. A line the SDK's reader cannot
+//     take (over 10 MiB, where it stops the connection) is answered here
+//     instead.
+//
+// Concurrency: Read is called by the SDK's reader goroutine only; the
+// handlers it calls never block on the client or on a turn.
+
+// sdkMaxLine is the longest line acp-go-sdk's reader takes, newline
+// included; a longer one would stop the connection.
+const sdkMaxLine = 10 << 20
+
+type ingress struct {
+	r     *bufio.Reader
+	max   int // acp.maxLineBytes
+	agent *Agent
+	out   io.Writer // stdout, for the errors of lines that go no further
+	log   *slog.Logger
+
+	pending []byte // the line the SDK is reading
+	err     error
+
+	// prompts are the prompt requests started and not yet answered, by
+	// id, for $/cancel_request; the outbox removes them once answered.
+	mu      sync.Mutex
+	prompts map[string]promptRef
+}
+
+type promptRef struct {
+	session *actors.Session
+	seq     uint64
+	reply   *actors.Reply
+}
+
+func newIngress(r io.Reader, maxLine int, a *Agent, out io.Writer, log *slog.Logger) *ingress {
+	return &ingress{r: bufio.NewReaderSize(r, 64<<10), max: maxLine, agent: a, out: out, log: log, prompts: map[string]promptRef{}}
+}
+
+// Read gives the SDK the lines that are its to serve.
+func (in *ingress) Read(p []byte) (int, error) {
+	for len(in.pending) == 0 {
+		if in.err != nil {
+			return 0, in.err
+		}
+		line, size, err := in.readLine()
+		in.err = err
+		switch {
+		case size > in.max:
+			in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
+				"the line is %d bytes, longer than acp.maxLineBytes (%s); it was skipped", size, configs.Bytes(in.max))}))
+		case len(line) > 0:
+			in.pending = in.route(line)
+		}
+	}
+	n := copy(p, in.pending)
+	in.pending = in.pending[n:]
+	return n, nil
+}
+
+// readLine reads one line, without its newline. A line longer than max is
+// read to its end and dropped: only its size is returned.
+func (in *ingress) readLine() (line []byte, size int, err error) {
+	for {
+		frag, err := in.r.ReadSlice('\n')
+		size += len(frag)
+		if size <= in.max+1 {
+			line = append(line, frag...)
+		} else {
+			line = nil
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if n := len(line); n > 0 && line[n-1] == '\n' {
+			line, size = line[:n-1], size-1
+		}
+		return line, size, err
+	}
+}
+
+// envelope is a JSON-RPC message with its parts undecoded. An absent field
+// is nil; a present null is "null".
+type envelope struct {
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// route serves a line or returns it, newline added, for the SDK.
+func (in *ingress) route(line []byte) []byte {
+	body := bytes.TrimSpace(line)
+	if len(body) == 0 {
+		return nil
+	}
+	var m envelope
+	if err := json.Unmarshal(body, &m); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			in.reply(nil, acp.NewParseError(map[string]any{"error": "the line is not valid JSON: " + err.Error()}))
+		} else {
+			in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": "a JSON-RPC message is a JSON object"}))
+		}
+		return nil
+	}
+	id := m.ID
+	if id != nil && !validID(id) {
+		in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": "id must be a string, a number or null"}))
+		return nil
+	}
+	if m.JSONRPC != nil && string(m.JSONRPC) != `"2.0"` {
+		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": `jsonrpc must be "2.0"`}))
+		return nil
+	}
+	if m.Method == nil {
+		if id != nil && (m.Result != nil || m.Error != nil) {
+			if string(id) == "null" {
+				// A response to no request of ours (the client's answer
+				// to a line it could not read): nothing waits for it.
+				in.log.Debug("[acp] a response with a null id ignored")
+				return nil
+			}
+			return in.forwardResponse(id, line)
+		}
+		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": "a request needs a method, a response a result or an error"}))
+		return nil
+	}
+	var method string
+	if m.Method[0] != '"' || json.Unmarshal(m.Method, &method) != nil || method == "" {
+		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": "method must be a non-empty string"}))
+		return nil
+	}
+	if id == nil {
+		return in.notification(method, m.Params, line)
+	}
+	switch method {
+	case acp.AgentMethodSessionPrompt:
+		var p promptRequest
+		if rerr := decodeParams(m.Params, &p); rerr != nil {
+			in.reply(id, rerr)
+			return nil
+		}
+		in.startPrompt(id, p.request())
+		return nil
+	case acp.AgentMethodSessionNew:
+		var p acp.NewSessionRequest
+		if rerr := decodeParams(m.Params, &p); rerr != nil {
+			in.reply(id, rerr)
+			return nil
+		}
+		in.agent.serveCreation(id, func() (acp.SessionId, any, error) {
+			r, err := in.agent.NewSession(in.agent.ctx, p)
+			return r.SessionId, r, err
+		})
+		return nil
+	case acp.AgentMethodSessionFork:
+		var p acp.UnstableForkSessionRequest
+		if rerr := decodeParams(m.Params, &p); rerr != nil {
+			in.reply(id, rerr)
+			return nil
+		}
+		in.agent.serveCreation(id, func() (acp.SessionId, any, error) {
+			r, err := in.agent.UnstableForkSession(in.agent.ctx, p)
+			return r.SessionId, r, err
+		})
+		return nil
+	}
+	if len(line)+1 > sdkMaxLine {
+		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
+			"the request is %d bytes; %s requests are read up to %d (acp-go-sdk's limit), prompts up to acp.maxLineBytes", len(line), method, sdkMaxLine-1)}))
+		return nil
+	}
+	return append(line, '\n')
+}
+
+// validID says whether raw is a string, a number or null.
+func validID(raw json.RawMessage) bool {
+	switch c := raw[0]; {
+	case c == '"', c == 'n', c == '-', c >= '0' && c <= '9':
+		return true
+	}
+	return false
+}
+
+// decodeParams decodes and validates a request's params as the SDK does.
+func decodeParams(raw json.RawMessage, p interface{ Validate() error }) *acp.RequestError {
+	if err := json.Unmarshal(raw, p); err != nil {
+		return acp.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	if err := p.Validate(); err != nil {
+		return acp.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	return nil
+}
+
+// promptRequest decodes session/prompt params into the SDK's types in one
+// pass for text blocks, the blocks editors send most: acp.ContentBlock's
+// own decoder reads each block into a map, then again into its variant,
+// which cost a tenth of mm's CPU under load (mmstress over pipes); a block
+// of any other type takes it.
+type promptRequest struct {
+	Meta      map[string]any `json:"_meta,omitempty"`
+	MessageId *string        `json:"messageId,omitempty"`
+	Prompt    []promptBlock  `json:"prompt"`
+	SessionId acp.SessionId  `json:"sessionId"`
+}
+
+type promptBlock struct{ acp.ContentBlock }
+
+func (b *promptBlock) UnmarshalJSON(data []byte) error {
+	var t acp.ContentBlockText
+	if json.Unmarshal(data, &t) == nil && t.Type == "text" {
+		b.Text = &t
+		return nil
+	}
+	return b.ContentBlock.UnmarshalJSON(data)
+}
+
+func (p *promptRequest) request() acp.PromptRequest {
+	r := acp.PromptRequest{Meta: p.Meta, MessageId: p.MessageId, SessionId: p.SessionId, Prompt: make([]acp.ContentBlock, len(p.Prompt))}
+	for i := range p.Prompt {
+		r.Prompt[i] = p.Prompt[i].ContentBlock
+	}
+	return r
+}
+
+// Validate is the SDK's PromptRequest.Validate.
+func (p *promptRequest) Validate() error {
+	if p.Prompt == nil {
+		return errors.New("prompt is required")
+	}
+	return nil
+}
+
+// forwardResponse passes a response to one of mm's requests to the SDK; one
+// too long for its reader reaches the waiting request as an error.
+func (in *ingress) forwardResponse(id json.RawMessage, line []byte) []byte {
+	if len(line)+1 <= sdkMaxLine {
+		return append(line, '\n')
+	}
+	in.log.Warn(fmt.Sprintf("[acp] a response of %d bytes from the client is over acp-go-sdk's %d; its request fails", len(line), sdkMaxLine))
+	b, _ := json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: id, Error: acp.NewInvalidRequest(map[string]any{"error": "the response was too long to read"})})
+	return append(b, '\n')
+}
+
+// notification serves session/cancel and the $/cancel_request of a
+// prompt; it passes other $/cancel_requests to the SDK and drops the rest.
+func (in *ingress) notification(method string, params json.RawMessage, line []byte) []byte {
+	switch method {
+	case acp.AgentMethodSessionCancel:
+		var p acp.CancelNotification
+		if rerr := decodeParams(params, &p); rerr != nil {
+			in.log.Warn(fmt.Sprintf("[acp] session/cancel ignored: %v", rerr))
+			return nil
+		}
+		_ = in.agent.Cancel(in.agent.ctx, p)
+		return nil
+	case "$/cancel_request":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(params, &p) == nil && len(p.RequestID) > 0 && validID(p.RequestID) {
+			in.mu.Lock()
+			ref, ok := in.prompts[idKey(p.RequestID)]
+			in.mu.Unlock()
+			if ok {
+				// A cancelled prompt request answers as session/cancel
+				// would: its turn ends cancelled.
+				ref.session.CancelPrompt(ref.seq)
+				return nil
+			}
+		}
+		if len(line)+1 <= sdkMaxLine {
+			return append(line, '\n') // one of the SDK's requests, or its error
+		}
+		return nil
+	}
+	in.log.Debug(fmt.Sprintf("[acp] notification %s ignored", method))
+	return nil
+}
+
+// startPrompt starts a prompt's turn, numbered in its session in the order
+// read; its response comes from the outbox once the turn has ended.
+func (in *ingress) startPrompt(id json.RawMessage, p acp.PromptRequest) {
+	defer func() {
+		if r := recover(); r != nil {
+			in.log.Error(fmt.Sprintf("[acp] session/prompt panicked: %v", r))
+			in.reply(id, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("mm failed: %v", r)}))
+		}
+	}()
+	s, err := in.agent.session(p.SessionId)
+	if err != nil {
+		in.reply(id, toRequestError(err))
+		return
+	}
+	r := &actors.Reply{ID: append(json.RawMessage(nil), id...)}
+	key := idKey(id)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	seq, err := s.Start(p.Prompt, r)
+	if err != nil {
+		in.reply(id, acp.NewInvalidRequest(map[string]any{"sessionId": s.ID, "error": err.Error()}))
+		return
+	}
+	in.prompts[key] = promptRef{session: s, seq: seq, reply: r}
+}
+
+// answered forgets a prompt request once its response is written.
+func (in *ingress) answered(r *actors.Reply) {
+	key := idKey(r.ID)
+	in.mu.Lock()
+	if ref, ok := in.prompts[key]; ok && ref.reply == r {
+		delete(in.prompts, key)
+	}
+	in.mu.Unlock()
+}
+
+// idKey is the id a request and its $/cancel_request share: a string's
+// value, or a number's text.
+func idKey(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return "s" + s
+		}
+	}
+	return "n" + string(raw)
+}
+
+// reply writes the error response of a line that goes no further. It waits
+// for stdout: a client that reads nothing stops being read too.
+func (in *ingress) reply(id json.RawMessage, rerr *acp.RequestError) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, err := json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: id, Error: rerr})
+	if err != nil {
+		return
+	}
+	_, _ = in.out.Write(append(b, '\n'))
+}
+
+func toRequestError(err error) *acp.RequestError {
+	var re *acp.RequestError
+	if errors.As(err, &re) {
+		return re
+	}
+	return acp.NewInternalError(map[string]any{"error": err.Error()})
+}

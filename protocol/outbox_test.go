@@ -1,0 +1,172 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.b.Bytes()...)
+}
+
+// TestOutboxWritesWhatTheSDKWrites: the outbox writes session updates
+// itself (in order with the responses it writes); each line is the one
+// acp-go-sdk's SessionUpdate would write.
+func TestOutboxWritesWhatTheSDKWrites(t *testing.T) {
+	for name, u := range map[string]acp.SessionUpdate{
+		"chunk":     {AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("héllo \"w\"\n\t\\ <b> \x01")}},
+		"thought":   {AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock("hmm")}},
+		"usage":     {UsageUpdate: &acp.SessionUsageUpdate{Used: 12, Size: 4096}},
+		"toolcall":  {ToolCall: &acp.SessionUpdateToolCall{ToolCallId: "call_1", Title: "bash: ls", Kind: acp.ToolKindExecute, Status: acp.ToolCallStatusPending}},
+		"user+meta": {UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: map[string]any{"mm.sessionProvenance": map[string]any{"sessionId": "s1", "kind": "root"}}, Content: acp.TextBlock("q")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var ours syncBuffer
+			o := newOutbox(&ours, slog.New(slog.DiscardHandler))
+			o.Update("s1", u)
+			o.closeWithin(5 * time.Second)
+
+			var sdk syncBuffer
+			r, w := io.Pipe()
+			defer w.Close()
+			conn := acp.NewAgentSideConnection(nil, &sdk, r)
+			conn.SetLogger(slog.New(slog.DiscardHandler))
+			if err := conn.SessionUpdate(context.Background(), acp.SessionNotification{SessionId: "s1", Update: u}); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := ours.Bytes(), sdk.Bytes(); !bytes.Equal(got, want) {
+				t.Errorf("outbox %s\nSDK    %s", got, want)
+			}
+		})
+	}
+}
+
+// TestOutboxFolds: adjacent chunks of a session fold into one, a later
+// usage replaces an earlier one, and nothing crosses a reply.
+func TestOutboxFolds(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	var out syncBuffer
+	o := newOutbox(&out, slog.New(slog.DiscardHandler))
+	s := o.shard("a")
+	chunk := func(t string) outItem {
+		return outItem{sessionID: "a", update: acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(t)}}}
+	}
+	usage := func(n int) outItem {
+		return outItem{sessionID: "a", update: acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{Used: n}}}
+	}
+	fut := sys.Root.RequestFuture(sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})), nil, -1)
+	// Queued before the shard may write, so that they form one batch.
+	s.mu.Lock()
+	s.items = append(s.items, chunk("one "), chunk("two "), chunk("three"), usage(1), usage(2),
+		outItem{sessionID: "a", to: fut.PID(), msg: "reply"}, chunk("four"))
+	s.mu.Unlock()
+	o.setRoot(sys.Root)
+	o.closeWithin(5 * time.Second)
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	if len(lines) != 3 || !bytes.Contains(lines[0], []byte(`"one two three"`)) ||
+		!bytes.Contains(lines[1], []byte(`"used":2`)) || !bytes.Contains(lines[2], []byte(`"four"`)) {
+		t.Errorf("written:\n%s", out.Bytes())
+	}
+	if res, err := fut.Result(); err != nil || res != "reply" {
+		t.Errorf("reply: %v %v", res, err)
+	}
+}
+
+// BenchmarkDecodePrompt: a prompt's params decoded as the ingress does
+// (text blocks straight into acp.ContentBlockText) and with the SDK's
+// acp.PromptRequest (each block into a map, then into its variant).
+func BenchmarkDecodePrompt(b *testing.B) {
+	params := []byte(`{"sessionId":"20260101-000000-00000000","prompt":[{"type":"text","text":"ping s12 t3 please look at the failing test and fix it"}]}`)
+	b.Run("ingress", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var p promptRequest
+			if decodeParams(params, &p) != nil {
+				b.Fatal("decode")
+			}
+		}
+	})
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var p acp.PromptRequest
+			if decodeParams(params, &p) != nil {
+				b.Fatal("decode")
+			}
+		}
+	})
+}
+
+// BenchmarkEncodeChunk: an answer chunk's notification encoded as the
+// outbox does and as the SDK's types do.
+func BenchmarkEncodeChunk(b *testing.B) {
+	u := acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("re: ping s12 t3 w1 w2 w3 w4 w5 w6 w7 w8")}}
+	b.Run("outbox", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = json.Marshal(&rpcMessage{JSONRPC: "2.0", Method: acp.ClientMethodSessionUpdate, Params: notification("20260101-000000-00000000", &u)})
+		}
+	})
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = json.Marshal(&rpcMessage{JSONRPC: "2.0", Method: acp.ClientMethodSessionUpdate, Params: acp.SessionNotification{SessionId: "20260101-000000-00000000", Update: u}})
+		}
+	})
+}
+
+// TestDecodePromptMatchesTheSDK: the ingress's decoding of prompt params
+// gives what acp.PromptRequest's gives, errors included.
+func TestDecodePromptMatchesTheSDK(t *testing.T) {
+	for _, params := range []string{
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"hi \u00e9","annotations":{"priority":1},"_meta":{"k":1}}]}`,
+		`{"sessionId":"s1","prompt":[{"type":"resource_link","uri":"file:///x","name":"x"},{"type":"text","text":"@x"}],"messageId":"m","_meta":{"a":[1]}}`,
+		`{"sessionId":"s1","prompt":[{"type":"image","data":"AA==","mimeType":"image/png"}]}`,
+		`{"sessionId":"s1","prompt":[]}`,
+		`{"sessionId":"s1"}`,
+		`{"sessionId":"s1","prompt":[{"type":"text","text":5}]}`,
+		`{"sessionId":"s1","prompt":[{"type":"nope"}]}`,
+		`{"sessionId":7,"prompt":[]}`,
+		`"nope"`,
+	} {
+		var ours promptRequest
+		var sdk acp.PromptRequest
+		e1, e2 := decodeParams([]byte(params), &ours), decodeParams([]byte(params), &sdk)
+		if (e1 == nil) != (e2 == nil) {
+			t.Errorf("%s: ours %v, the SDK's %v", params, e1, e2)
+			continue
+		}
+		if e1 != nil {
+			continue
+		}
+		a, _ := json.Marshal(ours.request())
+		b, _ := json.Marshal(sdk)
+		if string(a) != string(b) {
+			t.Errorf("%s:\nours %s\nsdk  %s", params, a, b)
+		}
+	}
+}

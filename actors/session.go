@@ -8,6 +8,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/store"
 )
@@ -56,6 +57,9 @@ type session struct {
 	closing bool
 	// announced is set once available_commands_update has been queued.
 	announced bool
+	// ranCommands is set once a command was started: only then can the
+	// session have left processes running.
+	ranCommands bool
 	// allowAlways and never hold the remembered permission answers, by
 	// tool name. They survive /new.
 	allowAlways, never map[string]bool
@@ -157,7 +161,8 @@ func (s *session) Receive(ctx actor.Context) {
 // onStopping ends the session: the process or the client is going away,
 // or the session was closed. Every turn ends cancelled, and so does any
 // that arrives until the actor is gone; children are stopped by the actor
-// system after this.
+// system after this. What the session's commands left running (background
+// jobs, processes that left the group) is killed too.
 func (s *session) onStopping(ctx actor.Context) {
 	s.closing = true
 	s.onCancel(ctx, &CancelTurns{UpTo: ^uint64(0)})
@@ -170,6 +175,15 @@ func (s *session) onStopping(ctx actor.Context) {
 		s.rt.answer(s.id, h.answer, h.res)
 	}
 	s.stopPersistence()
+	if !s.ranCommands {
+		return
+	}
+	id, log := s.id, s.rt.log
+	s.rt.goWork(func() {
+		if n := procs.KillSession(id); n > 0 {
+			log.Info(fmt.Sprintf("[acp] session %s: killed %d process(es) its commands left running", id, n))
+		}
+	})
 }
 
 func (s *session) survive(ctx actor.Context) {

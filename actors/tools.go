@@ -27,6 +27,9 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 	t.tool = t.pending[0]
 	t.pending = t.pending[1:]
 	t.announced = false
+	if t.tool.Name == "bash" {
+		s.ranCommands = true
+	}
 	callID := fmt.Sprintf("call_%d", s.rt.nextCall.Add(1))
 	s.spawn(ctx, t, callID, &toolWorker{
 		rt:      s.rt,
@@ -35,7 +38,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		callID:  callID,
 		name:    t.tool.Name,
 		args:    t.tool.Arguments,
-		env:     tools.Env{Cwd: s.cwd, BashTimeout: s.rt.cfg.Tools.Bash.Timeout},
+		env:     tools.Env{Cwd: s.cwd, BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id},
 		policy:  toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
 	})
 }

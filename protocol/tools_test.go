@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,6 +58,10 @@ rules:
     steps:
       - toolCalls: [{name: bash, args: {command: "echo $$ > pids; (sleep 300 & echo $! >> pids; wait) & sleep 300 & echo $! >> pids; wait"}}]
       - {text: "not reached"}
+  - match: "^leave$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "sleep 300 >/dev/null 2>&1 & echo $! > bg.pid; setsid sleep 300 >/dev/null 2>&1 & echo $! > sid.pid; echo left"}}]
+      - {text: "left them"}
   - match: "^loop$"
     steps:
       - toolCalls: [{name: bash, args: {command: "true"}}]
@@ -506,4 +511,58 @@ func TestCancelAbandonsPermissionRequest(t *testing.T) {
 	if fileExists(filepath.Join(e.cwd, "notes.txt")) {
 		t.Error("the write ran after the cancel")
 	}
+}
+
+// TestCloseKillsWhatCommandsLeft: session/close kills the background jobs
+// and setsid children the session's commands left running, and only them.
+func TestCloseKillsWhatCommandsLeft(t *testing.T) {
+	e := newToolEnv(t, nil)
+	otherCwd := filepath.Join(e.cwd, "other")
+	if err := os.Mkdir(otherCwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	closed := e.newSession()
+	res, err := e.conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: otherCwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := res.SessionId
+	e.ask(closed, "leave")
+	e.ask(kept, "leave")
+	closedPids := readPids(t, filepath.Join(e.cwd, "bg.pid"), filepath.Join(e.cwd, "sid.pid"))
+	keptPids := readPids(t, filepath.Join(otherCwd, "bg.pid"), filepath.Join(otherCwd, "sid.pid"))
+	t.Cleanup(func() {
+		for _, pid := range append(closedPids, keptPids...) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if _, err := e.conn.CloseSession(e.ctx, acp.CloseSessionRequest{SessionId: closed}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range closedPids {
+		waitFor(t, func() bool { return !alive(pid) })
+	}
+	for _, pid := range keptPids {
+		if !alive(pid) {
+			t.Errorf("process %d of the other session was killed", pid)
+		}
+	}
+}
+
+// readPids reads one pid from each file.
+func readPids(t *testing.T, files ...string) []int {
+	t.Helper()
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
 }

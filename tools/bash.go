@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mm-agent/mm/internal/procs"
 )
 
 //go:embed bash.md
@@ -101,13 +103,16 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	}
 	cmd := exec.Command("bash", "-c", command)
 	cmd.Dir = env.Cwd
+	if env.SessionID != "" {
+		cmd.Env = append(os.Environ(), procs.SessionEnv(env.SessionID))
+	}
 	cmd.Stdin = nil // os/exec connects a nil Stdin to /dev/null.
 	cmd.Stdout = pw
 	cmd.Stderr = pw
 	// Its own process group lets a cancel kill the command with every
 	// child and grandchild in one signal.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := procs.Start(cmd); err != nil {
 		pr.Close()
 		pw.Close()
 		return Result{Output: fmt.Sprintf("[cannot run bash in %s: %v]", env.Cwd, err), Failed: true}
@@ -125,7 +130,11 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 		readUntilError(pr, out)
 	}()
 	waitDone := make(chan error, 1)
-	go func() { waitDone <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		procs.Done(cmd)
+		waitDone <- err
+	}()
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

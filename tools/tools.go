@@ -38,6 +38,9 @@ type Env struct {
 	// BashTimeout is the default per-command limit of bash, used when the
 	// call gives no timeout of its own. Zero means DefaultBashTimeout.
 	BashTimeout time.Duration
+	// SessionID marks the processes bash starts (procs.SessionEnv), so
+	// that what they leave running dies with the session.
+	SessionID string
 	// Started, if set, is called once the call is actually running: for
 	// bash, once its process exists (under load, starting a process can
 	// take milliseconds; "running" means it can be killed). It is called at

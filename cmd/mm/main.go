@@ -16,6 +16,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
@@ -95,6 +96,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// A client that goes away mid-write must not kill us with SIGPIPE: the
 	// write fails, and the shutdown path runs.
 	signal.Ignore(syscall.SIGPIPE)
+	// What commands leave running (background jobs, setsid children) is
+	// re-parented to mm rather than to init, and killed when mm exits.
+	stopReaper, err := procs.BecomeSubreaper(log)
+	if err != nil {
+		log.Warn(fmt.Sprintf("cannot become the subreaper of commands' orphans: %v", err))
+	}
+	defer func() {
+		stopReaper()
+		if n := procs.KillDescendants(); n > 0 {
+			log.Info(fmt.Sprintf("exit: killed %d process(es) that commands left running", n))
+		}
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	conn, err := protocol.Start(protocol.Options{

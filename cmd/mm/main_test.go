@@ -45,6 +45,14 @@ rules:
     steps: [{text: "pong"}]
   - match: "^slow$"
     steps: [{text: "thinking ", sleep: 30s}]
+  - match: "^leave$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "sleep 300 >/dev/null 2>&1 & echo $! > bg.pid; setsid sleep 300 >/dev/null 2>&1 & echo $! > sid.pid; echo left"}}]
+      - {text: "left them"}
+  - match: "^orphan$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "sleep 0.2 >/dev/null 2>&1 & echo $! > orphan.pid"}}]
+      - {text: "done"}
   - match: "^bash$"
     steps:
       - toolCalls: [{name: bash, args: {command: "echo $$ > pids; (sleep 300 & echo $! >> pids; wait) & echo $! >> pids; wait"}}]
@@ -250,6 +258,105 @@ func TestPipedRequestsAreAnswered(t *testing.T) {
 	if !ids[1] || !ids[2] {
 		t.Fatalf("responses: %s", out)
 	}
+}
+
+// TestExitKillsWhatCommandsLeft: a background job of a finished command
+// and a process that left the group with setsid are killed when mm exits.
+func TestExitKillsWhatCommandsLeft(t *testing.T) {
+	conn, _, _ := startMM(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := conn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := conn.Ask(ctx, sess.SessionId, "leave"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("%v %v", res, err)
+	}
+	pids := readPids(t, filepath.Join(cwd, "bg.pid"), filepath.Join(cwd, "sid.pid"))
+	for _, pid := range pids {
+		if !alive(pid) {
+			t.Fatalf("process %d is not running after its command ended", pid)
+		}
+	}
+	if err := conn.Close(10 * time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	for _, pid := range pids {
+		// Killed before mm exits; the zombie's reaping by init may
+		// take a moment.
+		for i := 0; i < 100 && alive(pid); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("process %d outlived mm", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// TestOrphansAreReaped: a background job that outlives its command is
+// re-parented to mm (its subreaper), and once it ends mm collects its exit
+// status: no zombie piles up under a long-lived mm.
+func TestOrphansAreReaped(t *testing.T) {
+	conn, cmd, _ := startMM(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := conn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := conn.Ask(ctx, sess.SessionId, "orphan"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("%v %v", res, err)
+	}
+	pid := readPids(t, filepath.Join(cwd, "orphan.pid"))[0]
+	// While it sleeps, it is mm's child: re-parented, not left to init.
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if ppid, _ := strconv.Atoi(f[1]); ppid != cmd.Process.Pid && f[0] != "Z" {
+			t.Errorf("the orphan's parent is %d, not mm (%d)", ppid, cmd.Process.Pid)
+		}
+	}
+	for i := 0; i < 250; i++ {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return // ended and reaped
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("process %d was never reaped", pid)
+}
+
+// readPids reads one pid from each file.
+func readPids(t *testing.T, files ...string) []int {
+	t.Helper()
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// alive says whether pid is a running process (not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
 // TestContextWindow: usage_update.size is model.contextWindow when set, and

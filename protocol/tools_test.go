@@ -385,7 +385,7 @@ func TestCancelKillsBash(t *testing.T) {
 	}
 	t.Logf("cancel answered in %v", time.Since(start))
 	for _, pid := range pids {
-		if alive(pid) {
+		if acptest.Alive(pid) {
 			t.Errorf("process %d outlived the cancel", pid)
 		}
 	}
@@ -397,17 +397,6 @@ func TestCancelKillsBash(t *testing.T) {
 	if res := e.ask(sid, "echo"); res.StopReason != acp.StopReasonEndTurn {
 		t.Errorf("after cancel: %s", res.StopReason)
 	}
-}
-
-// alive says whether pid is a live process (a zombie counts as gone).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func TestTwoSessionsRunToolsAtOnce(t *testing.T) {
@@ -529,8 +518,8 @@ func TestCloseKillsWhatCommandsLeft(t *testing.T) {
 	kept := res.SessionId
 	e.ask(closed, "leave")
 	e.ask(kept, "leave")
-	closedPids := readPids(t, filepath.Join(e.cwd, "bg.pid"), filepath.Join(e.cwd, "sid.pid"))
-	keptPids := readPids(t, filepath.Join(otherCwd, "bg.pid"), filepath.Join(otherCwd, "sid.pid"))
+	closedPids := acptest.ReadPids(t, filepath.Join(e.cwd, "bg.pid"), filepath.Join(e.cwd, "sid.pid"))
+	keptPids := acptest.ReadPids(t, filepath.Join(otherCwd, "bg.pid"), filepath.Join(otherCwd, "sid.pid"))
 	t.Cleanup(func() {
 		for _, pid := range append(closedPids, keptPids...) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -540,29 +529,11 @@ func TestCloseKillsWhatCommandsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range closedPids {
-		waitFor(t, func() bool { return !alive(pid) })
+		waitFor(t, func() bool { return !acptest.Alive(pid) })
 	}
 	for _, pid := range keptPids {
-		if !alive(pid) {
+		if !acptest.Alive(pid) {
 			t.Errorf("process %d of the other session was killed", pid)
 		}
 	}
-}
-
-// readPids reads one pid from each file.
-func readPids(t *testing.T, files ...string) []int {
-	t.Helper()
-	var pids []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, pid)
-	}
-	return pids
 }

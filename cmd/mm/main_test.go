@@ -85,6 +85,23 @@ func startMM(t *testing.T, extraConfig string) (*acptest.Conn, *exec.Cmd, *llmte
 	return conn, cmd, srv
 }
 
+// openSession initialises conn and opens a session in a temp dir; the
+// context ends with the test, or after 20 s.
+func openSession(t *testing.T, conn *acptest.Conn) (context.Context, string, acp.NewSessionResponse) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	if _, err := conn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, cwd, sess
+}
+
 func TestVersion(t *testing.T) {
 	out, err := exec.Command(mmBin, "--version").Output()
 	if err != nil {
@@ -199,16 +216,7 @@ func TestConfigErrors(t *testing.T) {
 // command, mm exits 0 and no process it started survives.
 func TestStdinEOFKillsCommands(t *testing.T) {
 	conn, _, _ := startMM(t, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := conn.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cwd := t.TempDir()
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cwd, sess := openSession(t, conn)
 	go func() { _, _ = conn.Ask(ctx, sess.SessionId, "bash") }()
 	var pids []int
 	deadline := time.Now().Add(10 * time.Second)
@@ -264,22 +272,13 @@ func TestPipedRequestsAreAnswered(t *testing.T) {
 // and a process that left the group with setsid are killed when mm exits.
 func TestExitKillsWhatCommandsLeft(t *testing.T) {
 	conn, _, _ := startMM(t, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := conn.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cwd := t.TempDir()
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cwd, sess := openSession(t, conn)
 	if res, err := conn.Ask(ctx, sess.SessionId, "leave"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("%v %v", res, err)
 	}
-	pids := readPids(t, filepath.Join(cwd, "bg.pid"), filepath.Join(cwd, "sid.pid"))
+	pids := acptest.ReadPids(t, filepath.Join(cwd, "bg.pid"), filepath.Join(cwd, "sid.pid"))
 	for _, pid := range pids {
-		if !alive(pid) {
+		if !acptest.Alive(pid) {
 			t.Fatalf("process %d is not running after its command ended", pid)
 		}
 	}
@@ -289,10 +288,10 @@ func TestExitKillsWhatCommandsLeft(t *testing.T) {
 	for _, pid := range pids {
 		// Killed before mm exits; the zombie's reaping by init may
 		// take a moment.
-		for i := 0; i < 100 && alive(pid); i++ {
+		for i := 0; i < 100 && acptest.Alive(pid); i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if alive(pid) {
+		if acptest.Alive(pid) {
 			t.Errorf("process %d outlived mm", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -304,20 +303,11 @@ func TestExitKillsWhatCommandsLeft(t *testing.T) {
 // status: no zombie piles up under a long-lived mm.
 func TestOrphansAreReaped(t *testing.T) {
 	conn, cmd, _ := startMM(t, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := conn.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cwd := t.TempDir()
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cwd, sess := openSession(t, conn)
 	if res, err := conn.Ask(ctx, sess.SessionId, "orphan"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("%v %v", res, err)
 	}
-	pid := readPids(t, filepath.Join(cwd, "orphan.pid"))[0]
+	pid := acptest.ReadPids(t, filepath.Join(cwd, "orphan.pid"))[0]
 	// While it sleeps, it is mm's child: re-parented, not left to init.
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
 		s := string(b)
@@ -333,30 +323,6 @@ func TestOrphansAreReaped(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Errorf("process %d was never reaped", pid)
-}
-
-// readPids reads one pid from each file.
-func readPids(t *testing.T, files ...string) []int {
-	t.Helper()
-	var pids []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-// alive says whether pid is a running process (not a zombie).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
 // TestContextWindow: usage_update.size is model.contextWindow when set, and

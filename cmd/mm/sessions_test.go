@@ -23,16 +23,7 @@ const persisted = "sessions:\n  enabled: true\n"
 // new mm loads the session and replays every turn that had ended.
 func TestKilledMidTurnThenLoaded(t *testing.T) {
 	conn, cmd, srv := startMM(t, persisted)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := conn.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cwd := t.TempDir()
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cwd, sess := openSession(t, conn)
 	sid := sess.SessionId
 	if _, err := conn.Ask(ctx, sid, "ping"); err != nil {
 		t.Fatal(err)

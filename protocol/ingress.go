@@ -109,8 +109,11 @@ func (in *ingress) readLine() (line []byte, size int, err error) {
 		if err == bufio.ErrBufferFull {
 			continue
 		}
-		if n := len(line); n > 0 && line[n-1] == '\n' {
-			line, size = line[:n-1], size-1
+		if n := len(frag); n > 0 && frag[n-1] == '\n' {
+			size--
+			if line != nil {
+				line = line[:len(line)-1]
+			}
 		}
 		return line, size, err
 	}

@@ -39,8 +39,10 @@ type Agent struct {
 	// ready is closed once rt is set; only runtime() reads rt before that.
 	ready chan struct{}
 	// creating counts the session/new and session/fork requests being
-	// served, which shutdown waits for.
+	// served, which shutdown waits for; creators bounds them: the ingress
+	// waits for a free one, so a flood of them slows its reading down.
 	creating sync.WaitGroup
+	creators chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*actors.Session
@@ -153,12 +155,16 @@ func (a *Agent) session(id acp.SessionId) (*actors.Session, error) {
 	return s, nil
 }
 
+// maxCreating bounds the session creations served at once.
+const maxCreating = 16
+
 // serveCreation serves a request that creates a session (session/new,
-// session/fork) off the ingress's goroutine: its response is queued on the
-// new session's ordered writer, then the session announces its commands
-// behind it.
+// session/fork) off the ingress's goroutine, which may wait on the disk:
+// its response is queued on the new session's ordered writer, then the
+// session announces its commands behind it.
 func (a *Agent) serveCreation(id json.RawMessage, create func() (acp.SessionId, any, error)) {
 	id = append(json.RawMessage(nil), id...)
+	a.creators <- struct{}{}
 	a.mu.Lock()
 	closed := a.draining
 	if !closed {
@@ -166,11 +172,15 @@ func (a *Agent) serveCreation(id json.RawMessage, create func() (acp.SessionId, 
 	}
 	a.mu.Unlock()
 	if closed {
+		<-a.creators
 		a.box.Respond("", id, nil, errShuttingDown)
 		return
 	}
 	go func() {
-		defer a.creating.Done()
+		defer func() {
+			<-a.creators
+			a.creating.Done()
+		}()
 		sid, resp, err := create()
 		if err != nil {
 			a.box.Respond("", id, nil, toRequestError(err))

@@ -127,7 +127,7 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		readUntilError(pr, out)
+		procs.CopyPipe(pr, out)
 	}()
 	waitDone := make(chan error, 1)
 	go func() {
@@ -144,11 +144,11 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	case waitErr = <-waitDone:
 	case <-ctx.Done():
 		end = bashCancelled
-		killGroup(pgid)
+		procs.KillGroup(pgid)
 		waitErr = <-waitDone
 	case <-timer.C:
 		end = bashTimedOut
-		killGroup(pgid)
+		procs.KillGroup(pgid)
 		waitErr = <-waitDone
 	}
 	deadline := finishOutput(pr, out, readDone, end)
@@ -157,7 +157,7 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 		// its way out, its end of the pipe already closed, when bash is
 		// reaped. Run returns once no member is alive (or the deadline
 		// has passed), so that a caller that checks finds nothing left.
-		waitGroupGone(pgid, deadline)
+		procs.WaitGroupGone(pgid, deadline)
 	}
 
 	text := withNewline(out.String())
@@ -191,67 +191,14 @@ func withNewline(text string) string {
 	return text
 }
 
-// finishOutput reads what is left in the pipe once bash is reaped, and
-// closes it. What bash wrote is in the pipe by then. The reader goroutine
-// is stopped (a past deadline wakes its Read at once) and the rest is read
-// without waiting: waiting for the poller to report the pipe's end took a
-// scheduler tick or more on a busy machine, every command. Only when the
-// pipe is still held open — by processes left in the background on
-// purpose, by killed members on their way out, or by processes that left
-// the group — is its end waited for, and only for a grace period, whose
-// end it returns.
+// finishOutput reads what is left in the pipe once bash is reaped, waiting
+// for its end a grace period at most, whose end it returns.
 func finishOutput(pr *os.File, out *headTail, readDone <-chan struct{}, end bashEnd) (deadline time.Time) {
 	grace := drainAfterExit
 	if end != bashExited {
 		grace = reapAfterKill
 	}
 	deadline = time.Now().Add(grace)
-	_ = pr.SetReadDeadline(time.Now())
-	<-readDone
-	_ = pr.SetReadDeadline(time.Time{})
-	if !drainNow(pr, out) {
-		_ = pr.SetReadDeadline(deadline)
-		readUntilError(pr, out)
-	}
-	pr.Close()
+	procs.FinishPipe(pr, out, readDone, deadline)
 	return deadline
-}
-
-// readUntilError copies the pipe into out until a read fails: its end, or
-// its deadline.
-func readUntilError(pr *os.File, out *headTail) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := pr.Read(buf)
-		out.Write(buf[:n])
-		if err != nil {
-			return
-		}
-	}
-}
-
-// drainNow reads what the pipe holds without waiting for more. It reports
-// whether it reached the pipe's end (every writer gone).
-func drainNow(pr *os.File, out *headTail) (eof bool) {
-	rc, err := pr.SyscallConn()
-	if err != nil {
-		return false
-	}
-	buf := make([]byte, 32<<10)
-	_ = rc.Read(func(fd uintptr) bool {
-		for {
-			n, err := syscall.Read(int(fd), buf)
-			switch {
-			case n > 0:
-				out.Write(buf[:n])
-			case n == 0 && err == nil:
-				eof = true
-				return true
-			case err == syscall.EINTR:
-			default:
-				return true // EAGAIN: writers remain; never wait here
-			}
-		}
-	})
-	return eof
 }

@@ -66,6 +66,7 @@ func (bashTool) prepare(env Env, c *Call) error {
 	}
 	c.Title = "bash: " + strArg(c.Args, "command")
 	c.Mutating = true
+	c.Named = commandPaths(env.Cwd, cmd)
 	return nil
 }
 

@@ -162,14 +162,20 @@ func matchComponents(pat, name []string) bool {
 }
 
 // AlwaysAsk says whether the call must ask the user even in yolo mode, and
-// why: it reads or writes a sensitive path, or it writes outside cwd. A
-// mutating call writes every one of its Locations; any other call only
-// reads them. Calls without locations (bash) are never path-checked,
-// because what a command touches cannot be known before it runs. The reason
+// why: it reads or writes a sensitive path, or it writes outside cwd, or
+// (bash) its command line names a sensitive path. A mutating call writes
+// every one of its Locations; any other call only reads them. What a
+// command touches cannot be known before it runs, so bash is only checked
+// for the paths its words name, never for writing outside cwd. The reason
 // is a short sentence fit for a permission dialog.
 func (c *Call) AlwaysAsk(s *Sensitive, cwd string) (bool, string) {
 	if c == nil {
 		return false, ""
+	}
+	for _, p := range c.Named {
+		if s.Match(cwd, p) {
+			return true, "the command names a sensitive path: " + p
+		}
 	}
 	for _, loc := range c.Locations {
 		if s.Match(cwd, loc) {

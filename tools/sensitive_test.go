@@ -135,7 +135,8 @@ func TestCallAlwaysAsk(t *testing.T) {
 		want             bool
 		reason           string
 	}{
-		{"bash is not path-checked", "bash", `{"command":"cat .env"}`, false, ""},
+		{"bash naming a sensitive path", "bash", `{"command":"cat .env"}`, true, "the command names a sensitive path: " + filepath.Join(cwd, ".env")},
+		{"bash is not checked for writing outside", "bash", `{"command":"echo x > ../o.txt"}`, false, ""},
 		{"plain read", "read_file", `{"path":"main.go"}`, false, ""},
 		{"read outside is fine", "read_file", `{"path":"../outside.txt"}`, false, ""},
 		{"sensitive read", "read_file", `{"path":".env"}`, true, "reads a sensitive path: " + filepath.Join(cwd, ".env")},

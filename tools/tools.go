@@ -67,6 +67,9 @@ type Call struct {
 	// Locations are the absolute, cleaned paths the call touches; empty
 	// for bash, whose effects cannot be known before it runs.
 	Locations []string
+	// Named are, for bash, the absolute paths its command line names
+	// (shellwords.go): checked against tools.sensitive, never shown.
+	Named []string
 	// Mutating says the call changes something, so it needs permission
 	// when yolo is off (bash, write_file, edit_file).
 	Mutating bool

@@ -23,6 +23,9 @@ func (s *session) slashNew(ctx actor.Context, t *turn) {
 	}
 	s.history = s.history[:1:1]
 	s.lastUsed = 0
+	if len(s.plan) > 0 {
+		s.setPlan(nil) // the plan was the forgotten conversation's
+	}
 	s.say(fmt.Sprintf("🆕 New session: %d message(s) forgotten.", forgotten))
 	s.rt.log.Info(fmt.Sprintf("[acp] session %s: new session, %d message(s) forgotten", s.id, forgotten))
 	s.finish(ctx, t, acp.StopReasonEndTurn, "")

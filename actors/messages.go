@@ -6,6 +6,7 @@ import (
 
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/store"
+	"github.com/mm-agent/mm/tools/skills"
 )
 
 // StartTurn asks a session actor to run one prompt. Seq is the prompt's
@@ -109,6 +110,8 @@ type modelDelta struct {
 type promptReady struct {
 	Turn uint64
 	Text string
+	// Skills is the catalog as the lookup found it, nil when not read.
+	Skills *skills.Set
 }
 
 // modelDone ends model call Call of turn Turn. Err is "" on success.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/store"
+	"github.com/mm-agent/mm/tools"
 )
 
 // SessionState is what a session is made of: enough to spawn it again from
@@ -21,13 +22,14 @@ type SessionState struct {
 	Model      string
 	Usage      store.Usage
 	History    []llm.Message
+	Plan       []tools.PlanEntry
 }
 
 // StateFromFile turns a loaded session file into a state to spawn.
 func StateFromFile(f *store.File) *SessionState {
 	return &SessionState{
 		ID: f.ID, Cwd: f.Cwd, Created: f.Created, Provenance: f.Provenance,
-		Mode: f.Mode, Model: f.Model, Usage: f.Usage, History: f.History,
+		Mode: f.Mode, Model: f.Model, Usage: f.Usage, History: f.History, Plan: f.Plan,
 	}
 }
 
@@ -37,7 +39,7 @@ func (s *session) state() *SessionState {
 	return &SessionState{
 		ID: s.id, Cwd: s.cwd, Created: s.created, Provenance: s.prov,
 		Mode: s.mode, Model: s.modelID, Usage: s.usage.store(),
-		History: append([]llm.Message(nil), s.history...),
+		History: append([]llm.Message(nil), s.history...), Plan: s.plan,
 	}
 }
 
@@ -45,7 +47,7 @@ func (s *session) file() *store.File {
 	return &store.File{
 		ID: s.id, Cwd: s.cwd, Created: s.created, Updated: time.Now(),
 		Title: store.TitleOf(s.history), Provenance: s.prov,
-		Mode: s.mode, Model: s.modelID, Usage: s.usage.store(), History: s.history,
+		Mode: s.mode, Model: s.modelID, Usage: s.usage.store(), History: s.history, Plan: s.plan,
 	}
 }
 

@@ -45,9 +45,12 @@ func (s *session) onReplay(ctx actor.Context, _ *Replay) {
 			}
 		}
 	}
+	if len(s.plan) > 0 {
+		s.rt.out.Update(s.id, planUpdate(s.plan, meta))
+	}
 	s.announced = true
 	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
-		Meta: meta, AvailableCommands: Commands(),
+		Meta: meta, AvailableCommands: Commands(s.skills),
 	}})
 	if ctx.Sender() != nil {
 		s.rt.out.Deliver(s.id, ctx.Sender(), &Replayed{Messages: len(h) - 1, Provenance: s.prov})

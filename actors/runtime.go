@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/internal/gopool"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
@@ -26,8 +27,10 @@ type Options struct {
 	Model  llm.Model
 	Models []NamedModel
 	Out    Outbox
-	// Perm asks the client's permission (the ACP connection).
-	Perm Permission
+	// Client asks the client's user: permissions, forms (the ACP edge).
+	Client Client
+	// Hooks are the configured hooks; nil runs none.
+	Hooks *hooks.Runner
 	// Sensitive matches the paths that always ask (tools.sensitive).
 	Sensitive *tools.Sensitive
 	// Log receives every log line, protoactor's included; it must not write
@@ -60,7 +63,8 @@ type Runtime struct {
 	out       Outbox
 	log       *slog.Logger
 
-	perm      Permission
+	client    Client
+	hooks     *hooks.Runner
 	sensitive *tools.Sensitive
 	toolDefs  []llm.ToolDef
 	// runTool runs a prepared call (tools.Run); tests replace it before
@@ -95,7 +99,7 @@ func NewRuntime(o Options) *Runtime {
 		// goroutine should not outlive that by a second.
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
-	rt := &Runtime{sys: sys, cfg: o.Config, out: o.Out, perm: o.Perm, log: log,
+	rt := &Runtime{sys: sys, cfg: o.Config, out: o.Out, client: o.Client, hooks: o.Hooks, log: log,
 		sensitive: o.Sensitive, toolDefs: toolDefs(), runTool: tools.Run}
 	rt.window.Store(int64(o.ContextWindow))
 	rt.modelList = append([]NamedModel{{ID: "default", Name: defaultModelName(o.Config), Model: o.Model}}, o.Models...)

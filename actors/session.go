@@ -7,10 +7,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/store"
+	"github.com/mm-agent/mm/tools"
+	"github.com/mm-agent/mm/tools/skills"
 )
 
 // session is the actor of one ACP session. Only its Receive touches its
@@ -38,6 +39,12 @@ type session struct {
 	model *actor.PID
 	// budget bounds the streamed output on its way to the client.
 	budget *Budget
+	// skillDirs are the session's skill folders; skills the catalog last
+	// read from them (skills.go).
+	skillDirs []string
+	skills    *skills.Set
+	// plan is the plan the model keeps with the plan tool.
+	plan []tools.PlanEntry
 
 	history []llm.Message
 	usage   usageTotals
@@ -82,7 +89,12 @@ func newSession(rt *Runtime, st *SessionState) *session {
 		history: st.History,
 		usage:   usageFromStore(st.Usage),
 		budget:  newBudget(streamBudget),
+		plan:    st.Plan,
 	}
+	// newSession runs on the edge's goroutine (SpawnSession), where
+	// reading the catalog may wait on the disk.
+	s.skillDirs = rt.skillDirs(s.cwd)
+	s.skills = skills.Load(s.skillDirs)
 	if s.created.IsZero() {
 		s.created = time.Now()
 	}
@@ -96,7 +108,7 @@ func newSession(rt *Runtime, st *SessionState) *session {
 		s.modelID = "default"
 	}
 	// The stored system prompt is always replaced by the current one.
-	system := llm.Message{Role: llm.RoleSystem, Content: configs.SystemPrompt(s.cwd)}
+	system := llm.Message{Role: llm.RoleSystem, Content: systemPrompt(s.cwd, s.skills)}
 	if len(s.history) > 0 && s.history[0].Role == llm.RoleSystem {
 		s.history = append([]llm.Message{system}, s.history[1:]...)
 	} else {
@@ -217,16 +229,8 @@ func (s *session) announce() {
 	}
 	s.announced = true
 	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
-		AvailableCommands: Commands(),
+		AvailableCommands: Commands(s.skills),
 	}})
-}
-
-// Commands lists the slash commands session/prompt intercepts.
-func Commands() []acp.AvailableCommand {
-	return []acp.AvailableCommand{
-		{Name: "new", Description: "Clear the history and start a new session"},
-		{Name: "compact", Description: "Compress the history now, keeping the last turns"},
-	}
 }
 
 // say streams one line from the agent to the client.

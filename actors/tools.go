@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
@@ -30,6 +32,12 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 	if t.tool.Name == "bash" {
 		s.ranCommands = true
 	}
+	// The loop detector counts the same call made again and again.
+	if key := callKey(t.tool); key == t.lastCall {
+		t.repeats++
+	} else {
+		t.lastCall, t.repeats = key, 1
+	}
 	callID := fmt.Sprintf("call_%d", s.rt.nextCall.Add(1))
 	s.spawn(ctx, t, callID, &toolWorker{
 		rt:      s.rt,
@@ -38,9 +46,23 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		callID:  callID,
 		name:    t.tool.Name,
 		args:    t.tool.Arguments,
-		env:     tools.Env{Cwd: s.cwd, BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id},
-		policy:  toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
+		env: tools.Env{Cwd: s.cwd, BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id,
+			Plan: s.plan, SkillDirs: s.skillDirs},
+		policy: toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
+		repeat: t.repeats,
 	})
+}
+
+// callKey identifies a call by its tool and its arguments, whatever their
+// spacing or key order.
+func callKey(c llm.ToolCall) string {
+	var v any
+	if json.Unmarshal([]byte(c.Arguments), &v) == nil {
+		if b, err := json.Marshal(v); err == nil {
+			return c.Name + " " + string(b)
+		}
+	}
+	return c.Name + " " + c.Arguments
 }
 
 func (s *session) current(turnID uint64, callID string) (*turn, *actor.PID) {
@@ -128,6 +150,9 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 	if t == nil {
 		return
 	}
+	if m.Denied {
+		t.toolTitle += " — denied by a hook"
+	}
 	if t.announced {
 		status := acp.ToolCallStatusCompleted
 		if m.Failed {
@@ -137,12 +162,19 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 		if m.DiffPath != "" && !m.Failed {
 			content = []acp.ToolCallContent{diffContent(m.DiffPath, m.OldText, m.NewText)}
 		}
-		s.rt.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
+		u := &acp.SessionToolCallUpdate{
 			ToolCallId: acp.ToolCallId(m.CallID),
 			Status:     acp.Ptr(status),
 			Content:    content,
 			RawOutput:  map[string]any{"output": m.Output},
-		}})
+		}
+		if m.Denied {
+			u.Title = acp.Ptr(t.toolTitle)
+		}
+		s.rt.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: u})
+	}
+	if m.Plan != nil {
+		s.setPlan(m.Plan)
 	}
 	s.history = append(s.history, llm.Message{
 		Role: llm.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: m.Output,
@@ -154,6 +186,7 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 			t.commands++
 		case "read_skill":
 			t.skills++
+			t.skillNames = append(t.skillNames, strings.TrimPrefix(strings.TrimPrefix(t.toolTitle, "read_skill: "), "$"))
 		default:
 			t.fileOps++
 		}

@@ -8,13 +8,33 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/tools"
 )
 
-// Permission is the part of the client a tool worker asks before mutating
-// anything. The ACP connection implements it.
-type Permission interface {
+// Client is the part of the client a tool worker asks: permission before
+// mutating anything, questions for ask_user. The ACP edge implements it.
+type Client interface {
 	RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error)
+	// Forms says the client announced elicitation.form.
+	Forms() bool
+	// Elicit asks the client's user a form (elicitation/create) and waits
+	// for the answer; an error means no one could be asked.
+	Elicit(ctx context.Context, e Elicitation) (ElicitationResult, error)
+}
+
+// Elicitation is a form to show for a tool call of a session.
+type Elicitation struct {
+	SessionID, ToolCallID, Message string
+	// Schema is the requested schema (tools.FormSchema).
+	Schema map[string]any
+}
+
+// ElicitationResult is the user's answer: Action is accept, decline or
+// cancel; Content holds the accepted values by property name.
+type ElicitationResult struct {
+	Action  string
+	Content map[string]any
 }
 
 // toolWorker runs one tool call. Its goroutine prepares the call (which may
@@ -32,6 +52,9 @@ type toolWorker struct {
 	args    string
 	env     tools.Env
 	policy  toolPolicy
+	// repeat is how many times in a row this turn has called the tool
+	// with these arguments, this call included.
+	repeat  int
 	cancel  context.CancelFunc
 	proceed chan struct{}
 }
@@ -84,12 +107,15 @@ type toolRemember struct {
 }
 
 type toolFinished struct {
-	Turn     uint64
-	CallID   string
-	Tool     string
-	Output   string
-	Failed   bool
-	Ran      bool // the tool ran (it was not refused and its arguments were valid)
+	Turn   uint64
+	CallID string
+	Tool   string
+	Output string
+	Failed bool
+	Ran    bool // the tool ran (it was not refused and its arguments were valid)
+	Denied bool // a preToolCall hook denied it
+	// Plan, when not nil, is the session's plan as a plan call left it.
+	Plan     []tools.PlanEntry
 	OldText  *string
 	NewText  string
 	DiffPath string
@@ -148,18 +174,41 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 		fin.Output = "[cancelled]"
 		return
 	}
+	if max := w.rt.cfg.Turns.MaxRepeats; w.repeat > max {
+		// Local models loop: the same call would give the same result.
+		fin.Output = fmt.Sprintf("[not run: this is call %d in a row to %s with the same arguments, and it would return what the last %d returned. Use that result, or try something else.]", w.repeat, w.name, max)
+		return
+	}
+	if denied, reason := w.rt.hooks.PreToolCall(ctx, hooks.PreToolCallEvent{
+		SessionID: w.session, Cwd: w.env.Cwd, Tool: w.name, Input: call.Args,
+	}); denied {
+		fin.Output, fin.Denied = "[denied by a hook: "+reason+"]", true
+		return
+	}
 	if ok, reason := w.allowed(ctx, root, parent, call); !ok {
 		fin.Output = reason
 		return
 	}
 	env := w.env
 	env.Started = func() { root.Send(parent, &toolStarted{Turn: w.turn, CallID: w.callID}) }
+	env.Ask = func(ctx context.Context, qs []tools.Question) tools.Answers { return w.ask(ctx, root, parent, qs) }
 	res := w.rt.runTool(ctx, env, call)
 	fin.Ran = true
-	fin.Output, fin.Failed = res.Output, res.Failed
+	fin.Output, fin.Failed, fin.Plan = res.Output, res.Failed, res.Plan
 	if res.Diff != nil {
 		fin.DiffPath, fin.OldText, fin.NewText = res.Diff.Path, res.Diff.OldText, res.Diff.NewText
 	}
+}
+
+// person runs ask, which waits for a person, without holding the turn's
+// slot: a person answers at their own pace, and another session's turn may
+// use the slot meanwhile. It returns once the slot is back, false when the
+// turn was cancelled.
+func (w *toolWorker) person(ctx context.Context, root *actor.RootContext, parent *actor.PID, ask func()) bool {
+	root.Send(parent, &toolAsking{Turn: w.turn, CallID: w.callID})
+	ask()
+	root.Send(parent, &toolAnswered{Turn: w.turn, CallID: w.callID})
+	return w.wait(ctx)
 }
 
 // wait waits for the session's go-ahead; false means cancelled.
@@ -203,11 +252,9 @@ func (w *toolWorker) allowed(ctx context.Context, root *actor.RootContext, paren
 	if d := call.Proposal; d != nil {
 		req.ToolCall.Content = []acp.ToolCallContent{diffContent(d.Path, d.OldText, d.NewText)}
 	}
-	// A person answers at their own pace: the slot is not held meanwhile.
-	root.Send(parent, &toolAsking{Turn: w.turn, CallID: w.callID})
-	resp, err := w.rt.perm.RequestPermission(ctx, req)
-	root.Send(parent, &toolAnswered{Turn: w.turn, CallID: w.callID})
-	if !w.wait(ctx) {
+	var resp acp.RequestPermissionResponse
+	var err error
+	if !w.person(ctx, root, parent, func() { resp, err = w.rt.client.RequestPermission(ctx, req) }) {
 		return false, "[cancelled]"
 	}
 	if err != nil || resp.Outcome.Selected == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/tools/skills"
 )
 
 // The turn flow: a prompt arrives (StartTurn), queues behind the session's
@@ -63,6 +64,12 @@ type turn struct {
 	// resume is the tool worker waiting for its slot back after a
 	// permission answer.
 	resume *actor.PID
+	// lastCall is the last tool call (callKey) and repeats how many times
+	// in a row it was made: the loop detector.
+	lastCall string
+	repeats  int
+	// skillNames are the skills read, for the recap.
+	skillNames []string
 
 	commands, fileOps, skills int
 }
@@ -100,21 +107,27 @@ func (s *session) next(ctx actor.Context) {
 			s.slashCompact(ctx, t)
 		default:
 			t.histStart = len(s.history)
-			if !hasMentions(t.text) {
+			named := mayNameSkill(t.text)
+			if !named && !hasMentions(t.text) {
 				s.begin(ctx, t)
 				continue
 			}
-			// The file system may be slow (a network mount): the paths
-			// are looked up on a work goroutine, in the turn's place in
-			// the session's order.
+			// The file system may be slow (a network mount): skills and
+			// @mentions are looked up on a work goroutine, in the turn's
+			// place in the session's order.
 			t.state = turnPreparing
-			root, self, id, text, cwd, log := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log
+			root, self, id, text, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log, s.skillDirs
 			turnID := t.id
 			s.rt.goWork(func() {
+				var set *skills.Set
+				if named {
+					set = skills.Load(dirs)
+					text = withSkills(text, set)
+				}
 				full := attach(text, cwd, func(path string) {
 					log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
 				})
-				root.Send(self, &promptReady{Turn: turnID, Text: full})
+				root.Send(self, &promptReady{Turn: turnID, Text: full, Skills: set})
 			})
 		}
 	}
@@ -124,6 +137,7 @@ func (s *session) next(ctx actor.Context) {
 }
 
 func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
+	s.useSkills(m.Skills)
 	if t := s.cur; t != nil && t.id == m.Turn && t.state == turnPreparing {
 		t.text = m.Text
 		s.begin(ctx, t)
@@ -294,6 +308,9 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 			// The question got no answer at all: drop it, so the next
 			// turn does not start from a dangling user message.
 			s.history = s.history[:t.histStart]
+		}
+		if len(t.skillNames) > 0 {
+			s.say(fmt.Sprintf("\n\n📖 %d skill(s): %s", len(t.skillNames), strings.Join(t.skillNames, ", ")))
 		}
 		s.rt.log.Info(fmt.Sprintf("[acp] turn done: %d command(s) · %d file op(s) · %d skill(s)", t.commands, t.fileOps, t.skills))
 	}

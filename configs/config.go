@@ -29,6 +29,8 @@ type Config struct {
 	Context  Context  `yaml:"context"`
 	Turns    Turns    `yaml:"turns"`
 	Tools    Tools    `yaml:"tools"`
+	Skills   Skills   `yaml:"skills"`
+	Hooks    Hooks    `yaml:"hooks"`
 	// Models are the other models a session may switch to
 	// (session/set_config_option); the model above is "default".
 	Models []NamedModel `yaml:"models"`
@@ -81,6 +83,24 @@ type Context struct {
 type Turns struct {
 	Concurrency   int `yaml:"concurrency"`
 	MaxModelCalls int `yaml:"maxModelCalls"`
+	// MaxRepeats is how many identical calls in a row (same tool, same
+	// arguments, one turn) run; the next ones are not run again.
+	MaxRepeats int `yaml:"maxRepeats"`
+}
+
+// Skills configures the skill catalog.
+type Skills struct {
+	// Dirs are searched in order, a later one overriding an earlier one's
+	// skill of the same name; "~" is the home directory, a relative dir is
+	// relative to the session's cwd.
+	Dirs []string `yaml:"dirs"`
+}
+
+// Hooks configures the shell commands run at points of a turn.
+type Hooks struct {
+	PreToolCall []string      `yaml:"preToolCall"`
+	PostAsk     []string      `yaml:"postAsk"`
+	Timeout     time.Duration `yaml:"timeout"`
 }
 
 // Tools configures the built-in tools.
@@ -230,6 +250,12 @@ func (c *Config) validate() error {
 	}
 	if c.Context.KeepLastTurns < 0 {
 		return bad("context.keepLastTurns", "must not be negative")
+	}
+	if c.Turns.MaxRepeats < 1 {
+		return bad("turns.maxRepeats", "must be at least 1")
+	}
+	if c.Hooks.Timeout <= 0 {
+		return bad("hooks.timeout", "must be positive")
 	}
 	if c.Tools.Bash.Timeout <= 0 {
 		return bad("tools.bash.timeout", "must be positive")

@@ -43,6 +43,8 @@ type Agent struct {
 	// waits for a free one, so a flood of them slows its reading down.
 	creating sync.WaitGroup
 	creators chan struct{}
+	// calls are mm's own requests to the client (calls.go).
+	calls calls
 
 	mu       sync.Mutex
 	sessions map[string]*actors.Session

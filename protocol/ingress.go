@@ -163,6 +163,9 @@ func (in *ingress) route(line []byte) []byte {
 				in.log.Debug("[acp] a response with a null id ignored")
 				return nil
 			}
+			if in.agent.calls.answered(id, m.Result, m.Error) {
+				return nil // one of mm's own calls (calls.go)
+			}
 			return in.forwardResponse(id, line)
 		}
 		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": "a request needs a method, a response a result or an error"}))

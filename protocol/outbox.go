@@ -85,6 +85,12 @@ func (o *outbox) Respond(sessionID string, id json.RawMessage, result any, rerr 
 	o.shard(sessionID).push(outItem{sessionID: sessionID, response: &rpcMessage{JSONRPC: "2.0", ID: id, Result: result, Error: rerr}})
 }
 
+// Request queues a request (or, without id, a notification) of mm's own
+// for the client behind everything queued for the session so far.
+func (o *outbox) Request(sessionID string, id json.RawMessage, method string, params any) {
+	o.shard(sessionID).push(outItem{sessionID: sessionID, response: &rpcMessage{JSONRPC: "2.0", ID: id, Method: method, Params: params}})
+}
+
 // closeWithin writes what is queued, then stops the shards. It reports
 // whether that finished within d; if not, a shard blocked on a write is
 // left to end when its write does.
@@ -142,7 +148,8 @@ type outItem struct {
 	// reply and res are a prompt's response (Answer).
 	reply *actors.Reply
 	res   *actors.TurnResult
-	// response is any other response (Respond).
+	// response is any other response (Respond), or a request of mm's own
+	// (Request).
 	response *rpcMessage
 }
 

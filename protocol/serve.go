@@ -12,6 +12,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
@@ -70,8 +71,9 @@ func Start(o Options) (*Conn, error) {
 	// answered, which needs none of it; the session methods wait for it.
 	go func() {
 		a.rt = actors.NewRuntime(actors.Options{
-			Config: o.Config, Model: o.Model, Models: o.Models, Out: box, Perm: conn, Sensitive: sensitive,
-			Log: log, ContextWindow: o.ContextWindow,
+			Config: o.Config, Model: o.Model, Models: o.Models, Out: box, Client: client{conn: conn, a: a}, Sensitive: sensitive,
+			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
+			Log:   log, ContextWindow: o.ContextWindow,
 		})
 		box.setRoot(a.rt.Root())
 		close(a.ready)
@@ -116,6 +118,7 @@ func (c *Conn) Wait(ctx context.Context) {
 	}
 	a.mu.Unlock()
 	actors.StopAll(sessions)
+	a.calls.close()
 	c.cancel()
 	a.runtime() // a client may leave before the runtime is up
 	// A client that stopped reading must not hold the process forever: the

@@ -85,6 +85,8 @@ func newEnvScript(t *testing.T, script string, edit func(*configs.Config)) *env 
 	srv, _ := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()
+	// The tests' skills are their cwd's, never the user's.
+	cfg.Skills.Dirs = []string{".mm/skills"}
 	if edit != nil {
 		edit(cfg)
 	}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/tools"
 )
 
 // Version is the format version Marshal writes. Load accepts every version
@@ -75,6 +76,8 @@ type File struct {
 	Model      string        `json:"model,omitempty"` // selected model id ("" = default)
 	Usage      Usage         `json:"usage"`
 	History    []llm.Message `json:"history"`
+	// Plan is the session's plan (the plan tool), empty when it has none.
+	Plan []tools.PlanEntry `json:"plan,omitempty"`
 }
 
 // Path returns the session file of id: <cwd>/<dir>/<id>.json when dir is

@@ -16,6 +16,7 @@ const (
 	argNumber
 	argInteger // a JSON number with no fractional part
 	argBool
+	argArray // its items are checked by the tool's prepare
 )
 
 func (t argType) String() string {
@@ -28,6 +29,8 @@ func (t argType) String() string {
 		return "integer"
 	case argBool:
 		return "boolean"
+	case argArray:
+		return "array"
 	}
 	return "value"
 }
@@ -108,6 +111,10 @@ func checkType(tool string, p param, v any) error {
 		}
 	case argBool:
 		if _, ok := v.(bool); !ok {
+			return bad()
+		}
+	case argArray:
+		if _, ok := v.([]any); !ok {
 			return bad()
 		}
 	case argNumber, argInteger:
@@ -197,6 +204,11 @@ func strArg(args map[string]any, name string) string {
 func numArg(args map[string]any, name string) (float64, bool) {
 	f, ok := args[name].(float64)
 	return f, ok
+}
+
+func arrayArg(args map[string]any, name string) []any {
+	a, _ := args[name].([]any)
+	return a
 }
 
 func boolArg(args map[string]any, name string) bool {

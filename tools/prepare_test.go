@@ -13,8 +13,9 @@ import (
 )
 
 func TestBuiltinAndLookup(t *testing.T) {
-	want := []string{"bash", "read_file", "write_file", "edit_file"}
-	kinds := map[string]Kind{"bash": KindExecute, "read_file": KindRead, "write_file": KindEdit, "edit_file": KindEdit}
+	want := []string{"bash", "read_file", "write_file", "edit_file", "read_skill", "plan", "ask_user"}
+	kinds := map[string]Kind{"bash": KindExecute, "read_file": KindRead, "write_file": KindEdit, "edit_file": KindEdit,
+		"read_skill": KindRead, "plan": KindOther, "ask_user": KindOther}
 	var got []string
 	for _, tool := range Builtin() {
 		got = append(got, tool.Name())
@@ -36,7 +37,7 @@ func TestBuiltinAndLookup(t *testing.T) {
 // TestSchemasMatchParams keeps each tool's JSON schema, which the model
 // reads, in step with the params that validation enforces.
 func TestSchemasMatchParams(t *testing.T) {
-	typeNames := map[argType]string{argString: "string", argNumber: "number", argInteger: "integer", argBool: "boolean"}
+	typeNames := map[argType]string{argString: "string", argNumber: "number", argInteger: "integer", argBool: "boolean", argArray: "array"}
 	for _, tool := range Builtin() {
 		t.Run(tool.Name(), func(t *testing.T) {
 			var schema struct {

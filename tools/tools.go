@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mm-agent/mm/tools/skills"
 )
 
 // Kind is the ACP tool kind string: "execute", "read", "edit", "fetch" or
@@ -41,6 +43,14 @@ type Env struct {
 	// SessionID marks the processes bash starts (procs.SessionEnv), so
 	// that what they leave running dies with the session.
 	SessionID string
+	// Plan is the session's plan when the call is prepared (calls of a
+	// turn run one at a time, so it cannot change meanwhile).
+	Plan []PlanEntry
+	// Ask asks the user ask_user's questions; nil when no one can be
+	// asked.
+	Ask Asker
+	// SkillDirs are the session's skill folders, absolute (read_skill).
+	SkillDirs []string
 	// Started, if set, is called once the call is actually running: for
 	// bash, once its process exists (under load, starting a process can
 	// take milliseconds; "running" means it can be killed). It is called at
@@ -77,6 +87,12 @@ type Call struct {
 	// approves, computed from the file as it is when Prepare runs. OldText
 	// is nil for a file that does not exist yet.
 	Proposal *Diff
+	// Questions are an ask_user call's questions, validated by prepare.
+	Questions []Question
+	// plan is the plan a plan call makes, computed by prepare.
+	plan []PlanEntry
+	// skill is the skill a read_skill call reads.
+	skill *skills.Skill
 }
 
 // Diff is a whole-file change, the ACP diff content: OldText nil means the
@@ -98,6 +114,9 @@ type Result struct {
 	Failed bool
 	// Diff is the change made by a completed write_file or edit_file.
 	Diff *Diff
+	// Plan, when not nil, is the session's plan as a plan call left it
+	// (empty once cleared).
+	Plan []PlanEntry
 }
 
 // Tool describes one tool to the model and to the editor.
@@ -128,23 +147,17 @@ type builtin interface {
 }
 
 // Builtin returns the built-in tools in the order they are offered to the
-// model: bash, read_file, write_file, edit_file. Each call returns a new
-// slice.
+// model. Each call returns a new slice.
 func Builtin() []Tool {
-	return []Tool{bashTool{}, readFileTool{}, writeFileTool{}, editFileTool{}}
+	return []Tool{bashTool{}, readFileTool{}, writeFileTool{}, editFileTool{}, readSkillTool{}, planTool{}, askUserTool{}}
 }
 
 // Lookup returns the built-in tool with the given name.
 func Lookup(name string) (Tool, bool) {
-	switch name {
-	case "bash":
-		return bashTool{}, true
-	case "read_file":
-		return readFileTool{}, true
-	case "write_file":
-		return writeFileTool{}, true
-	case "edit_file":
-		return editFileTool{}, true
+	for _, t := range Builtin() {
+		if t.Name() == name {
+			return t, true
+		}
 	}
 	return nil, false
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/tools/skills"
 )
 
 func main() {
@@ -152,4 +153,14 @@ func banner(log *slog.Logger, cfg *configs.Config) {
 		model += " " + cfg.Model.Name + " at " + cfg.Model.ResolvedBaseURL()
 	}
 	log.Info(fmt.Sprintf("mm %s · model %s · config %s · yolo=%t", protocol.Version, model, path, cfg.Yolo))
+	// Skills are read per session (their cwd matters); the banner reads
+	// them for the directory mm starts in, which is the project's when an
+	// editor starts it, to say what a session there will have.
+	cwd, _ := os.Getwd()
+	home, _ := os.UserHomeDir()
+	set := skills.Load(skills.Dirs(cfg.Skills.Dirs, cwd, home))
+	log.Info(fmt.Sprintf("%d skill(s) · %d hook(s)", len(set.Skills), len(cfg.Hooks.PreToolCall)+len(cfg.Hooks.PostAsk)))
+	for _, w := range set.Warnings {
+		log.Warn(w)
+	}
 }

@@ -242,6 +242,38 @@ func TestStdinEOFKillsCommands(t *testing.T) {
 	}
 }
 
+// TestBannerCountsSkillsAndHooks: the start-up banner says how many skills
+// and hooks were loaded, and warns about a skill that a command shadows and
+// a broken SKILL.md.
+func TestBannerCountsSkillsAndHooks(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"greetings": "---\nname: greetings\ndescription: Greet.\n---\nHello.\n",
+		"compact":   "---\nname: compact\ndescription: Shadowed.\n---\nx\n",
+		"broken":    "no front matter\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "SKILL.md"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, _, _ := startMM(t, fmt.Sprintf("skills:\n  dirs: [%q]\nhooks:\n  preToolCall: [\"true\"]\n  postAsk: [\"true\", \"true\"]\n", dir))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := conn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close(10 * time.Second)
+	log := conn.Stderr.String()
+	for _, want := range []string{"1 skill(s) · 3 hook(s)", `skill "compact"`, "/compact", filepath.Join(dir, "broken", "SKILL.md")} {
+		if !strings.Contains(log, want) {
+			t.Errorf("banner lacks %q:\n%s", want, log)
+		}
+	}
+}
+
 // TestPipedRequestsAreAnswered: requests read before stdin closes are
 // answered before mm exits, as a one-line smoke test needs:
 // printf '…initialize…\n…session/new…\n' | mm -acp.

@@ -22,8 +22,11 @@ type Client struct {
 	cond    *sync.Cond
 	updates []acp.SessionNotification
 	perms   []acp.RequestPermissionRequest
+	forms   []acp.UnstableCreateElicitationRequest
 	// Permission answers session/request_permission; nil selects "allow".
 	Permission func(acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error)
+	// Elicit answers elicitation/create; nil declines.
+	Elicit func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error)
 }
 
 // NewClient returns an empty recording client.
@@ -59,6 +62,26 @@ func (c *Client) RequestPermission(_ context.Context, p acp.RequestPermissionReq
 	}}, nil
 }
 
+// UnstableCreateElicitation records a form and answers it.
+func (c *Client) UnstableCreateElicitation(_ context.Context, p acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+	c.mu.Lock()
+	c.forms = append(c.forms, p)
+	answer := c.Elicit
+	c.mu.Unlock()
+	c.cond.Broadcast()
+	if answer != nil {
+		return answer(p)
+	}
+	return acp.UnstableCreateElicitationResponse{Decline: &acp.UnstableCreateElicitationDecline{Action: "decline"}}, nil
+}
+
+// Forms returns the elicitation/create requests received so far.
+func (c *Client) Forms() []acp.UnstableCreateElicitationRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]acp.UnstableCreateElicitationRequest(nil), c.forms...)
+}
+
 // Updates returns the notifications of a session, in arrival order.
 func (c *Client) Updates(sessionID acp.SessionId) []acp.SessionUpdate {
 	c.mu.Lock()
@@ -82,7 +105,7 @@ func (c *Client) Permissions() []acp.RequestPermissionRequest {
 // Reset forgets what was recorded.
 func (c *Client) Reset() {
 	c.mu.Lock()
-	c.updates, c.perms = nil, nil
+	c.updates, c.perms, c.forms = nil, nil, nil
 	c.mu.Unlock()
 }
 

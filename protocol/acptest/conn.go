@@ -200,6 +200,15 @@ func (c *Conn) Init(ctx context.Context) (acp.InitializeResponse, error) {
 	})
 }
 
+// InitForms sends initialize announcing elicitation forms.
+func (c *Conn) InitForms(ctx context.Context) (acp.InitializeResponse, error) {
+	return c.Initialize(ctx, acp.InitializeRequest{
+		ProtocolVersion:    acp.ProtocolVersionNumber,
+		ClientInfo:         &acp.Implementation{Name: "acptest", Version: "1.0"},
+		ClientCapabilities: acp.ClientCapabilities{Elicitation: &acp.ElicitationCapabilities{Form: &acp.ElicitationFormCapabilities{}}},
+	})
+}
+
 // Ask sends one text prompt.
 func (c *Conn) Ask(ctx context.Context, sid acp.SessionId, text string) (acp.PromptResponse, error) {
 	return c.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})

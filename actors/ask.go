@@ -1,0 +1,101 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/tools"
+)
+
+// ElicitationScopeKey is the _meta key of the copy of an elicitation's
+// session and tool call (seed: elicitation/create).
+const ElicitationScopeKey = "mm.elicitationScope"
+
+// ask asks the user ask_user's questions, without holding the turn's slot:
+// one elicitation/create form when the client shows forms; otherwise, when
+// every question is a choice or a confirm, one permission request per
+// question; otherwise no one can be asked.
+func (w *toolWorker) ask(ctx context.Context, root *actor.RootContext, parent *actor.PID, qs []tools.Question) tools.Answers {
+	var a tools.Answers
+	switch {
+	case w.rt.client.Forms():
+		if !w.person(ctx, root, parent, func() { a = w.askForm(ctx, qs) }) {
+			return tools.Answers{Outcome: "cancel"}
+		}
+	case tools.Choosable(qs):
+		if !w.person(ctx, root, parent, func() { a = w.askChoices(ctx, qs) }) {
+			return tools.Answers{Outcome: "cancel"}
+		}
+	default:
+		return tools.Answers{Outcome: "none", Why: "the editor cannot show forms, and not every question is a choice"}
+	}
+	return a
+}
+
+func (w *toolWorker) askForm(ctx context.Context, qs []tools.Question) tools.Answers {
+	res, err := w.rt.client.Elicit(ctx, Elicitation{
+		SessionID: w.session, ToolCallID: w.callID, Message: tools.FormMessage(qs), Schema: tools.FormSchema(qs),
+	})
+	switch {
+	case ctx.Err() != nil:
+		return tools.Answers{Outcome: "cancel"}
+	case err != nil:
+		return tools.Answers{Outcome: "none", Why: "the editor answered with an error: " + err.Error()}
+	case res.Action == "accept":
+		return tools.Answers{Outcome: "accept", Values: tools.FormValues(qs, res.Content)}
+	case res.Action == "decline":
+		return tools.Answers{Outcome: "decline"}
+	}
+	return tools.Answers{Outcome: "cancel"}
+}
+
+// askChoices asks each question as a permission request whose options are
+// the question's choices, and decline.
+func (w *toolWorker) askChoices(ctx context.Context, qs []tools.Question) tools.Answers {
+	values := make([]any, len(qs))
+	for i, q := range qs {
+		choices := q.Options
+		if q.Type == "confirm" {
+			choices = []string{"Yes", "No"}
+		}
+		opts := make([]acp.PermissionOption, 0, len(choices)+1)
+		for j, c := range choices {
+			opts = append(opts, acp.PermissionOption{OptionId: acp.PermissionOptionId(strconv.Itoa(j)), Name: c, Kind: acp.PermissionOptionKindAllowOnce})
+		}
+		opts = append(opts, acp.PermissionOption{OptionId: "decline", Name: "Decline", Kind: acp.PermissionOptionKindRejectOnce})
+		resp, err := w.rt.client.RequestPermission(ctx, acp.RequestPermissionRequest{
+			SessionId: acp.SessionId(w.session),
+			ToolCall: acp.ToolCallUpdate{
+				ToolCallId: acp.ToolCallId(w.callID),
+				Title:      acp.Ptr("? " + q.Text),
+				Kind:       acp.Ptr(acp.ToolKindOther),
+				Status:     acp.Ptr(acp.ToolCallStatusPending),
+			},
+			Options: opts,
+		})
+		switch {
+		case ctx.Err() != nil:
+			return tools.Answers{Outcome: "cancel"}
+		case err != nil:
+			return tools.Answers{Outcome: "none", Why: "the editor answered with an error: " + err.Error()}
+		case resp.Outcome.Selected == nil:
+			return tools.Answers{Outcome: "cancel"}
+		case resp.Outcome.Selected.OptionId == "decline":
+			return tools.Answers{Outcome: "decline"}
+		}
+		j, err := strconv.Atoi(string(resp.Outcome.Selected.OptionId))
+		if err != nil || j < 0 || j >= len(choices) {
+			return tools.Answers{Outcome: "none", Why: fmt.Sprintf("the editor chose an option that was not offered (%q)", resp.Outcome.Selected.OptionId)}
+		}
+		if q.Type == "confirm" {
+			values[i] = j == 0
+		} else {
+			values[i] = choices[j]
+		}
+	}
+	return tools.Answers{Outcome: "accept", Values: values}
+}

@@ -1,0 +1,140 @@
+package actors
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/tools"
+	"github.com/mm-agent/mm/tools/skills"
+)
+
+// Skills as commands (seed: "Les skills comme commandes"). A session reads
+// the catalog of its skill folders (skills.dirs resolved against its cwd)
+// when it starts, and again whenever a prompt may name a skill (it starts
+// with / or holds a $), off the actor; the catalog is re-parsed only when
+// a file changed. mm never loads a skill behind the model's back: `/name
+// args` becomes `$name args`, and a `$name` tells the model to call
+// read_skill.
+
+// skillDirs are the absolute skill folders of a session in cwd.
+func (rt *Runtime) skillDirs(cwd string) []string {
+	home, _ := os.UserHomeDir()
+	return skills.Dirs(rt.cfg.Skills.Dirs, cwd, home)
+}
+
+// systemPrompt is the session's system prompt: the configured one, then
+// the skills the model may read.
+func systemPrompt(cwd string, set *skills.Set) string {
+	p := configs.SystemPrompt(cwd)
+	if set == nil || len(set.Skills) == 0 {
+		return p
+	}
+	var b strings.Builder
+	b.WriteString(strings.TrimRight(p, "\n"))
+	b.WriteString("\n\nSkills are procedures written for this project or this user. When a message names one as $name, call read_skill with that name first and follow what it says; use one yourself when it fits the task. The skills:\n")
+	for _, k := range set.Skills {
+		fmt.Fprintf(&b, "- %s: %s\n", k.Name, k.Description)
+	}
+	return b.String()
+}
+
+// Commands lists what session/prompt handles: the slash commands it
+// intercepts, then one per skill.
+func Commands(set *skills.Set) []acp.AvailableCommand {
+	out := []acp.AvailableCommand{
+		{Name: "new", Description: "Clear the history and start a new session"},
+		{Name: "compact", Description: "Compress the history now, keeping the last turns"},
+	}
+	if set == nil {
+		return out
+	}
+	for _, k := range set.Skills {
+		out = append(out, acp.AvailableCommand{Name: k.Name, Description: k.Description,
+			Input: &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Hint: "parameters, if this skill needs any"}}})
+	}
+	return out
+}
+
+// mayNameSkill says whether text may name a skill, which the catalog must
+// be read for.
+func mayNameSkill(text string) bool {
+	return strings.HasPrefix(strings.TrimSpace(text), "/") || strings.Contains(text, "$")
+}
+
+// withSkills rewrites `/name args` into `$name args` when name is a skill,
+// and adds after the text, once per skill its $mentions name, the note
+// that tells the model to read it. An unknown /name is left as it is.
+func withSkills(text string, set *skills.Set) string {
+	if t := strings.TrimSpace(text); strings.HasPrefix(t, "/") {
+		name, _ := skillToken(t[1:])
+		if _, ok := set.Get(name); ok {
+			text = "$" + t[1:]
+		}
+	}
+	var notes strings.Builder
+	seen := map[string]bool{}
+	for i := 0; i < len(text); i++ {
+		if text[i] != '$' || (i > 0 && !isSpace(text[i-1])) {
+			continue
+		}
+		name, n := skillToken(text[i+1:])
+		if _, ok := set.Get(name); ok && !seen[name] {
+			seen[name] = true
+			fmt.Fprintf(&notes, "\n[skill $%s: call read_skill with {\"name\": %q} and follow it]", name, name)
+		}
+		i += n
+	}
+	return text + notes.String()
+}
+
+// skillToken reads a skill name at the start of s: the characters a skill
+// name may hold. It returns the name and its length.
+func skillToken(s string) (string, int) {
+	n := 0
+	for n < len(s) {
+		c := s[n]
+		if c == '-' || c == '_' || c == '.' || isAlnumByte(c) {
+			n++
+			continue
+		}
+		break
+	}
+	return strings.TrimRight(s[:n], "."), n
+}
+
+func isAlnumByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// useSkills makes set the session's catalog: the system prompt names its
+// skills, and the client hears the new commands when it already had the
+// old ones.
+func (s *session) useSkills(set *skills.Set) {
+	if set == nil || s.skills.Same(set) {
+		return
+	}
+	s.skills = set
+	s.history[0].Content = systemPrompt(s.cwd, set)
+	if s.announced {
+		s.announced = false
+		s.announce()
+	}
+}
+
+// setPlan keeps the plan a plan call made and shows it whole.
+func (s *session) setPlan(p []tools.PlanEntry) {
+	s.plan = p
+	s.rt.out.Update(s.id, planUpdate(p, nil))
+}
+
+func planUpdate(p []tools.PlanEntry, meta map[string]any) acp.SessionUpdate {
+	entries := make([]acp.PlanEntry, len(p))
+	for i, e := range p {
+		entries[i] = acp.PlanEntry{Content: e.Content, Priority: acp.PlanEntryPriority(e.Priority), Status: acp.PlanEntryStatus(e.Status)}
+	}
+	return acp.SessionUpdate{Plan: &acp.SessionUpdatePlan{Meta: meta, Entries: entries}}
+}

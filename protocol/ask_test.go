@@ -1,0 +1,224 @@
+package protocol_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/protocol/acptest"
+)
+
+const askScript = `
+rules:
+  - match: "^plan$"
+    steps:
+      - toolCalls: [{name: plan, args: {action: set, entries: [{content: parse}, {content: test, priority: high}]}}]
+      - toolCalls: [{name: plan, args: {action: update, index: 1, status: completed}}]
+      - {text: "planned"}
+  - match: "^unplan$"
+    steps:
+      - toolCalls: [{name: plan, args: {action: clear}}]
+      - {text: "cleared"}
+  - match: "^ask4$"
+    steps:
+      - toolCalls: [{name: ask_user, args: {questions: [
+          {question: "Which db?", type: choice, options: [pg, sqlite], default: pg},
+          {question: "Which tags?", type: multi, options: [a, b]},
+          {question: "Name?", type: text},
+          {question: "Go ahead?", type: confirm, default: true}]}}]
+      - {text: "model read: {{last_tool_output}}"}
+  - match: "^choose$"
+    steps:
+      - toolCalls: [{name: ask_user, args: {questions: [
+          {question: "Which db?", type: choice, options: [pg, sqlite]},
+          {question: "Go ahead?", type: confirm}]}}]
+      - {text: "model read: {{last_tool_output}}"}
+  - match: "^name$"
+    steps:
+      - toolCalls: [{name: ask_user, args: {questions: [{question: "Name?", type: text}]}}]
+      - {text: "model read: {{last_tool_output}}"}
+usage: true
+`
+
+func plans(ups []acp.SessionUpdate) [][]acp.PlanEntry {
+	var out [][]acp.PlanEntry
+	for _, u := range ups {
+		if u.Plan != nil {
+			out = append(out, u.Plan.Entries)
+		}
+	}
+	return out
+}
+
+// TestPlan: set and update send the whole plan each time; it is kept in
+// the session file and replayed by session/load after the history; clear
+// empties it.
+func TestPlan(t *testing.T) {
+	e := newEnvScript(t, askScript, func(c *configs.Config) { c.Sessions.Enabled = true })
+	sid := e.newSession()
+	e.ask(sid, "plan")
+	p := plans(e.conn.Client.Updates(sid))
+	if len(p) != 2 || len(p[0]) != 2 || p[0][0].Status != "pending" || p[0][1].Priority != "high" || p[1][0].Status != "completed" || p[1][1].Status != "pending" {
+		t.Fatalf("plan updates: %+v", p)
+	}
+	if _, err := e.conn.CloseSession(e.ctx, acp.CloseSessionRequest{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	e.conn.Client.Reset()
+	if _, err := e.conn.LoadSession(e.ctx, acp.LoadSessionRequest{SessionId: sid, Cwd: e.cwd, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	ups := e.conn.Client.Updates(sid)
+	if len(ups) < 3 || ups[len(ups)-2].Plan == nil || ups[len(ups)-1].AvailableCommandsUpdate == nil {
+		t.Fatalf("replay does not end with the plan, then the commands: %d updates", len(ups))
+	}
+	if got := ups[len(ups)-2].Plan.Entries; len(got) != 2 || got[0].Status != "completed" {
+		t.Errorf("replayed plan: %+v", got)
+	}
+	e.conn.Client.Reset()
+	e.ask(sid, "unplan")
+	if p := plans(e.conn.Client.Updates(sid)); len(p) != 1 || len(p[0]) != 0 {
+		t.Errorf("after clear: %+v", p)
+	}
+}
+
+// TestAskUserForm: ask_user through a client that shows forms: one
+// elicitation/create per call, as the seed's table says, written after its
+// tool_call; each answer reaches the model.
+func TestAskUserForm(t *testing.T) {
+	e := newEnvScript(t, askScript, nil)
+	if _, err := e.conn.InitForms(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	sid := e.newSession()
+	e.conn.Client.Elicit = func(p acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+		return acp.UnstableCreateElicitationResponse{Accept: &acp.UnstableCreateElicitationAccept{Action: "accept",
+			Content: map[string]any{"q1": "sqlite", "q2": []any{"b"}, "q3": "Bob", "q4": false}}}, nil
+	}
+	e.ask(sid, "ask4")
+	forms := e.conn.Client.Forms()
+	if len(forms) != 1 || forms[0].Form == nil || forms[0].Form.Message != "The agent has 4 questions for you." {
+		t.Fatalf("forms: %+v", forms)
+	}
+	f := forms[0].Form
+	if got := f.RequestedSchema.Required; strings.Join(got, ",") != "q1,q2,q3,q4" {
+		t.Errorf("required: %v", got)
+	}
+	q1 := f.RequestedSchema.Properties["q1"].(map[string]any)
+	if q1["title"] != "Which db?" || q1["default"] != "pg" || q1["type"] != "string" {
+		t.Errorf("q1: %v", q1)
+	}
+	calls, _ := toolUpdates(e.conn.Client.Updates(sid))
+	if len(calls) != 1 || calls[0].Title != "ask_user: 4 questions" || calls[0].Kind != acp.ToolKindOther {
+		t.Fatalf("calls: %+v", calls)
+	}
+	callID := string(calls[0].ToolCallId)
+	scope := f.Meta["mm.elicitationScope"].(map[string]any)
+	if scope["sessionId"] != string(sid) || scope["toolCallId"] != callID {
+		t.Errorf("scope: %v", scope)
+	}
+	// On the wire: sessionId and toolCallId at the top, after the tool_call.
+	out := e.conn.Stdout.String()
+	req := strings.Index(out, `"method":"elicitation/create"`)
+	if req < 0 || strings.Index(out, `"toolCallId":"`+callID+`","title"`) > req ||
+		!strings.Contains(out[req:], `"sessionId":"`+string(sid)+`","toolCallId":"`+callID+`"`) {
+		t.Errorf("elicitation/create on the wire:\n%s", out)
+	}
+	if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, `model read: {"Which db?": "sqlite", "Which tags?": ["b"], "Name?": "Bob", "Go ahead?": false}`) {
+		t.Errorf("the model read %q", text)
+	}
+
+	for _, tc := range []struct {
+		answer acp.UnstableCreateElicitationResponse
+		err    error
+		want   string
+	}{
+		{acp.UnstableCreateElicitationResponse{Decline: &acp.UnstableCreateElicitationDecline{Action: "decline"}}, nil, "model read: declined"},
+		{acp.UnstableCreateElicitationResponse{Cancel: &acp.UnstableCreateElicitationCancel{Action: "cancel"}}, nil, "model read: cancelled"},
+		{acp.UnstableCreateElicitationResponse{}, acp.NewInternalError(map[string]any{"error": "no forms today"}), "model read: no one can be asked"},
+	} {
+		e.conn.Client.Reset()
+		e.conn.Client.Elicit = func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+			return tc.answer, tc.err
+		}
+		e.ask(sid, "name")
+		if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, tc.want) {
+			t.Errorf("want %q, the model read %q", tc.want, text)
+		}
+	}
+}
+
+// TestCancelWhileAFormWaits: the turn answers cancelled at once, and the
+// client is told the request is abandoned.
+func TestCancelWhileAFormWaits(t *testing.T) {
+	e := newEnvScript(t, askScript, nil)
+	if _, err := e.conn.InitForms(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	e.conn.Client.Elicit = func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+		<-release
+		return acp.UnstableCreateElicitationResponse{Decline: &acp.UnstableCreateElicitationDecline{Action: "decline"}}, nil
+	}
+	sid := e.newSession()
+	done := make(chan acp.StopReason, 1)
+	go func() {
+		res, _ := e.conn.Ask(e.ctx, sid, "name")
+		done <- res.StopReason
+	}()
+	waitFor(t, func() bool { return len(e.conn.Client.Forms()) == 1 })
+	_ = e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid})
+	select {
+	case r := <-done:
+		if r != acp.StopReasonCancelled {
+			t.Fatalf("stopReason %s", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the turn waited for the form")
+	}
+	waitFor(t, func() bool { return strings.Contains(e.conn.Stdout.String(), `"method":"$/cancel_request"`) })
+}
+
+// TestAskUserWithoutForms: a client without forms gets one permission
+// request per question when every question is a choice or a confirm;
+// otherwise the model hears that no one can be asked.
+func TestAskUserWithoutForms(t *testing.T) {
+	e := newEnvScript(t, askScript, nil)
+	sid := e.newSession()
+	e.conn.Client.Permission = func(p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+		return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Selected: &acp.RequestPermissionOutcomeSelected{OptionId: "1"}}}, nil
+	}
+	e.ask(sid, "choose")
+	perms := e.conn.Client.Permissions()
+	if len(perms) != 2 || *perms[0].ToolCall.Title != "? Which db?" || *perms[1].ToolCall.Title != "? Go ahead?" || *perms[0].ToolCall.Kind != acp.ToolKindOther {
+		t.Fatalf("permission requests: %+v", perms)
+	}
+	var opts []string
+	for _, o := range perms[0].Options {
+		opts = append(opts, string(o.OptionId)+"="+o.Name+"/"+string(o.Kind))
+	}
+	if strings.Join(opts, " ") != "0=pg/allow_once 1=sqlite/allow_once decline=Decline/reject_once" {
+		t.Errorf("options: %v", opts)
+	}
+	if perms[1].Options[0].Name != "Yes" || perms[1].Options[1].Name != "No" {
+		t.Errorf("confirm options: %+v", perms[1].Options)
+	}
+	if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, `model read: {"Which db?": "sqlite", "Go ahead?": false}`) {
+		t.Errorf("the model read %q", text)
+	}
+	e.conn.Client.Reset()
+	e.conn.Client.Permission = answer("decline")
+	e.ask(sid, "choose")
+	if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, "model read: declined") {
+		t.Errorf("decline: %q", text)
+	}
+	e.conn.Client.Reset()
+	e.ask(sid, "name")
+	if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, "model read: no one can be asked") || len(e.conn.Client.Permissions()) != 0 {
+		t.Errorf("a text question without forms: %q", text)
+	}
+}

@@ -1,0 +1,156 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/actors"
+)
+
+// mm's own requests to the client. acp-go-sdk v0.13.5 has elicitation only
+// as unstable types, and its UnstableCreateElicitationForm cannot carry the
+// request's top-level sessionId and toolCallId that ACP's schema (and the
+// seed) give a form; so elicitation/create is sent here, as a raw call: the
+// request goes out through the session's ordered writer (after the
+// tool_call it belongs to), and the ingress hands its response back here
+// instead of to the SDK. Ids are strings ("mm-1", …), which never collide
+// with the SDK's numeric ones.
+
+// calls are the requests mm sent itself and waits for.
+type calls struct {
+	mu      sync.Mutex
+	next    uint64
+	pending map[string]chan callResult
+	closed  bool
+}
+
+type callResult struct {
+	result json.RawMessage
+	err    *acp.RequestError
+}
+
+// call sends method with params for a session and waits for the client's
+// answer, or ctx: then the request is abandoned, and the client told so
+// with $/cancel_request.
+func (a *Agent) call(ctx context.Context, sessionID, method string, params any) (json.RawMessage, error) {
+	c := &a.calls
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errors.New("the connection is closed")
+	}
+	c.next++
+	id, _ := json.Marshal(fmt.Sprintf("mm-%d", c.next))
+	key := idKey(id)
+	ch := make(chan callResult, 1)
+	if c.pending == nil {
+		c.pending = map[string]chan callResult{}
+	}
+	c.pending[key] = ch
+	c.mu.Unlock()
+	a.box.Request(sessionID, id, method, params)
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, errors.New("the connection is closed")
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.result, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, key)
+		c.mu.Unlock()
+		a.box.Request(sessionID, nil, "$/cancel_request", map[string]any{"requestId": id})
+		return nil, ctx.Err()
+	}
+}
+
+// answered takes the response to one of mm's calls; it reports false for
+// any other response.
+func (c *calls) answered(id json.RawMessage, result, rerr json.RawMessage) bool {
+	key := idKey(id)
+	c.mu.Lock()
+	ch, ok := c.pending[key]
+	delete(c.pending, key)
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	r := callResult{result: result}
+	if rerr != nil {
+		r.err = &acp.RequestError{}
+		if json.Unmarshal(rerr, r.err) != nil {
+			r.err = acp.NewInternalError(map[string]any{"error": "the client's error could not be read"})
+		}
+	}
+	ch <- r
+	return true
+}
+
+// close fails every call still waiting: the client is gone.
+func (c *calls) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for k, ch := range c.pending {
+		close(ch)
+		delete(c.pending, k)
+	}
+}
+
+// client is the client as the actors ask it: permission requests through
+// the SDK, forms through mm's own calls.
+type client struct {
+	conn *acp.AgentSideConnection
+	a    *Agent
+}
+
+var _ actors.Client = client{}
+
+func (c client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	return c.conn.RequestPermission(ctx, p)
+}
+
+// Forms says the client announced elicitation.form at initialize.
+func (c client) Forms() bool {
+	c.a.mu.Lock()
+	defer c.a.mu.Unlock()
+	e := c.a.client.Elicitation
+	return e != nil && e.Form != nil
+}
+
+// Elicit sends elicitation/create (form mode) as the seed's table says:
+// sessionId and toolCallId at the top, with a copy in
+// _meta["mm.elicitationScope"].
+func (c client) Elicit(ctx context.Context, e actors.Elicitation) (actors.ElicitationResult, error) {
+	scope := map[string]any{"sessionId": e.SessionID, "toolCallId": e.ToolCallID}
+	raw, err := c.a.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, map[string]any{
+		"sessionId":       e.SessionID,
+		"toolCallId":      e.ToolCallID,
+		"mode":            "form",
+		"message":         e.Message,
+		"requestedSchema": e.Schema,
+		"_meta":           map[string]any{actors.ElicitationScopeKey: scope},
+	})
+	if err != nil {
+		return actors.ElicitationResult{}, err
+	}
+	var r acp.UnstableCreateElicitationResponse
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return actors.ElicitationResult{}, fmt.Errorf("the answer could not be read: %v", err)
+	}
+	switch {
+	case r.Accept != nil:
+		return actors.ElicitationResult{Action: "accept", Content: r.Accept.Content}, nil
+	case r.Decline != nil:
+		return actors.ElicitationResult{Action: "decline"}, nil
+	}
+	return actors.ElicitationResult{Action: "cancel"}, nil
+}

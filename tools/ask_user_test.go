@@ -1,0 +1,68 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+const fourQuestions = `{"questions":[
+ {"question":"Which db?","type":"choice","options":["pg","sqlite"],"default":"pg"},
+ {"question":"Which tags?","type":"multi","options":["a","b","c"],"default":["a"]},
+ {"question":"Name?","type":"text"},
+ {"question":"Go ahead?","type":"confirm","default":true}]}`
+
+func TestAskUserForm(t *testing.T) {
+	c, err := Prepare(Env{}, "ask_user", fourQuestions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Title != "ask_user: 4 questions" || c.Mutating || len(c.Questions) != 4 || Choosable(c.Questions) {
+		t.Fatalf("call = %+v", c)
+	}
+	if FormMessage(c.Questions) != "The agent has 4 questions for you." || FormMessage(c.Questions[:1]) != "Which db?" {
+		t.Error(FormMessage(c.Questions))
+	}
+	schema, _ := json.Marshal(FormSchema(c.Questions))
+	want := `{"properties":{"q1":{"default":"pg","enum":["pg","sqlite"],"title":"Which db?","type":"string"},` +
+		`"q2":{"default":["a"],"items":{"enum":["a","b","c"],"type":"string"},"title":"Which tags?","type":"array"},` +
+		`"q3":{"title":"Name?","type":"string"},"q4":{"default":true,"title":"Go ahead?","type":"boolean"}},` +
+		`"required":["q1","q2","q3","q4"],"type":"object"}`
+	if string(schema) != want {
+		t.Errorf("schema\n got %s\nwant %s", schema, want)
+	}
+	values := FormValues(c.Questions, map[string]any{"q1": "sqlite", "q2": []any{"b", "c"}, "q3": "Bob", "q4": false})
+	if got := AnswersText(c.Questions, values); got != `{"Which db?": "sqlite", "Which tags?": ["b","c"], "Name?": "Bob", "Go ahead?": false}` {
+		t.Errorf("answers %s", got)
+	}
+	for outcome, want := range map[string]string{"accept": `{"Which db?": "pg"`, "decline": "declined", "cancel": "cancelled", "none": "no one can be asked"} {
+		env := Env{Ask: func(_ context.Context, qs []Question) Answers {
+			return Answers{Outcome: outcome, Values: []any{"pg", []string{"a"}, "x", true}}
+		}}
+		if res := Run(context.Background(), env, c); !strings.HasPrefix(res.Output, want) {
+			t.Errorf("%s: %q", outcome, res.Output)
+		}
+	}
+	if res := Run(context.Background(), Env{}, c); !strings.HasPrefix(res.Output, "no one can be asked") || !res.Failed {
+		t.Errorf("no asker: %+v", res)
+	}
+}
+
+func TestAskUserValidation(t *testing.T) {
+	for args, want := range map[string]string{
+		`{"questions":[]}`: "empty",
+		`{"questions":[{"question":"x","type":"choice"}]}`:                                    `give its "options"`,
+		`{"questions":[{"question":"x","type":"pick"}]}`:                                      "must be choice, multi, text or confirm",
+		`{"questions":[{"question":"","type":"text"}]}`:                                       `no "question"`,
+		`{"questions":[{"question":"x","type":"confirm","default":"yes"}]}`:                   "true or false",
+		`{"questions":[{"question":"x","type":"choice","options":["a"],"default":"b"}]}`:      "one of its options",
+		`{"questions":[{"question":"x","type":"multi","options":["a"],"default":["a","z"]}]}`: "list of its options",
+		`{"questions":[{"question":"x","type":"text","hint":"h"}]}`:                           `unknown key "hint"`,
+		`{"questions":["x"]}`: "must be an object",
+	} {
+		if _, err := Prepare(Env{}, "ask_user", args); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+}

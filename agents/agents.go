@@ -1,0 +1,328 @@
+// Package agents is mm as an ACP client: it starts another ACP agent,
+// gives it a session in a cwd and asks it questions, for the ask_agent tool
+// and for `mm --ask`. It speaks ACP with acp-go-sdk's client side.
+//
+// The asked agent's requests to its client — permission requests and
+// elicitation forms — go to a Relay: in a session, the user of the agent
+// that asks decides; `mm --ask` refuses them.
+//
+// Concurrency: an Agent serves one question at a time (Ask holds it); a
+// Pool is safe for concurrent use.
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/gate"
+	"github.com/mm-agent/mm/internal/procs"
+)
+
+// Config is an agent mm can ask: the command that starts it on ACP.
+type Config struct {
+	Name    string
+	Command string
+	Args    []string
+	Env     map[string]string
+}
+
+// Relay answers the asked agent's requests to its client.
+type Relay interface {
+	RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error)
+	Elicit(ctx context.Context, p acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error)
+}
+
+// cancelGrace is how long an asked agent has to answer a cancelled prompt
+// before it is killed.
+const cancelGrace = time.Second
+
+// Agent is one asked agent: its process, its connection, and the session
+// mm asks it in.
+type Agent struct {
+	name    string
+	cmd     *exec.Cmd
+	conn    *acp.ClientSideConnection
+	stdin   io.Closer
+	client  *client
+	session acp.SessionId
+	done    chan struct{} // closed once the process is reaped
+	mu      sync.Mutex    // one question at a time
+}
+
+// Start starts the agent in cwd, initialises it (announcing elicitation
+// forms) and opens a session there. Its requests to its client are refused
+// until a question gives them a Relay. sessionID marks its processes as the
+// asking session's, so that they die with it.
+func Start(ctx context.Context, cfg Config, cwd, sessionID string, log *slog.Logger) (*Agent, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cmd := exec.Command(cfg.Command, cfg.Args...)
+	cmd.Dir = cwd
+	cmd.Env = append(os.Environ(), procs.SessionEnv(sessionID))
+	for k, v := range cfg.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr := &logWriter{log: log, prefix: "[ask " + cfg.Name + "] "}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := procs.Start(cmd); err != nil {
+		return nil, fmt.Errorf("agent %q did not start: %v", cfg.Name, err)
+	}
+	a := &Agent{name: cfg.Name, cmd: cmd, stdin: stdin, client: &client{}, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		procs.Done(cmd)
+		close(a.done)
+	}()
+	// The SDK's SetLogger is not synchronised with its reader: the reader
+	// waits until the logger is set.
+	in := gate.New(stdout)
+	a.conn = acp.NewClientSideConnection(a.client, stdin, in)
+	// The SDK reports a closed connection at info level: here that is the
+	// normal end of every asked agent.
+	a.conn.SetLogger(slog.New(warnOnly{log.Handler()}).With("lib", "acp-client", "agent", cfg.Name))
+	in.Open()
+	if err := a.open(ctx, cwd); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("agent %q: %v", cfg.Name, err)
+	}
+	return a, nil
+}
+
+func (a *Agent) open(ctx context.Context, cwd string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := a.conn.Initialize(ctx, acp.InitializeRequest{
+		ProtocolVersion:    acp.ProtocolVersionNumber,
+		ClientInfo:         &acp.Implementation{Name: "mm", Version: "ask"},
+		ClientCapabilities: acp.ClientCapabilities{Elicitation: &acp.ElicitationCapabilities{Form: &acp.ElicitationFormCapabilities{}}},
+	}); err != nil {
+		return fmt.Errorf("initialize: %v", err)
+	}
+	s, err := a.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		return fmt.Errorf("session/new: %v", err)
+	}
+	a.session = s.SessionId
+	return nil
+}
+
+// ErrGone says the agent's process ended; a Pool starts it again.
+var ErrGone = errors.New("the agent is gone")
+
+// Ask sends question as a prompt and returns the text the agent streamed
+// in answer; the agent's requests meanwhile go to relay (nil refuses
+// them). When ctx ends, the agent gets session/cancel and one second to
+// answer cancelled; then it is killed.
+func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-a.done:
+		return "", ErrGone
+	default:
+	}
+	a.client.start(a.session, relay)
+	defer a.client.start(a.session, nil)
+	type answer struct {
+		r   acp.PromptResponse
+		err error
+	}
+	ch := make(chan answer, 1)
+	// The prompt's own context is not ctx: a cancel goes as
+	// session/cancel, which lets the agent end its turn cleanly.
+	go func() {
+		r, err := a.conn.Prompt(context.Background(), acp.PromptRequest{SessionId: a.session, Prompt: []acp.ContentBlock{acp.TextBlock(question)}})
+		ch <- answer{r, err}
+	}()
+	select {
+	case res := <-ch:
+		text := a.client.text()
+		if res.err != nil {
+			return text, fmt.Errorf("agent %q failed: %v", a.name, oneLine(res.err.Error()))
+		}
+		if res.r.StopReason == acp.StopReasonCancelled {
+			return text, context.Canceled
+		}
+		return text, nil
+	case <-ctx.Done():
+	}
+	_ = a.conn.Cancel(context.Background(), acp.CancelNotification{SessionId: a.session})
+	select {
+	case <-ch:
+	case <-time.After(cancelGrace):
+		a.kill()
+		<-ch // the connection closes with the process
+	}
+	return a.client.text(), ctx.Err()
+}
+
+// Close ends the agent: its stdin is closed, it has a moment to exit, then
+// its process group is killed.
+func (a *Agent) Close() {
+	_ = a.stdin.Close()
+	select {
+	case <-a.done:
+	case <-time.After(cancelGrace):
+	}
+	a.kill()
+}
+
+func (a *Agent) kill() {
+	procs.KillGroup(a.cmd.Process.Pid)
+	select {
+	case <-a.done:
+	case <-time.After(5 * time.Second):
+	}
+	procs.WaitGroupGone(a.cmd.Process.Pid, time.Now().Add(time.Second))
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// client is the ACP client side mm offers an asked agent: it collects the
+// answer's text and relays what must be asked of a person.
+type client struct {
+	relay   Relay
+	mu      sync.Mutex
+	session acp.SessionId
+	answer  strings.Builder
+}
+
+var _ acp.Client = (*client)(nil)
+
+func (c *client) start(s acp.SessionId, relay Relay) {
+	c.mu.Lock()
+	c.session, c.relay = s, relay
+	if relay != nil {
+		c.answer.Reset()
+	}
+	c.mu.Unlock()
+}
+
+func (c *client) relayNow() Relay {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.relay
+}
+
+func (c *client) text() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.answer.String()
+}
+
+func (c *client) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if u := n.Update.AgentMessageChunk; u != nil && u.Content.Text != nil && n.SessionId == c.session {
+		c.answer.WriteString(u.Content.Text.Text)
+	}
+	return nil
+}
+
+func (c *client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	r := c.relayNow()
+	if r == nil {
+		return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}, nil
+	}
+	return r.RequestPermission(ctx, p)
+}
+
+// UnstableCreateElicitation relays a form; acp-go-sdk gives it to a client
+// through its unstable types.
+func (c *client) UnstableCreateElicitation(ctx context.Context, p acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+	r := c.relayNow()
+	if r == nil {
+		return acp.UnstableCreateElicitationResponse{}, acp.NewInternalError(map[string]any{"error": "no one can be asked"})
+	}
+	return r.Elicit(ctx, p)
+}
+
+// mm offers no file system or terminal to an asked agent: it works in its
+// own cwd with its own tools.
+
+func (c *client) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	return acp.ReadTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsReadTextFile)
+}
+
+func (c *client) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	return acp.WriteTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsWriteTextFile)
+}
+
+func (c *client) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	return acp.CreateTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalCreate)
+}
+
+func (c *client) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	return acp.KillTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalKill)
+}
+
+func (c *client) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	return acp.TerminalOutputResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalOutput)
+}
+
+func (c *client) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	return acp.ReleaseTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalRelease)
+}
+
+func (c *client) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	return acp.WaitForTerminalExitResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalWaitForExit)
+}
+
+// warnOnly passes on warnings and errors only.
+type warnOnly struct{ slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{w.Handler.WithAttrs(as)} }
+
+func (w warnOnly) WithGroup(g string) slog.Handler { return warnOnly{w.Handler.WithGroup(g)} }
+
+// logWriter logs what an asked agent writes on its stderr, a line at a
+// time, at debug level.
+type logWriter struct {
+	log    *slog.Logger
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			break
+		}
+		w.log.Debug(w.prefix + string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 64<<10 {
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}

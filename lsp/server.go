@@ -1,0 +1,607 @@
+package lsp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.lsp.dev/jsonrpc2"
+	"go.lsp.dev/protocol"
+	"go.lsp.dev/uri"
+	"go.uber.org/zap"
+
+	"github.com/mm-agent/mm/internal/procs"
+)
+
+const (
+	// initTimeout bounds the wait for the initialize response. Servers
+	// answer it before they load the workspace, so a minute means the
+	// server is stuck, not busy.
+	initTimeout = time.Minute
+	// shutdownTimeout bounds the wait for the shutdown response, and
+	// exitGrace the wait for the process to end after exit; then its group
+	// is killed.
+	shutdownTimeout = time.Second
+	exitGrace       = time.Second
+	// pipeGrace bounds the wait for the end of a server's output once it is
+	// reaped: a process that left its group may hold the pipes open.
+	pipeGrace = time.Second
+)
+
+// server is one running language server and its connection.
+type server struct {
+	name string // the command's base name, for messages
+	lang string
+	root string // the workspace root, the session's cwd
+	pid  int
+	log  *slog.Logger
+
+	conn jsonrpc2.Conn
+	rpc  protocol.Server
+	caps protocol.ServerCapabilities
+
+	// ctx is done once the server can no longer answer: its process ended
+	// or its connection broke. Its cause says why, for the model.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	exited chan struct{} // closed once the process is reaped
+	gone   chan struct{} // closed once every goroutine of the server has ended
+	reaped atomic.Bool
+
+	stderr *stderrLog
+
+	// What the server has been told about files; only the holder of the
+	// slot's turn touches these (documents.go).
+	docs   map[string]*document
+	stamps map[string]stamp
+	clock  int64
+}
+
+// splitCommand splits a configured command line on spaces and expands a
+// leading ~ in each word, since the line is not run by a shell.
+func splitCommand(line string) []string {
+	words := strings.Fields(line)
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return words
+	}
+	for i, w := range words {
+		if w == "~" {
+			words[i] = home
+		} else if strings.HasPrefix(w, "~/") {
+			words[i] = filepath.Join(home, w[2:])
+		}
+	}
+	return words
+}
+
+// start starts the slot's server, initializes it and records it in the
+// slot. The caller holds the slot's turn.
+func (c *Client) start(s *slot) (*server, error) {
+	line := c.servers[s.lang]
+	argv := splitCommand(line)
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("no language server is configured for %s; configure lsp.servers.%s", s.lang, s.lang)
+	}
+	name := filepath.Base(argv[0])
+	failed := func(why string) error {
+		return fmt.Errorf("%s did not start: %s", name, oneLine(why))
+	}
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = c.cwd
+	cmd.Env = append(os.Environ(), procs.SessionEnv(c.sessionID))
+	// Its own group, so that killing the group takes the helpers it spawns.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The pipes are made here rather than by exec: exec would close the
+	// output pipe in Wait, racing the reader for the server's last words,
+	// and an io.Writer would make Wait wait for every holder of the pipe.
+	// Given *os.File ends, exec hands them to the child as they are.
+	p, err := newPipes()
+	if err != nil {
+		return nil, failed(err.Error())
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.inR, p.outW, p.errW
+
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		p.closeAll()
+		return nil, errClosed
+	}
+	err = procs.Start(cmd)
+	p.closeChildEnds()
+	if err != nil {
+		c.mu.Unlock()
+		p.closeOurEnds()
+		return nil, failed(startError(err, s.lang, line))
+	}
+	srv := &server{
+		name:   name,
+		lang:   s.lang,
+		root:   c.cwd,
+		pid:    cmd.Process.Pid,
+		log:    c.log.With("lang", s.lang, "server", name),
+		exited: make(chan struct{}),
+		gone:   make(chan struct{}),
+		docs:   map[string]*document{},
+		stamps: map[string]stamp{},
+	}
+	srv.ctx, srv.cancel = context.WithCancelCause(context.Background())
+	srv.stderr = &stderrLog{log: srv.log}
+	srv.run(cmd, p)
+	s.srv = srv
+	c.mu.Unlock()
+	srv.log.Debug("lsp: started a language server", "pid", srv.pid, "cwd", c.cwd)
+
+	if err := c.initialize(srv); err != nil {
+		// Whether the server died by itself is known for sure only once it
+		// is reaped: a write to it can fail before its exit is seen.
+		var answer *jsonrpc2.Error
+		answered := errors.As(err, &answer)
+		timedOut := errors.Is(err, context.DeadlineExceeded)
+		if !answered && !timedOut && c.closing.Err() == nil {
+			srv.settle()
+		}
+		srv.kill()
+		<-srv.gone
+		c.mu.Lock()
+		if s.srv == srv {
+			s.srv = nil
+		}
+		c.mu.Unlock()
+		switch {
+		case c.closing.Err() != nil:
+			return nil, errClosed
+		case answered:
+			return nil, failed("initialize failed: " + answer.Message)
+		case timedOut:
+			return nil, failed(fmt.Sprintf("no answer to initialize within %v", initTimeout))
+		}
+		return nil, failed(context.Cause(srv.ctx).Error())
+	}
+	return srv, nil
+}
+
+// startError says why a command could not be started, in the terms of the
+// configuration that named it.
+func startError(err error, lang, line string) string {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("it is not installed or not on PATH (lsp.servers.%s is %q)", lang, line)
+	}
+	return err.Error()
+}
+
+// initialize sends initialize, waits for its response, and sends
+// initialized. It does not depend on the caller's context: a server that
+// starts is worth keeping for the next call even when this one is
+// cancelled.
+func (c *Client) initialize(srv *server) error {
+	ctx, cancel := context.WithTimeout(c.closing, initTimeout)
+	defer cancel()
+	ctx, release := srv.bind(ctx)
+	defer release()
+
+	root := uri.File(c.cwd)
+	params := &protocol.InitializeParams{
+		ProcessID:  int32(os.Getpid()),
+		ClientInfo: &protocol.ClientInfo{Name: "mm"},
+		RootPath:   c.cwd,
+		RootURI:    root,
+		WorkspaceFolders: []protocol.WorkspaceFolder{
+			{URI: string(root), Name: filepath.Base(c.cwd)},
+		},
+		Capabilities: protocol.ClientCapabilities{
+			Workspace: &protocol.WorkspaceClientCapabilities{
+				// mm applies a rename's edits itself, so it asks for them in
+				// the reply rather than through workspace/applyEdit, and it
+				// can only change the text of existing files.
+				ApplyEdit: false,
+				WorkspaceEdit: &protocol.WorkspaceClientCapabilitiesWorkspaceEdit{
+					DocumentChanges: true,
+				},
+				DidChangeWatchedFiles: &protocol.DidChangeWatchedFilesWorkspaceClientCapabilities{},
+				WorkspaceFolders:      true,
+				Configuration:         true,
+			},
+			TextDocument: &protocol.TextDocumentClientCapabilities{
+				Synchronization: &protocol.TextDocumentSyncClientCapabilities{},
+				Hover: &protocol.HoverTextDocumentClientCapabilities{
+					ContentFormat: []protocol.MarkupKind{protocol.Markdown, protocol.PlainText},
+				},
+				Definition: &protocol.DefinitionTextDocumentClientCapabilities{},
+				References: &protocol.ReferencesTextDocumentClientCapabilities{},
+				DocumentSymbol: &protocol.DocumentSymbolClientCapabilities{
+					SymbolKind:                        &protocol.SymbolKindCapabilities{ValueSet: allSymbolKinds()},
+					HierarchicalDocumentSymbolSupport: true,
+				},
+				Rename: &protocol.RenameClientCapabilities{},
+			},
+		},
+	}
+	res, err := srv.rpc.Initialize(ctx, params)
+	if err != nil {
+		return err
+	}
+	if res != nil {
+		srv.caps = res.Capabilities
+	}
+	return srv.rpc.Initialized(ctx, &protocol.InitializedParams{})
+}
+
+// allSymbolKinds lists every symbol kind, which servers otherwise limit to
+// the kinds of LSP's first version.
+func allSymbolKinds() []protocol.SymbolKind {
+	kinds := make([]protocol.SymbolKind, 0, 26)
+	for k := protocol.SymbolKindFile; k <= protocol.SymbolKindTypeParameter; k++ {
+		kinds = append(kinds, k)
+	}
+	return kinds
+}
+
+// run connects to the started process and starts the goroutines that watch
+// it.
+func (srv *server) run(cmd *exec.Cmd, p *pipes) {
+	srv.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(&stdio{r: p.outR, w: p.inW}))
+	srv.conn.Go(context.Background(), srv.handler())
+	// The dispatcher logs through zap; mm logs through slog, and what the
+	// dispatcher would say is covered by this package's own debug logs.
+	srv.rpc = protocol.ServerDispatcher(srv.conn, zap.NewNop())
+
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		procs.CopyPipe(p.errR, srv.stderr)
+	}()
+
+	// A server whose connection broke (it closed its output, or wrote
+	// something that is not JSON-RPC) cannot answer anymore: it is killed,
+	// and the next call starts another.
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		<-srv.conn.Done()
+		// A server that exits closes its output first; its exit status,
+		// given a moment to arrive, says more than the closed connection.
+		t := time.NewTimer(pipeGrace)
+		defer t.Stop()
+		select {
+		case <-srv.exited:
+			return
+		case <-t.C:
+		}
+		why := "closed its connection"
+		if err := srv.conn.Err(); err != nil {
+			why = "broke its connection: " + err.Error()
+		}
+		srv.cancel(errors.New(oneLine(srv.name + " " + why)))
+		srv.kill()
+	}()
+
+	go func() {
+		err := cmd.Wait()
+		procs.Done(cmd)
+		// Helpers the server left behind are of no use without it.
+		procs.KillGroup(srv.pid)
+		srv.reaped.Store(true)
+		procs.FinishPipe(p.errR, srv.stderr, readDone, time.Now().Add(pipeGrace))
+		srv.stderr.flush()
+		srv.cancel(srv.exitError(err))
+		close(srv.exited)
+		srv.log.Debug("lsp: language server exited", "pid", srv.pid, "status", err)
+
+		// The connection ends by itself when the last holder of the output
+		// pipe is gone; a process that left the group may hold it longer.
+		t := time.NewTimer(pipeGrace)
+		select {
+		case <-srv.conn.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		_ = srv.conn.Close()
+		<-srv.conn.Done()
+		<-watchDone
+		close(srv.gone)
+	}()
+}
+
+// exitError describes the end of the server's process for the model, with
+// the last thing it wrote to stderr, which is usually why.
+func (srv *server) exitError(err error) error {
+	status := "exit status 0"
+	if err != nil {
+		status = err.Error()
+	}
+	msg := fmt.Sprintf("%s exited (%s)", srv.name, status)
+	if last := srv.stderr.last(); last != "" {
+		msg += "; its last stderr line: " + last
+	}
+	return errors.New(oneLine(msg))
+}
+
+// bind returns a context that is also cancelled when the server dies, with
+// the server's cause, since jsonrpc2's Call would otherwise wait for a dead
+// server's response until its own context ends.
+func (srv *server) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(srv.ctx, func() { cancel(context.Cause(srv.ctx)) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// settle waits a moment for the server's exit to be seen, after a failed
+// write or a cancelled call hinted that it died, so that the error the
+// model reads is the server's exit status rather than a broken pipe.
+func (srv *server) settle() {
+	t := time.NewTimer(pipeGrace)
+	defer t.Stop()
+	select {
+	case <-srv.exited:
+	case <-t.C:
+	}
+}
+
+// kill kills the server's process group, unless the server was already
+// reaped (its leftovers were killed then).
+func (srv *server) kill() {
+	if !srv.reaped.Load() {
+		procs.KillGroup(srv.pid)
+	}
+}
+
+// stop shuts the server down politely, then by force, and returns once its
+// process and its group are gone and its goroutines have ended.
+func (srv *server) stop() {
+	polite := make(chan struct{})
+	go func() {
+		defer close(polite)
+		if srv.ctx.Err() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		ctx, release := srv.bind(ctx)
+		defer release()
+		if err := srv.rpc.Shutdown(ctx); err != nil {
+			srv.log.Debug("lsp: shutdown failed", "err", err)
+		}
+		// exit is sent even after a failed shutdown: the server then exits
+		// with status 1, which is still an exit.
+		_ = srv.rpc.Exit(ctx)
+	}()
+	// The polite goroutine can be stuck writing to a server that stopped
+	// reading, so the wait for it is bounded too.
+	t := time.NewTimer(shutdownTimeout)
+	select {
+	case <-polite:
+		t.Reset(exitGrace)
+		select {
+		case <-srv.exited:
+		case <-t.C:
+		}
+	case <-srv.exited:
+	case <-t.C:
+	}
+	t.Stop()
+	srv.kill()
+	<-srv.gone
+	<-polite
+	// Killed members of the group take a moment to die.
+	procs.WaitGroupGone(srv.pid, time.Now().Add(time.Second))
+}
+
+// handler answers what the server asks of the client. protocol's
+// ClientHandler dispatches to clientSide; workspace/applyEdit is answered
+// before it, because the library's ApplyEdit replies with a bare boolean
+// where the protocol wants an ApplyWorkspaceEditResult; requests it does
+// not know fall to the last handler.
+func (srv *server) handler() jsonrpc2.Handler {
+	last := func(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
+		if _, ok := req.(*jsonrpc2.Call); ok {
+			srv.log.Debug("lsp: request from the server", "method", req.Method())
+		}
+		// The refresh requests (semantic tokens, inlay hints, diagnostics,
+		// code lenses) only ask the editor to ask again; there is nothing to
+		// refresh here, and an error would be logged as a failure.
+		if strings.HasSuffix(req.Method(), "/refresh") {
+			return reply(ctx, nil, nil)
+		}
+		return jsonrpc2.MethodNotFoundHandler(ctx, reply, req)
+	}
+	dispatch := protocol.ClientHandler(&clientSide{srv: srv}, last)
+	return protocol.Handlers(func(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
+		if req.Method() == protocol.MethodWorkspaceApplyEdit {
+			return reply(ctx, map[string]any{
+				"applied":       false,
+				"failureReason": "mm applies edits itself",
+			}, nil)
+		}
+		return dispatch(ctx, reply, req)
+	})
+}
+
+// clientSide is the client a server talks to: it logs what the server says
+// and answers its questions with the defaults.
+type clientSide struct {
+	srv *server
+}
+
+var _ protocol.Client = (*clientSide)(nil)
+
+func (cs *clientSide) Progress(context.Context, *protocol.ProgressParams) error { return nil }
+
+func (cs *clientSide) WorkDoneProgressCreate(context.Context, *protocol.WorkDoneProgressCreateParams) error {
+	return nil
+}
+
+func (cs *clientSide) LogMessage(_ context.Context, p *protocol.LogMessageParams) error {
+	cs.srv.log.Debug("lsp: server log", "type", p.Type.String(), "message", p.Message)
+	return nil
+}
+
+func (cs *clientSide) PublishDiagnostics(context.Context, *protocol.PublishDiagnosticsParams) error {
+	return nil
+}
+
+func (cs *clientSide) ShowMessage(_ context.Context, p *protocol.ShowMessageParams) error {
+	cs.srv.log.Debug("lsp: server message", "type", p.Type.String(), "message", p.Message)
+	return nil
+}
+
+func (cs *clientSide) ShowMessageRequest(_ context.Context, p *protocol.ShowMessageRequestParams) (*protocol.MessageActionItem, error) {
+	cs.srv.log.Debug("lsp: server question, left unanswered", "type", p.Type.String(), "message", p.Message)
+	return nil, nil
+}
+
+func (cs *clientSide) Telemetry(context.Context, any) error { return nil }
+
+func (cs *clientSide) RegisterCapability(context.Context, *protocol.RegistrationParams) error {
+	return nil
+}
+
+func (cs *clientSide) UnregisterCapability(context.Context, *protocol.UnregistrationParams) error {
+	return nil
+}
+
+func (cs *clientSide) ApplyEdit(context.Context, *protocol.ApplyWorkspaceEditParams) (bool, error) {
+	return false, nil
+}
+
+// Configuration answers null for every item, which servers read as "use
+// your defaults"; mm has no per-server settings to give.
+func (cs *clientSide) Configuration(_ context.Context, p *protocol.ConfigurationParams) ([]any, error) {
+	return make([]any, len(p.Items)), nil
+}
+
+func (cs *clientSide) WorkspaceFolders(context.Context) ([]protocol.WorkspaceFolder, error) {
+	root := cs.srv.root
+	return []protocol.WorkspaceFolder{{URI: string(uri.File(root)), Name: filepath.Base(root)}}, nil
+}
+
+// pipes are the three pipes between mm and a server: each child end goes
+// to the server and is closed here once it started.
+type pipes struct {
+	inR, inW, outR, outW, errR, errW *os.File
+}
+
+func newPipes() (*pipes, error) {
+	var p pipes
+	var err error
+	if p.inR, p.inW, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	if p.outR, p.outW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, err
+	}
+	if p.errR, p.errW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, err
+	}
+	return &p, nil
+}
+
+func (p *pipes) closeChildEnds() {
+	for _, f := range []*os.File{p.inR, p.outW, p.errW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+func (p *pipes) closeOurEnds() {
+	for _, f := range []*os.File{p.inW, p.outR, p.errR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+func (p *pipes) closeAll() {
+	p.closeChildEnds()
+	p.closeOurEnds()
+}
+
+// stdio is the server's stdin and stdout as the one stream jsonrpc2 wants.
+// Closing it closes both, which also wakes a read or a write blocked on
+// them.
+type stdio struct {
+	r *os.File // the server's stdout
+	w *os.File // the server's stdin
+}
+
+func (s *stdio) Read(b []byte) (int, error)  { return s.r.Read(b) }
+func (s *stdio) Write(b []byte) (int, error) { return s.w.Write(b) }
+func (s *stdio) Close() error {
+	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+// stderrLog sends a server's stderr to the debug log line by line, and
+// keeps its last line for error messages.
+type stderrLog struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	partial []byte
+	lastNon string
+}
+
+// maxLine bounds a stderr line kept whole; a longer one is logged in parts.
+const maxLine = 4 << 10
+
+func (l *stderrLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, b...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			if len(l.partial) > maxLine {
+				l.emit(l.partial)
+				l.partial = l.partial[:0]
+			}
+			return len(b), nil
+		}
+		l.emit(l.partial[:i])
+		l.partial = l.partial[i+1:]
+	}
+}
+
+// flush logs an unfinished last line.
+func (l *stderrLog) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.partial) > 0 {
+		l.emit(l.partial)
+		l.partial = nil
+	}
+}
+
+func (l *stderrLog) emit(line []byte) {
+	s := strings.TrimRight(string(line), "\r")
+	if strings.TrimSpace(s) == "" {
+		return
+	}
+	l.log.Debug("lsp: server stderr", "line", s)
+	l.lastNon = s
+}
+
+// last is the last non-empty line, shortened.
+func (l *stderrLog) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return clip(strings.TrimSpace(l.lastNon), 300)
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
@@ -23,6 +24,9 @@ type SessionState struct {
 	Usage      store.Usage
 	History    []llm.Message
 	Plan       []tools.PlanEntry
+	// MCP are the MCP servers the editor gave the session (not saved: a
+	// load or a resume names them again).
+	MCP []mcpclient.Server
 }
 
 // StateFromFile turns a loaded session file into a state to spawn.

@@ -50,7 +50,7 @@ func (s *session) onReplay(ctx actor.Context, _ *Replay) {
 	}
 	s.announced = true
 	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
-		Meta: meta, AvailableCommands: Commands(s.skills),
+		Meta: meta, AvailableCommands: Commands(s.skills, s.agents != nil),
 	}})
 	if ctx.Sender() != nil {
 		s.rt.out.Deliver(s.id, ctx.Sender(), &Replayed{Messages: len(h) - 1, Provenance: s.prov})

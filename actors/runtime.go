@@ -6,17 +6,20 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mm-agent/mm/agents"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/internal/gopool"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
+	"github.com/mm-agent/mm/tools/fetch"
 )
 
 // Options wires a Runtime.
@@ -63,8 +66,11 @@ type Runtime struct {
 	out       Outbox
 	log       *slog.Logger
 
-	client    Client
-	hooks     *hooks.Runner
+	client Client
+	hooks  *hooks.Runner
+	// http is fetch_content's client, shared by the sessions so that
+	// connections are kept alive.
+	http      *http.Client
 	sensitive *tools.Sensitive
 	toolDefs  []llm.ToolDef
 	// runTool runs a prepared call (tools.Run); tests replace it before
@@ -108,8 +114,24 @@ func NewRuntime(o Options) *Runtime {
 		rt.models[m.ID] = m.Model
 	}
 	rt.mailboxes = newDispatcher()
+	rt.http = fetch.NewClient(rt.fetchLimits())
 	rt.turns = rt.spawnTurns(o.Config.Turns.Concurrency)
 	return rt
+}
+
+// fetchLimits are fetch_content's limits from the config.
+func (rt *Runtime) fetchLimits() fetch.Limits {
+	f := rt.cfg.Tools.Fetch
+	return fetch.Limits{Timeout: f.Timeout, MaxRedirects: f.MaxRedirects, MaxBytes: int64(f.MaxBytes)}
+}
+
+// agentConfigs are the configured agents, for the sessions' pools.
+func (rt *Runtime) agentConfigs() []agents.Config {
+	out := make([]agents.Config, len(rt.cfg.Agents))
+	for i, a := range rt.cfg.Agents {
+		out[i] = agents.Config{Name: a.Name, Command: a.Command, Args: a.Args, Env: a.Env}
+	}
+	return out
 }
 
 // props are the props of every actor of the runtime: a lock-free mailbox
@@ -200,6 +222,7 @@ func (rt *Runtime) Shutdown() {
 	}
 	rt.sys.Shutdown()
 	rt.mailboxes.close()
+	rt.http.CloseIdleConnections()
 }
 
 // goWork runs f in a goroutine Shutdown waits for.

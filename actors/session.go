@@ -7,8 +7,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/agents"
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/lsp"
+	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 	"github.com/mm-agent/mm/tools/skills"
@@ -45,6 +48,17 @@ type session struct {
 	skills    *skills.Set
 	// plan is the plan the model keeps with the plan tool.
 	plan []tools.PlanEntry
+	// agents are the agents ask_agent reaches, started on first use.
+	agents *agents.Pool
+	// lsp are the language servers of the lsp tool, started on first use.
+	lsp *lsp.Client
+	// mcp are the session's MCP servers (mcp.go); toolDefs the tools
+	// offered to the model, the built-in ones and theirs; mcpNotes what
+	// went wrong with them, told at the next turn.
+	mcp        *mcpclient.Sessions
+	mcpServers []mcpclient.Server
+	toolDefs   []llm.ToolDef
+	mcpNotes   []string
 
 	history []llm.Message
 	usage   usageTotals
@@ -91,10 +105,18 @@ func newSession(rt *Runtime, st *SessionState) *session {
 		budget:  newBudget(streamBudget),
 		plan:    st.Plan,
 	}
+	s.toolDefs = rt.toolDefs
+	s.mcpServers = rt.mcpServers(st.MCP)
 	// newSession runs on the edge's goroutine (SpawnSession), where
 	// reading the catalog may wait on the disk.
 	s.skillDirs = rt.skillDirs(s.cwd)
 	s.skills = skills.Load(s.skillDirs)
+	if len(rt.cfg.LSP.Servers) > 0 {
+		s.lsp = lsp.NewClient(lsp.Servers(rt.cfg.LSP.Servers), s.cwd, s.id, rt.log)
+	}
+	if len(rt.cfg.Agents) > 0 {
+		s.agents = agents.NewPool(rt.agentConfigs(), s.cwd, s.id, rt.log)
+	}
 	if s.created.IsZero() {
 		s.created = time.Now()
 	}
@@ -163,8 +185,13 @@ func (s *session) Receive(ctx actor.Context) {
 		s.onSetMode(ctx, m)
 	case *SetModel:
 		s.onSetModel(ctx, m)
+	case *mcpChanged:
+		s.onMCPChanged()
+	case *mcpWarning:
+		s.onMCPWarning(m)
 	case *actor.Started:
 		s.startPersistence(ctx)
+		s.startMCP(ctx, s.mcpServers)
 	case *actor.Stopping:
 		s.onStopping(ctx)
 	}
@@ -187,6 +214,15 @@ func (s *session) onStopping(ctx actor.Context) {
 		s.rt.answer(s.id, h.answer, h.res)
 	}
 	s.stopPersistence()
+	if pool := s.agents; pool != nil {
+		s.rt.goWork(pool.Close)
+	}
+	if m := s.mcp; m != nil {
+		s.rt.goWork(m.Close)
+	}
+	if l := s.lsp; l != nil {
+		s.rt.goWork(l.Close)
+	}
 	if !s.ranCommands {
 		return
 	}
@@ -229,7 +265,7 @@ func (s *session) announce() {
 	}
 	s.announced = true
 	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
-		AvailableCommands: Commands(s.skills),
+		AvailableCommands: Commands(s.skills, s.agents != nil),
 	}})
 }
 

@@ -43,16 +43,23 @@ func systemPrompt(cwd string, set *skills.Set) string {
 }
 
 // Commands lists what session/prompt handles: the slash commands it
-// intercepts, then one per skill.
-func Commands(set *skills.Set) []acp.AvailableCommand {
+// intercepts, /ask when agents can be asked, then one per skill.
+func Commands(set *skills.Set, ask bool) []acp.AvailableCommand {
 	out := []acp.AvailableCommand{
 		{Name: "new", Description: "Clear the history and start a new session"},
 		{Name: "compact", Description: "Compress the history now, keeping the last turns"},
+	}
+	if ask {
+		out = append(out, acp.AvailableCommand{Name: "ask", Description: "Ask another agent a question",
+			Input: &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Hint: "<agent> <question>"}}})
 	}
 	if set == nil {
 		return out
 	}
 	for _, k := range set.Skills {
+		if ask && k.Name == "ask" {
+			continue // /ask is the command
+		}
 		out = append(out, acp.AvailableCommand{Name: k.Name, Description: k.Description,
 			Input: &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Hint: "parameters, if this skill needs any"}}})
 	}
@@ -137,4 +144,18 @@ func planUpdate(p []tools.PlanEntry, meta map[string]any) acp.SessionUpdate {
 		entries[i] = acp.PlanEntry{Content: e.Content, Priority: acp.PlanEntryPriority(e.Priority), Status: acp.PlanEntryStatus(e.Status)}
 	}
 	return acp.SessionUpdate{Plan: &acp.SessionUpdatePlan{Meta: meta, Entries: entries}}
+}
+
+// askCommand rewrites `/ask <agent> <question>` into the request that
+// makes the model call ask_agent; any other text is returned as it is.
+func askCommand(text string) string {
+	t := strings.TrimSpace(text)
+	if !strings.HasPrefix(t, "/ask ") {
+		return text
+	}
+	agent, question, _ := strings.Cut(strings.TrimSpace(t[len("/ask "):]), " ")
+	if question = strings.TrimSpace(question); agent == "" || question == "" {
+		return text
+	}
+	return fmt.Sprintf("Ask the agent %q this question with ask_agent, then tell me its answer:\n\n%s", agent, question)
 }

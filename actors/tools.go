@@ -39,7 +39,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		t.lastCall, t.repeats = key, 1
 	}
 	callID := fmt.Sprintf("call_%d", s.rt.nextCall.Add(1))
-	s.spawn(ctx, t, callID, &toolWorker{
+	w := &toolWorker{
 		rt:      s.rt,
 		session: s.id,
 		turn:    t.id,
@@ -47,10 +47,18 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		name:    t.tool.Name,
 		args:    t.tool.Arguments,
 		env: tools.Env{Cwd: s.cwd, BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id,
-			Plan: s.plan, SkillDirs: s.skillDirs},
+			Plan: s.plan, SkillDirs: s.skillDirs, HTTP: s.rt.http, Fetch: s.rt.fetchLimits()},
 		policy: toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
 		repeat: t.repeats,
-	})
+		agents: s.agents,
+	}
+	if s.mcp != nil {
+		w.env.MCP = s.mcp
+	}
+	if s.lsp != nil {
+		w.env.LSP = s.lsp
+	}
+	s.spawn(ctx, t, callID, w)
 }
 
 // callKey identifies a call by its tool and its arguments, whatever their
@@ -162,6 +170,13 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 		if m.DiffPath != "" && !m.Failed {
 			content = []acp.ToolCallContent{diffContent(m.DiffPath, m.OldText, m.NewText)}
 		}
+		if len(m.Edits) > 0 && !m.Failed {
+			content = content[:0]
+			for _, e := range m.Edits {
+				content = append(content, diffContent(e.Path, e.OldText, e.NewText))
+			}
+		}
+		content = append(content, mediaContent(m.Media)...)
 		u := &acp.SessionToolCallUpdate{
 			ToolCallId: acp.ToolCallId(m.CallID),
 			Status:     acp.Ptr(status),
@@ -213,4 +228,29 @@ func toolDefs() []llm.ToolDef {
 		out = append(out, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
 	}
 	return out
+}
+
+// mediaContent shows the images and resources a tool returned.
+func mediaContent(media []tools.Media) []acp.ToolCallContent {
+	var out []acp.ToolCallContent
+	for _, m := range media {
+		switch {
+		case m.Type == "image":
+			out = append(out, acp.ToolContent(acp.ImageBlock(m.Data, m.MIMEType)))
+		case m.Text != "":
+			out = append(out, acp.ToolContent(acp.ResourceBlock(acp.EmbeddedResourceResource{
+				TextResourceContents: &acp.TextResourceContents{Uri: m.URI, Text: m.Text, MimeType: mimePtr(m.MIMEType)}})))
+		default:
+			out = append(out, acp.ToolContent(acp.ResourceBlock(acp.EmbeddedResourceResource{
+				BlobResourceContents: &acp.BlobResourceContents{Uri: m.URI, Blob: m.Data, MimeType: mimePtr(m.MIMEType)}})))
+		}
+	}
+	return out
+}
+
+func mimePtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/agents"
 	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/tools"
 )
@@ -54,7 +55,9 @@ type toolWorker struct {
 	policy  toolPolicy
 	// repeat is how many times in a row this turn has called the tool
 	// with these arguments, this call included.
-	repeat  int
+	repeat int
+	// agents are the session's asked agents (ask_agent).
+	agents  *agents.Pool
 	cancel  context.CancelFunc
 	proceed chan struct{}
 }
@@ -115,7 +118,11 @@ type toolFinished struct {
 	Ran    bool // the tool ran (it was not refused and its arguments were valid)
 	Denied bool // a preToolCall hook denied it
 	// Plan, when not nil, is the session's plan as a plan call left it.
-	Plan     []tools.PlanEntry
+	Plan []tools.PlanEntry
+	// Media are images and resources the tool returned.
+	Media []tools.Media
+	// Edits are the files a rename changed.
+	Edits    []tools.Diff
 	OldText  *string
 	NewText  string
 	DiffPath string
@@ -155,7 +162,9 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 		}
 		root.Send(parent, fin)
 	}()
-	call, err := tools.Prepare(w.env, w.name, w.args)
+	penv := w.env
+	penv.Ctx = ctx // a prepare may wait on a server (an lsp rename)
+	call, err := tools.Prepare(penv, w.name, w.args)
 	prep := &toolPrepared{Turn: w.turn, CallID: w.callID, Title: w.name, Kind: acp.ToolKindExecute}
 	if call != nil {
 		prep.Title, prep.Kind, prep.RawInput, prep.Locations = call.Title, toolKind(call.Kind), call.Args, call.Locations
@@ -192,9 +201,12 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 	env := w.env
 	env.Started = func() { root.Send(parent, &toolStarted{Turn: w.turn, CallID: w.callID}) }
 	env.Ask = func(ctx context.Context, qs []tools.Question) tools.Answers { return w.ask(ctx, root, parent, qs) }
+	env.AskAgent = func(ctx context.Context, agent, question string) (string, error) {
+		return w.askAgent(ctx, root, parent, agent, question)
+	}
 	res := w.rt.runTool(ctx, env, call)
 	fin.Ran = true
-	fin.Output, fin.Failed, fin.Plan = res.Output, res.Failed, res.Plan
+	fin.Output, fin.Failed, fin.Plan, fin.Media, fin.Edits = res.Output, res.Failed, res.Plan, res.Media, res.Edits
 	if res.Diff != nil {
 		fin.DiffPath, fin.OldText, fin.NewText = res.Diff.Path, res.Diff.OldText, res.Diff.NewText
 	}
@@ -251,6 +263,9 @@ func (w *toolWorker) allowed(ctx context.Context, root *actor.RootContext, paren
 	}
 	if d := call.Proposal; d != nil {
 		req.ToolCall.Content = []acp.ToolCallContent{diffContent(d.Path, d.OldText, d.NewText)}
+	}
+	for _, d := range call.Edits {
+		req.ToolCall.Content = append(req.ToolCall.Content, diffContent(d.Path, d.OldText, d.NewText))
 	}
 	var resp acp.RequestPermissionResponse
 	var err error

@@ -98,6 +98,9 @@ func (s *session) next(ctx actor.Context) {
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.cur = t
+		if s.agents != nil {
+			t.text = askCommand(t.text)
+		}
 		switch strings.TrimSpace(t.text) {
 		case "/new":
 			t.slash = true
@@ -146,6 +149,7 @@ func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 
 // begin appends the user message and queues the turn for a slot.
 func (s *session) begin(ctx actor.Context, t *turn) {
+	s.tellMCPNotes()
 	s.history = append(s.history, llm.Message{Role: llm.RoleUser, Content: t.text})
 	s.acquire(ctx, t)
 }
@@ -190,7 +194,7 @@ func (s *session) callModel(ctx actor.Context, t *turn) {
 		// messages this view covers; its capacity stops the model side
 		// from ever seeing later ones.
 		Messages:    s.history[:len(s.history):len(s.history)],
-		Tools:       s.rt.toolDefs,
+		Tools:       s.toolDefs,
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
 	}

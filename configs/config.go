@@ -31,6 +31,10 @@ type Config struct {
 	Tools    Tools    `yaml:"tools"`
 	Skills   Skills   `yaml:"skills"`
 	Hooks    Hooks    `yaml:"hooks"`
+	// Agents are the ACP agents ask_agent, /ask and mm --ask can reach.
+	Agents []Agent `yaml:"agents"`
+	MCP    MCP     `yaml:"mcp"`
+	LSP    LSP     `yaml:"lsp"`
 	// Models are the other models a session may switch to
 	// (session/set_config_option); the model above is "default".
 	Models []NamedModel `yaml:"models"`
@@ -96,6 +100,40 @@ type Skills struct {
 	Dirs []string `yaml:"dirs"`
 }
 
+// Agent is an ACP agent mm can ask: the command that serves ACP on its
+// stdio.
+type Agent struct {
+	Name    string            `yaml:"name"`
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
+}
+
+// LSP configures the language servers of the lsp tool.
+type LSP struct {
+	// Servers maps a language (go, python, typescript, rust, …) to the
+	// command line that starts its server on stdio.
+	Servers map[string]string `yaml:"servers"`
+}
+
+// MCP configures the MCP servers every session connects to, besides the
+// ones its editor passes.
+type MCP struct {
+	Servers []MCPServer `yaml:"servers"`
+}
+
+// MCPServer is one MCP server: a command (stdio) or a URL (streamable
+// HTTP). Permissions "ask" makes every call of its tools ask the user.
+type MCPServer struct {
+	Name        string            `yaml:"name"`
+	Command     string            `yaml:"command"`
+	Args        []string          `yaml:"args"`
+	Env         map[string]string `yaml:"env"`
+	URL         string            `yaml:"url"`
+	Headers     map[string]string `yaml:"headers"`
+	Permissions string            `yaml:"permissions"`
+}
+
 // Hooks configures the shell commands run at points of a turn.
 type Hooks struct {
 	PreToolCall []string      `yaml:"preToolCall"`
@@ -106,7 +144,15 @@ type Hooks struct {
 // Tools configures the built-in tools.
 type Tools struct {
 	Bash      Bash     `yaml:"bash"`
+	Fetch     Fetch    `yaml:"fetch"`
 	Sensitive []string `yaml:"sensitive"`
+}
+
+// Fetch configures fetch_content.
+type Fetch struct {
+	Timeout      time.Duration `yaml:"timeout"`
+	MaxRedirects int           `yaml:"maxRedirects"`
+	MaxBytes     Bytes         `yaml:"maxBytes"`
 }
 
 // Bash configures the bash tool.
@@ -257,8 +303,33 @@ func (c *Config) validate() error {
 	if c.Hooks.Timeout <= 0 {
 		return bad("hooks.timeout", "must be positive")
 	}
+	if c.Tools.Fetch.Timeout <= 0 || c.Tools.Fetch.MaxBytes <= 0 || c.Tools.Fetch.MaxRedirects < 0 {
+		return bad("tools.fetch", "timeout and maxBytes must be positive, maxRedirects not negative")
+	}
 	if c.Tools.Bash.Timeout <= 0 {
 		return bad("tools.bash.timeout", "must be positive")
+	}
+	agents := map[string]bool{}
+	for i, a := range c.Agents {
+		key := fmt.Sprintf("agents[%d]", i)
+		if a.Name == "" || agents[a.Name] || strings.ContainsAny(a.Name, " \t") {
+			return bad(key+".name", fmt.Sprintf("%q must be set, unique and without spaces", a.Name))
+		}
+		agents[a.Name] = true
+		if a.Command == "" {
+			return bad(key+".command", "must be set")
+		}
+	}
+	for i, m := range c.MCP.Servers {
+		key := fmt.Sprintf("mcp.servers[%d]", i)
+		switch {
+		case m.Name == "":
+			return bad(key+".name", "must be set")
+		case (m.Command == "") == (m.URL == ""):
+			return bad(key, "give either command (stdio) or url (http)")
+		case m.Permissions != "" && m.Permissions != "ask" && m.Permissions != "default":
+			return bad(key+".permissions", fmt.Sprintf("%q is not ask or default", m.Permissions))
+		}
 	}
 	seen := map[string]bool{"default": true}
 	for i := range c.Models {

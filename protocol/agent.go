@@ -15,6 +15,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
@@ -106,7 +107,7 @@ func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (_ acp.Ne
 	}
 	id := actors.NewSessionID(time.Now())
 	rt := a.runtime()
-	s, err := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd}))
+	s, err := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd, MCP: mcpServers(p.McpServers)}))
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
@@ -117,7 +118,7 @@ func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (_ acp.Ne
 			a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
 		}
 	}
-	a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) ignored)", id, cwd, len(p.McpServers)))
+	a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) from the editor)", id, cwd, len(p.McpServers)))
 	return acp.NewSessionResponse{
 		SessionId:     acp.SessionId(id),
 		Meta:          provenanceMeta(store.Provenance{SessionID: id, Kind: "root"}),
@@ -236,4 +237,27 @@ func (a *Agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 // Logout has nothing to end: mm needs no login.
 func (a *Agent) Logout(context.Context, acp.LogoutRequest) (acp.LogoutResponse, error) {
 	return acp.LogoutResponse{}, acp.NewMethodNotFound(acp.AgentMethodLogout)
+}
+
+// mcpServers turns the editor's MCP servers into the sessions': stdio and
+// streamable HTTP (SSE is not advertised, and is skipped).
+func mcpServers(in []acp.McpServer) []mcpclient.Server {
+	var out []mcpclient.Server
+	for _, m := range in {
+		switch {
+		case m.Stdio != nil:
+			env := map[string]string{}
+			for _, e := range m.Stdio.Env {
+				env[e.Name] = e.Value
+			}
+			out = append(out, mcpclient.Server{Name: m.Stdio.Name, Command: m.Stdio.Command, Args: m.Stdio.Args, Env: env})
+		case m.Http != nil:
+			headers := map[string]string{}
+			for _, h := range m.Http.Headers {
+				headers[h.Name] = h.Value
+			}
+			out = append(out, mcpclient.Server{Name: m.Http.Name, URL: m.Http.Url, Headers: headers})
+		}
+	}
+	return out
 }

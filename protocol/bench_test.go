@@ -288,3 +288,27 @@ func BenchmarkShutdown200Busy(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNewSessionWithSlowMCP: session/new with three MCP servers that
+// never answer; the response does not wait for them (they connect in the
+// background).
+func BenchmarkNewSessionWithSlowMCP(b *testing.B) {
+	conn, ctx := benchAgent(b, nil)
+	cwd := b.TempDir()
+	slow := func(name string) acp.McpServer {
+		return acp.McpServer{Stdio: &acp.McpServerStdio{Name: name, Command: "sleep", Args: []string{"30"}, Env: []acp.EnvVariable{}}}
+	}
+	servers := []acp.McpServer{slow("a"), slow("b"), slow("c")}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: servers})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if _, err := conn.CloseSession(ctx, acp.CloseSessionRequest{SessionId: s.SessionId}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -20,6 +21,8 @@ var _ acp.AgentLoader = (*Agent)(nil)
 // capabilities advertises what works with this configuration.
 func (a *Agent) capabilities() acp.AgentCapabilities {
 	caps := acp.AgentCapabilities{
+		// MCP servers over stdio (always) and streamable HTTP.
+		McpCapabilities: acp.McpCapabilities{Http: true},
 		SessionCapabilities: acp.SessionCapabilities{
 			Close: &acp.SessionCloseCapabilities{},
 			Fork:  &acp.SessionForkCapabilities{},
@@ -88,7 +91,7 @@ func (a *Agent) live(id string) *actors.Session {
 }
 
 // open returns the live session id, or spawns it from its file.
-func (a *Agent) open(id acp.SessionId, rawCwd string) (*actors.Session, bool, error) {
+func (a *Agent) open(id acp.SessionId, rawCwd string, servers []acp.McpServer) (*actors.Session, bool, error) {
 	if s := a.live(string(id)); s != nil {
 		return s, true, nil
 	}
@@ -108,6 +111,7 @@ func (a *Agent) open(id acp.SessionId, rawCwd string) (*actors.Session, bool, er
 	}
 	st := actors.StateFromFile(f)
 	st.Cwd = cwd
+	st.MCP = mcpServers(servers)
 	rt := a.runtime()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -128,7 +132,7 @@ func (a *Agent) LoadSession(_ context.Context, p acp.LoadSessionRequest) (_ acp.
 	if !a.cfg.Sessions.Enabled {
 		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
 	}
-	s, _, err := a.open(p.SessionId, p.Cwd)
+	s, _, err := a.open(p.SessionId, p.Cwd, p.McpServers)
 	if err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
@@ -147,7 +151,7 @@ func (a *Agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (_ 
 	if !a.cfg.Sessions.Enabled {
 		return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
 	}
-	s, attached, err := a.open(p.SessionId, p.Cwd)
+	s, attached, err := a.open(p.SessionId, p.Cwd, p.McpServers)
 	if err != nil {
 		return acp.ResumeSessionResponse{}, err
 	}
@@ -259,6 +263,7 @@ func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	parent := st.ID
 	st.ID, st.Cwd, st.Created = actors.NewSessionID(time.Now()), cwd, time.Time{}
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
+	st.MCP = mcpServers(stableServers(p.McpServers))
 	s, err := a.register(a.runtime().SpawnSession(st))
 	if err != nil {
 		return acp.UnstableForkSessionResponse{}, err
@@ -322,4 +327,14 @@ func (a *Agent) survive(method string, err *error) {
 		a.log.Error(fmt.Sprintf("[acp] %s panicked: %v", method, r))
 		*err = acp.NewInternalError(map[string]any{"error": fmt.Sprintf("mm failed: %v", r)})
 	}
+}
+
+// stableServers reads the unstable fork request's MCP servers as the
+// stable type they share their JSON with.
+func stableServers(in []acp.UnstableMcpServer) []acp.McpServer {
+	var out []acp.McpServer
+	if b, err := json.Marshal(in); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
 }

@@ -13,10 +13,18 @@ import (
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
+	"github.com/mm-agent/mm/lsp/lsptest"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(mcpEnv) != "" {
+		serveMCP() // the MCP server of mcp_test.go
+		return
+	}
+	if filepath.Base(os.Args[0]) == "fakelsp" {
+		os.Exit(lsptest.Main(os.Args[1:])) // the language server of lsp_test.go
+	}
 	goleak.VerifyTestMain(m)
 }
 

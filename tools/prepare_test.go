@@ -13,9 +13,9 @@ import (
 )
 
 func TestBuiltinAndLookup(t *testing.T) {
-	want := []string{"bash", "read_file", "write_file", "edit_file", "read_skill", "plan", "ask_user"}
+	want := []string{"bash", "read_file", "write_file", "edit_file", "read_skill", "plan", "ask_user", "ask_agent", "fetch_content", "lsp"}
 	kinds := map[string]Kind{"bash": KindExecute, "read_file": KindRead, "write_file": KindEdit, "edit_file": KindEdit,
-		"read_skill": KindRead, "plan": KindOther, "ask_user": KindOther}
+		"read_skill": KindRead, "plan": KindOther, "ask_user": KindOther, "ask_agent": KindOther, "fetch_content": KindFetch, "lsp": KindRead}
 	var got []string
 	for _, tool := range Builtin() {
 		got = append(got, tool.Name())

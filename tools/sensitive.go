@@ -172,6 +172,9 @@ func (c *Call) AlwaysAsk(s *Sensitive, cwd string) (bool, string) {
 	if c == nil {
 		return false, ""
 	}
+	if c.Ask != "" {
+		return true, c.Ask
+	}
 	for _, p := range c.Named {
 		if s.Match(cwd, p) {
 			return true, "the command names a sensitive path: " + p

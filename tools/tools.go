@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
+	"github.com/mm-agent/mm/tools/fetch"
 	"github.com/mm-agent/mm/tools/skills"
 )
 
@@ -51,6 +53,21 @@ type Env struct {
 	Ask Asker
 	// SkillDirs are the session's skill folders, absolute (read_skill).
 	SkillDirs []string
+	// AskAgent asks a configured agent (ask_agent); nil when none can be
+	// asked.
+	AskAgent AgentAsker
+	// MCP are the session's MCP servers; nil when it has none.
+	MCP MCP
+	// LSP are the session's language servers; nil when none is
+	// configured.
+	LSP LSP
+	// Ctx is the call's context, for a prepare that must wait on a server
+	// (an lsp rename computes its edits); nil means not cancellable.
+	Ctx context.Context
+	// HTTP is the client fetch_content uses (shared, so its connections
+	// are kept alive between calls), and Fetch its limits.
+	HTTP  *http.Client
+	Fetch fetch.Limits
 	// Started, if set, is called once the call is actually running: for
 	// bash, once its process exists (under load, starting a process can
 	// take milliseconds; "running" means it can be killed). It is called at
@@ -80,6 +97,9 @@ type Call struct {
 	// Named are, for bash, the absolute paths its command line names
 	// (shellwords.go): checked against tools.sensitive, never shown.
 	Named []string
+	// Ask, when set, says why the call asks the user every time, in yolo
+	// mode too (an MCP server configured with permissions: ask).
+	Ask string
 	// Mutating says the call changes something, so it needs permission
 	// when yolo is off (bash, write_file, edit_file).
 	Mutating bool
@@ -87,6 +107,11 @@ type Call struct {
 	// approves, computed from the file as it is when Prepare runs. OldText
 	// is nil for a file that does not exist yet.
 	Proposal *Diff
+	// Edits are the files an lsp rename changes, each as a whole-file
+	// diff, for the user to approve.
+	Edits []Diff
+	// lspText is what a rename's server said it did.
+	lspText string
 	// Questions are an ask_user call's questions, validated by prepare.
 	Questions []Question
 	// plan is the plan a plan call makes, computed by prepare.
@@ -114,9 +139,23 @@ type Result struct {
 	Failed bool
 	// Diff is the change made by a completed write_file or edit_file.
 	Diff *Diff
+	// Edits are the changes of a completed rename (lsp).
+	Edits []Diff
 	// Plan, when not nil, is the session's plan as a plan call left it
 	// (empty once cleared).
 	Plan []PlanEntry
+	// Media are images and resources an MCP tool returned, for the editor.
+	Media []Media
+}
+
+// Media is an image or a resource a tool returned: Data is base64 (an
+// image, or a binary resource), Text a text resource.
+type Media struct {
+	Type     string // "image" or "resource"
+	MIMEType string
+	Data     string
+	URI      string
+	Text     string
 }
 
 // Tool describes one tool to the model and to the editor.
@@ -149,7 +188,7 @@ type builtin interface {
 // Builtin returns the built-in tools in the order they are offered to the
 // model. Each call returns a new slice.
 func Builtin() []Tool {
-	return []Tool{bashTool{}, readFileTool{}, writeFileTool{}, editFileTool{}, readSkillTool{}, planTool{}, askUserTool{}}
+	return []Tool{bashTool{}, readFileTool{}, writeFileTool{}, editFileTool{}, readSkillTool{}, planTool{}, askUserTool{}, askAgentTool{}, fetchContentTool{}, lspTool{}}
 }
 
 // Lookup returns the built-in tool with the given name.
@@ -172,6 +211,9 @@ func Lookup(name string) (Tool, bool) {
 // returned even with an error, with its Tool, Kind, Title and whatever Args
 // could be decoded, so that the caller can still show the failed call.
 func Prepare(env Env, name, rawArgs string) (*Call, error) {
+	if strings.HasPrefix(name, MCPPrefix) {
+		return prepareMCP(env, name, rawArgs)
+	}
 	t, ok := Lookup(name)
 	if !ok {
 		names := make([]string, 0, 4)
@@ -211,6 +253,10 @@ func Run(ctx context.Context, env Env, c *Call) (res Result) {
 	}()
 	if c == nil || c.Tool == nil {
 		return Result{Output: "[internal error: no tool call to run]", Failed: true}
+	}
+	if _, ok := c.Tool.(mcpTool); ok {
+		env.started()
+		return runMCP(ctx, env, c)
 	}
 	b, ok := c.Tool.(builtin)
 	if !ok {

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/mm-agent/mm/actors"
@@ -34,8 +35,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	configPath := fs.String("config", "", "config file (default $MM_CONFIG, then ~/.config/mm/config.yaml)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until exit (for performance work)")
+	askAgent := fs.String("ask", "", "`AGENT_CMD`: ask the ACP agent this shell command starts the question given after it, print its answer")
+	allow := fs.Bool("allow", false, "with --ask: allow the asked agent's permission requests (refused otherwise)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm --version\n\n")
+		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm --ask AGENT_CMD [--allow] \"question\" | mm --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -44,6 +47,32 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *showVersion {
 		fmt.Fprintln(stdout, protocol.Version)
 		return 0
+	}
+	if *askAgent != "" {
+		// --allow may come after the question too.
+		var words []string
+		for _, a := range fs.Args() {
+			if a == "--allow" || a == "-allow" {
+				*allow = true
+				continue
+			}
+			words = append(words, a)
+		}
+		if len(words) == 0 {
+			fs.Usage()
+			return 2
+		}
+		log := logs.New(stderr, slog.LevelInfo)
+		cfg, err := configs.Load(*configPath)
+		if err != nil {
+			log.Error(err.Error())
+			return 1
+		}
+		stopReaper, err := procs.BecomeSubreaper(log)
+		if err == nil {
+			defer func() { stopReaper(); procs.KillDescendants() }()
+		}
+		return ask(*askAgent, strings.Join(words, " "), *allow, cfg, stdout, log)
 	}
 	if !*serveACP {
 		fs.Usage()

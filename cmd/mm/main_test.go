@@ -53,6 +53,22 @@ rules:
     steps:
       - toolCalls: [{name: bash, args: {command: "sleep 0.2 >/dev/null 2>&1 & echo $! > orphan.pid"}}]
       - {text: "done"}
+  - match: "^ask ping$"
+    steps:
+      - toolCalls: [{name: ask_agent, args: {agent: helper, question: ping}}]
+      - {text: "model read: {{last_tool_output}}"}
+  - match: "^ask write$"
+    steps:
+      - toolCalls: [{name: ask_agent, args: {agent: helper, question: write}}]
+      - {text: "model read: {{last_tool_output}}"}
+  - match: "^ask form$"
+    steps:
+      - toolCalls: [{name: ask_agent, args: {agent: helper, question: form}}]
+      - {text: "model read: {{last_tool_output}}"}
+  - match: "^ask slow$"
+    steps:
+      - toolCalls: [{name: ask_agent, args: {agent: helper, question: slow}}]
+      - {text: "not reached"}
   - match: "^bash$"
     steps:
       - toolCalls: [{name: bash, args: {command: "echo $$ > pids; (sleep 300 & echo $! >> pids; wait) & echo $! >> pids; wait"}}]

@@ -1,0 +1,71 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/mcpclient"
+)
+
+// A session's MCP servers (the editor's mcpServers and mcp.servers) are
+// connected in the background when the session starts, so session/new
+// answers at once; their tools join the session's tool list as soon as
+// they are listed. A server that fails or dies is a warning on stderr and a
+// one-line note at the start of the next turn, never an error.
+
+// mcpChanged says the session's MCP tools changed.
+type mcpChanged struct{}
+
+// mcpWarning is a problem with one of the session's MCP servers.
+type mcpWarning struct{ Text string }
+
+// mcpServers are the servers a session connects to: the config's, then
+// the editor's.
+func (rt *Runtime) mcpServers(fromEditor []mcpclient.Server) []mcpclient.Server {
+	var out []mcpclient.Server
+	for _, m := range rt.cfg.MCP.Servers {
+		out = append(out, mcpclient.Server{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env,
+			URL: m.URL, Headers: m.Headers, Ask: m.Permissions == "ask"})
+	}
+	return append(out, fromEditor...)
+}
+
+// startMCP connects the session's servers, off the actor.
+func (s *session) startMCP(ctx actor.Context, servers []mcpclient.Server) {
+	if len(servers) == 0 {
+		return
+	}
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	s.mcp = mcpclient.Connect(servers, s.cwd, s.id, s.rt.log,
+		func() { root.Send(self, &mcpChanged{}) },
+		func(w string) { root.Send(self, &mcpWarning{Text: w}) })
+}
+
+func (s *session) onMCPChanged() {
+	if s.mcp == nil {
+		return
+	}
+	tools := s.mcp.Tools()
+	defs := make([]llm.ToolDef, 0, len(s.rt.toolDefs)+len(tools))
+	defs = append(defs, s.rt.toolDefs...)
+	for _, t := range tools {
+		defs = append(defs, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Schema})
+	}
+	s.toolDefs = defs
+}
+
+func (s *session) onMCPWarning(m *mcpWarning) {
+	s.rt.log.Warn(fmt.Sprintf("[acp] session %s: %s", s.id, m.Text))
+	s.mcpNotes = append(s.mcpNotes, m.Text)
+}
+
+// tellMCPNotes says, once, what went wrong with the MCP servers since the
+// last turn.
+func (s *session) tellMCPNotes() {
+	for _, n := range s.mcpNotes {
+		s.say("⚠️ " + n + "\n")
+	}
+	s.mcpNotes = nil
+}

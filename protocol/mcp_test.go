@@ -1,0 +1,188 @@
+package protocol_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/protocol/acptest"
+)
+
+// The test binary is also an MCP stdio server, written with the official
+// go-sdk: run with MM_TEST_MCP set, it serves a few tools (setup_test.go's
+// TestMain hands over to serveMCP).
+
+const mcpEnv = "MM_TEST_MCP"
+
+type mcpText struct {
+	Text string `json:"text"`
+}
+
+type mcpSlow struct {
+	Started   string `json:"started"`
+	Cancelled string `json:"cancelled"`
+}
+
+// serveMCP is the MCP server's main.
+func serveMCP() {
+	s := mcp.NewServer(&mcp.Implementation{Name: os.Getenv(mcpEnv), Version: "1"}, nil)
+	reply := func(text string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echoes its text", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in mcpText) (*mcp.CallToolResult, any, error) {
+			return reply(os.Getenv(mcpEnv) + " says " + in.Text), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "its process id"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return reply(fmt.Sprint(os.Getpid())), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "waits until cancelled"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in mcpSlow) (*mcp.CallToolResult, any, error) {
+			_ = os.WriteFile(in.Started, []byte("started"), 0o644)
+			select {
+			case <-ctx.Done():
+				_ = os.WriteFile(in.Cancelled, []byte("cancelled"), 0o644)
+				return nil, nil, ctx.Err()
+			case <-time.After(time.Minute):
+				return reply("slept"), nil, nil
+			}
+		})
+	_ = s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+func mcpServer(name string) acp.McpServer {
+	return acp.McpServer{Stdio: &acp.McpServerStdio{Name: name, Command: os.Args[0], Args: []string{}, Env: []acp.EnvVariable{{Name: mcpEnv, Value: name}}}}
+}
+
+// mcpScript calls the servers' tools.
+func mcpScript(dir string) string {
+	return fmt.Sprintf(`
+rules:
+  - match: "^echo$"
+    steps:
+      - toolCalls: [{name: mcp__alpha__echo, args: {text: hi}}]
+      - {text: "model read: {{last_tool_output}}"}
+  - match: "^pid$"
+    steps:
+      - toolCalls: [{name: mcp__alpha__pid, args: {}}]
+      - {text: "pid {{last_tool_output}}"}
+  - match: "^slow$"
+    steps:
+      - toolCalls: [{name: mcp__alpha__slow, args: {started: %q, cancelled: %q}}]
+      - {text: "not reached"}
+usage: true
+`, filepath.Join(dir, "started"), filepath.Join(dir, "cancelled"))
+}
+
+// waitTools waits until the model is offered a tool, and returns the
+// names it was offered.
+func waitTools(t *testing.T, e *env, sid acp.SessionId, want string) []string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		e.ask(sid, "ping")
+		var names []string
+		tools, _ := e.server.LastRequest()["tools"].([]any)
+		for _, tl := range tools {
+			names = append(names, tl.(map[string]any)["function"].(map[string]any)["name"].(string))
+		}
+		if strings.Contains(strings.Join(names, " "), want) || time.Now().After(deadline) {
+			return names
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestMCPServers: each session connects to its own servers in the
+// background; their tools are offered as mcp__<server>__<tool>, called, and
+// gone with the session's close; a server that cannot start is a note.
+func TestMCPServers(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnvScript(t, mcpScript(dir), nil)
+	newSession := func(servers ...acp.McpServer) acp.SessionId {
+		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+		defer cancel()
+		res, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: servers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.SessionId
+	}
+	a := newSession(mcpServer("alpha"))
+	b := newSession(mcpServer("beta"), acp.McpServer{Stdio: &acp.McpServerStdio{Name: "broken", Command: "/no/such/server", Args: []string{}, Env: []acp.EnvVariable{}}})
+
+	names := waitTools(t, e, a, "mcp__alpha__echo")
+	if !strings.Contains(strings.Join(names, " "), "mcp__alpha__slow") || strings.Contains(strings.Join(names, " "), "beta") {
+		t.Fatalf("session a was offered %v", names)
+	}
+	if names := waitTools(t, e, b, "mcp__beta__echo"); strings.Contains(strings.Join(names, " "), "alpha") {
+		t.Fatalf("session b was offered %v", names)
+	}
+	if text := acptest.Text(e.conn.Client.Updates(b)); !strings.Contains(text, `MCP server "broken" did not start`) {
+		t.Errorf("no note about the broken server in %q", text)
+	}
+
+	e.conn.Client.Reset()
+	e.ask(a, "echo")
+	calls, _ := toolUpdates(e.conn.Client.Updates(a))
+	if len(calls) != 1 || calls[0].Kind != acp.ToolKindRead || !strings.HasPrefix(calls[0].Title, "alpha: ") {
+		t.Fatalf("calls: %+v", calls)
+	}
+	if text := acptest.Text(e.conn.Client.Updates(a)); !strings.Contains(text, "model read: alpha says hi") {
+		t.Errorf("the model read %q", text)
+	}
+
+	// A cancel during a slow call ends the turn and reaches the server.
+	done := make(chan acp.StopReason, 1)
+	go func() {
+		res, _ := e.conn.Ask(e.ctx, a, "slow")
+		done <- res.StopReason
+	}()
+	waitFor(t, func() bool { return fileExists(filepath.Join(dir, "started")) })
+	_ = e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: a})
+	select {
+	case r := <-done:
+		if r != acp.StopReasonCancelled {
+			t.Fatalf("stopReason %s", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancel did not end the MCP call")
+	}
+	waitFor(t, func() bool { return fileExists(filepath.Join(dir, "cancelled")) })
+
+	// Closing the session stops its server.
+	e.conn.Client.Reset()
+	e.ask(a, "pid")
+	var pid int
+	fmt.Sscanf(acptest.Text(e.conn.Client.Updates(a))[len("pid "):], "%d", &pid)
+	if pid == 0 || !acptest.Alive(pid) {
+		t.Fatalf("server pid %d", pid)
+	}
+	if _, err := e.conn.CloseSession(e.ctx, acp.CloseSessionRequest{SessionId: a}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !acptest.Alive(pid) })
+}
+
+// TestMCPPermissions: not in yolo, an MCP call asks first.
+func TestMCPPermissions(t *testing.T) {
+	e := newEnvScript(t, mcpScript(t.TempDir()), func(c *configs.Config) { c.Yolo = false })
+	res, err := e.conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: []acp.McpServer{mcpServer("alpha")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTools(t, e, res.SessionId, "mcp__alpha__echo")
+	e.ask(res.SessionId, "echo")
+	if p := e.conn.Client.Permissions(); len(p) != 1 || !strings.HasPrefix(*p[0].ToolCall.Title, "alpha: ") {
+		t.Fatalf("permission requests: %+v", p)
+	}
+}

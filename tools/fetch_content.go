@@ -1,0 +1,89 @@
+package tools
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mm-agent/mm/tools/fetch"
+)
+
+//go:embed fetch_content.md
+var fetchContentDescription string
+
+const fetchContentSchema = `{
+  "type": "object",
+  "properties": {
+    "url": {"type": "string", "description": "The http:// or https:// address."},
+    "output": {"type": "string", "description": "Save the content to this file instead of returning it."}
+  },
+  "required": ["url"],
+  "additionalProperties": false
+}`
+
+type fetchContentTool struct{}
+
+func (fetchContentTool) Name() string            { return "fetch_content" }
+func (fetchContentTool) Description() string     { return fetchContentDescription }
+func (fetchContentTool) Schema() json.RawMessage { return json.RawMessage(fetchContentSchema) }
+func (fetchContentTool) Kind() Kind              { return KindFetch }
+
+func (fetchContentTool) params() []param {
+	return []param{
+		{name: "url", typ: argString, required: true},
+		{name: "output", typ: argString},
+	}
+}
+
+// prepare: reading a page changes nothing and never asks; saving it is a
+// write like write_file's, with its permission and its sensitive and
+// outside-the-cwd rules (its location is the file written).
+func (fetchContentTool) prepare(env Env, c *Call) error {
+	u := strings.TrimSpace(strArg(c.Args, "url"))
+	c.Title = "fetch_content: " + u
+	if u == "" {
+		return errors.New(`fetch_content: argument "url" is empty; give an http:// or https:// address`)
+	}
+	if out := strings.TrimSpace(strArg(c.Args, "output")); out != "" {
+		c.Mutating = true
+		c.Locations = []string{Resolve(env.Cwd, out)}
+	}
+	return nil
+}
+
+func (fetchContentTool) run(ctx context.Context, env Env, c *Call) Result {
+	page, err := fetch.Get(ctx, env.HTTP, strings.TrimSpace(strArg(c.Args, "url")), env.Fetch)
+	switch {
+	case ctx.Err() != nil:
+		return Result{Output: "[cancelled]", Failed: true}
+	case err != nil:
+		return Result{Output: "[" + err.Error() + "]", Failed: true}
+	}
+	what := page.ContentType
+	if what == "text/html" {
+		what += " → Markdown"
+	}
+	head := fmt.Sprintf("[%s · %s · %d bytes", page.URL, what, page.Bytes)
+	if page.Truncated {
+		head += fmt.Sprintf("; cut at the %d-byte limit", page.Bytes)
+	}
+	head += "]"
+	if len(c.Locations) == 0 {
+		return Result{Output: head + "\n" + truncateHead(page.Text, MaxOutputBytes)}
+	}
+	p := c.Locations[0]
+	old, err := currentText(p)
+	if err != nil {
+		return Result{Output: "[" + err.Error() + "]", Failed: true}
+	}
+	if err := writeAtomic(p, page.Text); err != nil {
+		return Result{Output: fmt.Sprintf("[cannot write %s: %v]", p, err), Failed: true}
+	}
+	return Result{
+		Output: fmt.Sprintf("%s\nSaved %d bytes to %s.", head, len(page.Text), p),
+		Diff:   &Diff{Path: p, OldText: old, NewText: page.Text},
+	}
+}

@@ -331,16 +331,22 @@ func (c *Client) ensure(s *slot) (srv *server, started bool, err error) {
 	}
 	if srv != nil {
 		c.log.Debug("lsp: restarting a language server that stopped", "lang", s.lang, "server", srv.name, "cause", context.Cause(srv.ctx))
-		srv.kill()
-		<-srv.gone
-		c.mu.Lock()
-		if s.srv == srv {
-			s.srv = nil
-		}
-		c.mu.Unlock()
+		c.drop(s, srv)
 	}
 	srv, err = c.start(s)
 	return srv, true, err
+}
+
+// drop kills srv, waits until it is reaped and empties its slot, unless a
+// newer server already took it.
+func (c *Client) drop(s *slot, srv *server) {
+	srv.kill()
+	<-srv.gone
+	c.mu.Lock()
+	if s.srv == srv {
+		s.srv = nil
+	}
+	c.mu.Unlock()
 }
 
 // Close shuts every started server down (shutdown, exit, then kill its

@@ -154,13 +154,7 @@ func (c *Client) start(s *slot) (*server, error) {
 		if !answered && !timedOut && c.closing.Err() == nil {
 			srv.settle()
 		}
-		srv.kill()
-		<-srv.gone
-		c.mu.Lock()
-		if s.srv == srv {
-			s.srv = nil
-		}
-		c.mu.Unlock()
+		c.drop(s, srv)
 		switch {
 		case c.closing.Err() != nil:
 			return nil, errClosed

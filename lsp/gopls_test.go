@@ -34,6 +34,7 @@ func main() {
 	fmt.Println("é😀", Greet("x"))
 }
 `,
+		"other.go": "package main\n\nvar greeting = Greet(\"y\")\n",
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -62,5 +63,35 @@ func main() {
 	}
 	if !strings.Contains(res.Text, "func Greet(name string) string") || !strings.Contains(res.Text, "Greet says hello.") {
 		t.Errorf("hover: got %q", res.Text)
+	}
+	other := filepath.Join(dir, "other.go")
+	res, err = c.Do(ctx, Request{Action: "references", Path: main, Line: 6, Column: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{main + ":11:20:", other + ":3:16:"} {
+		if !strings.Contains(res.Text, want) {
+			t.Errorf("references: %q is missing from %q", want, res.Text)
+		}
+	}
+	res, err = c.Do(ctx, Request{Action: "symbols", Path: main, Line: 1, Column: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Text, "Greet") || !strings.Contains(res.Text, "main") {
+		t.Errorf("symbols: got %q", res.Text)
+	}
+	res, err = c.Do(ctx, Request{Action: "rename", Path: main, Line: 6, Column: 6, NewName: "Welcome"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Edits) != 2 || res.Edits[0].Path != main || res.Edits[1].Path != other {
+		t.Fatalf("rename: got edits %+v, want main.go and other.go", res.Edits)
+	}
+	if got := res.Edits[1].NewText; got != "package main\n\nvar greeting = Welcome(\"y\")\n" {
+		t.Errorf("rename of other.go: got %q", got)
+	}
+	if strings.Contains(res.Edits[0].NewText, "Greet(") || !strings.Contains(res.Edits[0].NewText, "Welcome(\"x\")") {
+		t.Errorf("rename of main.go: got %q", res.Edits[0].NewText)
 	}
 }

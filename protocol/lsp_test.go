@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,21 +26,34 @@ rules:
 usage: true
 `
 
-// lspEnv serves a session whose Go files are answered by a scripted
-// language server (this test binary, started as "fakelsp"; gopls is used
-// the same way).
-func lspEnv(t *testing.T) *env {
+// lspServers are the language servers the tests run against: a scripted
+// one (this test binary, started as "fakelsp") always, and gopls when it is
+// on PATH.
+func lspServers(t *testing.T) map[string]string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "fakelsp")
 	if err := os.Symlink(os.Args[0], bin); err != nil {
 		t.Fatal(err)
 	}
+	servers := map[string]string{"fakelsp": bin}
+	if gopls, err := exec.LookPath("gopls"); err == nil {
+		servers["gopls"] = gopls
+	} else {
+		t.Log("gopls is not on PATH: only the scripted language server is tried")
+	}
+	return servers
+}
+
+// lspEnv serves a session whose Go files are answered by server.
+func lspEnv(t *testing.T, server string) *env {
+	t.Helper()
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	e := newEnvScript(t, lspScript, func(c *configs.Config) {
 		c.Yolo = false
-		c.LSP.Servers = map[string]string{"go": bin}
+		c.LSP.Servers = map[string]string{"go": server}
 	})
 	for name, text := range map[string]string{
+		"go.mod":   "module example.com/demo\n\ngo 1.21\n",
 		"main.go":  "package main\n\nfunc Foo() int { return 1 }\n\nfunc main() { _ = Foo() }\n",
 		"other.go": "package main\n\nvar x = Foo()\n",
 	} {
@@ -52,7 +66,13 @@ func lspEnv(t *testing.T) *env {
 
 // TestLSPNavigation: definition never asks, and the model reads the place.
 func TestLSPNavigation(t *testing.T) {
-	e := lspEnv(t)
+	for name, server := range lspServers(t) {
+		t.Run(name, func(t *testing.T) { testLSPNavigation(t, server) })
+	}
+}
+
+func testLSPNavigation(t *testing.T, server string) {
+	e := lspEnv(t, server)
 	sid := e.newSession()
 	e.ask(sid, "def")
 	if n := len(e.conn.Client.Permissions()); n != 0 {
@@ -70,7 +90,13 @@ func TestLSPNavigation(t *testing.T) {
 // TestLSPRename: a rename asks with every file's diff, then changes them
 // all.
 func TestLSPRename(t *testing.T) {
-	e := lspEnv(t)
+	for name, server := range lspServers(t) {
+		t.Run(name, func(t *testing.T) { testLSPRename(t, server) })
+	}
+}
+
+func testLSPRename(t *testing.T, server string) {
+	e := lspEnv(t, server)
 	sid := e.newSession()
 	e.ask(sid, "rename")
 	perms := e.conn.Client.Permissions()

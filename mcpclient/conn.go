@@ -152,6 +152,8 @@ func (c *conn) serve(ctx context.Context, cs *mcp.ClientSession, relist <-chan s
 // endpoint.
 func (c *conn) transport(cwd, sessionID string) (mcp.Transport, error) {
 	switch {
+	case c.srv.Unsupported != "":
+		return nil, errors.New(c.srv.Unsupported)
 	case c.srv.Command != "": // a command wins over a URL: it is what runs locally
 		cmd := exec.Command(c.srv.Command, c.srv.Args...)
 		cmd.Dir = cwd

@@ -29,6 +29,9 @@ type Server struct {
 	Headers map[string]string
 	// Ask says every call of its tools asks the user's permission (config permissions: ask).
 	Ask bool
+	// Unsupported, when set, says why the server cannot be used: it fails
+	// to start with that reason, like a server whose command is missing.
+	Unsupported string
 }
 
 // Tool is a tool a server offers, as the model sees it.

@@ -107,7 +107,7 @@ func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (_ acp.Ne
 	}
 	id := actors.NewSessionID(time.Now())
 	rt := a.runtime()
-	s, err := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd, MCP: mcpServers(p.McpServers)}))
+	s, err := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd, MCP: a.mcpServers(p.McpServers)}))
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
@@ -240,8 +240,9 @@ func (a *Agent) Logout(context.Context, acp.LogoutRequest) (acp.LogoutResponse, 
 }
 
 // mcpServers turns the editor's MCP servers into the sessions': stdio and
-// streamable HTTP (SSE is not advertised, and is skipped).
-func mcpServers(in []acp.McpServer) []mcpclient.Server {
+// streamable HTTP. SSE is not advertised; such a server fails to start,
+// which the user is told as of any other server.
+func (a *Agent) mcpServers(in []acp.McpServer) []mcpclient.Server {
 	var out []mcpclient.Server
 	for _, m := range in {
 		switch {
@@ -257,6 +258,8 @@ func mcpServers(in []acp.McpServer) []mcpclient.Server {
 				headers[h.Name] = h.Value
 			}
 			out = append(out, mcpclient.Server{Name: m.Http.Name, URL: m.Http.Url, Headers: headers})
+		case m.Sse != nil:
+			out = append(out, mcpclient.Server{Name: m.Sse.Name, Unsupported: "mm does not speak MCP's SSE transport (mcpCapabilities.sse is false): use stdio or streamable HTTP"})
 		}
 	}
 	return out

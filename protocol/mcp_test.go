@@ -118,7 +118,8 @@ func TestMCPServers(t *testing.T) {
 		return res.SessionId
 	}
 	a := newSession(mcpServer("alpha"))
-	b := newSession(mcpServer("beta"), acp.McpServer{Stdio: &acp.McpServerStdio{Name: "broken", Command: "/no/such/server", Args: []string{}, Env: []acp.EnvVariable{}}})
+	b := newSession(mcpServer("beta"), acp.McpServer{Stdio: &acp.McpServerStdio{Name: "broken", Command: "/no/such/server", Args: []string{}, Env: []acp.EnvVariable{}}},
+		acp.McpServer{Sse: &acp.McpServerSseInline{Name: "old", Type: "sse", Url: "http://127.0.0.1:1/sse", Headers: []acp.HttpHeader{}}})
 
 	names := waitTools(t, e, a, "mcp__alpha__echo")
 	if !strings.Contains(strings.Join(names, " "), "mcp__alpha__slow") || strings.Contains(strings.Join(names, " "), "beta") {
@@ -129,6 +130,9 @@ func TestMCPServers(t *testing.T) {
 	}
 	if text := acptest.Text(e.conn.Client.Updates(b)); !strings.Contains(text, `MCP server "broken" did not start`) {
 		t.Errorf("no note about the broken server in %q", text)
+	}
+	if text := acptest.Text(e.conn.Client.Updates(b)); !strings.Contains(text, `MCP server "old" did not start: mm does not speak MCP's SSE transport`) {
+		t.Errorf("no note about the SSE server in %q", text)
 	}
 
 	e.conn.Client.Reset()

@@ -111,7 +111,7 @@ func (a *Agent) open(id acp.SessionId, rawCwd string, servers []acp.McpServer) (
 	}
 	st := actors.StateFromFile(f)
 	st.Cwd = cwd
-	st.MCP = mcpServers(servers)
+	st.MCP = a.mcpServers(servers)
 	rt := a.runtime()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -263,7 +263,7 @@ func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	parent := st.ID
 	st.ID, st.Cwd, st.Created = actors.NewSessionID(time.Now()), cwd, time.Time{}
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
-	st.MCP = mcpServers(stableServers(p.McpServers))
+	st.MCP = a.mcpServers(stableServers(p.McpServers))
 	s, err := a.register(a.runtime().SpawnSession(st))
 	if err != nil {
 		return acp.UnstableForkSessionResponse{}, err

@@ -24,6 +24,7 @@ func DefaultYAML() []byte { return defaultYAML }
 type Config struct {
 	ACP      ACP      `yaml:"acp"`
 	Model    Model    `yaml:"model"`
+	Prompt   Prompt   `yaml:"prompt"`
 	Yolo     bool     `yaml:"yolo"`
 	Sessions Sessions `yaml:"sessions"`
 	Context  Context  `yaml:"context"`
@@ -62,6 +63,21 @@ type Model struct {
 	MaxTokens     int     `yaml:"maxTokens"`
 	ContextWindow int     `yaml:"contextWindow"`
 	Script        string  `yaml:"script"`
+	// Vision says the model takes images: image blocks of a prompt reach
+	// it as image parts (and promptCapabilities.image is advertised).
+	Vision bool `yaml:"vision"`
+
+	// BaseURLFrom is the config file that wrote baseURL, "" when it is the
+	// embedded default's: only the default gives way to OPENAI_BASE_URL
+	// and OLLAMA_HOST.
+	BaseURLFrom string `yaml:"-"`
+}
+
+// Prompt configures how a prompt's content blocks become the user message.
+type Prompt struct {
+	// MaxResourceBytes is how much of an embedded resource's text is
+	// inlined; the rest is cut with a note.
+	MaxResourceBytes Bytes `yaml:"maxResourceBytes"`
 }
 
 // NamedModel is one entry of models: an id and a model block. Empty
@@ -163,10 +179,13 @@ type Bash struct {
 // ErrConfig marks every configuration error.
 var ErrConfig = errors.New("config")
 
+// defaultName names the embedded file in errors.
+const defaultName = "(embedded default.yaml)"
+
 // Default returns the embedded configuration alone.
 func Default() *Config {
 	c := &Config{}
-	if err := decode(c, defaultYAML, "(embedded default.yaml)"); err != nil {
+	if err := decode(c, defaultYAML, defaultName); err != nil {
 		panic(err) // the embedded file is checked by tests; a failure here is a build defect
 	}
 	return c
@@ -203,6 +222,39 @@ func Load(path string) (*Config, error) {
 	return c, c.validate()
 }
 
+// userURLs records which model URLs the user file wrote, so that the
+// environment overrides only the default's (Model.BaseURLSource).
+func userURLs(c *Config, root *yaml.Node, name string) {
+	if root.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i].Value, root.Content[i+1]
+		switch {
+		case k == "model" && hasKey(v, "baseURL"):
+			c.Model.BaseURLFrom = name
+		case k == "models" && v.Kind == yaml.SequenceNode:
+			for j, item := range v.Content {
+				if j < len(c.Models) && hasKey(item, "baseURL") {
+					c.Models[j].BaseURLFrom = name
+				}
+			}
+		}
+	}
+}
+
+func hasKey(n *yaml.Node, key string) bool {
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
 // Parse layers YAML text on the defaults; name is used in errors.
 func Parse(data []byte, name string) (*Config, error) {
 	c := Default()
@@ -227,8 +279,13 @@ func decode(c *Config, data []byte, name string) error {
 	if err := root.Decode(c); err != nil {
 		return fmt.Errorf("%w %s: %v", ErrConfig, name, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
+	if name != defaultName {
+		userURLs(c, root.Content[0], name)
+	}
 	return nil
 }
+
+var durationType = reflect.TypeOf(time.Duration(0))
 
 // checkKeys walks a mapping node against a struct type so that an unknown key
 // is reported with its full dotted name and line.
@@ -258,6 +315,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, prefix string) error {
 			return fmt.Errorf("unknown key %q (line %d)", prefix+k.Value, k.Line)
 		}
 		v := n.Content[i+1]
+		if ft == durationType && v.Kind == yaml.ScalarNode && (v.Tag == "!!int" || v.Tag == "!!float") {
+			return fmt.Errorf("%s: %s is not a duration (line %d): write it with its unit, e.g. %ss or %sm", prefix+k.Value, v.Value, v.Line, v.Value, v.Value)
+		}
 		if ft.Kind() == reflect.Slice && v.Kind == yaml.SequenceNode {
 			for j, item := range v.Content {
 				if err := checkKeys(item, ft.Elem(), fmt.Sprintf("%s%s[%d].", prefix, k.Value, j)); err != nil {
@@ -284,6 +344,9 @@ func (c *Config) validate() error {
 	}
 	if c.ACP.MaxLineBytes < 1<<10 {
 		return bad("acp.maxLineBytes", "must be at least 1KiB")
+	}
+	if c.Prompt.MaxResourceBytes < 1 {
+		return bad("prompt.maxResourceBytes", "must be at least 1 byte")
 	}
 	if c.Turns.Concurrency < 1 {
 		return bad("turns.concurrency", "must be at least 1")
@@ -343,7 +406,7 @@ func (c *Config) validate() error {
 			m.Provider = c.Model.Provider
 		}
 		if m.BaseURL == "" {
-			m.BaseURL = c.Model.BaseURL
+			m.BaseURL, m.BaseURLFrom = c.Model.BaseURL, c.Model.BaseURLFrom
 		}
 		if m.APIKeyEnv == "" {
 			m.APIKeyEnv = c.Model.APIKeyEnv
@@ -357,22 +420,34 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// ResolvedBaseURL returns the model server URL after the environment overrides.
+// ResolvedBaseURL returns the model server URL: the one a config file
+// wrote, else OPENAI_BASE_URL (openai) or OLLAMA_HOST (ollama), else the
+// default.
 func (m Model) ResolvedBaseURL() string {
+	url, _ := m.BaseURLSource()
+	return url
+}
+
+// BaseURLSource returns ResolvedBaseURL and where it came from: the config
+// file's path, the environment variable's name, or "default".
+func (m Model) BaseURLSource() (url, from string) {
+	if m.BaseURLFrom != "" {
+		return m.BaseURL, m.BaseURLFrom
+	}
 	switch m.Provider {
 	case "openai":
 		if v := os.Getenv("OPENAI_BASE_URL"); v != "" {
-			return v
+			return v, "OPENAI_BASE_URL"
 		}
 	case "ollama":
 		if v := os.Getenv("OLLAMA_HOST"); v != "" {
 			if !strings.Contains(v, "://") {
 				v = "http://" + v
 			}
-			return v
+			return v, "OLLAMA_HOST"
 		}
 	}
-	return m.BaseURL
+	return m.BaseURL, "default"
 }
 
 // APIKey returns the key from the configured environment variable, or "".

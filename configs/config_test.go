@@ -183,3 +183,45 @@ func TestModels(t *testing.T) {
 		}
 	}
 }
+
+// TestDurationWithoutUnit: a duration written as a bare number is an error
+// that says how to write it, not ten nanoseconds.
+func TestDurationWithoutUnit(t *testing.T) {
+	_, err := Parse([]byte("tools:\n  bash:\n    timeout: 10\n"), "user.yaml")
+	if err == nil || !strings.Contains(err.Error(), "tools.bash.timeout: 10 is not a duration") || !strings.Contains(err.Error(), "10s") {
+		t.Fatalf("got %v", err)
+	}
+	c, err := Parse([]byte("hooks:\n  timeout: 10s\n"), "user.yaml")
+	if err != nil || c.Hooks.Timeout != 10*time.Second {
+		t.Fatalf("10s: %v, %v", c, err)
+	}
+}
+
+// TestBaseURLFromFile: the environment overrides the default URL, never
+// one the user's file wrote; the source is told.
+func TestBaseURLFromFile(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "http://env:1/v1")
+	c, err := Parse([]byte("model:\n  name: x\n"), "user.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if url, from := c.Model.BaseURLSource(); url != "http://env:1/v1" || from != "OPENAI_BASE_URL" {
+		t.Errorf("default URL: %s from %s", url, from)
+	}
+	c, err = Parse([]byte("model:\n  baseURL: http://file:2/v1\nmodels:\n  - {id: big}\n  - {id: far, baseURL: http://far:3/v1}\n"), "user.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if url, from := c.Model.BaseURLSource(); url != "http://file:2/v1" || from != "user.yaml" {
+		t.Errorf("file URL: %s from %s", url, from)
+	}
+	if url := c.Models[0].ResolvedBaseURL(); url != "http://file:2/v1" {
+		t.Errorf("inherited URL: %s", url)
+	}
+	if url := c.Models[1].ResolvedBaseURL(); url != "http://far:3/v1" {
+		t.Errorf("own URL: %s", url)
+	}
+	if url, from := Default().Model.BaseURLSource(); url != "http://env:1/v1" || from != "OPENAI_BASE_URL" {
+		t.Errorf("embedded default: %s from %s", url, from)
+	}
+}

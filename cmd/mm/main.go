@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,6 +43,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // asked for: not a failure
+		}
 		return 2
 	}
 	if *showVersion {
@@ -179,7 +183,8 @@ func banner(log *slog.Logger, cfg *configs.Config) {
 	}
 	model := cfg.Model.Provider
 	if cfg.Model.Provider != "scripted" {
-		model += " " + cfg.Model.Name + " at " + cfg.Model.ResolvedBaseURL()
+		url, from := cfg.Model.BaseURLSource()
+		model += " " + cfg.Model.Name + " at " + url + " (from " + from + ")"
 	}
 	log.Info(fmt.Sprintf("mm %s · model %s · config %s · yolo=%t", protocol.Version, model, path, cfg.Yolo))
 	// Skills are read per session (their cwd matters); the banner reads

@@ -290,6 +290,50 @@ func TestBannerCountsSkillsAndHooks(t *testing.T) {
 	}
 }
 
+// TestHelpExitsZero: mm -h prints the usage and succeeds.
+func TestHelpExitsZero(t *testing.T) {
+	for _, flag := range []string{"-h", "--help"} {
+		cmd := exec.Command(mmBin, flag)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Errorf("mm %s: %v", flag, err)
+		}
+		if !strings.Contains(stderr.String(), "usage: mm -acp") {
+			t.Errorf("mm %s printed %q", flag, stderr.String())
+		}
+	}
+	if err := exec.Command(mmBin, "-no-such-flag").Run(); err == nil {
+		t.Error("an unknown flag succeeded")
+	}
+}
+
+// TestBannerSaysWhereTheURLComesFrom: OPENAI_BASE_URL replaces the default
+// URL, not the one the config file wrote, and the banner says which won.
+func TestBannerSaysWhereTheURLComesFrom(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ config, want string }{
+		{"model:\n  name: m\n", "at http://env.example:1/v1 (from OPENAI_BASE_URL)"},
+		{"model:\n  baseURL: http://file.example:2/v1\n", "at http://file.example:2/v1 (from " + filepath.Join(dir, "config.yaml") + ")"},
+	} {
+		path := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(path, []byte(c.config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(mmBin, "-acp", "-config", path)
+		cmd.Env = append(os.Environ(), "OPENAI_BASE_URL=http://env.example:1/v1")
+		cmd.Stdin = strings.NewReader("")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("banner lacks %q:\n%s", c.want, stderr.String())
+		}
+	}
+}
+
 // TestPipedRequestsAreAnswered: requests read before stdin closes are
 // answered before mm exits, as a one-line smoke test needs:
 // printf '…initialize…\n…session/new…\n' | mm -acp.

@@ -1,26 +1,45 @@
 package actors
 
 import (
+	"encoding/base64"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
 )
 
-// A prompt becomes the user message in two steps. promptText, pure, runs in
-// the session actor when the prompt arrives: text blocks concatenated, a
-// resource_link as an attached-file line, other blocks ignored. attach, which
-// looks paths up on disk, runs inside the turn, on a work goroutine (never in
-// the actor, never on the edge's reader): every @path that names an
-// existing file or directory adds an attachment line, once per path.
+// A prompt becomes the user message in two steps. promptContent, pure, runs
+// in the session actor when the prompt arrives: text blocks concatenated, a
+// resource_link as an attached-file line, an embedded resource inlined, an
+// image kept for a model that takes images. attach, which looks paths up on
+// disk, runs inside the turn, on a work goroutine (never in the actor, never
+// on the edge's reader): every @path that names an existing file or
+// directory adds an attachment line, once per path.
 
-// promptText concatenates a prompt's content blocks.
-func promptText(blocks []acp.ContentBlock) string {
-	var b strings.Builder
+// promptContent is a prompt's text, what its other blocks add, and its
+// images. text is what the user typed (text blocks, resource_link lines):
+// slash commands, skills and @mentions are read there only, never in a
+// pasted file. extra follows it in the user message: an embedded
+// resource's text inlined between a header and a footer naming it, cut
+// after limit bytes with a note; binary data described, not inlined.
+// Images (and image resources) go to a vision model; otherwise a note in
+// extra tells the model one was left out.
+func promptContent(blocks []acp.ContentBlock, limit int, vision bool) (text, extra string, images []llm.Image) {
+	var b, x strings.Builder
+	image := func(mime, data, name string) {
+		if vision {
+			images = append(images, llm.Image{MIMEType: mime, Data: data})
+			return
+		}
+		fmt.Fprintf(&x, "\n[an image (%s%s) was attached, but this model does not take images (model.vision is false): it was left out]", mime, name)
+	}
 	for _, c := range blocks {
 		switch {
 		case c.Text != nil:
@@ -29,9 +48,73 @@ func promptText(blocks []acp.ContentBlock) string {
 			b.WriteString("\n[attached file: ")
 			b.WriteString(uriPath(c.ResourceLink.Uri))
 			b.WriteString("]")
+		case c.Resource != nil && c.Resource.Resource.TextResourceContents != nil:
+			r := c.Resource.Resource.TextResourceContents
+			inline(&x, uriPath(r.Uri), r.Text, limit)
+		case c.Resource != nil && c.Resource.Resource.BlobResourceContents != nil:
+			r := c.Resource.Resource.BlobResourceContents
+			mime := deref(r.MimeType)
+			if strings.HasPrefix(mime, "image/") {
+				image(mime, r.Blob, ", "+uriPath(r.Uri))
+				continue
+			}
+			if mime == "" {
+				mime = "binary data"
+			}
+			fmt.Fprintf(&x, "\n[attached file: %s (%s, %s): binary, not shown]", uriPath(r.Uri), mime, approxSize(base64.StdEncoding.DecodedLen(len(r.Blob))))
+		case c.Image != nil:
+			name := ""
+			if c.Image.Uri != nil {
+				name = ", " + uriPath(*c.Image.Uri)
+			}
+			image(c.Image.MimeType, c.Image.Data, name)
+		case c.Audio != nil:
+			fmt.Fprintf(&x, "\n[an audio clip (%s) was attached, but mm does not pass audio to the model: it was left out]", c.Audio.MimeType)
 		}
 	}
-	return b.String()
+	return b.String(), x.String(), images
+}
+
+// inline writes an embedded resource's text between lines that name it,
+// cut to at most limit bytes (at a character boundary) with a note.
+func inline(b *strings.Builder, name, text string, limit int) {
+	fmt.Fprintf(b, "\n[file: %s]\n", name)
+	if len(text) <= limit {
+		b.WriteString(text)
+	} else {
+		cut := limit
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		b.WriteString(text[:cut])
+		fmt.Fprintf(b, "\n[cut: only the first %s of %s are shown (prompt.maxResourceBytes)", approxSize(cut), approxSize(len(text)))
+		if filepath.IsAbs(name) {
+			b.WriteString("; read_file can read the rest")
+		}
+		b.WriteString("]")
+	}
+	if !strings.HasSuffix(text, "\n") {
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "[end of file: %s]", name)
+}
+
+// approxSize writes a byte count for people: 900 bytes, 12.5 KiB, 1.2 MiB.
+func approxSize(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // hasMentions says whether text may name paths to attach.

@@ -34,7 +34,12 @@ func (s *session) onReplay(ctx actor.Context, _ *Replay) {
 			if m.Summary {
 				send(acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: meta, Content: acp.TextBlock("🗜️ " + m.Content)}})
 			} else {
-				send(acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.TextBlock(m.Content)}})
+				if m.Content != "" || len(m.Images) == 0 {
+					send(acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.TextBlock(m.Content)}})
+				}
+				for _, im := range m.Images {
+					send(acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.ImageBlock(im.Data, im.MIMEType)}})
+				}
 			}
 		case llm.RoleAssistant:
 			if m.Content != "" {

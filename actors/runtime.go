@@ -49,6 +49,7 @@ type NamedModel struct {
 	ID, Name      string
 	Model         llm.Model
 	ContextWindow int
+	Vision        bool // it takes images (model.vision)
 }
 
 // Runtime is one actor system serving one ACP connection: its sessions, its
@@ -108,7 +109,7 @@ func NewRuntime(o Options) *Runtime {
 	rt := &Runtime{sys: sys, cfg: o.Config, out: o.Out, client: o.Client, hooks: o.Hooks, log: log,
 		sensitive: o.Sensitive, toolDefs: toolDefs(), runTool: tools.Run}
 	rt.window.Store(int64(o.ContextWindow))
-	rt.modelList = append([]NamedModel{{ID: "default", Name: defaultModelName(o.Config), Model: o.Model}}, o.Models...)
+	rt.modelList = append([]NamedModel{{ID: "default", Name: defaultModelName(o.Config), Model: o.Model, Vision: o.Config.Model.Vision}}, o.Models...)
 	rt.models = make(map[string]llm.Model, len(rt.modelList))
 	for _, m := range rt.modelList {
 		rt.models[m.ID] = m.Model
@@ -188,6 +189,16 @@ func (rt *Runtime) windowFor(id string) int {
 		}
 	}
 	return 0
+}
+
+// visionFor says whether a selectable model takes images.
+func (rt *Runtime) visionFor(id string) bool {
+	for _, m := range rt.modelList {
+		if m.ID == id || (id == "" && m.ID == "default") {
+			return m.Vision
+		}
+	}
+	return false
 }
 
 func defaultModelName(c *configs.Config) string {

@@ -29,12 +29,16 @@ const (
 
 // turn is the state of one prompt while it runs.
 type turn struct {
-	id    uint64 // process-wide, for the serializer
-	seq   uint64 // the prompt's sequence in its session
-	text  string
-	out   *Reply
-	state turnState
-	slash bool // /new or /compact
+	id  uint64 // process-wide, for the serializer
+	seq uint64 // the prompt's sequence in its session
+	// text is what the user typed; extra (pasted files, notes) and images
+	// join it in the user message (promptContent).
+	text   string
+	extra  string
+	images []llm.Image
+	out    *Reply
+	state  turnState
+	slash  bool // /new or /compact
 	// compact marks a /compact turn; auto marks a compression that runs
 	// before the turn's first model call. cut and started belong to the
 	// compression in flight.
@@ -76,11 +80,11 @@ type turn struct {
 
 func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 	t := &turn{
-		id:   s.rt.nextTurn.Add(1),
-		seq:  m.Seq,
-		text: promptText(m.Prompt),
-		out:  m.Reply,
+		id:  s.rt.nextTurn.Add(1),
+		seq: m.Seq,
+		out: m.Reply,
 	}
+	t.text, t.extra, t.images = promptContent(m.Prompt, int(s.rt.cfg.Prompt.MaxResourceBytes), s.rt.visionFor(s.modelID))
 	s.lastSeq = max(s.lastSeq, m.Seq)
 	if s.cancelOne[m.Seq] || (m.Seq != 0 && m.Seq <= s.cancelUpTo) || s.closing {
 		delete(s.cancelOne, m.Seq)
@@ -150,7 +154,8 @@ func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 // begin appends the user message and queues the turn for a slot.
 func (s *session) begin(ctx actor.Context, t *turn) {
 	s.tellMCPNotes()
-	s.history = append(s.history, llm.Message{Role: llm.RoleUser, Content: t.text})
+	s.history = append(s.history, llm.Message{Role: llm.RoleUser, Content: t.text + t.extra, Images: t.images})
+	t.extra, t.images = "", nil
 	s.acquire(ctx, t)
 }
 

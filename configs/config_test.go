@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -223,5 +224,42 @@ func TestBaseURLFromFile(t *testing.T) {
 	}
 	if url, from := Default().Model.BaseURLSource(); url != "http://env:1/v1" || from != "OPENAI_BASE_URL" {
 		t.Errorf("embedded default: %s from %s", url, from)
+	}
+}
+
+// TestREADMEPathsExist: every repository path the README names in
+// backticks exists (the seed documents included), so a reader who follows
+// one finds it.
+func TestREADMEPathsExist(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := os.ReadDir("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	isRoot := map[string]bool{}
+	for _, e := range roots {
+		isRoot[e.Name()] = true
+	}
+	checked := 0
+	for _, m := range regexp.MustCompile("`([A-Za-z0-9_.-]+/[^`\\s]*)`").FindAllStringSubmatch(string(readme), -1) {
+		p := m[1]
+		first, _, _ := strings.Cut(p, "/")
+		if first == "shared" { // the seeds' folder outside the repository
+			t.Errorf("README.md names `%s`, outside the repository (the seeds are in docs/seeds)", p)
+			continue
+		}
+		if !isRoot[first] || strings.ContainsAny(p, "<>*…{}$") {
+			continue
+		}
+		checked++
+		if _, err := os.Stat(filepath.Join("..", strings.TrimSuffix(p, ":"))); err != nil {
+			t.Errorf("README.md names `%s`, which is not in the repository", p)
+		}
+	}
+	if checked < 10 {
+		t.Errorf("only %d paths checked: the pattern no longer finds the README's paths", checked)
 	}
 }

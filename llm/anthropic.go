@@ -90,7 +90,7 @@ func (m *anthropicModel) Stream(ctx context.Context, req Request, emit func(Delt
 // part. The API joins consecutive messages of one role, so the server sees
 // the original turn; empty text, which it rejects, is left out.
 func anthropicMessages(msgs []Message) []llms.MessageContent {
-	in := langchainMessages(msgs)
+	in := langchainMessages(msgs, imageBinary)
 	out := make([]llms.MessageContent, 0, len(in))
 	for _, mc := range in {
 		if mc.Role != llms.ChatMessageTypeAI {

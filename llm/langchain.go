@@ -35,8 +35,10 @@ func langchainTools(defs []ToolDef) []llms.Tool {
 
 // langchainMessages converts a history to langchaingo's OpenAI-shaped form:
 // an assistant message carries its text and tool calls together, and each
-// tool result is its own message answering a call id.
-func langchainMessages(msgs []Message) []llms.MessageContent {
+// tool result is its own message answering a call id. A user message's
+// images follow its text, each as image makes it: the providers' clients
+// take different part types.
+func langchainMessages(msgs []Message, image func(Image) llms.ContentPart) []llms.MessageContent {
 	out := make([]llms.MessageContent, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
@@ -62,10 +64,28 @@ func langchainMessages(msgs []Message) []llms.MessageContent {
 				Parts: []llms.ContentPart{llms.ToolCallResponse{ToolCallID: m.ToolCallID, Name: m.Name, Content: m.Content}},
 			})
 		default: // RoleUser, summaries included
-			out = append(out, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
+			out = append(out, userMessage(m, image))
 		}
 	}
 	return out
+}
+
+// userMessage is a user message's text, then its images.
+func userMessage(m *Message, image func(Image) llms.ContentPart) llms.MessageContent {
+	mc := llms.TextParts(llms.ChatMessageTypeHuman, m.Content)
+	for _, im := range m.Images {
+		mc.Parts = append(mc.Parts, image(im))
+	}
+	return mc
+}
+
+// imageURL is an image as OpenAI-compatible servers take it.
+func imageURL(im Image) llms.ContentPart { return llms.ImageURLContent{URL: im.dataURL()} }
+
+// imageBinary is an image as langchaingo's Anthropic and Ollama clients
+// take it.
+func imageBinary(im Image) llms.ContentPart {
+	return llms.BinaryContent{MIMEType: im.MIMEType, Data: im.bytes()}
 }
 
 // argumentsOrEmpty replaces empty arguments with an empty object: servers

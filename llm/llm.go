@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 )
@@ -29,6 +30,9 @@ type Message struct {
 	Name       string `json:"name,omitempty"`
 	// Summary marks a user-role message that holds a /compact summary.
 	Summary bool `json:"summary,omitempty"`
+	// Images are a user message's pictures, after its text, for a model
+	// that takes images (model.vision).
+	Images []Image `json:"images,omitempty"`
 
 	// ACP bookkeeping of a tool-role message, kept for replay.
 	CallRef  string         `json:"callRef,omitempty"`  // the ACP toolCallId (call_N)
@@ -36,6 +40,25 @@ type Message struct {
 	Kind     string         `json:"kind,omitempty"`     // the ACP tool kind
 	RawInput map[string]any `json:"rawInput,omitempty"` // the decoded arguments
 	Failed   bool           `json:"failed,omitempty"`   // the call ended failed
+}
+
+// Image is a picture of a user message, as the editor sent it.
+type Image struct {
+	MIMEType string `json:"mimeType"`
+	Data     string `json:"data"` // base64
+}
+
+// dataURL is the image as a data: URL, the form OpenAI-compatible servers take.
+func (im Image) dataURL() string { return "data:" + im.MIMEType + ";base64," + im.Data }
+
+// bytes is the decoded image, the form langchaingo's Anthropic and Ollama
+// clients take (they encode it again); nil if Data is not base64.
+func (im Image) bytes() []byte {
+	b, err := base64.StdEncoding.DecodeString(im.Data)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // ToolCall is one complete tool call, assembled from streamed fragments.

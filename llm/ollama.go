@@ -93,7 +93,11 @@ func ollamaMessages(msgs []Message) []llms.MessageContent {
 		case RoleTool:
 			role = llms.ChatMessageTypeTool
 		}
-		out = append(out, llms.TextParts(role, text))
+		mc := llms.TextParts(role, text)
+		for _, im := range m.Images {
+			mc.Parts = append(mc.Parts, imageBinary(im))
+		}
+		out = append(out, mc)
 	}
 	return out
 }

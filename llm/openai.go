@@ -80,7 +80,7 @@ func (m *openAIModel) Stream(ctx context.Context, req Request, emit func(Delta))
 		}
 	}
 
-	resp, err := m.llm.GenerateContent(ctx, langchainMessages(req.Messages), opts...)
+	resp, err := m.llm.GenerateContent(ctx, langchainMessages(req.Messages, imageURL), opts...)
 	if err := c.result(ctx, err, m.baseURL); err != nil {
 		return Response{}, err
 	}

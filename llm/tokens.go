@@ -1,12 +1,18 @@
 package llm
 
-// EstimateTokens is a rough token count of msgs (four characters a token),
-// for when a server reports no usage and for the scripted provider's usage.
+// ImageTokens is what one image is counted as: vision models spend from
+// about 600 (llava) to 1,600 (Claude) tokens on a picture, whatever its
+// bytes; counting its base64 text would overestimate it a hundredfold.
+const ImageTokens = 1000
+
+// EstimateTokens is a rough token count of msgs (four characters a token,
+// ImageTokens an image), for when a server reports no usage and for the
+// scripted provider's usage.
 func EstimateTokens(msgs []Message) int {
 	chars := 0
 	for i := range msgs {
 		m := &msgs[i]
-		chars += len(m.Content)
+		chars += len(m.Content) + 4*ImageTokens*len(m.Images)
 		for _, tc := range m.ToolCalls {
 			chars += len(tc.Name) + len(tc.Arguments)
 		}

@@ -200,7 +200,7 @@ func TestAttachments(t *testing.T) {
 	_, err := e.conn.Prompt(e.ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{
 		acp.TextBlock("look at @main.go and @. but not @missing.txt, again @main.go"),
 		acp.ResourceLinkBlock("spec", "file:///tmp/spec.md"),
-		acp.ImageBlock("aGk=", "image/png"), // another block type: decoded by the SDK's types, ignored
+		acp.ImageBlock("aGk=", "image/png"), // not for this model: a note after the attachments
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,8 @@ func TestAttachments(t *testing.T) {
 	msgs := e.requestMessages()
 	got := msgs[len(msgs)-1]["content"]
 	want := "look at @main.go and @. but not @missing.txt, again @main.go\n[attached file: /tmp/spec.md]" +
-		"\n[attached file: " + e.cwd + "/main.go]\n[attached directory: " + e.cwd + "]"
+		"\n[attached file: " + e.cwd + "/main.go]\n[attached directory: " + e.cwd + "]" +
+		"\n[an image (image/png) was attached, but this model does not take images (model.vision is false): it was left out]"
 	if got != want {
 		t.Errorf("user message\n got %q\nwant %q", got, want)
 	}

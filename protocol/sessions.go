@@ -21,6 +21,8 @@ var _ acp.AgentLoader = (*Agent)(nil)
 // capabilities advertises what works with this configuration.
 func (a *Agent) capabilities() acp.AgentCapabilities {
 	caps := acp.AgentCapabilities{
+		// Pasted files are inlined; images reach a model that takes them.
+		PromptCapabilities: acp.PromptCapabilities{EmbeddedContext: true, Image: a.cfg.Model.Vision},
 		// MCP servers over stdio (always) and streamable HTTP.
 		McpCapabilities: acp.McpCapabilities{Http: true},
 		SessionCapabilities: acp.SessionCapabilities{

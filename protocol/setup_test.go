@@ -55,6 +55,7 @@ type env struct {
 	t      *testing.T
 	server *llmtest.Server
 	conn   *acptest.Conn
+	init   acp.InitializeResponse
 	cwd    string
 	ctx    context.Context
 }
@@ -114,14 +115,15 @@ func newEnvScript(t *testing.T, script string, edit func(*configs.Config)) *env 
 			t.Errorf("agent did not stop: %v", err)
 		}
 	})
-	if _, err := conn.Init(ctx); err != nil {
+	init, err := conn.Init(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	cwd := filepath.Join(t.TempDir(), "project")
 	if err := os.Mkdir(cwd, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, server: srv, conn: conn, cwd: cwd, ctx: ctx}
+	return &env{t: t, server: srv, conn: conn, init: init, cwd: cwd, ctx: ctx}
 }
 
 func (e *env) newSession() acp.SessionId {

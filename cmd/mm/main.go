@@ -117,7 +117,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if name == "" {
 			name = m.ID
 		}
-		models = append(models, actors.NamedModel{ID: m.ID, Name: name, Model: lm, ContextWindow: m.ContextWindow})
+		models = append(models, actors.NamedModel{ID: m.ID, Name: name, Model: lm, ContextWindow: m.ContextWindow, Vision: m.Vision})
 	}
 	banner(log, cfg)
 

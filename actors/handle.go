@@ -166,6 +166,16 @@ func (s *Session) ask(msg any) error {
 	return nil
 }
 
+// Delete stops the session like Stop and removes its file, once any save
+// in flight is written.
+func (s *Session) Delete() error {
+	if err := s.ask(&Forget{}); err != nil {
+		return err
+	}
+	s.Stop()
+	return nil
+}
+
 // Stop stops the session actor and its children (which cancels their
 // streams and kills their processes); its turns answer cancelled. It waits
 // until the actor is gone.

@@ -129,12 +129,19 @@ type keepJob struct {
 	data []byte
 }
 
-// stopPersistence flushes and closes the writer without waiting for it.
+// stopPersistence flushes and closes the writer without waiting for it,
+// or, for a deleted session, waits for it and removes the file.
 func (s *session) stopPersistence() {
-	if w := s.writer; w != nil {
-		s.writer = nil
-		go w.Close()
+	w := s.writer
+	if w == nil {
+		return
 	}
+	s.writer = nil
+	if s.forget {
+		s.removeFile(w)
+		return
+	}
+	go w.Close()
 }
 
 // keepAs prepares the current conversation as a session file of its own,

@@ -61,7 +61,11 @@ type session struct {
 	mcpNotes   []string
 
 	history []llm.Message
-	usage   usageTotals
+	// title is the title last told in session_info_update; forget makes
+	// the file go when the session stops (session/delete).
+	title  string
+	forget bool
+	usage  usageTotals
 	// lastUsed is the context the model last reported using (input+output
 	// tokens of its last call), 0 when forgotten.
 	lastUsed int
@@ -104,6 +108,11 @@ func newSession(rt *Runtime, st *SessionState) *session {
 		usage:   usageFromStore(st.Usage),
 		budget:  newBudget(streamBudget),
 		plan:    st.Plan,
+	}
+	if st.Provenance.Kind != "fork" {
+		// A loaded session's title is the one session/list showed; a
+		// fork's is news to the client, told after its first turn.
+		s.title = store.TitleOf(st.History)
 	}
 	s.toolDefs = rt.toolDefs
 	s.mcpServers = rt.mcpServers(st.MCP)
@@ -181,6 +190,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.onReplay(ctx, m)
 	case *GetState:
 		ctx.Respond(s.state())
+	case *Forget:
+		s.onForget(ctx)
 	case *SetMode:
 		s.onSetMode(ctx, m)
 	case *SetModel:

@@ -323,6 +323,7 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 		}
 		s.rt.log.Info(fmt.Sprintf("[acp] turn done: %d command(s) · %d file op(s) · %d skill(s)", t.commands, t.fileOps, t.skills))
 	}
+	s.infoUpdate()
 	s.usageUpdate(max(s.lastUsed, s.estimate()))
 	res := &TurnResult{StopReason: stop, Usage: s.usage.acp()}
 	if errText != "" {

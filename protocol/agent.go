@@ -49,7 +49,11 @@ type Agent struct {
 
 	mu       sync.Mutex
 	sessions map[string]*actors.Session
-	client   acp.ClientCapabilities
+	// cwds are the project folders this connection has named (new, load,
+	// resume, fork, list): where session/delete, which names no folder,
+	// looks for a stored session.
+	cwds   map[string]bool
+	client acp.ClientCapabilities
 	// draining is set when the connection ends: no session creation
 	// starts any more; closed once those in flight are done: no session
 	// is registered any more.
@@ -105,6 +109,7 @@ func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (_ acp.Ne
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
+	a.know(cwd)
 	id := actors.NewSessionID(time.Now())
 	rt := a.runtime()
 	s, err := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd, MCP: a.mcpServers(p.McpServers)}))

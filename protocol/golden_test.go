@@ -73,6 +73,7 @@ var (
 	reModel   = regexp.MustCompile(`call_\d+_\d+`)
 	reVersion = regexp.MustCompile(`"version":"[^"]*"`)
 	reTokens  = regexp.MustCompile(`\(\d+ tokens, [0-9.]+s\)`)
+	reTime    = regexp.MustCompile(`"updatedAt":"[^"]*"`)
 )
 
 func normalise(out, cwd string) string {
@@ -82,6 +83,7 @@ func normalise(out, cwd string) string {
 	out = reCount.ReplaceAllString(out, `"$1":<n>`)
 	out = reModel.ReplaceAllString(out, "<model-call>")
 	out = reVersion.ReplaceAllString(out, `"version":"<version>"`)
+	out = reTime.ReplaceAllString(out, `"updatedAt":"<time>"`)
 	return reTokens.ReplaceAllString(out, "(<n> tokens, <t>s)")
 }
 

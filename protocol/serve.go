@@ -56,7 +56,7 @@ func Start(o Options) (*Conn, error) {
 	out := &lockedWriter{w: o.Out}
 	box := newOutbox(out, log)
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &Agent{cfg: o.Config, box: box, log: log, ctx: ctx, sessions: make(map[string]*actors.Session), ready: make(chan struct{}),
+	a := &Agent{cfg: o.Config, box: box, log: log, ctx: ctx, sessions: make(map[string]*actors.Session), cwds: map[string]bool{}, ready: make(chan struct{}),
 		creators: make(chan struct{}, maxCreating)}
 	in := newIngress(o.In, int(o.Config.ACP.MaxLineBytes), a, out, log)
 	box.answered = in.answered

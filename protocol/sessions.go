@@ -34,6 +34,7 @@ func (a *Agent) capabilities() acp.AgentCapabilities {
 		caps.LoadSession = true
 		caps.SessionCapabilities.List = &acp.SessionListCapabilities{}
 		caps.SessionCapabilities.Resume = &acp.SessionResumeCapabilities{}
+		caps.SessionCapabilities.Delete = &acp.SessionDeleteCapabilities{}
 	}
 	return caps
 }
@@ -101,6 +102,7 @@ func (a *Agent) open(id acp.SessionId, rawCwd string, servers []acp.McpServer) (
 	if err != nil {
 		return nil, false, err
 	}
+	a.know(cwd)
 	if err := store.CheckID(string(id)); err != nil {
 		return nil, false, acp.NewInvalidParams(map[string]any{"sessionId": string(id), "error": err.Error()})
 	}
@@ -183,6 +185,7 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 		if err != nil {
 			return acp.ListSessionsResponse{}, err
 		}
+		a.know(cwd)
 		cwds = []string{cwd}
 	} else {
 		seen := map[string]bool{}
@@ -262,6 +265,7 @@ func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	if err != nil {
 		return acp.UnstableForkSessionResponse{}, err
 	}
+	a.know(cwd)
 	parent := st.ID
 	st.ID, st.Cwd, st.Created = actors.NewSessionID(time.Now()), cwd, time.Time{}
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}

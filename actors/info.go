@@ -1,0 +1,44 @@
+package actors
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/store"
+)
+
+// infoUpdate tells the client, after each turn, when the session was last
+// active and, when it changed, its title (the first user line, as
+// session/list shows it): session_info_update.
+func (s *session) infoUpdate() {
+	u := &acp.SessionSessionInfoUpdate{UpdatedAt: acp.Ptr(time.Now().UTC().Format(time.RFC3339))}
+	if title := store.TitleOf(s.history); title != s.title {
+		s.title = title
+		if title != "" { // the SDK's type cannot say null; an emptied title waits for the next one
+			u.Title = acp.Ptr(title)
+		}
+	}
+	s.rt.out.Update(s.id, acp.SessionUpdate{SessionInfoUpdate: u})
+}
+
+// Forget makes the session remove its file when it stops (session/delete).
+type Forget struct{}
+
+func (s *session) onForget(ctx actor.Context) {
+	s.forget = true
+	ctx.Respond(&Done{})
+}
+
+// removeFile deletes the session file once its writer is done: a save
+// still queued would otherwise bring the file back.
+func (s *session) removeFile(w *store.Writer) {
+	w.Close()
+	path := store.Path(s.cwd, s.rt.cfg.Sessions.Dir, s.id)
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		s.rt.log.Error(fmt.Sprintf("[acp] session %s: deleting %s: %v", s.id, path, err))
+	}
+}

@@ -57,6 +57,21 @@ func (b *Budget) take(ctx context.Context, n int) error {
 	return nil
 }
 
+// tryTake takes n bytes if they fit now (or nothing else is taken), and
+// says whether it did; it never waits.
+func (b *Budget) tryTake(n int) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used == 0 || b.used+n <= b.limit {
+		b.used += n
+		return true
+	}
+	return false
+}
+
 // Give returns n bytes: their delta was written, or dropped.
 func (b *Budget) Give(n int) {
 	if b == nil || n == 0 {

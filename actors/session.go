@@ -178,6 +178,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.onToolAnswered(ctx, m)
 	case *toolStarted:
 		s.onToolStarted(m)
+	case *toolProgress:
+		s.onToolProgress(m)
 	case *toolRemember:
 		s.onToolRemember(m)
 	case *toolFinished:

@@ -51,6 +51,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		policy: toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
 		repeat: t.repeats,
 		agents: s.agents,
+		budget: s.budget,
 	}
 	if s.mcp != nil {
 		w.env.MCP = s.mcp
@@ -143,6 +144,18 @@ func (s *session) onToolStarted(m *toolStarted) {
 		ToolCallId: acp.ToolCallId(m.CallID),
 		Status:     acp.Ptr(acp.ToolCallStatusInProgress),
 	}})
+}
+
+// onToolProgress shows a running command's output so far in its tool call.
+func (s *session) onToolProgress(m *toolProgress) {
+	if t, _ := s.current(m.Turn, m.CallID); t == nil || t.cancelled || !t.announced {
+		s.budget.Give(m.Cost)
+		return
+	}
+	s.rt.out.Stream(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
+		ToolCallId: acp.ToolCallId(m.CallID),
+		Content:    []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(m.Output))},
+	}}, s.budget, m.Cost)
 }
 
 func (s *session) onToolRemember(m *toolRemember) {

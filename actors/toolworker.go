@@ -57,7 +57,11 @@ type toolWorker struct {
 	// with these arguments, this call included.
 	repeat int
 	// agents are the session's asked agents (ask_agent).
-	agents  *agents.Pool
+	agents *agents.Pool
+	// budget is the session's stream budget: a live view of a command's
+	// output is shown only when it fits, so a client that stops reading
+	// gets fewer views, not more memory held for it.
+	budget  *Budget
 	cancel  context.CancelFunc
 	proceed chan struct{}
 }
@@ -87,6 +91,15 @@ type toolPrepared struct {
 type toolStarted struct {
 	Turn   uint64
 	CallID string
+}
+
+// toolProgress is a running command's output so far; Cost was taken from
+// the session's budget.
+type toolProgress struct {
+	Turn   uint64
+	CallID string
+	Output string
+	Cost   int
 }
 
 // toolAsking says the worker is about to ask the user; the session gives
@@ -200,6 +213,11 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 	}
 	env := w.env
 	env.Started = func() { root.Send(parent, &toolStarted{Turn: w.turn, CallID: w.callID}) }
+	env.Progress = func(output string) {
+		if n := cost(output); w.budget.tryTake(n) {
+			root.Send(parent, &toolProgress{Turn: w.turn, CallID: w.callID, Output: output, Cost: n})
+		}
+	}
 	env.Ask = func(ctx context.Context, qs []tools.Question) tools.Answers { return w.ask(ctx, root, parent, qs) }
 	env.AskAgent = func(ctx context.Context, agent, question string) (string, error) {
 		return w.askAgent(ctx, root, parent, agent, question)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -125,10 +126,16 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	pgid := cmd.Process.Pid
 
 	out := newHeadTail(MaxOutputBytes)
+	var sink io.Writer = out
+	if env.Progress != nil {
+		live := &liveTail{}
+		sink = io.MultiWriter(out, live)
+		defer showLive(live, env.Progress)()
+	}
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		procs.CopyPipe(pr, out)
+		procs.CopyPipe(pr, sink)
 	}()
 	waitDone := make(chan error, 1)
 	go func() {

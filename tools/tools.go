@@ -73,6 +73,10 @@ type Env struct {
 	// take milliseconds; "running" means it can be killed). It is called at
 	// most once, from Run's goroutine.
 	Started func()
+	// Progress, if set, shows a running bash command's output so far
+	// (the last LiveOutputBytes, at most every LiveOutputEvery); it is not
+	// called once Run has returned.
+	Progress func(output string)
 }
 
 func (e Env) started() {

@@ -454,3 +454,32 @@ func TestContextWindow(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestREADMESmokeTest runs the README's one-line smoke test as a user
+// pastes it: one initialize answer on stdout, exit 0 at end of input.
+func TestREADMESmokeTest(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "printf '") && strings.HasSuffix(l, "| mm -acp") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatal("the README has no `printf '…' | mm -acp` line")
+	}
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(mmBin)+string(os.PathListSeparator)+os.Getenv("PATH"), "MM_CONFIG=", "HOME="+t.TempDir())
+	cmd.Dir = t.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"id":1,"result":{"agentCapabilities"`) || !strings.Contains(lines[0], `"protocolVersion":1`) {
+		t.Errorf("stdout: %q", out)
+	}
+}

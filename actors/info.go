@@ -11,18 +11,25 @@ import (
 	"github.com/mm-agent/mm/store"
 )
 
-// infoUpdate tells the client, after each turn, when the session was last
-// active and, when it changed, its title (the first user line, as
-// session/list shows it): session_info_update.
+// infoUpdate tells the client, after a turn, what changed of the session's
+// title (the first user line, as session/list shows it) and of when it was
+// last active, to the second: session_info_update. Turns that end within
+// the same second as the last told one, with the same title, send nothing.
 func (s *session) infoUpdate() {
-	u := &acp.SessionSessionInfoUpdate{UpdatedAt: acp.Ptr(time.Now().UTC().Format(time.RFC3339))}
+	var u acp.SessionSessionInfoUpdate
+	if at := time.Now().UTC().Format(time.RFC3339); at != s.updatedAt {
+		s.updatedAt = at
+		u.UpdatedAt = acp.Ptr(at)
+	}
 	if title := store.TitleOf(s.history); title != s.title {
 		s.title = title
 		if title != "" { // the SDK's type cannot say null; an emptied title waits for the next one
 			u.Title = acp.Ptr(title)
 		}
 	}
-	s.rt.out.Update(s.id, acp.SessionUpdate{SessionInfoUpdate: u})
+	if u.UpdatedAt != nil || u.Title != nil {
+		s.rt.out.Update(s.id, acp.SessionUpdate{SessionInfoUpdate: &u})
+	}
 }
 
 // Forget makes the session remove its file when it stops (session/delete).

@@ -61,11 +61,11 @@ type session struct {
 	mcpNotes   []string
 
 	history []llm.Message
-	// title is the title last told in session_info_update; forget makes
-	// the file go when the session stops (session/delete).
-	title  string
-	forget bool
-	usage  usageTotals
+	// title and updatedAt are what session_info_update last told; forget
+	// makes the file go when the session stops (session/delete).
+	title, updatedAt string
+	forget           bool
+	usage            usageTotals
 	// lastUsed is the context the model last reported using (input+output
 	// tokens of its last call), 0 when forgotten.
 	lastUsed int

@@ -1,22 +1,45 @@
 # mm in a container: `docker run -i --rm IMAGE` speaks ACP on stdio.
+#
+#   docker build -t mm .
+#   docker run -i --rm --user "$(id -u):$(id -g)" --network=host \
+#     -v ~/.config/mm:/home/mm/.config/mm:ro -v "$PWD:$PWD" -w "$PWD" mm
+#
+# Run it as yourself (--user; podman: --userns=keep-id) so that what the agent
+# writes in the project belongs to you, and mount the project at the path it
+# has on the host so that the editor's paths are valid inside. README.md
+# ("Container") has podman, a model server on the host, and Zed;
+# scripts/container-test.sh drives a real session through the image.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/mm ./cmd/mm
+# --build-arg VERSION=v1.2.3 sets what `mm --version` prints.
+ARG VERSION
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w${VERSION:+ -X github.com/mm-agent/mm/protocol.Version=$VERSION}" \
+      -o /out/mm ./cmd/mm
 
-# bash and coreutils are the agent's hands; the image stays small otherwise.
+# bash, coreutils and git are the agent's hands; the image stays small otherwise.
 FROM debian:bookworm-slim
 # tini reaps the orphans of killed command groups: mm would otherwise be
 # PID 1 and they would pile up as zombies.
+# HOME is /home/mm for every uid: the caller's uid has no passwd entry here,
+# so HOME and its .config and .cache are writable by anyone (sticky, as /tmp).
+# The project belongs to the caller, not to the image's user: git must not
+# refuse it as "dubious ownership".
 RUN apt-get update && apt-get install -y --no-install-recommends bash ca-certificates git tini \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --create-home --uid 10001 mm
+ && useradd --uid 10001 --user-group --no-create-home --home-dir /home/mm --shell /bin/bash mm \
+ && mkdir -p /home/mm/.config /home/mm/.cache \
+ && chmod 1777 /home/mm /home/mm/.config /home/mm/.cache \
+ && git config --system --add safe.directory '*'
+ENV HOME=/home/mm
 COPY --from=build /out/mm /usr/local/bin/mm
-USER mm
+# Non-root unless the caller says otherwise (--user).
+USER 10001:10001
 WORKDIR /home/mm
-# Mount the config at /home/mm/.config/mm/config.yaml and skills under
-# /home/mm/.config/mm/skills; mount the project to work on and open sessions in it.
-VOLUME ["/home/mm/.config/mm"]
+# The config is read from $HOME/.config/mm/config.yaml: mount ~/.config/mm
+# there (read-only is enough; skills go under .../skills), or pass
+# -e MM_CONFIG=/path/inside. With no config, mm uses its embedded defaults.
 ENTRYPOINT ["tini", "--", "mm", "-acp"]

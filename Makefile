@@ -1,5 +1,5 @@
 # Developer shortcuts; the README's commands work without make.
-.PHONY: build test bench stress
+.PHONY: build test bench stress release container-test
 
 build:
 	go build -o bin/mm ./cmd/mm
@@ -21,3 +21,14 @@ stress: build
 	bin/mmstress -quiet -sessions 10000 -turns 0
 	bin/mmstress -quiet -sessions 16 -turns 20 -concurrency 16 -cancel 1 -cancel-delay 20ms
 	bin/mmstress -quiet -sessions 200 -turns 10 -concurrency 16 -bash 0.2 -edit 0.1 -ask 0.1 -cancel 0.1 -fail 0.05 -persist
+
+# Release archives for every platform in dist/ (scripts/release.sh says more):
+# make release VERSION=v1.2.3
+release:
+	@test -n "$(VERSION)" || { echo 'usage: make release VERSION=v1.2.3' >&2; exit 2; }
+	scripts/release.sh $(VERSION)
+
+# Build the image and drive mm -acp inside it; skips when no docker or podman
+# engine answers.
+container-test:
+	scripts/container-test.sh

@@ -20,7 +20,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -51,7 +50,7 @@ const cancelGrace = time.Second
 // mm asks it in.
 type Agent struct {
 	name    string
-	cmd     *exec.Cmd
+	group   *procs.Group
 	conn    *acp.ClientSideConnection
 	stdin   io.Closer
 	client  *client
@@ -74,7 +73,7 @@ func Start(ctx context.Context, cfg Config, cwd, sessionID string, log *slog.Log
 	for k, v := range cfg.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	group := procs.NewGroup(cmd)
 	stderr := &logWriter{log: log, prefix: "[ask " + cfg.Name + "] "}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -85,10 +84,10 @@ func Start(ctx context.Context, cfg Config, cwd, sessionID string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	if err := procs.Start(cmd); err != nil {
+	if err := group.Start(); err != nil {
 		return nil, fmt.Errorf("agent %q did not start: %v", cfg.Name, err)
 	}
-	a := &Agent{name: cfg.Name, cmd: cmd, stdin: stdin, client: &client{}, done: make(chan struct{})}
+	a := &Agent{name: cfg.Name, group: group, stdin: stdin, client: &client{}, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		procs.Done(cmd)
@@ -178,7 +177,7 @@ func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, 
 }
 
 // Close ends the agent: its stdin is closed, it has a moment to exit, then
-// its process group is killed.
+// its group is killed.
 func (a *Agent) Close() {
 	_ = a.stdin.Close()
 	select {
@@ -189,12 +188,13 @@ func (a *Agent) Close() {
 }
 
 func (a *Agent) kill() {
-	procs.KillGroup(a.cmd.Process.Pid)
+	a.group.Kill()
 	select {
 	case <-a.done:
 	case <-time.After(5 * time.Second):
 	}
-	procs.WaitGroupGone(a.cmd.Process.Pid, time.Now().Add(time.Second))
+	a.group.WaitGone(time.Now().Add(time.Second))
+	a.group.Close()
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,3 +1,5 @@
+//go:build unix
+
 package hooks
 
 import (
@@ -17,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/mm-agent/mm/internal/procs"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -338,6 +342,18 @@ func TestMissingCwdWarnsAndAllows(t *testing.T) {
 	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "🪝 preToolCall hook echo") || !strings.Contains(lines[0], "cannot start") {
 		t.Fatalf("want one Warn line about the start, got %q", lines)
 	}
+}
+
+func TestMissingBashWarnsAndAllows(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	log, logs := newLog()
+	r := &Runner{PreToolCallLines: []string{`echo '{"decision":"deny"}'`}, Log: log}
+	within(t, func() {
+		if denied, _ := r.PreToolCall(context.Background(), preEvent(t.TempDir())); denied {
+			t.Error("a hook that could not start denied")
+		}
+	})
+	logs.only(t, "WARN", "🪝 preToolCall hook echo '{\"decision\":\"deny\"}': cannot start: "+procs.ErrNoBash.Error())
 }
 
 // groupScript writes its shell's pid to "pid" and a background

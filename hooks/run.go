@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,7 +84,7 @@ func (r *Runner) run(ctx context.Context, line, sessionID, cwd string, stdin []b
 	}
 	inR, inW, outR, outW, errR, errW := ends[0], ends[1], ends[2], ends[3], ends[4], ends[5]
 
-	cmd := exec.Command("bash", "-c", line)
+	cmd := procs.Bash(line)
 	cmd.Dir = cwd
 	// The mark lets the session's end (procs.KillSession) find whatever
 	// the hook leaves behind, wherever it moved.
@@ -93,18 +92,18 @@ func (r *Runner) run(ctx context.Context, line, sessionID, cwd string, stdin []b
 	cmd.Stdin = inR
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	// Its own process group lets a timeout or a cancel kill the hook with
-	// every child and grandchild in one signal.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := procs.Start(cmd); err != nil {
+	// Its own group (a job object on Windows) lets a timeout or a cancel
+	// kill the hook with every child and grandchild at once.
+	group := procs.NewGroup(cmd)
+	if err := group.Start(); err != nil {
 		closeAll(ends[:])
 		return result{failure: "cannot start: " + err.Error()}
 	}
+	defer group.Close()
 	// The parent's copies of the child's ends must go: otherwise the
 	// output pipes would never reach their end, and a hook reading its
 	// stdin to the end would wait forever.
 	closeAll([]*os.File{inR, outW, errW})
-	pgid := cmd.Process.Pid
 
 	// The event is written from a goroutine: a large tool input does not
 	// fit in the pipe, and a hook that never reads its stdin must not
@@ -137,17 +136,18 @@ func (r *Runner) run(ctx context.Context, line, sessionID, cwd string, stdin []b
 	case waitErr = <-waitDone:
 	case <-ctx.Done():
 		how = cancelled
-		procs.KillGroup(pgid)
+		group.Kill()
 		waitErr = <-waitDone
 	case <-timer.C:
 		how = timedOut
-		procs.KillGroup(pgid)
+		group.Kill()
 		waitErr = <-waitDone
 	}
 
 	// A write still pending is to a pipe that some leftover process holds
-	// and does not read: give it up.
-	_ = inW.SetWriteDeadline(time.Now())
+	// and does not read: give it up. Closing the pipe ends the write on
+	// every system; Windows's pipes take no deadline.
+	inW.Close()
 	<-stdinDone
 	grace := drainAfterExit
 	if how != exited {
@@ -161,7 +161,7 @@ func (r *Runner) run(ctx context.Context, line, sessionID, cwd string, stdin []b
 		// its way out when the hook's shell is reaped. The run returns
 		// once none is alive (or the deadline has passed), so that no
 		// hook outlives the turn that timed it out or cancelled it.
-		procs.WaitGroupGone(pgid, deadline)
+		group.WaitGone(deadline)
 	}
 
 	switch {

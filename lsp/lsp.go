@@ -342,6 +342,7 @@ func (c *Client) ensure(s *slot) (srv *server, started bool, err error) {
 func (c *Client) drop(s *slot, srv *server) {
 	srv.kill()
 	<-srv.gone
+	srv.group.Close()
 	c.mu.Lock()
 	if s.srv == srv {
 		s.srv = nil

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.lsp.dev/jsonrpc2"
@@ -46,6 +45,8 @@ type server struct {
 	root string // the workspace root, the session's cwd
 	pid  int
 	log  *slog.Logger
+	// group holds the server and the helpers it spawns.
+	group *procs.Group
 
 	conn jsonrpc2.Conn
 	rpc  protocol.Server
@@ -103,7 +104,7 @@ func (c *Client) start(s *slot) (*server, error) {
 	cmd.Dir = c.cwd
 	cmd.Env = append(os.Environ(), procs.SessionEnv(c.sessionID))
 	// Its own group, so that killing the group takes the helpers it spawns.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	group := procs.NewGroup(cmd)
 	// The pipes are made here rather than by exec: exec would close the
 	// output pipe in Wait, racing the reader for the server's last words,
 	// and an io.Writer would make Wait wait for every holder of the pipe.
@@ -120,7 +121,7 @@ func (c *Client) start(s *slot) (*server, error) {
 		p.closeAll()
 		return nil, errClosed
 	}
-	err = procs.Start(cmd)
+	err = group.Start()
 	p.closeChildEnds()
 	if err != nil {
 		c.mu.Unlock()
@@ -132,6 +133,7 @@ func (c *Client) start(s *slot) (*server, error) {
 		lang:   s.lang,
 		root:   c.cwd,
 		pid:    cmd.Process.Pid,
+		group:  group,
 		log:    c.log.With("lang", s.lang, "server", name),
 		exited: make(chan struct{}),
 		gone:   make(chan struct{}),
@@ -287,7 +289,7 @@ func (srv *server) run(cmd *exec.Cmd, p *pipes) {
 		err := cmd.Wait()
 		procs.Done(cmd)
 		// Helpers the server left behind are of no use without it.
-		procs.KillGroup(srv.pid)
+		srv.group.Kill()
 		srv.reaped.Store(true)
 		procs.FinishPipe(p.errR, srv.stderr, readDone, time.Now().Add(pipeGrace))
 		srv.stderr.flush()
@@ -352,7 +354,7 @@ func (srv *server) settle() {
 // reaped (its leftovers were killed then).
 func (srv *server) kill() {
 	if !srv.reaped.Load() {
-		procs.KillGroup(srv.pid)
+		srv.group.Kill()
 	}
 }
 
@@ -394,7 +396,8 @@ func (srv *server) stop() {
 	<-srv.gone
 	<-polite
 	// Killed members of the group take a moment to die.
-	procs.WaitGroupGone(srv.pid, time.Now().Add(time.Second))
+	srv.group.WaitGone(time.Now().Add(time.Second))
+	srv.group.Close()
 }
 
 // handler answers what the server asks of the client. protocol's

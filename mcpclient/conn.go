@@ -11,8 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,10 +63,10 @@ type conn struct {
 	cs    *mcp.ClientSession // nil unless running
 	tools []Tool
 
-	// pid is the process group of a stdio server once started, 0 before.
-	// The time limit of the connection attempt reads it from another
-	// goroutine.
-	pid atomic.Int64
+	// group is the process group of a stdio server (a job object on
+	// Windows), nil for an HTTP one. The time limit of the connection
+	// attempt kills it from another goroutine, before it is started too.
+	group *procs.Group
 
 	// Owned by run's goroutine.
 	stderrR, stderrW *os.File
@@ -160,7 +158,7 @@ func (c *conn) transport(cwd, sessionID string) (mcp.Transport, error) {
 		cmd.Env = c.env(sessionID)
 		// A group of its own lets Close kill what the server leaves behind,
 		// and keeps signals meant for mm's group off the server.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		c.group = procs.NewGroup(cmd)
 		// Stderr is a pipe this package owns rather than an io.Writer
 		// that os/exec would copy from: exec's Wait, which the SDK calls,
 		// would then wait for every holder of the pipe, children left in
@@ -281,8 +279,8 @@ func (c *conn) disconnect(cs *mcp.ClientSession, waitDone <-chan error) {
 
 // killGroup kills the server's process group, if it has one.
 func (c *conn) killGroup() {
-	if pid := c.pid.Load(); pid > 0 {
-		procs.KillGroup(int(pid))
+	if c.group != nil {
+		c.group.Kill()
 	}
 }
 
@@ -292,9 +290,10 @@ func (c *conn) release() {
 	if c.stderrW != nil {
 		c.stderrW.Close() // in case the attempt never got to connect
 	}
-	if pid := int(c.pid.Load()); pid > 0 {
-		procs.KillGroup(pid)
-		procs.WaitGroupGone(pid, time.Now().Add(groupGoneWait))
+	if c.group != nil {
+		c.group.Kill()
+		c.group.WaitGone(time.Now().Add(groupGoneWait))
+		c.group.Close()
 	}
 	if c.stderrR != nil {
 		procs.FinishPipe(c.stderrR, c.stderrLog, c.stderrDone, time.Now().Add(stderrWait))
@@ -314,16 +313,19 @@ type startedTransport struct {
 
 func (t *startedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.inner.Connect(ctx)
-	if err == nil {
-		// Setpgid makes the server's pid its group's id.
-		t.c.pid.Store(int64(t.inner.Command.Process.Pid))
-		// The attempt's time limit may have passed, or the session closed,
-		// before the pid was known, when killing found no group to kill.
-		if ctx.Err() != nil {
-			t.c.killGroup()
-		}
+	if err != nil {
+		return nil, err
 	}
-	return conn, err
+	if err := t.c.group.Started(); err != nil {
+		_ = conn.Close() // the server is killed already; this reaps it
+		return nil, err
+	}
+	// The attempt's time limit may have passed, or the session closed,
+	// before the group was known, when killing found no group to kill.
+	if ctx.Err() != nil {
+		t.c.killGroup()
+	}
+	return conn, nil
 }
 
 // headerTransport adds the server's headers (authorization, mostly) to

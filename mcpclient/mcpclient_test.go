@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,6 +130,18 @@ func connect(t *testing.T, servers []Server, cwd, sessionID string) (*Sessions, 
 
 func stdio(name string, args ...string) Server {
 	return Server{Name: name, Command: testServer, Args: args}
+}
+
+// kill kills the process pid, as a crash would.
+func kill(t *testing.T, pid int) {
+	t.Helper()
+	p, err := os.FindProcess(pid)
+	if err == nil {
+		err = p.Kill()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitFor polls cond until it holds; the deadline only detects a hang.
@@ -395,9 +406,7 @@ func TestCrash(t *testing.T) {
 	waitTool(t, s, "mcp__other__pid")
 	pid := callPid(t, s, "mcp__fs__pid")
 	before := rec.Changes()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	kill(t, pid)
 	waitFor(t, "the crash warning", func() bool { return len(rec.Warnings()) > 0 })
 	if w := rec.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], `MCP server "fs" stopped`) {
 		t.Errorf("warnings: %q", w)
@@ -429,9 +438,7 @@ func TestCrashDuringCall(t *testing.T) {
 		errc <- err
 	}()
 	waitFor(t, "slow to start", func() bool { _, err := os.Stat(started); return err == nil })
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	kill(t, pid)
 	select {
 	case err := <-errc:
 		if err == nil || !strings.Contains(err.Error(), `"fs" stopped during the call`) {

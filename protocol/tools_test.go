@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -522,7 +521,9 @@ func TestCloseKillsWhatCommandsLeft(t *testing.T) {
 	keptPids := acptest.ReadPids(t, filepath.Join(otherCwd, "bg.pid"), filepath.Join(otherCwd, "sid.pid"))
 	t.Cleanup(func() {
 		for _, pid := range append(closedPids, keptPids...) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if p, err := os.FindProcess(pid); err == nil {
+				_ = p.Kill()
+			}
 		}
 	})
 	if _, err := e.conn.CloseSession(e.ctx, acp.CloseSessionRequest{SessionId: closed}); err != nil {

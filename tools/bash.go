@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"time"
@@ -103,7 +102,7 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	if err != nil {
 		return Result{Output: fmt.Sprintf("[cannot run bash: %v]", err), Failed: true}
 	}
-	cmd := exec.Command("bash", "-c", command)
+	cmd := procs.Bash(command)
 	cmd.Dir = env.Cwd
 	if env.SessionID != "" {
 		cmd.Env = append(os.Environ(), procs.SessionEnv(env.SessionID))
@@ -111,19 +110,22 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	cmd.Stdin = nil // os/exec connects a nil Stdin to /dev/null.
 	cmd.Stdout = pw
 	cmd.Stderr = pw
-	// Its own process group lets a cancel kill the command with every
-	// child and grandchild in one signal.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := procs.Start(cmd); err != nil {
+	// Its own group (a job object on Windows) lets a cancel kill the
+	// command with every child and grandchild at once.
+	group := procs.NewGroup(cmd)
+	if err := group.Start(); err != nil {
 		pr.Close()
 		pw.Close()
+		if errors.Is(err, procs.ErrNoBash) {
+			return Result{Output: "[" + err.Error() + "]", Failed: true}
+		}
 		return Result{Output: fmt.Sprintf("[cannot run bash in %s: %v]", env.Cwd, err), Failed: true}
 	}
 	// The parent's copy of the write end must go, or the pipe would never
 	// reach end-of-file.
 	pw.Close()
+	defer group.Close()
 	env.started()
-	pgid := cmd.Process.Pid
 
 	out := newHeadTail(MaxOutputBytes)
 	var sink io.Writer = out
@@ -152,11 +154,11 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	case waitErr = <-waitDone:
 	case <-ctx.Done():
 		end = bashCancelled
-		procs.KillGroup(pgid)
+		group.Kill()
 		waitErr = <-waitDone
 	case <-timer.C:
 		end = bashTimedOut
-		procs.KillGroup(pgid)
+		group.Kill()
 		waitErr = <-waitDone
 	}
 	deadline := finishOutput(pr, out, readDone, end)
@@ -165,7 +167,7 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 		// its way out, its end of the pipe already closed, when bash is
 		// reaped. Run returns once no member is alive (or the deadline
 		// has passed), so that a caller that checks finds nothing left.
-		procs.WaitGroupGone(pgid, deadline)
+		group.WaitGone(deadline)
 	}
 
 	text := withNewline(out.String())

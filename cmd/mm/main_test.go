@@ -385,7 +385,9 @@ func TestExitKillsWhatCommandsLeft(t *testing.T) {
 		}
 		if acptest.Alive(pid) {
 			t.Errorf("process %d outlived mm", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if p, err := os.FindProcess(pid); err == nil {
+				_ = p.Kill()
+			}
 		}
 	}
 }

@@ -1,19 +1,68 @@
 package procs
 
 import (
-	"syscall"
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
 	"testing"
+	"time"
 )
 
-func TestParseStat(t *testing.T) {
-	state, pgid, ok := parseStat([]byte("4242 (we) ird (name) S 1 4240 4240 0 -1 4194560"))
-	if !ok || state != 'S' || pgid != 4240 {
-		t.Errorf("got %c %d %v", state, pgid, ok)
+// helperVar tells the test binary, started by TestGroupKill, to play a
+// command (a parent) or what it starts (a child) instead of running tests.
+const helperVar = "PROCS_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperVar) {
+	case "parent":
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), helperVar+"=child")
+		if err := child.Start(); err != nil {
+			os.Exit(2)
+		}
+		os.Stdout.WriteString("ready\n")
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	case "child":
+		time.Sleep(time.Minute)
+		os.Exit(0)
 	}
-	if _, _, ok := parseStat([]byte("garbage")); ok {
-		t.Error("parsed garbage")
+	os.Exit(m.Run())
+}
+
+// TestGroupKill kills a command and the child it started with one Kill, on
+// every system.
+func TestGroupKill(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperVar+"=parent")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !groupHasLiving(syscall.Getpgrp()) {
-		t.Error("the test's own group has no living member")
+	g := NewGroup(cmd)
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { g.Kill(); g.Close() }() // when the test fails midway
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the helper said %q", line)
+	}
+	if !g.hasLiving() {
+		t.Fatal("the group has no living member before Kill")
+	}
+	g.Kill()
+	_ = cmd.Wait()
+	Done(cmd)
+	g.WaitGone(time.Now().Add(5 * time.Second))
+	if g.hasLiving() {
+		t.Error("the group has a living member after Kill")
+	}
+}
+
+func TestBashNotOnPath(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	if err := NewGroup(Bash("true")).Start(); !errors.Is(err, ErrNoBash) {
+		t.Errorf("got %v, want ErrNoBash", err)
 	}
 }

@@ -13,9 +13,13 @@
 // and Done, so that the reaper never takes an exit status their Wait is
 // owed.
 //
+// A command runs in a Group, which a cancel kills whole: a process group
+// on Linux and macOS, a job object on Windows.
+//
 // Out of reach: a process that clears its environment and leaves the group
 // escapes KillSession until mm exits; on systems other than Linux there is
-// no subreaper and no /proc, and only process groups are killed.
+// no subreaper and no /proc, and only groups are killed (on Windows,
+// nothing leaves a job).
 //
 // Concurrency: every function is safe for concurrent use.
 package procs

@@ -40,9 +40,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf16"
+
+	"github.com/mm-agent/mm/internal/procs"
 )
 
 // Record is one line of the record file.
@@ -55,7 +56,7 @@ type Record struct {
 	// Child is the pid of the child started with -child.
 	Child int `json:"child,omitempty"`
 	// Cwd, PGID and Session describe the server, in the "start" record:
-	// its working directory, process group and MM_SESSION_ID.
+	// its working directory, process group (0 on Windows) and MM_SESSION_ID.
 	Cwd     string `json:"cwd,omitempty"`
 	PGID    int    `json:"pgid,omitempty"`
 	Session string `json:"session,omitempty"`
@@ -148,8 +149,7 @@ func Main(args []string) int {
 		f.record = rf
 	}
 	wd, _ := os.Getwd()
-	pgid, _ := syscall.Getpgid(os.Getpid())
-	f.write(Record{Method: "start", Cwd: wd, PGID: pgid, Session: os.Getenv("MM_SESSION_ID")})
+	f.write(Record{Method: "start", Cwd: wd, PGID: procs.GroupID(), Session: os.Getenv("MM_SESSION_ID")})
 	if *child {
 		exe, _ := os.Executable()
 		cmd := exec.Command(exe, "fakelsp-child")

@@ -237,7 +237,9 @@ func (s *session) onDelta(m *modelDelta) {
 	}
 	block := acp.TextBlock(m.Delta.Text)
 	switch m.Delta.Kind {
-	case llm.DeltaReasoning:
+	case llm.DeltaReasoning, llm.DeltaNotice:
+		// A notice (a retry wait) is about the call, not the answer: it
+		// shows beside the model's thoughts.
 		s.rt.out.Stream(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: block}}, s.budget, m.Cost)
 	default:
 		t.answer.WriteString(m.Delta.Text)

@@ -66,6 +66,12 @@ type Model struct {
 	// Vision says the model takes images: image blocks of a prompt reach
 	// it as image parts (and promptCapabilities.image is advertised).
 	Vision bool `yaml:"vision"`
+	// IdleTimeout ends a model call that receives nothing this long; 0
+	// means never.
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// Retries is how many times a call refused before any byte was
+	// streamed (HTTP 429, 502, 503, 529, connection refused) is tried again.
+	Retries int `yaml:"retries"`
 
 	// BaseURLFrom is the config file that wrote baseURL, "" when it is the
 	// embedded default's: only the default gives way to OPENAI_BASE_URL
@@ -348,6 +354,12 @@ func (c *Config) validate() error {
 	if c.Prompt.MaxResourceBytes < 1 {
 		return bad("prompt.maxResourceBytes", "must be at least 1 byte")
 	}
+	if c.Model.IdleTimeout < 0 {
+		return bad("model.idleTimeout", "must not be negative (0 = never)")
+	}
+	if c.Model.Retries < 0 || c.Model.Retries > 10 {
+		return bad("model.retries", "must be between 0 and 10")
+	}
 	if c.Turns.Concurrency < 1 {
 		return bad("turns.concurrency", "must be at least 1")
 	}
@@ -411,6 +423,9 @@ func (c *Config) validate() error {
 		if m.APIKeyEnv == "" {
 			m.APIKeyEnv = c.Model.APIKeyEnv
 		}
+		// How long to wait and how often to retry belong to the
+		// connection: every model has the main model's.
+		m.IdleTimeout, m.Retries = c.Model.IdleTimeout, c.Model.Retries
 		switch m.Provider {
 		case "openai", "ollama", "anthropic", "scripted":
 		default:

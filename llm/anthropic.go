@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
@@ -17,11 +19,14 @@ type anthropicModel struct {
 	cfg     Config
 	llm     *anthropic.LLM
 	baseURL string
+	// rehearsal runs once, at the first warm-up (warm.go).
+	rehearsal sync.Once
 }
 
 func newAnthropic(c Config) (Model, error) {
 	base := c.baseURL(anthropicBaseURL)
-	g := &guard{baseURL: base, sse: true, temperaturePath: []string{"temperature"}}
+	g := &guard{baseURL: base, sse: true, finished: anthropicFinished, temperaturePath: "temperature",
+		canned: anthropicCanned, cannedType: "text/event-stream"}
 	client, err := anthropic.New(
 		anthropic.WithToken(c.apiKey()),
 		anthropic.WithBaseURL(base),
@@ -36,7 +41,8 @@ func newAnthropic(c Config) (Model, error) {
 
 func (m *anthropicModel) Stream(ctx context.Context, req Request, emit func(Delta)) (Response, error) {
 	temperature := m.cfg.temperature(req)
-	ctx, c := beginCall(ctx, temperature < 0)
+	ctx, c := beginCall(ctx, m.cfg, temperature < 0, nil)
+	defer c.end()
 	var reasoning strings.Builder
 	resp, err := relay(func(d Delta) {
 		if d.Kind == DeltaReasoning {
@@ -44,6 +50,10 @@ func (m *anthropicModel) Stream(ctx context.Context, req Request, emit func(Delt
 		}
 		emit(d)
 	}, func(send func(Delta) error) (*llms.ContentResponse, error) {
+		// The request is made on this goroutine, not the caller's, so its
+		// notices travel through send like the deltas. Set before the
+		// request starts, the field is only read on this goroutine.
+		c.notify = func(text string) { send(Delta{Kind: DeltaNotice, Text: text}) }
 		// langchaingo streams only when a text callback is set, and then
 		// hands thinking to the reasoning callback with an empty chunk.
 		opts := []llms.CallOption{
@@ -65,7 +75,7 @@ func (m *anthropicModel) Stream(ctx context.Context, req Request, emit func(Delt
 		}
 		return m.llm.GenerateContent(ctx, anthropicMessages(req.Messages), opts...)
 	})
-	if err := c.result(ctx, err, m.baseURL); err != nil {
+	if err := c.result(err, m.baseURL); err != nil {
 		return Response{}, err
 	}
 	// langchaingo returns one choice per content block: text, tool use or
@@ -83,6 +93,19 @@ func (m *anthropicModel) Stream(ctx context.Context, req Request, emit func(Delt
 	})
 	out.FinishReason = finishReason(first.StopReason, len(out.ToolCalls) > 0)
 	return out, nil
+}
+
+// anthropicVersion is the API version langchaingo's client sends.
+const anthropicVersion = "2023-06-01"
+
+// Warm opens a pooled connection with GET <base>/models, authenticated as
+// the calls are (its status does not matter).
+func (m *anthropicModel) Warm(ctx context.Context) {
+	warm(ctx, m.baseURL, m.baseURL+"/models", http.Header{
+		"X-Api-Key":         {m.cfg.apiKey()},
+		"Anthropic-Version": {anthropicVersion},
+	})
+	m.rehearsal.Do(func() { rehearse(ctx, m) })
 }
 
 // anthropicMessages splits each assistant message into one message per text

@@ -3,6 +3,7 @@ package llm
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // The provider names Config.Provider accepts.
@@ -30,6 +31,17 @@ type Config struct {
 	MaxTokens int
 	// Script is the scripted provider's YAML script; "" means DefaultScript.
 	Script string
+	// IdleTimeout ends a call that receives nothing (no response header,
+	// no byte of the stream) for this long, with an ErrServer error naming
+	// it; 0 means never.
+	IdleTimeout time.Duration
+	// Retries is how many times a request the server refuses before
+	// streaming anything (HTTP 429, 502, 503, 529, connection refused) is
+	// sent again; each wait is announced as a DeltaNotice.
+	Retries int
+	// RetryBackoff is the first wait without a Retry-After; each next one
+	// doubles, with jitter. 0 means one second.
+	RetryBackoff time.Duration
 }
 
 // New builds the model c describes. It does not contact the server: a wrong

@@ -20,11 +20,23 @@ const maxErrorLen = 300
 // serverErr builds an ErrServer error whose text is a single bounded line,
 // whatever the server sent.
 func serverErr(format string, args ...any) error {
-	msg := oneLine(fmt.Sprintf(format, args...))
-	if n := maxErrorLen - len(ErrServer.Error()) - 2; utf8.RuneCountInString(msg) > n {
-		msg = string([]rune(msg)[:n-1]) + "…"
-	}
+	msg := clip(oneLine(fmt.Sprintf(format, args...)), maxErrorLen-len(ErrServer.Error())-2)
 	return fmt.Errorf("%w: %s", ErrServer, msg)
+}
+
+// clip cuts s to at most n characters, marking the cut with an ellipsis.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:max(n-1, 0)]) + "…"
+}
+
+// earlyEndError is the failure of a stream that stopped without its
+// finish (a crashed or restarted server, a proxy that cut the response):
+// what was streamed is only the start of an answer, so it is no success.
+func earlyEndError() error {
+	return serverErr("the model server ended the stream early")
 }
 
 // oneLine collapses every run of whitespace, newlines included, into one space.
@@ -66,8 +78,10 @@ func describeTransportError(err error) string {
 }
 
 // statusError reports an HTTP error status with the server's own message
-// when the body carries one, else with the start of the body.
-func statusError(code int, body []byte) error {
+// when the body carries one, else with the start of the body. note, when
+// set, follows the message (" (after 3 retries)"); the message is clipped
+// rather than the note, since the note is ours and short.
+func statusError(code int, body []byte, note string) error {
 	msg := errorMessage(body)
 	if msg == "" {
 		msg = strings.TrimSpace(string(body))
@@ -75,7 +89,9 @@ func statusError(code int, body []byte) error {
 	if msg == "" {
 		msg = http.StatusText(code)
 	}
-	return serverErr("HTTP %d: %s", code, msg)
+	head := fmt.Sprintf("HTTP %d: ", code)
+	room := maxErrorLen - len(ErrServer.Error()) - 2 - len(head) - utf8.RuneCountInString(note)
+	return serverErr("%s%s%s", head, clip(oneLine(msg), room), note)
 }
 
 // errorMessage extracts the message from the error bodies servers send:

@@ -105,6 +105,10 @@ type DeltaKind uint8
 const (
 	DeltaText      DeltaKind = iota // visible answer text
 	DeltaReasoning                  // reasoning / thinking text
+	// DeltaNotice is a line for the user about the call itself ("model
+	// server busy, retrying in 4 s"): neither answer nor reasoning, never
+	// part of the Response.
+	DeltaNotice
 )
 
 // Delta is one streamed fragment. Tool-call fragments are never deltas: they

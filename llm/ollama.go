@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/ollama"
@@ -21,6 +22,8 @@ type ollamaModel struct {
 	cfg     Config
 	llm     *ollama.LLM
 	baseURL string
+	// rehearsal runs once, at the first warm-up (warm.go).
+	rehearsal sync.Once
 }
 
 // ollamaBase is the server root: Ollama's native API lives beside, not
@@ -35,7 +38,8 @@ func newOllama(c Config) (Model, error) {
 	if u, err := url.Parse(base); err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("llm: ollama: invalid base URL %q", base)
 	}
-	g := &guard{baseURL: base, temperaturePath: []string{"options", "temperature"}}
+	g := &guard{baseURL: base, finished: ollamaFinished, temperaturePath: "options.temperature",
+		canned: ollamaCanned, cannedType: "application/x-ndjson"}
 	client, err := ollama.New(
 		ollama.WithServerURL(base),
 		ollama.WithModel(c.Name),
@@ -49,7 +53,12 @@ func newOllama(c Config) (Model, error) {
 
 func (m *ollamaModel) Stream(ctx context.Context, req Request, emit func(Delta)) (Response, error) {
 	temperature := m.cfg.temperature(req)
-	ctx, c := beginCall(ctx, temperature < 0)
+	// langchaingo makes its request on this goroutine, so notices can go
+	// straight to emit.
+	ctx, c := beginCall(ctx, m.cfg, temperature < 0, func(text string) {
+		emit(Delta{Kind: DeltaNotice, Text: text})
+	})
+	defer c.end()
 	opts := []llms.CallOption{llms.WithStreamingFunc(func(_ context.Context, chunk []byte) error {
 		if len(chunk) > 0 {
 			emit(Delta{Kind: DeltaText, Text: string(chunk)})
@@ -63,7 +72,7 @@ func (m *ollamaModel) Stream(ctx context.Context, req Request, emit func(Delta))
 		opts = append(opts, llms.WithMaxTokens(n))
 	}
 	resp, err := m.llm.GenerateContent(ctx, ollamaMessages(req.Messages), opts...)
-	if err := c.result(ctx, err, m.baseURL); err != nil {
+	if err := c.result(err, m.baseURL); err != nil {
 		return Response{}, err
 	}
 	choice := resp.Choices[0]
@@ -72,6 +81,13 @@ func (m *ollamaModel) Stream(ctx context.Context, req Request, emit func(Delta))
 		Usage:        usageFrom(choice.GenerationInfo, usageKeys{input: "PromptTokens", output: "CompletionTokens"}),
 		FinishReason: FinishStop,
 	}, nil
+}
+
+// Warm opens a pooled connection with GET <root>/api/version, Ollama's
+// cheapest endpoint.
+func (m *ollamaModel) Warm(ctx context.Context) {
+	warm(ctx, m.baseURL, m.baseURL+"/api/version", nil)
+	m.rehearsal.Do(func() { rehearse(ctx, m) })
 }
 
 // ollamaMessages converts a history to text-only messages, writing past

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/openai"
@@ -23,6 +25,8 @@ type openAIModel struct {
 	// local server understands, rather than max_completion_tokens, which
 	// only OpenAI itself requires (for its reasoning models).
 	legacyMaxTokens bool
+	// rehearsal runs once, at the first warm-up (warm.go).
+	rehearsal sync.Once
 }
 
 func newOpenAI(c Config) (Model, error) {
@@ -31,7 +35,8 @@ func newOpenAI(c Config) (Model, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("llm: openai: invalid base URL %q", base)
 	}
-	g := &guard{baseURL: base, sse: true, temperaturePath: []string{"temperature"}}
+	g := &guard{baseURL: base, sse: true, finished: openAIFinished, temperaturePath: "temperature",
+		canned: openAICanned, cannedType: "text/event-stream"}
 	client, err := openai.New(
 		openai.WithToken(c.apiKey()),
 		openai.WithBaseURL(base),
@@ -51,7 +56,12 @@ func newOpenAI(c Config) (Model, error) {
 
 func (m *openAIModel) Stream(ctx context.Context, req Request, emit func(Delta)) (Response, error) {
 	temperature := m.cfg.temperature(req)
-	ctx, c := beginCall(ctx, temperature < 0)
+	// langchaingo makes its request on this goroutine, so notices can go
+	// straight to emit.
+	ctx, c := beginCall(ctx, m.cfg, temperature < 0, func(text string) {
+		emit(Delta{Kind: DeltaNotice, Text: text})
+	})
+	defer c.end()
 
 	// sent is the text forwarded so far, to make up at the end for content
 	// that arrived in the same delta as a tool-call fragment (see below).
@@ -81,7 +91,7 @@ func (m *openAIModel) Stream(ctx context.Context, req Request, emit func(Delta))
 	}
 
 	resp, err := m.llm.GenerateContent(ctx, langchainMessages(req.Messages, imageURL), opts...)
-	if err := c.result(ctx, err, m.baseURL); err != nil {
+	if err := c.result(err, m.baseURL); err != nil {
 		return Response{}, err
 	}
 	choice := resp.Choices[0]
@@ -101,6 +111,13 @@ func (m *openAIModel) Stream(ctx context.Context, req Request, emit func(Delta))
 		emit(Delta{Kind: DeltaText, Text: rest})
 	}
 	return out, nil
+}
+
+// Warm opens a pooled connection with GET <base>/models, which every
+// OpenAI-compatible server answers (its status does not matter).
+func (m *openAIModel) Warm(ctx context.Context) {
+	warm(ctx, m.baseURL, m.baseURL+"/models", http.Header{"Authorization": {"Bearer " + m.cfg.apiKey()}})
+	m.rehearsal.Do(func() { rehearse(ctx, m) })
 }
 
 // toolCallFragment has the JSON shape of langchaingo's openaiclient.ToolCall.

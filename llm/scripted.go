@@ -59,7 +59,13 @@ type Step struct {
 	// fixture answers HTTP 500 with it).
 	Error string
 	// Garbage makes the call fail with a malformed stream.
-	Garbage      bool
+	Garbage bool
+	// Stall streams the first word of Text and then nothing more, until
+	// the caller gives up: a server that hangs mid-answer.
+	Stall bool
+	// Truncate streams Text and then ends without a finish: a server that
+	// dies mid-answer. The call fails as ended early.
+	Truncate     bool
 	Finish       string        // FinishStop, FinishLength or FinishToolCalls
 	Latency      time.Duration // time to first token
 	TokensPerSec float64       // streaming rate; 0 streams at once
@@ -90,6 +96,8 @@ type stepFile struct {
 	} `yaml:"toolCalls"`
 	Error        string         `yaml:"error"`
 	Garbage      bool           `yaml:"garbage"`
+	Stall        bool           `yaml:"stall"`
+	Truncate     bool           `yaml:"truncate"`
 	Finish       string         `yaml:"finish"`
 	Latency      *time.Duration `yaml:"latency"`
 	TokensPerSec *float64       `yaml:"tokensPerSec"`
@@ -114,6 +122,10 @@ type stepFile struct {
 //	    steps: [{error: "boom"}]         # the call fails with ErrServer
 //	  - match: "garbage"
 //	    steps: [{garbage: true}]         # the call fails with a malformed stream
+//	  - match: "stuck"
+//	    steps: [{text: "Let me", stall: true}]     # streams "Let", then nothing more
+//	  - match: "cut"
+//	    steps: [{text: "Half an", truncate: true}] # streams the text, ends without a finish
 //	  - match: "long"
 //	    steps: [{text: "a b c", finish: length}]
 //	default:                    # when no rule matches; built in: echo
@@ -126,6 +138,9 @@ type stepFile struct {
 // follow the last user message; past the last step the answer is empty text
 // with finish "stop". A step may override latency and tokensPerSec, and may
 // add sleep, a stall before answering that a cancelled context cuts short.
+// A stall step hangs after its first word until the caller gives up (its
+// idle timeout, a cancel); a truncate step fails, after its text, as a
+// stream that ended early.
 // Durations are Go duration strings ("250ms", "30s"). Unknown keys are
 // errors, so that a misspelt key does not silently do nothing.
 func ParseScript(data []byte) (*Script, error) {
@@ -208,6 +223,8 @@ func (f *scriptFile) compileStep(sf stepFile) (scriptStep, error) {
 		Reasoning:    sf.Reasoning,
 		Error:        sf.Error,
 		Garbage:      sf.Garbage,
+		Stall:        sf.Stall,
+		Truncate:     sf.Truncate,
 		Finish:       sf.Finish,
 		Latency:      f.Latency,
 		TokensPerSec: f.TokensPerSec,
@@ -221,6 +238,9 @@ func (f *scriptFile) compileStep(sf stepFile) (scriptStep, error) {
 	}
 	if st.Latency < 0 || st.TokensPerSec < 0 || st.Sleep < 0 {
 		return scriptStep{}, errors.New("latency, tokensPerSec and sleep must not be negative")
+	}
+	if st.Stall && st.Truncate {
+		return scriptStep{}, errors.New("a step cannot both stall and truncate")
 	}
 	for _, tc := range sf.ToolCalls {
 		if tc.Name == "" {
@@ -362,11 +382,20 @@ func (m *scriptedModel) Stream(ctx context.Context, req Request, emit func(Delta
 		return Response{}, serverErr("%s", st.Error)
 	case st.Garbage:
 		return Response{}, serverErr("malformed stream (scripted garbage step)")
+	case st.Stall:
+		if word, _ := NextWord(st.Text); word != "" {
+			emit(Delta{Kind: DeltaText, Text: word})
+		}
+		<-ctx.Done()
+		return Response{}, endedError(ctx, scriptedWhere)
 	}
 	gap := st.WordGap()
 	if streamWords(ctx, DeltaReasoning, st.Reasoning, gap, emit) != nil ||
 		streamWords(ctx, DeltaText, st.Text, gap, emit) != nil {
 		return Response{}, endedError(ctx, scriptedWhere)
+	}
+	if st.Truncate {
+		return Response{}, earlyEndError()
 	}
 	return Response{
 		Text:         st.Text,

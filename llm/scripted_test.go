@@ -188,6 +188,31 @@ func TestScriptedCancelDuringSleep(t *testing.T) {
 	}
 }
 
+// TestScriptedStallAndTruncate: the scripted model plays a server that
+// hangs mid-answer and one that dies mid-answer, as llmtest does over HTTP.
+func TestScriptedStallAndTruncate(t *testing.T) {
+	m := scriptedModel(t, `
+rules:
+  - {match: stall, steps: [{text: "Let me see.", stall: true}]}
+  - {match: cut, steps: [{text: "Half an answer", truncate: true}]}
+`)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var text string
+	_, err := m.Stream(ctx, llm.Request{Messages: user("stall")}, func(d llm.Delta) {
+		text += d.Text
+		cancel() // the stall lasts until the caller gives up
+	})
+	if text != "Let" || !errors.Is(err, context.Canceled) {
+		t.Errorf("stall: streamed %q, error %v; want the first word and context.Canceled", text, err)
+	}
+	got := stream(t.Context(), m, llm.Request{Messages: user("cut")})
+	checkOneLine(t, got.err, "model server: the model server ended the stream early")
+	if got.text != "Half an answer" {
+		t.Errorf("truncate: streamed %q, want the whole text before the error", got.text)
+	}
+}
+
 func TestParseScriptErrors(t *testing.T) {
 	for name, yaml := range map[string]string{
 		"bad regexp":      "rules: [{match: '(', steps: []}]",
@@ -200,6 +225,7 @@ func TestParseScriptErrors(t *testing.T) {
 		"not a script":    "- just\n- a list",
 		"bad default":     "default: {steps: [{finish: nope}]}",
 		"non-string keys": "rules: [{match: x, steps: [{toolCalls: [{name: t, args: {a: {1: 2}}}]}]}]",
+		"stall and cut":   "rules: [{match: x, steps: [{stall: true, truncate: true}]}]",
 	} {
 		if _, err := llm.ParseScript([]byte(yaml)); err == nil {
 			t.Errorf("%s: parsed %q without error", name, yaml)

@@ -3,11 +3,15 @@ package llm
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tidwall/sjson"
 )
 
 // sharedTransport carries every HTTP provider's traffic. One pool, sized for
@@ -27,8 +31,25 @@ var sharedTransport = sync.OnceValue(func() *http.Transport {
 // failed to reach API server"), drop HTTP error bodies that are not JSON and
 // silently skip malformed stream lines; the provider returns the recorded
 // diagnosis instead.
+//
+// The call also owns its own context, a child of the caller's: the idle
+// timer cancels it when the server goes quiet, and end cancels it when the
+// call returns. Only the end of the parent is the caller's cancel.
 type call struct {
 	omitTemperature bool
+	parent          context.Context
+	cancel          context.CancelCauseFunc // nil for a call made outside Stream
+	retries         int
+	backoff         time.Duration
+	// notify tells the user about the call (a retry wait); nil when no one
+	// listens. It is called on the goroutine that makes the HTTP request,
+	// and is set before that request starts.
+	notify func(text string)
+
+	idle     time.Duration
+	timerMu  sync.Mutex
+	timer    *time.Timer // nil without an idle timeout
+	timerOff bool        // the stream is over: no read may restart the timer
 
 	mu  sync.Mutex
 	err error
@@ -36,12 +57,77 @@ type call struct {
 
 type callKey struct{}
 
-// beginCall attaches a fresh call to ctx. omitTemperature asks the transport
-// to strip the temperature langchaingo always sends (0 when unset), so that
-// the server's default applies.
-func beginCall(ctx context.Context, omitTemperature bool) (context.Context, *call) {
-	c := &call{omitTemperature: omitTemperature}
+// beginCall attaches a fresh call to ctx, configured by cfg. omitTemperature
+// asks the transport to strip the temperature langchaingo always sends (0
+// when unset), so that the server's default applies. notify receives the
+// call's notices (see call.notify). The caller must call end when done.
+func beginCall(ctx context.Context, cfg Config, omitTemperature bool, notify func(string)) (context.Context, *call) {
+	c := &call{
+		omitTemperature: omitTemperature,
+		parent:          ctx,
+		retries:         max(cfg.Retries, 0),
+		backoff:         cfg.RetryBackoff,
+		notify:          notify,
+		idle:            cfg.IdleTimeout,
+	}
+	if c.backoff <= 0 {
+		c.backoff = time.Second
+	}
+	ctx, c.cancel = context.WithCancelCause(ctx)
+	if c.idle > 0 {
+		c.timer = time.AfterFunc(c.idle, c.idleExpired)
+	}
 	return context.WithValue(ctx, callKey{}, c), c
+}
+
+// idleExpired ends a call that received nothing for its idle timeout. The
+// failure is recorded before the context ends, so that whatever error the
+// cancelled request then produces, the call reports the timeout.
+func (c *call) idleExpired() {
+	c.abort(c.fail(serverErr("no answer for %s (model.idleTimeout)", c.idle)))
+}
+
+// abort ends the call's own context (not the caller's) with cause.
+func (c *call) abort(cause error) {
+	if c.cancel != nil {
+		c.cancel(cause)
+	}
+}
+
+// activity restarts the idle timer: the server answered something.
+func (c *call) activity() {
+	c.timerMu.Lock()
+	defer c.timerMu.Unlock()
+	if c.timer != nil && !c.timerOff {
+		c.timer.Reset(c.idle)
+	}
+}
+
+// pauseIdle stops the idle timer while the call waits on purpose (a retry
+// wait); activity restarts it.
+func (c *call) pauseIdle() {
+	c.timerMu.Lock()
+	defer c.timerMu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// stopIdle stops the idle timer for good: the stream is over, so silence
+// from now on is no failure.
+func (c *call) stopIdle() {
+	c.timerMu.Lock()
+	defer c.timerMu.Unlock()
+	c.timerOff = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// end releases the call: its timer and its context.
+func (c *call) end() {
+	c.stopIdle()
+	c.abort(nil)
 }
 
 // fail records err if it is the call's first failure, and returns it.
@@ -61,12 +147,13 @@ func (c *call) failure() error {
 }
 
 // result turns the outcome of a langchaingo call into the error Stream
-// returns: the context's end first (langchaingo may report a cancelled
-// stream as a short success), then the transport's diagnosis, then whatever
-// langchaingo said, as a one-line ErrServer.
-func (c *call) result(ctx context.Context, err error, where string) error {
-	if ctx.Err() != nil {
-		return endedError(ctx, where)
+// returns: the caller's context's end first (langchaingo may report a
+// cancelled stream as a short success), then the transport's diagnosis (an
+// idle timeout among them, which cancels only the call's own context), then
+// whatever langchaingo said, as a one-line ErrServer.
+func (c *call) result(err error, where string) error {
+	if c.parent.Err() != nil {
+		return endedError(c.parent, where)
 	}
 	if f := c.failure(); f != nil {
 		return f
@@ -78,14 +165,23 @@ func (c *call) result(ctx context.Context, err error, where string) error {
 }
 
 // guard is the http.RoundTripper of every HTTP provider. It turns transport
-// failures and error statuses into one-line ErrServer errors, checks the
-// response stream as it is read, and strips the temperature on request.
+// failures and error statuses into one-line ErrServer errors, retries what
+// the server refused before answering (see retry.go), checks the response
+// stream as it is read, and strips the temperature on request.
 type guard struct {
-	baseURL string // shown in connection errors
-	// sse says the response is a server-sent event stream to validate.
+	baseURL string // shown in connection errors; the key of hostUse
+	// sse says the response is a server-sent event stream to validate;
+	// otherwise it is newline-delimited JSON (Ollama).
 	sse bool
+	// finished says whether a line (an SSE data payload, or an NDJSON
+	// line) ends the stream as a complete answer. A stream that reaches
+	// its end without such a line was cut short.
+	finished func(line []byte) bool
 	// temperaturePath is where the request body holds the temperature.
-	temperaturePath []string
+	temperaturePath string
+	// canned is the provider's complete answer to a rehearsal (warm.go),
+	// of type cannedType.
+	canned, cannedType string
 }
 
 func newHTTPClient(g *guard) *http.Client {
@@ -97,7 +193,7 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		// Every provider request comes from a Stream call, which attaches
 		// a call; this only keeps any other request from crashing.
-		c = &call{}
+		c = &call{parent: req.Context()}
 	}
 	if c.omitTemperature {
 		r, err := withoutKey(req, g.temperaturePath)
@@ -106,24 +202,123 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		req = r
 	}
-	resp, err := sharedTransport().RoundTrip(req)
-	if err != nil {
-		if req.Context().Err() != nil {
+	if c.retries > 0 {
+		r, err := replayable(req)
+		if err != nil {
+			return nil, c.fail(serverErr("cannot read request: %v", err))
+		}
+		req = r
+	}
+	if req.Context().Value(rehearsalKey{}) != nil {
+		return g.rehearsed(req, c), nil
+	}
+	ctx := req.Context()
+	for attempt := 0; ; attempt++ {
+		r := req
+		if attempt > 0 {
+			var err error
+			if r, err = rewound(req); err != nil {
+				return nil, c.fail(serverErr("cannot resend request: %v", err))
+			}
+		}
+		resp, err := sharedTransport().RoundTrip(r)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			if errors.Is(err, syscall.ECONNREFUSED) && attempt < c.retries {
+				if err := c.wait(ctx, backoff(c.backoff, attempt), "model server unreachable (connection refused)", attempt); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			where := g.baseURL
+			if attempt > 0 {
+				where += ", after " + retriesText(attempt)
+			}
+			return nil, c.fail(serverErr("%s (%s)", describeTransportError(err), where))
+		}
+		c.activity() // the status line and headers count as an answer
+		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+			resp.Body = &streamBody{ReadCloser: resp.Body, call: c, sse: g.sse, finished: g.finished, base: g.baseURL}
+			return resp, nil
+		}
+		body := discard(resp.Body)
+		wait, hinted := retryAfter(resp.Header, time.Now())
+		switch {
+		case !retryable(resp.StatusCode):
+			return nil, c.fail(statusError(resp.StatusCode, body, ""))
+		case hinted && wait > maxRetryWait:
+			// A wait that long is an outage or a quota, not a hiccup:
+			// better to say so now than to hold the turn.
+			return nil, c.fail(statusError(resp.StatusCode, body, fmt.Sprintf(" (the server asks to retry in %d s)", ceilSeconds(wait))))
+		case attempt >= c.retries:
+			note := ""
+			if attempt > 0 {
+				note = " (after " + retriesText(attempt) + ")"
+			}
+			return nil, c.fail(statusError(resp.StatusCode, body, note))
+		}
+		if !hinted {
+			wait = backoff(c.backoff, attempt)
+		}
+		reason := fmt.Sprintf("model server busy (HTTP %d)", resp.StatusCode)
+		if err := c.wait(ctx, wait, reason, attempt); err != nil {
 			return nil, err
 		}
-		return nil, c.fail(serverErr("%s (%s)", describeTransportError(err), g.baseURL))
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, c.fail(statusError(resp.StatusCode, body))
+}
+
+// discard reads the start of a refused answer's body, for its message, and
+// then drains a bounded rest and closes it, so that its connection goes
+// back to the pool.
+func discard(body io.ReadCloser) []byte {
+	defer body.Close()
+	start, _ := io.ReadAll(io.LimitReader(body, 4096))
+	io.Copy(io.Discard, io.LimitReader(body, maxDrain))
+	return start
+}
+
+// replayable returns req, or a copy whose body can be read again
+// (GetBody), so that a refused request can be sent anew. langchaingo's
+// bodies are in-memory readers that net/http already knows how to rewind;
+// anything else is read once into memory.
+func replayable(req *http.Request) (*http.Request, error) {
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody != nil {
+		return req, nil
 	}
-	resp.Body = &streamBody{ReadCloser: resp.Body, call: c, sse: g.sse}
-	return resp, nil
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	return withBody(req, body), nil
+}
+
+// rewound is a copy of a replayable req with its body at the start again.
+func rewound(req *http.Request) (*http.Request, error) {
+	r := req.Clone(req.Context())
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = body
+	}
+	return r, nil
+}
+
+// withBody is a copy of req that sends body, which it can send again.
+func withBody(req *http.Request, body []byte) *http.Request {
+	r := req.Clone(req.Context())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r
 }
 
 // withoutKey returns a copy of req whose JSON body lacks the key at path.
-func withoutKey(req *http.Request, path []string) (*http.Request, error) {
+func withoutKey(req *http.Request, path string) (*http.Request, error) {
 	body, err := io.ReadAll(req.Body)
 	req.Body.Close()
 	if err != nil {
@@ -132,125 +327,13 @@ func withoutKey(req *http.Request, path []string) (*http.Request, error) {
 	if body, err = deleteJSONKey(body, path); err != nil {
 		return nil, err
 	}
-	r := req.Clone(req.Context())
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return r, nil
+	return withBody(req, body), nil
 }
 
-// deleteJSONKey removes the member at path from a JSON object.
-func deleteJSONKey(doc []byte, path []string) ([]byte, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &obj); err != nil {
-		return nil, err
-	}
-	inner, ok := obj[path[0]]
-	switch {
-	case !ok:
-		return doc, nil
-	case len(path) == 1:
-		delete(obj, path[0])
-	default:
-		sub, err := deleteJSONKey(inner, path[1:])
-		if err != nil {
-			return nil, err
-		}
-		obj[path[0]] = sub
-	}
-	return json.Marshal(obj)
-}
-
-// streamBody watches a response body as langchaingo reads it. Read errors
-// become ErrServer errors ("stream interrupted"); with sse set, each complete
-// line is checked too, so that a malformed chunk or an error event fails the
-// call instead of being skipped.
-type streamBody struct {
-	io.ReadCloser
-	call    *call
-	sse     bool
-	partial []byte // the incomplete last line read so far
-	events  int    // data lines seen
-}
-
-func (b *streamBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if b.sse {
-		if ferr := b.scan(p[:n], errors.Is(err, io.EOF)); ferr != nil {
-			return 0, b.call.fail(ferr)
-		}
-	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		return n, b.call.fail(serverErr("stream interrupted: %s", describeTransportError(err)))
-	}
-	return n, err
-}
-
-// scan checks the complete lines in data, keeping an incomplete tail for the
-// next read; at EOF the tail is a line too, and a stream without a single
-// event is malformed (a JSON answer to a streaming request, an HTML page).
-func (b *streamBody) scan(data []byte, eof bool) error {
-	for {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			break
-		}
-		line := data[:i]
-		if len(b.partial) > 0 {
-			b.partial = append(b.partial, line...)
-			line = b.partial
-		}
-		if err := b.checkLine(line); err != nil {
-			return err
-		}
-		b.partial = b.partial[:0]
-		data = data[i+1:]
-	}
-	b.partial = append(b.partial, data...)
-	if !eof {
-		return nil
-	}
-	err := b.checkLine(b.partial)
-	b.partial = b.partial[:0]
-	if err == nil && b.events == 0 {
-		err = serverErr("malformed stream: no events")
-	}
-	return err
-}
-
-var (
-	dataPrefix  = []byte("data:")
-	errorPrefix = []byte("error:")
-	doneMarker  = []byte("[DONE]")
-	errorKey    = []byte(`"error"`)
-)
-
-// checkLine validates one SSE line. Only data lines carry JSON; llama.cpp
-// reports failures mid-stream as "error:" lines, other servers as a data
-// line holding an error object.
-func (b *streamBody) checkLine(line []byte) error {
-	line = bytes.TrimSuffix(line, []byte("\r"))
-	switch {
-	case bytes.HasPrefix(line, dataPrefix):
-		b.events++
-		payload := bytes.TrimSpace(line[len(dataPrefix):])
-		if len(payload) == 0 || bytes.Equal(payload, doneMarker) {
-			return nil
-		}
-		if !json.Valid(payload) {
-			return serverErr("malformed stream: %s", payload)
-		}
-		if bytes.Contains(payload, errorKey) {
-			if msg := errorMessage(payload); msg != "" {
-				return serverErr("%s", msg)
-			}
-		}
-	case bytes.HasPrefix(line, errorPrefix):
-		payload := bytes.TrimSpace(line[len(errorPrefix):])
-		if msg := errorMessage(payload); msg != "" {
-			return serverErr("%s", msg)
-		}
-		return serverErr("%s", payload)
-	}
-	return nil
+// deleteJSONKey removes the member at path (dot-separated, as sjson
+// reads it) from a JSON object, leaving every other byte as it was: the
+// body is mostly the history and the tool schemas, which decoding and
+// encoding again cost more than the rest of a local model call.
+func deleteJSONKey(doc []byte, path string) ([]byte, error) {
+	return sjson.DeleteBytes(doc, path)
 }

@@ -100,7 +100,9 @@ func newEnvScript(t *testing.T, script string, edit func(*configs.Config)) *env 
 		edit(cfg)
 	}
 	// Built from the config, which a test may point elsewhere.
-	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: cfg.Model.BaseURL, Name: "test", Temperature: -1})
+	// Retries wait 10 ms, 20 ms… rather than seconds.
+	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: cfg.Model.BaseURL, Name: "test", Temperature: -1,
+		IdleTimeout: cfg.Model.IdleTimeout, Retries: cfg.Model.Retries, RetryBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

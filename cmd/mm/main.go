@@ -172,6 +172,8 @@ func modelConfig(m configs.Model) llm.Config {
 		Temperature: m.Temperature,
 		MaxTokens:   m.MaxTokens,
 		Script:      m.Script,
+		IdleTimeout: m.IdleTimeout,
+		Retries:     m.Retries,
 	}
 }
 

@@ -45,6 +45,8 @@ rules:
     steps: [{text: "pong"}]
   - match: "^slow$"
     steps: [{text: "thinking ", sleep: 30s}]
+  - match: "^stall$"
+    steps: [{text: "partial answer", stall: true}]
   - match: "^leave$"
     steps:
       - toolCalls: [{name: bash, args: {command: "sleep 300 >/dev/null 2>&1 & echo $! > bg.pid; setsid sleep 300 >/dev/null 2>&1 & echo $! > sid.pid; echo left"}}]

@@ -3,7 +3,9 @@ package llmtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -29,12 +31,25 @@ type Server struct {
 	stop    context.CancelFunc
 
 	requests atomic.Int64
+	conns    atomic.Int64
 	nCtx     atomic.Int64
+	// enforce is set by SetContextWindow: only then are prompts larger
+	// than nCtx refused, so that tests that never set a window are not.
+	enforce   atomic.Bool
+	oversized atomic.Int64
+	maxPrompt atomic.Int64
 	// sent counts the bytes of streamed answers written to clients.
 	sent atomic.Int64
 
 	mu   sync.Mutex
 	last []byte // body of the last chat request
+	// fail is what FailNext asked for: how many chat requests are still
+	// to refuse, with which status and Retry-After.
+	fail struct {
+		n          int
+		status     int
+		retryAfter string
+	}
 }
 
 // NewServer starts a server on 127.0.0.1 that answers with script, or with
@@ -50,7 +65,13 @@ func NewServer(script *llm.Script) *Server {
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /props", s.props)
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewUnstartedServer(mux)
+	s.srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.srv.Start()
 	return s
 }
 
@@ -82,8 +103,56 @@ func (s *Server) LastRequest() map[string]any {
 // written so far (what the client's socket accepted).
 func (s *Server) BytesSent() int64 { return s.sent.Load() }
 
-// SetContextWindow sets the n_ctx that GET /props reports.
-func (s *Server) SetContextWindow(n int) { s.nCtx.Store(int64(n)) }
+// SetContextWindow sets the n_ctx that GET /props reports, and from then
+// on refuses, as llama-server does, a chat request whose estimated prompt
+// (llm.EstimateTokens of its messages, plus a token per four bytes of its
+// tool definitions) exceeds it: HTTP 400, "the request exceeds the
+// available context size".
+func (s *Server) SetContextWindow(n int) {
+	s.nCtx.Store(int64(n))
+	s.enforce.Store(true)
+}
+
+// Oversized is how many chat requests were refused for exceeding the
+// context window.
+func (s *Server) Oversized() int { return int(s.oversized.Load()) }
+
+// MaxPromptTokens is the largest estimated prompt of the chat requests
+// received so far, refused ones included.
+func (s *Server) MaxPromptTokens() int { return int(s.maxPrompt.Load()) }
+
+// Connections is the number of TCP connections the server has accepted.
+func (s *Server) Connections() int { return int(s.conns.Load()) }
+
+// FailNext makes the next n chat requests fail with HTTP status and an
+// OpenAI error body (message "busy"), with a Retry-After header when
+// retryAfter is not empty. They count as requests.
+func (s *Server) FailNext(n int, status int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail.n, s.fail.status, s.fail.retryAfter = n, status, retryAfter
+}
+
+// takeFailure consumes one of the failures FailNext asked for.
+func (s *Server) takeFailure() (status int, retryAfter string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail.n <= 0 {
+		return 0, "", false
+	}
+	s.fail.n--
+	return s.fail.status, s.fail.retryAfter, true
+}
+
+// notePrompt keeps the largest prompt seen.
+func (s *Server) notePrompt(tokens int) {
+	for {
+		seen := s.maxPrompt.Load()
+		if int64(tokens) <= seen || s.maxPrompt.CompareAndSwap(seen, int64(tokens)) {
+			return
+		}
+	}
+}
 
 func (s *Server) props(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -110,6 +179,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.last = body
 	s.mu.Unlock()
+	if status, retryAfter, ok := s.takeFailure(); ok {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		writeError(w, status, "busy")
+		return
+	}
 
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -119,7 +195,24 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.Model == "" {
 		req.Model = modelName
 	}
-	step := s.script.Answer(req.history())
+	history := req.history()
+	prompt := llm.EstimateTokens(history)
+	for _, tool := range req.Tools {
+		prompt += (len(tool) + 3) / 4
+	}
+	s.notePrompt(prompt)
+	if nCtx := int(s.nCtx.Load()); s.enforce.Load() && prompt > nCtx {
+		s.oversized.Add(1)
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+			"code":            http.StatusBadRequest,
+			"message":         fmt.Sprintf("the request exceeds the available context size (%d tokens, n_ctx %d)", prompt, nCtx),
+			"type":            "exceed_context_size_error",
+			"n_prompt_tokens": prompt,
+			"n_ctx":           nCtx,
+		}})
+		return
+	}
+	step := s.script.Answer(history)
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -135,6 +228,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		case step.Garbage:
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: {not json\n\n")
+		case step.Stall:
+			<-ctx.Done()
+		case step.Truncate:
+			data, _ := json.Marshal(completion(req, step))
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(data[:len(data)/2])
 		default:
 			writeJSON(w, http.StatusOK, completion(req, step))
 		}
@@ -159,7 +258,8 @@ type chatRequest struct {
 		ToolCallID string `json:"tool_call_id"`
 		Name       string `json:"name"`
 	} `json:"messages"`
-	Stream        bool `json:"stream"`
+	Tools         []json.RawMessage `json:"tools"`
+	Stream        bool              `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -169,7 +269,11 @@ type chatRequest struct {
 func (r *chatRequest) history() []llm.Message {
 	msgs := make([]llm.Message, len(r.Messages))
 	for i, m := range r.Messages {
-		msgs[i] = llm.Message{Role: llm.Role(m.Role), Content: string(m.Content), ToolCallID: m.ToolCallID, Name: m.Name}
+		msgs[i] = llm.Message{Role: llm.Role(m.Role), Content: m.Content.text, ToolCallID: m.ToolCallID, Name: m.Name}
+		if m.Content.images > 0 {
+			// Only their number matters, to estimate the prompt.
+			msgs[i].Images = make([]llm.Image, m.Content.images)
+		}
 		for _, tc := range m.ToolCalls {
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -178,23 +282,28 @@ func (r *chatRequest) history() []llm.Message {
 }
 
 // content is a message's text, sent either as a string or as an array of
-// parts, of which the text parts count.
-type content string
+// parts, of which the text parts count, and the number of its image parts.
+type content struct {
+	text   string
+	images int
+}
 
 func (c *content) UnmarshalJSON(data []byte) error {
-	var text string
-	if json.Unmarshal(data, &text) == nil {
-		*c = content(text)
+	if json.Unmarshal(data, &c.text) == nil {
 		return nil
 	}
 	var parts []struct {
+		Type string `json:"type"`
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(data, &parts); err != nil {
 		return err
 	}
 	for _, p := range parts {
-		*c += content(p.Text)
+		c.text += p.Text
+		if p.Type == "image_url" {
+			c.images++
+		}
 	}
 	return nil
 }
@@ -280,9 +389,11 @@ func completion(req chatRequest, step llm.Step) map[string]any {
 }
 
 // streamStep answers as server-sent events the way llama-server and vLLM do:
-// a role chunk at once, then (after the scripted stall) reasoning and text a
+// a role chunk at once, then (after the scripted sleep) reasoning and text a
 // word per chunk, each tool call as a header fragment and argument pieces, a
-// finish chunk, a usage chunk if asked for, and [DONE].
+// finish chunk, a usage chunk if asked for, and [DONE]. A stall step stops
+// after the first word of its text until the client or the server goes; a
+// truncate step stops after its text.
 func (s *Server) streamStep(ctx context.Context, w http.ResponseWriter, req chatRequest, step llm.Step) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -293,6 +404,13 @@ func (s *Server) streamStep(ctx context.Context, w http.ResponseWriter, req chat
 		Model:   req.Model,
 	}}
 	if e.send(delta{Role: "assistant"}, nil, nil) != nil || llm.Pause(ctx, step.Sleep+step.Latency) != nil {
+		return
+	}
+	if step.Stall {
+		if word, _ := llm.NextWord(step.Text); word != "" && e.send(delta{Content: word}, nil, nil) != nil {
+			return
+		}
+		<-ctx.Done()
 		return
 	}
 	pace := step.WordGap()
@@ -311,6 +429,11 @@ func (s *Server) streamStep(ctx context.Context, w http.ResponseWriter, req chat
 				return
 			}
 		}
+	}
+	if step.Truncate {
+		// Ends the response cleanly, as a server that crashed behind a
+		// proxy does: no finish chunk, no [DONE].
+		return
 	}
 	for i, tc := range step.ToolCalls {
 		head := toolCallDelta{Index: i, ID: tc.ID, Type: "function", Function: functionDelta{Name: tc.Name}}

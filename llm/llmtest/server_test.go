@@ -296,3 +296,179 @@ func TestCloseCutsSleepsShort(t *testing.T) {
 	<-finished
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// client is a keep-alive client of its own, closed with the test, so that
+// connection counts do not depend on other tests' pools.
+func client(t *testing.T) *http.Client {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+func postWith(t *testing.T, c *http.Client, srv *llmtest.Server, body map[string]any) *http.Response {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	resp, err := c.Post(srv.URL()+"/chat/completions", "application/json", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func errorOf(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("error body: %v", err)
+	}
+	return body.Error.Message
+}
+
+func TestFailNext(t *testing.T) {
+	srv := newServer(t)
+	srv.FailNext(2, http.StatusServiceUnavailable, "3")
+	for i := range 2 {
+		resp := post(t, srv, request("hello", true, false))
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "3" || errorOf(t, resp) != "busy" {
+			t.Errorf("request %d: status %d, Retry-After %q", i+1, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if _, done := readStream(t, post(t, srv, request("hello", true, false)).Body); !done {
+		t.Error("the third request must be answered")
+	}
+	srv.FailNext(1, http.StatusTooManyRequests, "")
+	if resp := post(t, srv, request("hello", true, false)); resp.StatusCode != 429 || resp.Header["Retry-After"] != nil {
+		t.Errorf("status %d, Retry-After %q; want 429 and none", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if srv.Requests() != 4 {
+		t.Errorf("%d requests, want 4: refused ones count", srv.Requests())
+	}
+}
+
+const faultScript = `
+rules:
+  - match: "^stall$"
+    steps: [{reasoning: "Hmm.", text: "Let me see.", stall: true}]
+  - match: "^truncate$"
+    steps:
+      - text: "Half an answer"
+        truncate: true
+        toolCalls: [{name: bash}]
+`
+
+func faultServer(t *testing.T) *llmtest.Server {
+	t.Helper()
+	s, err := llm.ParseScript([]byte(faultScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestStall reads the role chunk and the first word, then finds nothing
+// more until the server closes.
+func TestStall(t *testing.T) {
+	srv := faultServer(t)
+	resp := post(t, srv, request("stall", true, false))
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if sc.Text() != "" {
+				lines <- sc.Text()
+			}
+		}
+	}()
+	var got []chunkShape
+	for range 2 {
+		var c chunkShape
+		json.Unmarshal([]byte(strings.TrimPrefix(<-lines, "data: ")), &c)
+		got = append(got, c)
+	}
+	if len(got[0].Choices) == 0 || len(got[1].Choices) == 0 {
+		t.Fatalf("chunks %+v, want two", got)
+	}
+	if got[0].Choices[0].Delta.Role != "assistant" || got[1].Choices[0].Delta.Content != "Let" {
+		t.Errorf("chunks %+v, want the role, then the first word of the text", got)
+	}
+	select {
+	case line := <-lines:
+		t.Errorf("a stalled stream sent %q", line)
+	case <-time.After(200 * time.Millisecond):
+	}
+	srv.Close()
+	for line := range lines {
+		t.Errorf("a stalled stream sent %q", line)
+	}
+}
+
+// TestTruncate streams the words, then ends the response without a finish
+// chunk, a tool call or [DONE].
+func TestTruncate(t *testing.T) {
+	srv := faultServer(t)
+	chunks, done := readStream(t, post(t, srv, request("truncate", true, true)).Body)
+	var text string
+	for _, c := range chunks {
+		if len(c.Choices) == 0 {
+			t.Fatalf("usage chunk %+v in a truncated stream", c)
+		}
+		ch := c.Choices[0]
+		if ch.FinishReason != nil || len(ch.Delta.ToolCalls) > 0 {
+			t.Errorf("chunk %+v: a truncated stream has no finish and no tool call", c)
+		}
+		text += ch.Delta.Content
+	}
+	if text != "Half an answer" || done {
+		t.Errorf("text %q, [DONE] %v; want the whole text and no [DONE]", text, done)
+	}
+}
+
+func TestOversized(t *testing.T) {
+	srv := newServer(t)
+	long := strings.Repeat("word ", 400) // 2000 characters: 500 tokens
+	if resp := post(t, srv, request(long, true, false)); resp.StatusCode != 200 {
+		t.Fatalf("status %d before SetContextWindow: no window is enforced by default", resp.StatusCode)
+	}
+	srv.SetContextWindow(300)
+	resp := post(t, srv, request(long, true, false))
+	want := "the request exceeds the available context size (500 tokens, n_ctx 300)"
+	if msg := errorOf(t, resp); resp.StatusCode != 400 || msg != want {
+		t.Errorf("status %d, message %q; want 400, %q", resp.StatusCode, msg, want)
+	}
+	if resp := post(t, srv, request("hello", true, false)); resp.StatusCode != 200 {
+		t.Errorf("a small prompt got status %d", resp.StatusCode)
+	}
+	// Tool definitions count too, a token per four bytes of their JSON.
+	req := request("hello", true, false)
+	req["tools"] = []any{map[string]any{"type": "function", "function": map[string]any{"name": "t", "description": strings.Repeat("d", 1200)}}}
+	if resp := post(t, srv, req); resp.StatusCode != 400 {
+		t.Errorf("a prompt oversized by its tools got status %d", resp.StatusCode)
+	}
+	if srv.Oversized() != 2 || srv.MaxPromptTokens() != 500 {
+		t.Errorf("oversized %d, max prompt %d; want 2 and 500", srv.Oversized(), srv.MaxPromptTokens())
+	}
+}
+
+func TestConnections(t *testing.T) {
+	srv := newServer(t)
+	c := client(t)
+	for range 3 {
+		readStream(t, postWith(t, c, srv, request("hello", true, false)).Body)
+	}
+	if n := srv.Connections(); n != 1 {
+		t.Errorf("3 sequential requests on a keep-alive client: %d connections, want 1", n)
+	}
+	readStream(t, post(t, srv, request("hello", true, false)).Body)
+	if n := srv.Connections(); n != 2 {
+		t.Errorf("a second client: %d connections, want 2", n)
+	}
+}

@@ -1,0 +1,547 @@
+package llm_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mm-agent/mm/llm"
+)
+
+// This file tests what the HTTP providers do when the server misbehaves:
+// goes quiet (idle timeout), ends a stream early, refuses a request for now
+// (retries), and how they keep and warm their connections. Each test runs
+// against every provider, through real HTTP on 127.0.0.1.
+
+// wire is one HTTP provider's side of the fake servers: where it asks and
+// what a stream of the answer "Hi there." looks like.
+type wire struct {
+	name        string
+	provider    string
+	path        string // the chat endpoint
+	warmPath    string // what Warm asks for
+	contentType string
+	apiRoot     string   // appended to the server URL to make BaseURL
+	first       []string // lines that stream "Hi"
+	unfinished  []string // then the lines that stream " there."
+	finish      []string // then the lines that end the answer
+}
+
+var wires = []wire{
+	{
+		name: "openai", provider: llm.ProviderOpenAI, apiRoot: "/v1",
+		path: "/v1/chat/completions", warmPath: "/v1/models", contentType: "text/event-stream",
+		first:      []string{`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}`, ``},
+		unfinished: []string{`data: {"choices":[{"index":0,"delta":{"content":" there."},"finish_reason":null}]}`, ``},
+		finish: []string{
+			`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, ``,
+			`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`, ``,
+			`data: [DONE]`, ``,
+		},
+	},
+	{
+		name: "anthropic", provider: llm.ProviderAnthropic, apiRoot: "/v1",
+		path: "/v1/messages", warmPath: "/v1/models", contentType: "text/event-stream",
+		first: []string{
+			`event: message_start`,
+			`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[],"stop_reason":null,"usage":{"input_tokens":3,"output_tokens":1}}}`, ``,
+			`event: content_block_start`,
+			`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, ``,
+			`event: content_block_delta`,
+			`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`, ``,
+		},
+		unfinished: []string{
+			`event: content_block_delta`,
+			`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" there."}}`, ``,
+			`event: content_block_stop`,
+			`data: {"type":"content_block_stop","index":0}`, ``,
+		},
+		finish: []string{
+			`event: message_delta`,
+			`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`, ``,
+			`event: message_stop`,
+			`data: {"type":"message_stop"}`, ``,
+		},
+	},
+	{
+		name: "ollama", provider: llm.ProviderOllama,
+		path: "/api/chat", warmPath: "/api/version", contentType: "application/x-ndjson",
+		first:      []string{`{"model":"m","message":{"role":"assistant","content":"Hi"},"done":false}`},
+		unfinished: []string{`{"model":"m","message":{"role":"assistant","content":" there."},"done":false}`},
+		finish:     []string{`{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":2}`},
+	},
+}
+
+// complete is the whole answer.
+func (w wire) complete() []string {
+	return append(append(append([]string{}, w.first...), w.unfinished...), w.finish...)
+}
+
+// fakeServer answers the chat endpoint with answer, given the request's
+// number (from 1), and anything else (a warm-up) with an empty JSON object.
+type fakeServer struct {
+	*httptest.Server
+	chats     atomic.Int32
+	others    atomic.Int32
+	otherPath atomic.Value // the path of the last other request
+	conns     atomic.Int32
+}
+
+func newFake(t *testing.T, wr wire, answer func(n int, w http.ResponseWriter, r *http.Request)) *fakeServer {
+	t.Helper()
+	f := &fakeServer{}
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.URL.Path != wr.path {
+			f.otherPath.Store(r.URL.Path)
+			f.others.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, "{}")
+			return
+		}
+		answer(int(f.chats.Add(1)), w, r)
+	}))
+	f.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	f.Start()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// model builds wr's provider against f with the resilience settings of cfg.
+func (wr wire) model(t *testing.T, f *fakeServer, cfg llm.Config) llm.Model {
+	t.Helper()
+	return wr.modelAt(t, f.URL+wr.apiRoot, cfg)
+}
+
+func (wr wire) modelAt(t *testing.T, baseURL string, cfg llm.Config) llm.Model {
+	t.Helper()
+	cfg.Provider, cfg.BaseURL, cfg.Name, cfg.Temperature = wr.provider, baseURL, "test-model", -1
+	m, err := llm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// answers streams lines, flushed one by one.
+func answers(wr wire, lines []string) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, _ *http.Request) { flushLines(w, wr.contentType, lines...) }
+}
+
+// stalls streams the first lines, then sends nothing until the client goes.
+func stalls(wr wire) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, r *http.Request) {
+		flushLines(w, wr.contentType, wr.first...)
+		<-r.Context().Done()
+	}
+}
+
+// refuses answers the first n requests with status (and retryAfter, when
+// set), the others with the complete stream; n < 0 refuses them all.
+func refuses(wr wire, n, status int, retryAfter string) func(int, http.ResponseWriter, *http.Request) {
+	return func(i int, w http.ResponseWriter, _ *http.Request) {
+		if n >= 0 && i > n {
+			flushLines(w, wr.contentType, wr.complete()...)
+			return
+		}
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, `{"error":{"message":"busy","type":"server_error"}}`)
+	}
+}
+
+func notices(deltas []llm.Delta) []string {
+	var out []string
+	for _, d := range deltas {
+		if d.Kind == llm.DeltaNotice {
+			out = append(out, d.Text)
+		}
+	}
+	return out
+}
+
+// forEachWire runs test for every provider, in parallel: most of these
+// tests wait on a timer, not on the CPU.
+func forEachWire(t *testing.T, test func(t *testing.T, wr wire)) {
+	for _, wr := range wires {
+		t.Run(wr.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, wr)
+		})
+	}
+}
+
+// prompt is the request of these tests.
+var prompt = llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}, Temperature: -1}
+
+func TestCompleteStreamSucceeds(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, answers(wr, wr.complete()))
+		got := stream(t.Context(), wr.model(t, f, llm.Config{IdleTimeout: time.Minute, Retries: 3}), prompt)
+		if got.err != nil || got.text != "Hi there." || got.resp.Text != got.text || len(notices(got.deltas)) != 0 {
+			t.Errorf("text %q (response %q), notices %q, err %v", got.text, got.resp.Text, notices(got.deltas), got.err)
+		}
+	})
+}
+
+func TestIdleTimeout(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, stalls(wr))
+		m := wr.model(t, f, llm.Config{IdleTimeout: 200 * time.Millisecond})
+		start := time.Now()
+		got := stream(t.Context(), m, prompt)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the idle timeout took %v to end the call", d)
+		}
+		checkOneLine(t, got.err, "model server: no answer for 200ms (model.idleTimeout)")
+		if errors.Is(got.err, context.Canceled) {
+			t.Errorf("error %v matches context.Canceled: only the caller cancels", got.err)
+		}
+		if got.text != "Hi" {
+			t.Errorf("text before the stall %q, want the first chunk, Hi", got.text)
+		}
+	})
+}
+
+// TestIdleTimeoutBeforeHeaders: the timeout counts from the request, so a
+// server that never answers at all is caught too.
+func TestIdleTimeoutBeforeHeaders(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, func(_ int, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+		got := stream(t.Context(), wr.model(t, f, llm.Config{IdleTimeout: 200 * time.Millisecond, Retries: 2}), prompt)
+		checkOneLine(t, got.err, "model server: no answer for 200ms (model.idleTimeout)")
+		if n := f.chats.Load(); n != 1 {
+			t.Errorf("%d requests: a timeout is not retried", n)
+		}
+	})
+}
+
+// TestIdleTimeoutCountsSilenceOnly streams slower than nothing at all but
+// never pauses as long as the timeout: every chunk restarts it.
+func TestIdleTimeoutCountsSilenceOnly(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			for _, line := range wr.complete() {
+				time.Sleep(50 * time.Millisecond)
+				flushLines(w, wr.contentType, line)
+			}
+		})
+		got := stream(t.Context(), wr.model(t, f, llm.Config{IdleTimeout: 400 * time.Millisecond}), prompt)
+		if got.err != nil || got.text != "Hi there." {
+			t.Errorf("text %q, err %v", got.text, got.err)
+		}
+	})
+}
+
+// TestEarlyEnd: a stream that ends without its finish is a failure, and
+// nothing is retried once the server has answered 200.
+func TestEarlyEnd(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		lines := append(append([]string{}, wr.first...), wr.unfinished...)
+		f := newFake(t, wr, answers(wr, lines))
+		got := stream(t.Context(), wr.model(t, f, llm.Config{Retries: 3, RetryBackoff: time.Millisecond}), prompt)
+		checkOneLine(t, got.err, "model server: the model server ended the stream early")
+		if got.text != "Hi there." {
+			t.Errorf("streamed %q before the end, want Hi there.", got.text)
+		}
+		if n := f.chats.Load(); n != 1 || len(notices(got.deltas)) != 0 {
+			t.Errorf("%d requests, notices %q: a stream that began must not be retried", n, notices(got.deltas))
+		}
+	})
+}
+
+// goid is the current goroutine's id, to check where emit runs.
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := bytes.Cut(bytes.TrimPrefix(buf, []byte("goroutine ")), []byte(" "))
+	return string(id)
+}
+
+func TestRetryAfterHeader(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, refuses(wr, 1, http.StatusTooManyRequests, "1"))
+		// The idle timeout is shorter than the wait: it must be paused.
+		m := wr.model(t, f, llm.Config{Retries: 3, IdleTimeout: 300 * time.Millisecond})
+		caller, elsewhere := goid(), ""
+		var deltas []llm.Delta
+		resp, err := m.Stream(t.Context(), prompt, func(d llm.Delta) {
+			if id := goid(); id != caller {
+				elsewhere = id
+			}
+			deltas = append(deltas, d)
+		})
+		if err != nil || resp.Text != "Hi there." {
+			t.Fatalf("text %q, err %v", resp.Text, err)
+		}
+		got := notices(deltas)
+		if want := "model server busy (HTTP 429), retrying in 1 s (retry 1 of 3)\n"; len(got) != 1 || got[0] != want {
+			t.Errorf("notices %q, want [%q]", got, want)
+		}
+		if n := f.chats.Load(); n != 2 {
+			t.Errorf("%d requests, want 2", n)
+		}
+		if elsewhere != "" {
+			t.Errorf("emit called on goroutine %s, not the caller's %s", elsewhere, caller)
+		}
+		if strings.Contains(resp.Text, "retrying") || strings.Contains(resp.Reasoning, "retrying") {
+			t.Errorf("a notice leaked into the response %+v", resp)
+		}
+	})
+}
+
+func TestRetryBackoff(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, refuses(wr, 2, http.StatusServiceUnavailable, ""))
+		got := stream(t.Context(), wr.model(t, f, llm.Config{Retries: 3, RetryBackoff: 10 * time.Millisecond}), prompt)
+		if got.err != nil || got.text != "Hi there." {
+			t.Fatalf("text %q, err %v", got.text, got.err)
+		}
+		ns := notices(got.deltas)
+		if len(ns) != 2 || f.chats.Load() != 3 {
+			t.Fatalf("notices %q after %d requests, want 2 after 3", ns, f.chats.Load())
+		}
+		if n := f.conns.Load(); n != 1 {
+			t.Errorf("%d connections: a refused answer must leave its connection to the retry", n)
+		}
+		for i, n := range ns {
+			// 10 ms doubled per retry, plus up to half again of jitter.
+			prefix := "model server busy (HTTP 503), retrying in "
+			suffix := fmt.Sprintf(" ms (retry %d of 3)\n", i+1)
+			if !strings.HasPrefix(n, prefix) || !strings.HasSuffix(n, suffix) {
+				t.Errorf("notice %q, want %q<n>%q", n, prefix, suffix)
+			}
+		}
+	})
+}
+
+func TestRetriesExhausted(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, refuses(wr, -1, 529, ""))
+		got := stream(t.Context(), wr.model(t, f, llm.Config{Retries: 2, RetryBackoff: time.Millisecond}), prompt)
+		checkOneLine(t, got.err, "model server: HTTP 529: busy (after 2 retries)")
+		if n := f.chats.Load(); n != 3 || len(notices(got.deltas)) != 2 {
+			t.Errorf("%d requests, notices %q; want 3 and 2", n, notices(got.deltas))
+		}
+	})
+}
+
+func TestRetryAfterTooLong(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, refuses(wr, -1, http.StatusServiceUnavailable, "120"))
+		start := time.Now()
+		got := stream(t.Context(), wr.model(t, f, llm.Config{Retries: 3}), prompt)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("took %v: a wait over 30 s must fail at once", d)
+		}
+		checkOneLine(t, got.err, "model server: HTTP 503: busy (the server asks to retry in 120 s)")
+		if n := f.chats.Load(); n != 1 || len(notices(got.deltas)) != 0 {
+			t.Errorf("%d requests, notices %q; want 1 and none", n, notices(got.deltas))
+		}
+	})
+}
+
+func TestNoRetriesByDefault(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, refuses(wr, -1, http.StatusServiceUnavailable, "1"))
+		got := stream(t.Context(), wr.model(t, f, llm.Config{}), prompt)
+		checkOneLine(t, got.err, "model server: HTTP 503: busy")
+		if strings.Contains(got.err.Error(), "after") || f.chats.Load() != 1 {
+			t.Errorf("error %v after %d requests, want one request", got.err, f.chats.Load())
+		}
+	})
+}
+
+func TestRetryConnectionRefused(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		url := strings.TrimSuffix(closedPortURL(t), "/v1") + wr.apiRoot
+		got := stream(t.Context(), wr.modelAt(t, url, llm.Config{Retries: 2, RetryBackoff: time.Millisecond}), prompt)
+		checkOneLine(t, got.err, "model server: connection refused ("+url+", after 2 retries)")
+		ns := notices(got.deltas)
+		if len(ns) != 2 {
+			t.Fatalf("notices %q, want 2", ns)
+		}
+		for i, n := range ns {
+			want := fmt.Sprintf(" ms (retry %d of 2)\n", i+1)
+			if !strings.HasPrefix(n, "model server unreachable (connection refused), retrying in ") || !strings.HasSuffix(n, want) {
+				t.Errorf("notice %q", n)
+			}
+		}
+	})
+}
+
+func TestCancelDuringRetryWait(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, refuses(wr, -1, http.StatusServiceUnavailable, "30"))
+		m := wr.model(t, f, llm.Config{Retries: 1})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		start := time.Now()
+		_, err := m.Stream(ctx, prompt, func(d llm.Delta) {
+			if d.Kind == llm.DeltaNotice {
+				cancel()
+			}
+		})
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("a cancel during a 30 s wait returned after %v", d)
+		}
+		if !errors.Is(err, context.Canceled) || errors.Is(err, llm.ErrServer) {
+			t.Errorf("error %v, want context.Canceled and no ErrServer", err)
+		}
+		if n := f.chats.Load(); n != 1 {
+			t.Errorf("%d requests, want 1", n)
+		}
+	})
+}
+
+func TestCancelDuringStall(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, stalls(wr))
+		m := wr.model(t, f, llm.Config{IdleTimeout: time.Minute})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		start := time.Now()
+		_, err := m.Stream(ctx, prompt, func(d llm.Delta) {
+			if d.Kind == llm.DeltaText {
+				cancel()
+			}
+		})
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("a cancel during a stall returned after %v", d)
+		}
+		if !errors.Is(err, context.Canceled) || errors.Is(err, llm.ErrServer) {
+			t.Errorf("error %v, want context.Canceled and no ErrServer", err)
+		}
+	})
+}
+
+// TestKeepAlive: sequential calls, through one Model or two built for the
+// same server, share one connection.
+func TestKeepAlive(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, answers(wr, wr.complete()))
+		m := wr.model(t, f, llm.Config{})
+		for range 10 {
+			if got := stream(t.Context(), m, prompt); got.err != nil {
+				t.Fatal(got.err)
+			}
+		}
+		if got := stream(t.Context(), wr.model(t, f, llm.Config{}), prompt); got.err != nil {
+			t.Fatal(got.err)
+		}
+		if n := f.conns.Load(); n != 1 {
+			t.Errorf("11 calls opened %d connections, want 1", n)
+		}
+	})
+}
+
+func TestWarm(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, answers(wr, wr.complete()))
+		m := wr.model(t, f, llm.Config{})
+		w, ok := m.(llm.Warmer)
+		if !ok {
+			t.Fatalf("%T is no Warmer", m)
+		}
+		w.Warm(t.Context())
+		if f.others.Load() != 1 || f.conns.Load() != 1 || f.otherPath.Load() != wr.warmPath {
+			t.Fatalf("Warm made %d requests (%v) on %d connections, want 1 (%s) on 1", f.others.Load(), f.otherPath.Load(), f.conns.Load(), wr.warmPath)
+		}
+		w.Warm(t.Context())
+		wr.model(t, f, llm.Config{}).(llm.Warmer).Warm(t.Context())
+		if n := f.others.Load(); n != 1 {
+			t.Errorf("warm-ups within 30 s made %d requests, want 1", n)
+		}
+		if got := stream(t.Context(), m, prompt); got.err != nil {
+			t.Fatal(got.err)
+		}
+		if n := f.conns.Load(); n != 1 {
+			t.Errorf("the call after Warm opened a connection of its own (%d in all)", n)
+		}
+	})
+}
+
+func TestWarmIgnoresAServerThatIsDown(t *testing.T) {
+	m := openAIModel(t, closedPortURL(t))
+	start := time.Now()
+	m.(llm.Warmer).Warm(t.Context())
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Warm took %v", d)
+	}
+}
+
+// TestOpenAIThroughLLMTest drives the same behaviours through llmtest, the
+// fixture end-to-end tests of mm use.
+func TestOpenAIThroughLLMTest(t *testing.T) {
+	t.Run("retries", func(t *testing.T) {
+		srv := fixture(t)
+		srv.FailNext(2, http.StatusServiceUnavailable, "")
+		m, _ := llm.New(llm.Config{Provider: llm.ProviderOpenAI, BaseURL: srv.URL(), Temperature: -1, Retries: 3, RetryBackoff: 10 * time.Millisecond})
+		got := stream(t.Context(), m, llm.Request{Messages: user("hello"), Temperature: -1})
+		if got.err != nil || len(notices(got.deltas)) != 2 || srv.Requests() != 3 {
+			t.Errorf("err %v, notices %q, %d requests", got.err, notices(got.deltas), srv.Requests())
+		}
+	})
+	t.Run("stall", func(t *testing.T) {
+		srv := fixture(t)
+		m, _ := llm.New(llm.Config{Provider: llm.ProviderOpenAI, BaseURL: srv.URL(), Temperature: -1, IdleTimeout: 200 * time.Millisecond})
+		got := stream(t.Context(), m, llm.Request{Messages: user("stall"), Temperature: -1})
+		checkOneLine(t, got.err, "no answer for 200ms")
+		if got.text != "Let" {
+			t.Errorf("streamed %q, want the first word", got.text)
+		}
+	})
+	t.Run("truncate", func(t *testing.T) {
+		srv := fixture(t)
+		got := stream(t.Context(), openAIModel(t, srv.URL()), llm.Request{Messages: user("truncate"), Temperature: -1})
+		checkOneLine(t, got.err, "the model server ended the stream early")
+		if got.text != "Half an answer" {
+			t.Errorf("streamed %q", got.text)
+		}
+	})
+	t.Run("oversized", func(t *testing.T) {
+		srv := fixture(t)
+		srv.SetContextWindow(10)
+		got := stream(t.Context(), openAIModel(t, srv.URL()), llm.Request{Messages: user(strings.Repeat("word ", 100)), Temperature: -1})
+		checkOneLine(t, got.err, "HTTP 400: the request exceeds the available context size", "n_ctx 10")
+		if srv.Oversized() != 1 || srv.MaxPromptTokens() <= 10 {
+			t.Errorf("oversized %d, max prompt %d", srv.Oversized(), srv.MaxPromptTokens())
+		}
+	})
+	t.Run("keep-alive and warm", func(t *testing.T) {
+		srv := fixture(t)
+		m := openAIModel(t, srv.URL())
+		m.(llm.Warmer).Warm(t.Context())
+		if srv.Connections() != 1 || srv.Requests() != 0 {
+			t.Fatalf("Warm: %d connections, %d chat requests; want 1 and 0", srv.Connections(), srv.Requests())
+		}
+		for range 10 {
+			if got := stream(t.Context(), m, llm.Request{Messages: user("hello"), Temperature: -1}); got.err != nil {
+				t.Fatal(got.err)
+			}
+		}
+		if got := stream(t.Context(), openAIModel(t, srv.URL()), llm.Request{Messages: user("tools"), Temperature: -1}); got.err != nil {
+			t.Fatal(got.err)
+		}
+		if n := srv.Connections(); n != 1 {
+			t.Errorf("a warm-up and 11 calls opened %d connections, want 1", n)
+		}
+	})
+}

@@ -1,0 +1,181 @@
+package protocol_test
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/protocol/acptest"
+)
+
+// misbehaveScript makes the model server stall or cut its stream.
+const misbehaveScript = `
+rules:
+  - match: "^stall$"
+    steps: [{text: "partial answer that never ends", stall: true}]
+  - match: "^truncate$"
+    steps: [{text: "half of a reply", truncate: true}]
+  - match: "^ping$"
+    steps: [{text: "pong"}]
+usage: true
+`
+
+// thoughts is the text of a session's agent_thought_chunk updates.
+func thoughts(updates []acp.SessionUpdate) string {
+	s := ""
+	for _, u := range updates {
+		if u.AgentThoughtChunk != nil && u.AgentThoughtChunk.Content.Text != nil {
+			s += u.AgentThoughtChunk.Content.Text.Text
+		}
+	}
+	return s
+}
+
+// internalError returns the one-line error of a failed prompt.
+func internalError(t *testing.T, err error) string {
+	t.Helper()
+	var re *acp.RequestError
+	if !errors.As(err, &re) || re.Code != -32603 {
+		t.Fatalf("err = %v, want internal error", err)
+	}
+	msg, _ := re.Data.(map[string]any)["error"].(string)
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error %q is not one line", msg)
+	}
+	return msg
+}
+
+// TestModelServerBusyRetried: refusals before any byte (503 twice, then
+// 429 with Retry-After: 1) are retried; each wait is a thought the user
+// sees, never part of the answer or the history.
+func TestModelServerBusyRetried(t *testing.T) {
+	e := newEnvScript(t, misbehaveScript, nil)
+	sid := e.newSession()
+	e.server.FailNext(2, 503, "")
+	if res := e.ask(sid, "ping"); res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("stop reason %s", res.StopReason)
+	}
+	ups := e.conn.Client.Updates(sid)
+	got := thoughts(ups)
+	// The waits are 10 ms and 20 ms here, each plus up to half of it.
+	if !regexp.MustCompile(`^model server busy \(HTTP 503\), retrying in 1\d ms \(retry 1 of 3\)\nmodel server busy \(HTTP 503\), retrying in [23]\d ms \(retry 2 of 3\)\n$`).MatchString(got) {
+		t.Errorf("thoughts %q do not tell both waits", got)
+	}
+	if text := acptest.Text(ups); text != "pong" {
+		t.Errorf("answer %q, want pong alone", text)
+	}
+
+	e.conn.Client.Reset()
+	e.server.FailNext(1, 429, "1")
+	start := time.Now()
+	e.ask(sid, "ping")
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Errorf("answered after %v: Retry-After: 1 was not honoured", waited)
+	}
+	if got := thoughts(e.conn.Client.Updates(sid)); !strings.Contains(got, "model server busy (HTTP 429), retrying in 1 s (retry 1 of 3)") {
+		t.Errorf("thoughts %q", got)
+	}
+	for _, m := range e.requestMessages() {
+		if c, _ := m["content"].(string); strings.Contains(c, "retrying") {
+			t.Errorf("a notice reached the history: %q", c)
+		}
+	}
+
+	// Past the retries: the status, in one line; the session goes on.
+	e.server.FailNext(4, 503, "")
+	_, err := e.conn.Ask(e.ctx, sid, "ping")
+	if msg := internalError(t, err); !strings.Contains(msg, "HTTP 503") || !strings.Contains(msg, "after 3 retries") {
+		t.Errorf("error %q", msg)
+	}
+	e.ask(sid, "ping")
+}
+
+// TestCancelDuringRetryWait: a cancel ends a retry wait at once.
+func TestCancelDuringRetryWait(t *testing.T) {
+	e := newEnvScript(t, misbehaveScript, nil)
+	sid := e.newSession()
+	e.server.FailNext(1, 503, "30")
+	done := make(chan acp.PromptResponse, 1)
+	go func() {
+		res, _ := e.conn.Ask(e.ctx, sid, "ping")
+		done <- res
+	}()
+	if err := e.conn.Client.WaitUpdate(e.ctx, sid, func(u acp.SessionUpdate) bool { return u.AgentThoughtChunk != nil }); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res.StopReason != acp.StopReasonCancelled {
+			t.Errorf("stop reason %s, want cancelled", res.StopReason)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancel did not end the 30 s wait")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("cancelled after %v", d)
+	}
+	e.ask(sid, "ping")
+}
+
+// TestStalledModel: a stream that goes quiet ends after model.idleTimeout
+// with a one-line error naming it; the partial answer is kept, the
+// session goes on, and a cancel ends a stall at once too.
+func TestStalledModel(t *testing.T) {
+	e := newEnvScript(t, misbehaveScript, func(c *configs.Config) { c.Model.IdleTimeout = 300 * time.Millisecond })
+	sid := e.newSession()
+	_, err := e.conn.Ask(e.ctx, sid, "stall")
+	if msg := internalError(t, err); msg != "model server: no answer for 300ms (model.idleTimeout)" {
+		t.Errorf("error %q", msg)
+	}
+	if text := acptest.Text(e.conn.Client.Updates(sid)); text != "partial" {
+		t.Errorf("streamed %q before the stall, want %q", text, "partial")
+	}
+	e.ask(sid, "ping")
+	msgs := e.requestMessages()
+	if len(msgs) != 4 || msgs[1]["content"] != "stall" || msgs[2]["content"] != "partial" {
+		t.Errorf("history after the stall: %v", msgs)
+	}
+
+	done := make(chan acp.PromptResponse, 1)
+	e.conn.Client.Reset()
+	go func() {
+		res, _ := e.conn.Ask(e.ctx, sid, "stall")
+		done <- res
+	}()
+	if err := e.conn.Client.WaitUpdate(e.ctx, sid, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.StopReason != acp.StopReasonCancelled {
+		t.Errorf("stop reason %s, want cancelled", res.StopReason)
+	}
+}
+
+// TestTruncatedStream: a stream that ends cleanly without its finish is an
+// error, not end_turn; the half reply is kept.
+func TestTruncatedStream(t *testing.T) {
+	e := newEnvScript(t, misbehaveScript, nil)
+	sid := e.newSession()
+	_, err := e.conn.Ask(e.ctx, sid, "truncate")
+	if msg := internalError(t, err); msg != "model server: the model server ended the stream early" {
+		t.Errorf("error %q", msg)
+	}
+	if text := acptest.Text(e.conn.Client.Updates(sid)); text != "half of a reply" {
+		t.Errorf("streamed %q", text)
+	}
+	e.ask(sid, "ping")
+	if msgs := e.requestMessages(); len(msgs) != 4 || msgs[2]["content"] != "half of a reply" {
+		t.Errorf("history after the cut: %v", msgs)
+	}
+}

@@ -23,6 +23,7 @@ func (s *session) slashNew(ctx actor.Context, t *turn) {
 	}
 	s.history = s.history[:1:1]
 	s.lastUsed = 0
+	s.compactFails, s.compactWait = 0, 0
 	if len(s.plan) > 0 {
 		s.setPlan(nil) // the plan was the forgotten conversation's
 	}

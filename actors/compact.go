@@ -46,14 +46,22 @@ func (s *session) split(keep int) (older, cut int) {
 	return cut - 1, cut
 }
 
-// needsCompaction says whether the history has outgrown its share of the
-// context window and has turns to spare (the current one is always kept).
-func (s *session) needsCompaction() bool {
+// compactionDue says whether the turn starting now compresses the history
+// first: it has outgrown its share of the context window and has turns to
+// spare (the current one is always kept). After N automatic compressions
+// in a row failed, the next N turns do not try: a server that cannot
+// summarise is not asked before every turn, each time with the whole
+// history (the window cap keeps those turns' requests in bounds).
+func (s *session) compactionDue() bool {
+	if s.compactWait > 0 {
+		s.compactWait--
+		return false
+	}
 	window := s.rt.windowFor(s.modelID)
 	if window <= 0 {
 		return false
 	}
-	used := max(s.lastUsed, s.estimate())
+	used := max(s.lastUsed, s.estimate()+s.toolChars()/4)
 	if float64(used) <= s.rt.cfg.Context.Threshold*float64(window) {
 		return false
 	}
@@ -70,10 +78,16 @@ func (s *session) startCompaction(ctx actor.Context, t *turn) {
 	_, cut := s.split(keep)
 	t.cut = cut
 	t.started = time.Now()
+	const system = "You compress conversations between a user and a coding agent so that the agent can go on with the work. Keep every fact it will need: goals, decisions, file paths, commands run and their outcomes, errors, what is left to do. Write plain text, no preamble."
+	const ask = CompactPrompt + " in at most a few hundred words.\n\n"
+	limit := 0 // no cap: the window is unknown
+	if l := s.requestLimit(); l > 0 {
+		limit = max(l-len(system)-len(ask)-8, 1)
+	}
 	req := llm.Request{
 		Messages: []llm.Message{
-			{Role: llm.RoleSystem, Content: "You compress conversations between a user and a coding agent so that the agent can go on with the work. Keep every fact it will need: goals, decisions, file paths, commands run and their outcomes, errors, what is left to do. Write plain text, no preamble."},
-			{Role: llm.RoleUser, Content: CompactPrompt + " in at most a few hundred words.\n\n" + transcript(s.history[1:cut])},
+			{Role: llm.RoleSystem, Content: system},
+			{Role: llm.RoleUser, Content: ask + transcript(s.history[1:cut], limit)},
 		},
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
@@ -91,11 +105,19 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 	}
 	var line string
 	switch summary := strings.TrimSpace(m.Response.Text); {
-	case m.Err != "":
-		line = "[compact: failed, history kept: " + m.Err + "]"
-	case summary == "":
-		line = "[compact: failed, history kept: the model wrote an empty summary]"
+	case m.Err != "" || summary == "":
+		why := m.Err
+		if why == "" {
+			why = "the model wrote an empty summary"
+		}
+		line = "[compact: failed, history kept: " + why + "]"
+		if t.auto {
+			s.compactFails++
+			s.compactWait = s.compactFails
+			line = fmt.Sprintf("[compact: failed, history kept: %s; not tried again for %d turn(s)]", why, s.compactWait)
+		}
 	default:
+		s.compactFails, s.compactWait = 0, 0
 		if u := m.Response.Usage; u != nil {
 			s.usage.add(u)
 		}
@@ -122,12 +144,35 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 	s.finish(ctx, t, acp.StopReasonEndTurn, "")
 }
 
-// transcript renders messages as text for the summariser. Tool outputs are
-// cut: the summary needs their gist, not their bulk.
-func transcript(msgs []llm.Message) string {
+// transcript renders messages as text for the summariser, in at most
+// limit bytes (0: no limit): the newest messages that fit, after a line
+// counting the oldest ones left out. Tool outputs are cut: the summary
+// needs their gist, not their bulk.
+func transcript(msgs []llm.Message, limit int) string {
 	const maxTool = 2000
+	from := 0
+	if limit > 0 {
+		used := 0
+		for from = len(msgs); from > 0; from-- {
+			m := &msgs[from-1]
+			n := len(m.Content) + 32
+			if m.Role == llm.RoleTool {
+				n = min(n, maxTool+64)
+			}
+			for _, c := range m.ToolCalls {
+				n += len(c.Name) + len(c.Arguments) + 12
+			}
+			if used+n > limit-200 {
+				break
+			}
+			used += n
+		}
+	}
 	var b strings.Builder
-	for i := range msgs {
+	if from > 0 {
+		fmt.Fprintf(&b, "[the %d oldest messages are left out: they do not fit the model's context window]\n\n", from)
+	}
+	for i := from; i < len(msgs); i++ {
 		m := &msgs[i]
 		switch {
 		case m.Summary:

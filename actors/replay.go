@@ -145,6 +145,7 @@ func (s *session) onSetModel(ctx actor.Context, m *SetModel) {
 		return
 	}
 	s.modelID = m.ID
+	s.rt.warm(m.ID)
 	s.save(ctx, false)
 	ctx.Respond(&Done{})
 }

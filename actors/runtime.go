@@ -40,8 +40,12 @@ type Options struct {
 	// to stdout, which carries JSON-RPC only.
 	Log *slog.Logger
 	// ContextWindow is the model's window in tokens, 0 if unknown. It may be
-	// set later with SetContextWindow (after a probe).
+	// set later with SetContextWindow, or by Probe.
 	ContextWindow int
+	// Probe asks the server for the main model's window while it is
+	// unknown: when the runtime starts and when a session is created. nil
+	// never probes.
+	Probe Probe
 }
 
 // NamedModel is a model a session can select by ID.
@@ -85,6 +89,13 @@ type Runtime struct {
 	// nextCall numbers tool calls call_1, call_2, … for the whole process.
 	nextCall atomic.Uint64
 	window   atomic.Int64
+	// probe asks for the window; probing is set while it runs (warm.go).
+	probe   Probe
+	probing atomic.Bool
+	// ctx ends when the runtime shuts down: background work such as a
+	// warm-up stops then.
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // NewRuntime starts the actor system and its turn serializer. It takes a
@@ -109,6 +120,8 @@ func NewRuntime(o Options) *Runtime {
 	rt := &Runtime{sys: sys, cfg: o.Config, out: o.Out, client: o.Client, hooks: o.Hooks, log: log,
 		sensitive: o.Sensitive, toolDefs: toolDefs(), runTool: tools.Run}
 	rt.window.Store(int64(o.ContextWindow))
+	rt.probe = o.Probe
+	rt.ctx, rt.stop = context.WithCancel(context.Background())
 	rt.modelList = append([]NamedModel{{ID: "default", Name: defaultModelName(o.Config), Model: o.Model, Vision: o.Config.Model.Vision}}, o.Models...)
 	rt.models = make(map[string]llm.Model, len(rt.modelList))
 	for _, m := range rt.modelList {
@@ -117,6 +130,7 @@ func NewRuntime(o Options) *Runtime {
 	rt.mailboxes = newDispatcher()
 	rt.http = fetch.NewClient(rt.fetchLimits())
 	rt.turns = rt.spawnTurns(o.Config.Turns.Concurrency)
+	rt.warm("default")
 	return rt
 }
 
@@ -220,6 +234,7 @@ func NewSessionID(now time.Time) string {
 // finished: a command's process group is killed before the process exits.
 // Sessions must be stopped first.
 func (rt *Runtime) Shutdown() {
+	rt.stop()
 	_ = rt.sys.Root.StopFuture(rt.turns).Wait()
 	done := make(chan struct{})
 	go func() {

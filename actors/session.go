@@ -69,6 +69,9 @@ type session struct {
 	// lastUsed is the context the model last reported using (input+output
 	// tokens of its last call), 0 when forgotten.
 	lastUsed int
+	// compactFails counts the automatic compressions that failed in a
+	// row; compactWait the turns still to start before the next try.
+	compactFails, compactWait int
 
 	// lastSeq is the highest prompt sequence that has arrived; cancelUpTo
 	// the highest a cancel has covered, and cancelOne the single prompts
@@ -203,6 +206,7 @@ func (s *session) Receive(ctx actor.Context) {
 	case *mcpWarning:
 		s.onMCPWarning(m)
 	case *actor.Started:
+		s.rt.warm(s.modelID)
 		s.startPersistence(ctx)
 		s.startMCP(ctx, s.mcpServers)
 	case *actor.Stopping:

@@ -76,6 +76,9 @@ type turn struct {
 	skillNames []string
 
 	commands, fileOps, skills int
+	// trimmed is set once the user was told that the turn's requests
+	// leave old messages out (window.go).
+	trimmed bool
 }
 
 func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
@@ -154,8 +157,15 @@ func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 // begin appends the user message and queues the turn for a slot.
 func (s *session) begin(ctx actor.Context, t *turn) {
 	s.tellMCPNotes()
-	s.history = append(s.history, llm.Message{Role: llm.RoleUser, Content: t.text + t.extra, Images: t.images})
-	t.extra, t.images = "", nil
+	user := llm.Message{Role: llm.RoleUser, Content: t.text + t.extra, Images: t.images}
+	t.text, t.extra, t.images = "", "", nil
+	if why := s.promptTooLarge(&user); why != "" {
+		// Refused whole: a prompt that cannot be sent never enters the
+		// history, where it would stay too large for every request.
+		s.finish(ctx, t, "", why)
+		return
+	}
+	s.history = append(s.history, user)
 	s.acquire(ctx, t)
 }
 
@@ -181,7 +191,7 @@ func (s *session) onSlot(ctx actor.Context, id uint64) {
 		ctx.Send(pid, &toolProceed{})
 	case t.compact:
 		s.startCompaction(ctx, t)
-	case s.needsCompaction():
+	case s.compactionDue():
 		t.auto = true
 		s.startCompaction(ctx, t)
 	default:
@@ -193,12 +203,23 @@ func (s *session) onSlot(ctx actor.Context, id uint64) {
 func (s *session) callModel(ctx actor.Context, t *turn) {
 	t.calls++
 	t.answer.Reset()
+	// No copy when the history fits: the session only appends while the
+	// call runs (and replaces the slice on /new and /compact), never
+	// rewriting the messages this view covers; its capacity stops the
+	// model side from ever seeing later ones.
+	msgs, left, tooBig := s.fit(t)
+	if tooBig != "" {
+		s.finish(ctx, t, "", tooBig)
+		return
+	}
+	if left > 0 && !t.trimmed {
+		t.trimmed = true
+		line := fmt.Sprintf("✂️ %d earlier message(s) left out of the request: the conversation no longer fits the model's context window (%d tokens)", left, s.rt.windowFor(s.modelID))
+		s.say(line + "\n\n")
+		s.rt.log.Info(fmt.Sprintf("[acp] session %s: %s", s.id, line))
+	}
 	req := llm.Request{
-		// No copy: the session only appends while the call runs (and
-		// replaces the slice on /new and /compact), never rewriting the
-		// messages this view covers; its capacity stops the model side
-		// from ever seeing later ones.
-		Messages:    s.history[:len(s.history):len(s.history)],
+		Messages:    msgs,
 		Tools:       s.toolDefs,
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,

@@ -154,8 +154,8 @@ func TestPromptStreamsAndCountsUsage(t *testing.T) {
 		t.Fatalf("usage = %+v", res.Usage)
 	}
 	last := ups[len(ups)-1]
-	if last.UsageUpdate == nil || last.UsageUpdate.Size != 4096 || last.UsageUpdate.Used == 0 {
-		t.Errorf("last update = %s %+v, want usage_update with size 4096", acptest.Kind(last), last.UsageUpdate)
+	if last.UsageUpdate == nil || last.UsageUpdate.Size != 16384 || last.UsageUpdate.Used == 0 {
+		t.Errorf("last update = %s %+v, want usage_update with size 16384", acptest.Kind(last), last.UsageUpdate)
 	}
 	first := *res.Usage
 	res = e.ask(sid, "ping")

@@ -312,3 +312,39 @@ func BenchmarkNewSessionWithSlowMCP(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkPongTurnOverHTTP: one "ping" → "pong" turn through the openai
+// provider against the test server over loopback HTTP, with mm's tool
+// definitions in every request: what a turn costs against a local server
+// that answers at once (the server's own work included).
+func BenchmarkPongTurnOverHTTP(b *testing.B) {
+	srv, model := scriptServer(&testing.T{}, benchScript)
+	defer srv.Close()
+	cfg := configs.Default()
+	cfg.Model.BaseURL = srv.URL()
+	conn, err := acptest.InProcess(cfg, model)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(5 * time.Second)
+	ctx := context.Background()
+	if _, err := conn.Init(ctx); err != nil {
+		b.Fatal(err)
+	}
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: b.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+			b.Fatalf("%v %v", res, err)
+		}
+		b.StopTimer()
+		if _, err := conn.Ask(ctx, sess.SessionId, "/new"); err != nil {
+			b.Fatal(err)
+		}
+		conn.Client.Reset()
+		b.StartTimer()
+	}
+}

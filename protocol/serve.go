@@ -30,6 +30,9 @@ type Options struct {
 	// ContextWindow is the model's window, 0 if unknown; SetContextWindow on
 	// the returned Conn can set it later.
 	ContextWindow int
+	// Probe asks the server for the window while it is unknown, when the
+	// connection starts and at each session/new; nil never probes.
+	Probe actors.Probe
 }
 
 // Conn is one served connection.
@@ -73,7 +76,7 @@ func Start(o Options) (*Conn, error) {
 		a.rt = actors.NewRuntime(actors.Options{
 			Config: o.Config, Model: o.Model, Models: o.Models, Out: box, Client: client{conn: conn, a: a}, Sensitive: sensitive,
 			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
-			Log:   log, ContextWindow: o.ContextWindow,
+			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe,
 		})
 		box.setRoot(a.rt.Root())
 		close(a.ready)

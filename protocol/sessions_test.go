@@ -312,8 +312,10 @@ func TestCompactFailureKeepsHistory(t *testing.T) {
 
 func TestAutoCompaction(t *testing.T) {
 	e := newSessEnv(t, sessionScript, func(c *configs.Config) {
-		c.Model.ContextWindow = 400 // tokens: the system prompt and a few turns fill it
-		c.Context.Threshold = 0.5
+		// Tokens: the tool definitions (about 3,600), the system prompt
+		// and a few turns fill it.
+		c.Model.ContextWindow = 4400
+		c.Context.Threshold = 0.85
 		c.Context.KeepLastTurns = 1
 	})
 	conn := e.agent()

@@ -63,7 +63,7 @@ type env struct {
 func newEnv(t *testing.T, edit func(*configs.Config)) *env {
 	t.Helper()
 	return newEnvScript(t, script, func(c *configs.Config) {
-		c.Model.ContextWindow = 4096
+		c.Model.ContextWindow = 16384
 		if edit != nil {
 			edit(c)
 		}

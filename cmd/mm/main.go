@@ -144,20 +144,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	var probe actors.Probe
+	if cfg.Model.ContextWindow == 0 {
+		probe = func(ctx context.Context) int { return llm.ProbeContextWindow(ctx, modelConfig(cfg.Model)) }
+	}
 	conn, err := protocol.Start(protocol.Options{
 		Config: cfg, Model: model, Models: models, In: stdin, Out: stdout, Log: log,
-		ContextWindow: cfg.Model.ContextWindow,
+		ContextWindow: cfg.Model.ContextWindow, Probe: probe,
 	})
 	if err != nil {
 		log.Error(err.Error())
 		return 1
-	}
-	if cfg.Model.ContextWindow == 0 {
-		go func() {
-			if n := llm.ProbeContextWindow(ctx, modelConfig(cfg.Model)); n > 0 {
-				conn.SetContextWindow(n)
-			}
-		}()
 	}
 	conn.Wait(ctx)
 	return 0

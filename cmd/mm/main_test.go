@@ -428,7 +428,7 @@ func TestContextWindow(t *testing.T) {
 		config string
 		want   int
 	}{
-		{"  contextWindow: 2048\n", 2048},
+		{"  contextWindow: 20480\n", 20480},
 		{"  contextWindow: 0\n", 8192}, // llmtest's /props
 	} {
 		conn, _, _ := startMM(t, tc.config)

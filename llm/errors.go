@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 )
 
@@ -62,9 +61,9 @@ func describeTransportError(err error) string {
 	var dnsErr *net.DNSError
 	var netErr net.Error
 	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case refused(err):
 		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
+	case reset(err):
 		return "connection reset"
 	case errors.As(err, &dnsErr):
 		return "cannot resolve host " + dnsErr.Name

@@ -3,12 +3,10 @@ package llm
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/tidwall/sjson"
@@ -226,7 +224,7 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			if errors.Is(err, syscall.ECONNREFUSED) && attempt < c.retries {
+			if refused(err) && attempt < c.retries {
 				if err := c.wait(ctx, backoff(c.backoff, attempt), "model server unreachable (connection refused)", attempt); err != nil {
 					return nil, err
 				}

@@ -100,28 +100,12 @@ func TestCancelDuringRetryWait(t *testing.T) {
 	e := newEnvScript(t, misbehaveScript, nil)
 	sid := e.newSession()
 	e.server.FailNext(1, 503, "30")
-	done := make(chan acp.PromptResponse, 1)
-	go func() {
-		res, _ := e.conn.Ask(e.ctx, sid, "ping")
-		done <- res
-	}()
-	if err := e.conn.Client.WaitUpdate(e.ctx, sid, func(u acp.SessionUpdate) bool { return u.AgentThoughtChunk != nil }); err != nil {
-		t.Fatal(err)
+	res, took := askThenCancel(e, sid, "ping", func(u acp.SessionUpdate) bool { return u.AgentThoughtChunk != nil })
+	if res.StopReason != acp.StopReasonCancelled {
+		t.Errorf("stop reason %s, want cancelled", res.StopReason)
 	}
-	start := time.Now()
-	if err := e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case res := <-done:
-		if res.StopReason != acp.StopReasonCancelled {
-			t.Errorf("stop reason %s, want cancelled", res.StopReason)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the cancel did not end the 30 s wait")
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("cancelled after %v", d)
+	if took > 5*time.Second {
+		t.Errorf("cancelled after %v", took)
 	}
 	e.ask(sid, "ping")
 }
@@ -145,19 +129,9 @@ func TestStalledModel(t *testing.T) {
 		t.Errorf("history after the stall: %v", msgs)
 	}
 
-	done := make(chan acp.PromptResponse, 1)
 	e.conn.Client.Reset()
-	go func() {
-		res, _ := e.conn.Ask(e.ctx, sid, "stall")
-		done <- res
-	}()
-	if err := e.conn.Client.WaitUpdate(e.ctx, sid, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid}); err != nil {
-		t.Fatal(err)
-	}
-	if res := <-done; res.StopReason != acp.StopReasonCancelled {
+	res, _ := askThenCancel(e, sid, "stall", func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil })
+	if res.StopReason != acp.StopReasonCancelled {
 		t.Errorf("stop reason %s, want cancelled", res.StopReason)
 	}
 }
@@ -177,5 +151,30 @@ func TestTruncatedStream(t *testing.T) {
 	e.ask(sid, "ping")
 	if msgs := e.requestMessages(); len(msgs) != 4 || msgs[2]["content"] != "half of a reply" {
 		t.Errorf("history after the cut: %v", msgs)
+	}
+}
+
+// askThenCancel sends prompt, cancels it once an update satisfies when,
+// and returns its response and how long the cancel took to answer.
+func askThenCancel(e *env, sid acp.SessionId, prompt string, when func(acp.SessionUpdate) bool) (acp.PromptResponse, time.Duration) {
+	e.t.Helper()
+	done := make(chan acp.PromptResponse, 1)
+	go func() {
+		res, _ := e.conn.Ask(e.ctx, sid, prompt)
+		done <- res
+	}()
+	if err := e.conn.Client.WaitUpdate(e.ctx, sid, when); err != nil {
+		e.t.Fatal(err)
+	}
+	start := time.Now()
+	if err := e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid}); err != nil {
+		e.t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		return res, time.Since(start)
+	case <-time.After(10 * time.Second):
+		e.t.Fatalf("the cancel of %q did not end the turn", prompt)
+		return acp.PromptResponse{}, 0
 	}
 }

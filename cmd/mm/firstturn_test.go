@@ -2,19 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
-
-	"github.com/mm-agent/mm/llm"
-	"github.com/mm-agent/mm/llm/llmtest"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // BenchmarkFirstTurn measures what an editor user feels when opening mm:
@@ -28,31 +20,16 @@ import (
 //
 //	go test ./cmd/mm -run '^$' -bench FirstTurn -benchtime 30x
 func BenchmarkFirstTurn(b *testing.B) {
-	sc, err := llm.ParseScript([]byte(script))
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := llmtest.NewServer(sc)
-	defer srv.Close()
-	dir := b.TempDir()
-	cfgPath := filepath.Join(dir, "config.yaml")
-	cfg := fmt.Sprintf("model:\n  provider: openai\n  baseURL: %s\n  contextWindow: 100000\n", srv.URL())
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		b.Fatal(err)
-	}
 	var first, second, paused []float64
 	for b.Loop() {
-		cmd := exec.Command(mmBin, "-acp", "-config", cfgPath)
-		cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
-		conn, err := acptest.Process(cmd)
-		if err != nil {
-			b.Fatal(err)
-		}
+		b.StopTimer() // a server per op: each process starts with nothing pooled
+		conn, cmd, _ := startMMScript(b, script, "  contextWindow: 100000\n")
+		b.StartTimer()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		if _, err := conn.Init(ctx); err != nil {
 			b.Fatal(err)
 		}
-		sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: dir, McpServers: []acp.McpServer{}})
+		sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: b.TempDir(), McpServers: []acp.McpServer{}})
 		if err != nil {
 			b.Fatal(err)
 		}

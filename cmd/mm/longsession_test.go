@@ -1,21 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
-
-	"github.com/mm-agent/mm/llm"
-	"github.com/mm-agent/mm/llm/llmtest"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // longScript answers every turn briefly and cannot summarise.
@@ -41,32 +34,13 @@ usage: true
 //	go test ./cmd/mm -run '^$' -bench LongSession -benchtime 10000x
 func BenchmarkLongSessionFailingCompaction(b *testing.B) {
 	const window = 6000
-	sc, err := llm.ParseScript([]byte(longScript))
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := llmtest.NewServer(sc)
-	defer srv.Close()
+	conn, cmd, srv := startMMScript(b, longScript, fmt.Sprintf("  contextWindow: %d\ncontext:\n  threshold: 0.7\n  keepLastTurns: 1\n", window))
 	srv.SetContextWindow(window)
-	dir := b.TempDir()
-	cfgPath := filepath.Join(dir, "config.yaml")
-	cfg := fmt.Sprintf("model:\n  provider: openai\n  baseURL: %s\n  contextWindow: %d\ncontext:\n  threshold: 0.7\n  keepLastTurns: 1\n", srv.URL(), window)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(mmBin, "-acp", "-config", cfgPath)
-	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
-	conn, err := acptest.Process(cmd)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(5 * time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := b.Context()
 	if _, err := conn.Init(ctx); err != nil {
 		b.Fatal(err)
 	}
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: dir, McpServers: []acp.McpServer{}})
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: b.TempDir(), McpServers: []acp.McpServer{}})
 	if err != nil {
 		b.Fatal(err)
 	}

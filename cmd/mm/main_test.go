@@ -81,6 +81,13 @@ usage: true
 // a clean environment: no API key is set.
 func startMM(t *testing.T, extraConfig string) (*acptest.Conn, *exec.Cmd, *llmtest.Server) {
 	t.Helper()
+	return startMMScript(t, script, extraConfig)
+}
+
+// startMMScript is startMM on a script of the caller's; extraConfig adds
+// keys under model: and, unindented, top-level sections.
+func startMMScript(t testing.TB, script, extraConfig string) (*acptest.Conn, *exec.Cmd, *llmtest.Server) {
+	t.Helper()
 	sc, err := llm.ParseScript([]byte(script))
 	if err != nil {
 		t.Fatal(err)

@@ -65,6 +65,11 @@ func benchAgent(b *testing.B, edit func(*configs.Config)) (*acptest.Conn, contex
 
 func benchTurns(b *testing.B, prompt string) {
 	conn, ctx := benchAgent(b, nil)
+	benchTurnsOn(b, conn, ctx, prompt)
+}
+
+// benchTurnsOn times prompt's turns in one session of conn.
+func benchTurnsOn(b *testing.B, conn *acptest.Conn, ctx context.Context, prompt string) {
 	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: b.TempDir(), McpServers: []acp.McpServer{}})
 	if err != nil {
 		b.Fatal(err)
@@ -331,20 +336,5 @@ func BenchmarkPongTurnOverHTTP(b *testing.B) {
 	if _, err := conn.Init(ctx); err != nil {
 		b.Fatal(err)
 	}
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: b.TempDir(), McpServers: []acp.McpServer{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if res, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
-			b.Fatalf("%v %v", res, err)
-		}
-		b.StopTimer()
-		if _, err := conn.Ask(ctx, sess.SessionId, "/new"); err != nil {
-			b.Fatal(err)
-		}
-		conn.Client.Reset()
-		b.StartTimer()
-	}
+	benchTurnsOn(b, conn, ctx, "ping")
 }

@@ -26,11 +26,7 @@ func (s *session) usageUpdate(used int) {
 func (s *session) estimate() int {
 	n := 0
 	for i := range s.history {
-		m := &s.history[i]
-		n += len(m.Content) + 4 + 4*llm.ImageTokens*len(m.Images)
-		for _, c := range m.ToolCalls {
-			n += len(c.Name) + len(c.Arguments)
-		}
+		n += msgChars(&s.history[i])
 	}
 	return n / 4
 }

@@ -1,12 +1,9 @@
 package protocol_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/protocol/acptest"
@@ -88,12 +85,7 @@ func TestPromptOverWindowRefused(t *testing.T) {
 
 	huge := "turn two " + strings.Repeat("x", 40000) // about 10,000 tokens
 	_, err := conn.Ask(e.ctx, sid, huge)
-	var re *acp.RequestError
-	if !errors.As(err, &re) || re.Code != -32603 {
-		t.Fatalf("err = %v, want internal error", err)
-	}
-	msg, _ := re.Data.(map[string]any)["error"].(string)
-	if !strings.Contains(msg, "about 10003 tokens") || !strings.Contains(msg, "context window is 8000 tokens") || strings.Contains(msg, "\n") {
+	if msg := internalError(t, err); !strings.Contains(msg, "about 10003 tokens") || !strings.Contains(msg, "context window is 8000 tokens") {
 		t.Errorf("error %q does not give the prompt's size and the window's on one line", msg)
 	}
 	if e.server.Requests() != before {
@@ -113,12 +105,7 @@ func TestWindowTooSmallForTools(t *testing.T) {
 	conn := e.agent()
 	sid := e.newSession(conn)
 	_, err := conn.Ask(e.ctx, sid, "turn one")
-	var re *acp.RequestError
-	if !errors.As(err, &re) || re.Code != -32603 {
-		t.Fatalf("err = %v, want internal error", err)
-	}
-	msg, _ := re.Data.(map[string]any)["error"].(string)
-	if !strings.Contains(msg, "context window of 2048 tokens is too small for mm: the system prompt and the tool definitions alone take about") {
+	if msg := internalError(t, err); !strings.Contains(msg, "context window of 2048 tokens is too small for mm: the system prompt and the tool definitions alone take about") {
 		t.Errorf("error %q does not name the window as the cause", msg)
 	}
 	if e.server.Requests() != 0 {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +44,7 @@ func BenchmarkLongSessionFailingCompaction(b *testing.B) {
 	}
 	padding := strings.Repeat("some words of a question ", 8)
 	lat := make([]time.Duration, 0, b.N)
-	var rssCapped int64
+	var rssCapped int
 	i := 0
 	for b.Loop() {
 		start := time.Now()
@@ -55,7 +53,7 @@ func BenchmarkLongSessionFailingCompaction(b *testing.B) {
 		}
 		lat = append(lat, time.Since(start))
 		if i == 100 {
-			rssCapped = procRSS(cmd.Process.Pid)
+			rssCapped = vmRSS(b, cmd.Process.Pid)
 		}
 		if i%200 == 0 {
 			conn.Client.Reset() // the client keeps what it was sent
@@ -74,22 +72,7 @@ func BenchmarkLongSessionFailingCompaction(b *testing.B) {
 	}
 	b.ReportMetric(mean(lat[100:1100]), "early-ms/turn")
 	b.ReportMetric(mean(lat[len(lat)-1000:]), "late-ms/turn")
-	b.ReportMetric(float64(procRSS(cmd.Process.Pid)-rssCapped)/(1<<20), "rss-growth-MB")
+	b.ReportMetric(float64(vmRSS(b, cmd.Process.Pid)-rssCapped)/1024, "rss-growth-MB")
 	b.ReportMetric(float64(srv.Oversized()), "oversized")
 	b.ReportMetric(float64(strings.Count(conn.Stderr.String(), "auto-compact — [compact: failed")), "compact-tries")
-}
-
-// procRSS is a process's resident set size in bytes, 0 where /proc lacks it.
-func procRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

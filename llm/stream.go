@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // maxDrain bounds what is read and thrown away to keep a connection: the
@@ -183,56 +185,24 @@ func (b *streamBody) see(line []byte) {
 	}
 }
 
-// The finish detectors of the providers' streams. They look for a member
-// by its quoted name followed by a colon, which only a key can be: a quote
-// inside a JSON string is escaped, and a string value is never followed by
-// a colon. That spares decoding every chunk of every stream.
-var (
-	finishReasonKey = []byte(`"finish_reason"`)
-	stopReasonKey   = []byte(`"stop_reason"`)
-	typeKey         = []byte(`"type"`)
-	doneKey         = []byte(`"done"`)
-	messageStop     = []byte(`"message_stop"`)
-	jsonTrue        = []byte("true")
-)
+// The finish detectors of the providers' streams. gjson reads the one
+// value each needs without decoding the chunk (checkLine has validated
+// it already).
 
 // openAIFinished: a [DONE] line, or a chunk whose finish_reason is a string
 // (servers send null in every chunk before the last). llama.cpp and vLLM
 // send both; some proxies drop [DONE].
 func openAIFinished(payload []byte) bool {
-	return bytes.Equal(payload, doneMarker) || memberIs(payload, finishReasonKey, isJSONString)
+	return bytes.Equal(payload, doneMarker) || gjson.GetBytes(payload, "choices.0.finish_reason").Type == gjson.String
 }
 
 // anthropicFinished: the message_stop event, or the message_delta that
 // carries the stop_reason (null in message_start).
 func anthropicFinished(payload []byte) bool {
-	return memberIs(payload, typeKey, hasPrefix(messageStop)) || memberIs(payload, stopReasonKey, isJSONString)
+	return gjson.GetBytes(payload, "type").Str == "message_stop" || gjson.GetBytes(payload, "delta.stop_reason").Type == gjson.String
 }
 
 // ollamaFinished: the line with "done": true, which carries the usage.
 func ollamaFinished(line []byte) bool {
-	return memberIs(line, doneKey, hasPrefix(jsonTrue))
-}
-
-// memberIs reports whether some member named key (quotes included) of the
-// JSON text doc has a value for which ok holds; ok sees the text from the
-// value on.
-func memberIs(doc, key []byte, ok func(value []byte) bool) bool {
-	for {
-		i := bytes.Index(doc, key)
-		if i < 0 {
-			return false
-		}
-		doc = doc[i+len(key):]
-		v := bytes.TrimLeft(doc, " \t")
-		if len(v) > 0 && v[0] == ':' && ok(bytes.TrimLeft(v[1:], " \t")) {
-			return true
-		}
-	}
-}
-
-func isJSONString(v []byte) bool { return len(v) > 0 && v[0] == '"' }
-
-func hasPrefix(prefix []byte) func([]byte) bool {
-	return func(v []byte) bool { return bytes.HasPrefix(v, prefix) }
+	return gjson.GetBytes(line, "done").Type == gjson.True
 }

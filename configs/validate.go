@@ -1,0 +1,105 @@
+package configs
+
+import (
+	"fmt"
+	"strings"
+)
+
+// validate checks what the types cannot: ranges, choices, required and
+// unique names. It also fills a named model's empty provider, baseURL and
+// apiKeyEnv from the main model, and its idleTimeout and retries always.
+func (c *Config) validate() error {
+	bad := func(key, why string) error {
+		return fmt.Errorf("%w %s: %s: %s", ErrConfig, c.Path, key, why)
+	}
+	switch c.Model.Provider {
+	case "openai", "ollama", "anthropic", "scripted":
+	default:
+		return bad("model.provider", fmt.Sprintf("unknown provider %q (openai, ollama, anthropic, scripted)", c.Model.Provider))
+	}
+	if c.ACP.MaxLineBytes < 1<<10 {
+		return bad("acp.maxLineBytes", "must be at least 1KiB")
+	}
+	if c.Prompt.MaxResourceBytes < 1 {
+		return bad("prompt.maxResourceBytes", "must be at least 1 byte")
+	}
+	if c.Model.IdleTimeout < 0 {
+		return bad("model.idleTimeout", "must not be negative (0 = never)")
+	}
+	if c.Model.Retries < 0 || c.Model.Retries > 10 {
+		return bad("model.retries", "must be between 0 and 10")
+	}
+	if c.Turns.Concurrency < 1 {
+		return bad("turns.concurrency", "must be at least 1")
+	}
+	if c.Turns.MaxModelCalls < 1 {
+		return bad("turns.maxModelCalls", "must be at least 1")
+	}
+	if c.Context.Threshold <= 0 || c.Context.Threshold > 1 {
+		return bad("context.threshold", "must be in (0, 1]")
+	}
+	if c.Context.KeepLastTurns < 0 {
+		return bad("context.keepLastTurns", "must not be negative")
+	}
+	if c.Turns.MaxRepeats < 1 {
+		return bad("turns.maxRepeats", "must be at least 1")
+	}
+	if c.Hooks.Timeout <= 0 {
+		return bad("hooks.timeout", "must be positive")
+	}
+	if c.Tools.Fetch.Timeout <= 0 || c.Tools.Fetch.MaxBytes <= 0 || c.Tools.Fetch.MaxRedirects < 0 {
+		return bad("tools.fetch", "timeout and maxBytes must be positive, maxRedirects not negative")
+	}
+	if c.Tools.Bash.Timeout <= 0 {
+		return bad("tools.bash.timeout", "must be positive")
+	}
+	agents := map[string]bool{}
+	for i, a := range c.Agents {
+		key := fmt.Sprintf("agents[%d]", i)
+		if a.Name == "" || agents[a.Name] || strings.ContainsAny(a.Name, " \t") {
+			return bad(key+".name", fmt.Sprintf("%q must be set, unique and without spaces", a.Name))
+		}
+		agents[a.Name] = true
+		if a.Command == "" {
+			return bad(key+".command", "must be set")
+		}
+	}
+	for i, m := range c.MCP.Servers {
+		key := fmt.Sprintf("mcp.servers[%d]", i)
+		switch {
+		case m.Name == "":
+			return bad(key+".name", "must be set")
+		case (m.Command == "") == (m.URL == ""):
+			return bad(key, "give either command (stdio) or url (http)")
+		case m.Permissions != "" && m.Permissions != "ask" && m.Permissions != "default":
+			return bad(key+".permissions", fmt.Sprintf("%q is not ask or default", m.Permissions))
+		}
+	}
+	seen := map[string]bool{"default": true}
+	for i := range c.Models {
+		m := &c.Models[i]
+		key := fmt.Sprintf("models[%d]", i)
+		if m.ID == "" || seen[m.ID] {
+			return bad(key+".id", fmt.Sprintf("%q must be set and unique (\"default\" is the main model)", m.ID))
+		}
+		seen[m.ID] = true
+		if m.Provider == "" {
+			m.Provider = c.Model.Provider
+		}
+		if m.BaseURL == "" {
+			m.BaseURL, m.BaseURLFrom = c.Model.BaseURL, c.Model.BaseURLFrom
+		}
+		if m.APIKeyEnv == "" {
+			m.APIKeyEnv = c.Model.APIKeyEnv
+		}
+		// How long to wait and how often to retry belong to the
+		// connection: every model has the main model's.
+		m.IdleTimeout, m.Retries = c.Model.IdleTimeout, c.Model.Retries
+		switch m.Provider {
+		case "openai", "ollama", "anthropic", "scripted":
+		default:
+			return bad(key+".provider", fmt.Sprintf("unknown provider %q", m.Provider))
+		}
+	}
+	return nil
+}

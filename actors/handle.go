@@ -169,10 +169,12 @@ func (s *Session) ask(msg any) error {
 // Delete stops the session like Stop and removes its file, once any save
 // in flight is written.
 func (s *Session) Delete() error {
-	if err := s.ask(&Forget{}); err != nil {
+	removed := make(chan struct{})
+	if err := s.ask(&Forget{Removed: removed}); err != nil {
 		return err
 	}
 	s.Stop()
+	<-removed
 	return nil
 }
 

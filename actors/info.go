@@ -33,19 +33,26 @@ func (s *session) infoUpdate() {
 }
 
 // Forget makes the session remove its file when it stops (session/delete).
-type Forget struct{}
+// Removed is closed once the file is gone (or there was none to remove).
+type Forget struct{ Removed chan struct{} }
 
-func (s *session) onForget(ctx actor.Context) {
-	s.forget = true
+func (s *session) onForget(ctx actor.Context, m *Forget) {
+	s.forget = m.Removed
 	ctx.Respond(&Done{})
 }
 
-// removeFile deletes the session file once its writer is done: a save
-// still queued would otherwise bring the file back.
-func (s *session) removeFile(w *store.Writer) {
-	w.Close()
-	path := store.Path(s.cwd, s.rt.cfg.Sessions.Dir, s.id)
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		s.rt.log.Error(fmt.Sprintf("[acp] session %s: deleting %s: %v", s.id, path, err))
-	}
+// removeFile deletes the session file once its writer w (nil: none) is
+// done, off the actor: a save still queued would otherwise bring the file
+// back, and waiting for it is disk work. removed is closed when it is gone.
+func (s *session) removeFile(w *store.Writer, removed chan struct{}) {
+	id, log, path := s.id, s.rt.log, store.Path(s.cwd, s.rt.cfg.Sessions.Dir, s.id)
+	s.rt.goWork(func() {
+		defer close(removed)
+		if w != nil {
+			w.Close()
+		}
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			log.Error(fmt.Sprintf("[acp] session %s: deleting %s: %v", id, path, err))
+		}
+	})
 }

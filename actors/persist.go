@@ -130,18 +130,18 @@ type keepJob struct {
 }
 
 // stopPersistence flushes and closes the writer without waiting for it,
-// or, for a deleted session, waits for it and removes the file.
+// or, for a deleted session, removes the file once the writer is done.
 func (s *session) stopPersistence() {
 	w := s.writer
-	if w == nil {
-		return
-	}
 	s.writer = nil
-	if s.forget {
-		s.removeFile(w)
+	if s.forget != nil {
+		s.removeFile(w, s.forget)
+		s.forget = nil
 		return
 	}
-	go w.Close()
+	if w != nil {
+		go w.Close()
+	}
 }
 
 // keepAs prepares the current conversation as a session file of its own,

@@ -61,11 +61,12 @@ type session struct {
 	mcpNotes   []string
 
 	history []llm.Message
-	// title and updatedAt are what session_info_update last told; forget
-	// makes the file go when the session stops (session/delete).
+	// title and updatedAt are what session_info_update last told.
 	title, updatedAt string
-	forget           bool
-	usage            usageTotals
+	// forget, when set, makes the file go when the session stops
+	// (session/delete), and is closed once it is gone.
+	forget chan struct{}
+	usage  usageTotals
 	// lastUsed is the context the model last reported using (input+output
 	// tokens of its last call), 0 when forgotten.
 	lastUsed int
@@ -196,7 +197,7 @@ func (s *session) Receive(ctx actor.Context) {
 	case *GetState:
 		ctx.Respond(s.state())
 	case *Forget:
-		s.onForget(ctx)
+		s.onForget(ctx, m)
 	case *SetMode:
 		s.onSetMode(ctx, m)
 	case *SetModel:

@@ -545,3 +545,34 @@ func TestOpenAIThroughLLMTest(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainAfterDone: langchaingo's OpenAI client stops reading at
+// [DONE]. When the end of the response comes a moment later (a server
+// that flushes [DONE] and then finishes its handler), the body is drained
+// on close, so the connection goes back to the pool instead of being shut.
+func TestDrainAfterDone(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(20 * time.Millisecond)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	m := openAIModel(t, srv.URL)
+	for range 5 {
+		if got := stream(t.Context(), m, prompt); got.err != nil || got.text != "ok" {
+			t.Fatalf("%q, %v", got.text, got.err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("5 calls opened %d connections, want 1", n)
+	}
+}

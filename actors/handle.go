@@ -18,19 +18,29 @@ const maxWaiting = 64
 // ErrTooManyPrompts refuses a prompt beyond maxWaiting.
 var ErrTooManyPrompts = fmt.Errorf("more than %d prompts of this session are waiting for their turn", maxWaiting)
 
+// ErrSessionClosed answers the requests a session could not serve because
+// it stopped first.
+var ErrSessionClosed = errors.New("the session was closed")
+
 // Session is the edge's handle on a session actor. Its methods are safe for
-// concurrent use; Start and Cancel number the session's prompts in the
-// order they are called, so the edge calls them in the order it reads its
-// client's messages.
+// concurrent use. Every method that reads or changes the session sends one
+// message to the session's mailbox before it returns, so the session takes
+// the requests in the order the methods are called: the edge calls them in
+// the order it reads its client's messages. Requests that carry a Reply are
+// answered through the Outbox, behind the updates they caused.
 type Session struct {
 	ID  string
 	Cwd string
 	pid *actor.PID
 	rt  *Runtime
+	// final is closed once the session's file is final: written and
+	// closed after the actor stopped, or removed (session/delete), or at
+	// once when sessions are not saved.
+	final chan struct{}
 
 	// started numbers the prompts handed to Start.
 	started atomic.Uint64
-	// open are the replies of the turns started, some maybe answered
+	// open are the replies of the requests sent, some maybe answered
 	// already; once stopped, the ones left are answered here.
 	mu      sync.Mutex
 	open    []*Reply
@@ -41,11 +51,12 @@ type Session struct {
 // set) or one loaded or forked from st. The system prompt is always the
 // current one.
 func (rt *Runtime) SpawnSession(st *SessionState) *Session {
-	s := newSession(rt, st)
+	final := make(chan struct{})
+	s := newSession(rt, st, final)
 	pid := rt.sys.Root.Spawn(rt.props(func() actor.Actor { return s },
 		actor.WithMailbox(actor.UnboundedPriorityMpsc()),
 		actor.WithSupervisor(stopChildren)))
-	return &Session{ID: st.ID, Cwd: st.Cwd, pid: pid, rt: rt}
+	return &Session{ID: st.ID, Cwd: st.Cwd, pid: pid, rt: rt, final: final}
 }
 
 // stopChildren stops a failed child (a model or tool actor) instead of
@@ -55,20 +66,26 @@ var stopChildren = actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Di
 	return actor.StopDirective
 })
 
-// Start starts one prompt's turn without waiting for it and returns its
-// number in the session. Its result comes back through the Outbox's Answer,
-// behind the turn's updates, exactly once — cancelled if the session stops
-// before the turn has run. It fails, having started nothing, when too many
-// of the session's prompts wait already.
-func (s *Session) Start(prompt []acp.ContentBlock, r *Reply) (uint64, error) {
+// send records r as open and sends msg, under the handle's lock so that
+// the messages keep the order of the calls. When the session has stopped it
+// sends nothing and answers r with closed.
+func (s *Session) send(msg any, r *Reply, closed any) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.stopped {
-		s.mu.Unlock()
-		s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
-		return 0, nil
+		s.rt.answer(s.ID, r, closed)
+		return
 	}
-	// Drop the answered ones first: a session has a prompt or two in
-	// flight, not a growing list.
+	if r != nil {
+		s.prune()
+		s.open = append(s.open, r)
+	}
+	s.rt.sys.Root.Send(s.pid, msg)
+}
+
+// prune drops the answered replies: a session has a request or two in
+// flight, not a growing list. s.mu is held.
+func (s *Session) prune() {
 	open := s.open[:0]
 	for _, o := range s.open {
 		if !o.answered.Load() {
@@ -77,25 +94,53 @@ func (s *Session) Start(prompt []acp.ContentBlock, r *Reply) (uint64, error) {
 	}
 	clear(s.open[len(open):])
 	s.open = open
-	if len(open) >= maxWaiting {
-		s.mu.Unlock()
+}
+
+// isPrompt says whether r stands for a prompt (a turn's reply).
+func (r *Reply) isPrompt() bool {
+	return r.Method == acp.AgentMethodSessionPrompt || r.Method == ""
+}
+
+// Start starts one prompt's turn without waiting for it and returns its
+// number in the session. Its result, a *TurnResult, comes back through the
+// Outbox's Answer, behind the turn's updates, exactly once — cancelled if
+// the session stops before the turn has run. It fails, having started
+// nothing, when too many of the session's prompts wait already.
+func (s *Session) Start(prompt []acp.ContentBlock, r *Reply) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
+		return 0, nil
+	}
+	s.prune()
+	waiting := 0
+	for _, o := range s.open {
+		if o.isPrompt() {
+			waiting++
+		}
+	}
+	if waiting >= maxWaiting {
 		return 0, ErrTooManyPrompts
 	}
-	s.open = append(open, r)
+	s.open = append(s.open, r)
 	seq := s.started.Add(1)
 	s.rt.sys.Root.Send(s.pid, &StartTurn{Seq: seq, Prompt: prompt, Reply: r})
-	s.mu.Unlock()
 	return seq, nil
 }
 
 // Prompt runs one prompt's turn and waits for its result. It is Start for a
 // caller that answers the request itself; never for actors.
 func (s *Session) Prompt(prompt []acp.ContentBlock) (*TurnResult, error) {
-	r := &Reply{Done: make(chan *TurnResult, 1)}
+	r := &Reply{Done: make(chan any, 1)}
 	if _, err := s.Start(prompt, r); err != nil {
 		return nil, err
 	}
-	return <-r.Done, nil
+	res, _ := (<-r.Done).(*TurnResult)
+	if res == nil {
+		res = &TurnResult{StopReason: acp.StopReasonCancelled}
+	}
+	return res, nil
 }
 
 // Cancel cancels the session's prompts started so far, running or queued;
@@ -115,41 +160,55 @@ func (s *Session) Announce() {
 	s.rt.sys.Root.Send(s.pid, &Announce{})
 }
 
+// SetMode switches the session's mode ("ask" or "yolo"); the answer is an
+// *Outcome.
+func (s *Session) SetMode(mode string, r *Reply) {
+	s.send(&SetMode{Mode: mode, Reply: r}, r, closedOutcome)
+}
+
+// SetModel selects the session's model by id; the answer is an *Outcome.
+func (s *Session) SetModel(id string, r *Reply) {
+	s.send(&SetModel{ID: id, Reply: r}, r, closedOutcome)
+}
+
 // Replay sends the session's history as replay notifications, then
-// available_commands_update, and returns once they are written.
-func (s *Session) Replay() *Replayed {
-	res, err := s.rt.sys.Root.RequestFuture(s.pid, &Replay{}, -1).Result()
-	if err != nil {
-		return &Replayed{}
+// available_commands_update; the answer, an *Outcome, follows them.
+func (s *Session) Replay(r *Reply) {
+	s.send(&Replay{Reply: r}, r, closedOutcome)
+}
+
+// Resume answers with an *Outcome describing the session, then announces
+// its commands (a session taken up again without a replay).
+func (s *Session) Resume(r *Reply) {
+	s.send(&Resume{Reply: r}, r, closedOutcome)
+}
+
+// closedOutcome answers a request that reached a stopped session.
+var closedOutcome = &Outcome{Err: ErrSessionClosed.Error()}
+
+// RequestState asks for a copy of the session's state now, in the
+// session's order, and returns a function that waits for it.
+func (s *Session) RequestState() func() (*SessionState, error) {
+	f := s.rt.sys.Root.RequestFuture(s.pid, &GetState{}, -1)
+	return func() (*SessionState, error) {
+		res, err := f.Result()
+		if err != nil {
+			return nil, err
+		}
+		st, ok := res.(*SessionState)
+		if !ok {
+			return nil, errUnexpected(res)
+		}
+		return st, nil
 	}
-	if r, ok := res.(*Replayed); ok {
-		return r
-	}
-	return &Replayed{}
 }
 
 // State returns a copy of the session's state.
-func (s *Session) State() (*SessionState, error) {
-	res, err := s.rt.sys.Root.RequestFuture(s.pid, &GetState{}, -1).Result()
-	if err != nil {
-		return nil, err
-	}
-	st, ok := res.(*SessionState)
-	if !ok {
-		return nil, errUnexpected(res)
-	}
-	return st, nil
-}
+func (s *Session) State() (*SessionState, error) { return s.RequestState()() }
 
 // Flush writes the session file (when sessions are persisted) and returns
 // once it is on disk.
 func (s *Session) Flush() error { return s.ask(&Flush{}) }
-
-// SetMode switches the session's mode ("ask" or "yolo").
-func (s *Session) SetMode(mode string) error { return s.ask(&SetMode{Mode: mode}) }
-
-// SetModel selects the session's model by id.
-func (s *Session) SetModel(id string) error { return s.ask(&SetModel{ID: id}) }
 
 func (s *Session) ask(msg any) error {
 	res, err := s.rt.sys.Root.RequestFuture(s.pid, msg, -1).Result()
@@ -166,24 +225,35 @@ func (s *Session) ask(msg any) error {
 	return nil
 }
 
-// Delete stops the session like Stop and removes its file, once any save
-// in flight is written.
+// Close ends the session after the requests already sent to it: its turns
+// are cancelled at once (the cancel overtakes them), every other request
+// queued before the close is served, then the actor stops. It returns once
+// the session's file is final.
+func (s *Session) Close() {
+	s.Cancel()
+	_ = s.rt.sys.Root.PoisonFuture(s.pid).Wait()
+	s.stopped1()
+	<-s.final
+}
+
+// Delete is Close, and the session's file is removed; it returns once the
+// file is gone.
 func (s *Session) Delete() error {
-	removed := make(chan struct{})
-	if err := s.ask(&Forget{Removed: removed}); err != nil {
+	if err := s.ask(&Forget{}); err != nil {
 		return err
 	}
-	s.Stop()
-	<-removed
+	s.Close()
 	return nil
 }
 
-// Stop stops the session actor and its children (which cancels their
-// streams and kills their processes); its turns answer cancelled. It waits
-// until the actor is gone.
+// Stop stops the session actor and its children at once (which cancels
+// their streams and kills their processes); its turns answer cancelled and
+// the requests still queued are answered as closed. It returns once the
+// actor is gone and its file final.
 func (s *Session) Stop() { StopAll([]*Session{s}) }
 
-// StopAll stops sessions all at once, and returns once every one is gone.
+// StopAll stops sessions all at once, and returns once every one is gone
+// and its file final.
 func StopAll(sessions []*Session) {
 	futures := make([]*actor.Future, len(sessions))
 	for i, s := range sessions {
@@ -191,15 +261,26 @@ func StopAll(sessions []*Session) {
 	}
 	for i, s := range sessions {
 		_ = futures[i].Wait()
-		// A StartTurn still in the mailbox when the actor stopped is
-		// dropped by protoactor; its prompt is answered here.
-		s.mu.Lock()
-		s.stopped = true
-		open := s.open
-		s.open = nil
-		s.mu.Unlock()
-		for _, r := range open {
+		s.stopped1()
+	}
+	for _, s := range sessions {
+		<-s.final
+	}
+}
+
+// stopped1 marks the session stopped and answers what it left: a message
+// still in the mailbox when the actor stopped is dropped by protoactor.
+func (s *Session) stopped1() {
+	s.mu.Lock()
+	s.stopped = true
+	open := s.open
+	s.open = nil
+	s.mu.Unlock()
+	for _, r := range open {
+		if r.isPrompt() {
 			s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
+		} else {
+			s.rt.answer(s.ID, r, closedOutcome)
 		}
 	}
 }

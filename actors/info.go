@@ -32,12 +32,13 @@ func (s *session) infoUpdate() {
 	}
 }
 
-// Forget makes the session remove its file when it stops (session/delete).
-// Removed is closed once the file is gone (or there was none to remove).
-type Forget struct{ Removed chan struct{} }
+// Forget makes the session remove its file when it stops (session/delete);
+// the reply is a *Done. The session's final channel is closed once the file
+// is gone (or there was none to remove).
+type Forget struct{}
 
-func (s *session) onForget(ctx actor.Context, m *Forget) {
-	s.forget = m.Removed
+func (s *session) onForget(ctx actor.Context, _ *Forget) {
+	s.forget = true
 	ctx.Respond(&Done{})
 }
 

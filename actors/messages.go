@@ -30,26 +30,42 @@ type TurnResult struct {
 }
 
 // Replay asks a session to send its history as replay notifications, then
-// available_commands_update; the reply, a *Replayed, comes once they are
-// written.
-type Replay struct{}
+// available_commands_update; the answer, an *Outcome, follows them.
+type Replay struct{ Reply *Reply }
 
-// Replayed answers Replay.
-type Replayed struct {
-	Messages   int
-	Provenance store.Provenance
-}
+// Resume asks a session for an *Outcome describing it, then to announce its
+// commands: a session taken up again without a replay.
+type Resume struct{ Reply *Reply }
 
 // GetState asks a session for a copy of its state; the reply is a
 // *SessionState.
 type GetState struct{}
 
-// SetMode switches a session between "ask" and "yolo"; the reply is a
-// *Done.
-type SetMode struct{ Mode string }
+// SetMode switches a session between "ask" and "yolo"; the answer is an
+// *Outcome.
+type SetMode struct {
+	Mode  string
+	Reply *Reply
+}
 
-// SetModel selects one of the runtime's models by id; the reply is a *Done.
-type SetModel struct{ ID string }
+// SetModel selects one of the runtime's models by id; the answer is an
+// *Outcome.
+type SetModel struct {
+	ID    string
+	Reply *Reply
+}
+
+// Outcome answers a session request other than a prompt: the session as
+// the request left it, or, with Err, why the request was refused (a
+// one-line reason about what the client asked).
+type Outcome struct {
+	Err        string
+	Mode       string
+	Model      string
+	Provenance store.Provenance
+	// Messages counts the messages a replay sent.
+	Messages int
+}
 
 // Done answers a request that only succeeds or fails.
 type Done struct{ Err string }
@@ -94,6 +110,25 @@ type releaseSlot struct {
 
 type slotGranted struct {
 	Turn uint64
+}
+
+// slotSlow tells a session that its turn has waited for a slot longer
+// than slotPatience.
+type slotSlow struct {
+	Turn uint64
+}
+
+// slotPosition asks the serializer how many turns are ahead of a waiting
+// one; it answers with a slotQueue, or nothing once the turn is not queued.
+type slotPosition struct {
+	Turn    uint64
+	Session *actor.PID
+}
+
+// slotQueue says how many turns run or wait ahead of a waiting one.
+type slotQueue struct {
+	Turn  uint64
+	Ahead int
 }
 
 // modelDelta is one streamed fragment of model call Call of turn Turn; it

@@ -12,7 +12,8 @@ import (
 // session's queue is written in order. What a session may have queued is
 // bounded by its Budget (streamed output, the only kind a session produces
 // faster than its inputs) and by its inputs (every other update answers a
-// prompt, a tool call or a request).
+// prompt, a tool call or a request, and the edge bounds the requests it
+// has read and not yet answered).
 type Outbox interface {
 	// Update queues a session/update notification.
 	Update(sessionID string, u acp.SessionUpdate)
@@ -23,27 +24,34 @@ type Outbox interface {
 	// session has been written, so a request's reply never overtakes the
 	// updates it caused.
 	Deliver(sessionID string, pid *actor.PID, msg any)
-	// Answer writes the result of a turn started with Session.Start as its
-	// prompt's response, behind every update queued before it for the
-	// session. It is called once per Reply.
-	Answer(sessionID string, r *Reply, res *TurnResult)
+	// Answer writes res as the response to the request r stands for,
+	// behind every update queued before it for the session. res is a
+	// *TurnResult for a prompt, an *Outcome for any other request. It is
+	// called once per Reply.
+	Answer(sessionID string, r *Reply, res any)
 }
 
-// Reply is the edge's handle on a prompt whose turn was started with
-// Session.Start: the turn's result comes back to it through
-// Outbox.Answer, exactly once, whether the turn ends, fails, is cancelled
-// or its session stops first. ID is the prompt request's JSON-RPC id; Done,
-// when set, receives the result instead of a response being written (a
-// caller that answers the request itself).
+// Reply is the edge's handle on a request a session answers: a prompt
+// started with Session.Start, or a mode, a model, a replay or a resume. The
+// answer comes back to it through Outbox.Answer, exactly once, whether the
+// request succeeds, fails, is cancelled or its session stops first. ID is
+// the request's JSON-RPC id and Method its method, which is how the edge
+// encodes the answer; Done, when set, receives the answer instead of a
+// response being written (a caller that answers the request itself).
 type Reply struct {
 	ID       []byte
-	Done     chan *TurnResult
+	Method   string
+	Done     chan any
 	answered atomic.Bool
 }
 
+// Claim marks r answered and reports whether it was not already: whoever
+// claims a reply answers it, once.
+func (r *Reply) Claim() bool { return r != nil && r.answered.CompareAndSwap(false, true) }
+
 // answer hands res to the outbox unless r was answered already.
-func (rt *Runtime) answer(sessionID string, r *Reply, res *TurnResult) {
-	if r.answered.CompareAndSwap(false, true) {
+func (rt *Runtime) answer(sessionID string, r *Reply, res any) {
+	if r.Claim() {
 		rt.out.Answer(sessionID, r, res)
 	}
 }

@@ -129,19 +129,24 @@ type keepJob struct {
 	data []byte
 }
 
-// stopPersistence flushes and closes the writer without waiting for it,
-// or, for a deleted session, removes the file once the writer is done.
+// stopPersistence closes the writer off the actor (closing waits for the
+// last save to be on disk) and closes final once the file is final; for a
+// deleted session, the file is removed once the writer is done.
 func (s *session) stopPersistence() {
-	w := s.writer
+	w, final := s.writer, s.final
 	s.writer = nil
-	if s.forget != nil {
-		s.removeFile(w, s.forget)
-		s.forget = nil
+	if s.forget {
+		s.removeFile(w, final)
 		return
 	}
-	if w != nil {
-		go w.Close()
+	if w == nil {
+		close(final)
+		return
 	}
+	s.rt.goWork(func() {
+		w.Close()
+		close(final)
+	})
 }
 
 // keepAs prepares the current conversation as a session file of its own,

@@ -21,9 +21,9 @@ func ProvenanceMeta(p store.Provenance) map[string]any {
 }
 
 // onReplay sends the history as the seed's replay notifications, then
-// available_commands_update, and answers once they are written. No tool
-// runs during a replay.
-func (s *session) onReplay(ctx actor.Context, _ *Replay) {
+// available_commands_update, and answers behind them. No tool runs during a
+// replay.
+func (s *session) onReplay(m *Replay) {
 	meta := ProvenanceMeta(s.prov)
 	send := func(u acp.SessionUpdate) { s.rt.out.Update(s.id, u) }
 	h := s.history
@@ -57,9 +57,23 @@ func (s *session) onReplay(ctx actor.Context, _ *Replay) {
 	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
 		Meta: meta, AvailableCommands: Commands(s.skills, s.agents != nil),
 	}})
-	if ctx.Sender() != nil {
-		s.rt.out.Deliver(s.id, ctx.Sender(), &Replayed{Messages: len(h) - 1, Provenance: s.prov})
-	}
+	o := s.outcome()
+	o.Messages = len(h) - 1
+	s.rt.log.Info(fmt.Sprintf("[acp] session %s loaded from %s: %d message(s) replayed", s.id, s.rt.cfg.Sessions.Dir, o.Messages))
+	s.rt.answer(s.id, m.Reply, o)
+}
+
+// onResume answers with the session as it is, then announces its commands:
+// the response names no session, so the commands may follow it at once.
+func (s *session) onResume(m *Resume) {
+	s.rt.log.Info(fmt.Sprintf("[acp] session %s resumed (%d message(s))", s.id, len(s.history)-1))
+	s.rt.answer(s.id, m.Reply, s.outcome())
+	s.announce()
+}
+
+// outcome describes the session for a request's answer.
+func (s *session) outcome() *Outcome {
+	return &Outcome{Mode: s.mode, Model: s.modelID, Provenance: s.prov}
 }
 
 // answerTo finds the tool message that answers call id among the messages
@@ -130,22 +144,22 @@ const (
 
 func (s *session) onSetMode(ctx actor.Context, m *SetMode) {
 	if m.Mode != ModeAsk && m.Mode != ModeYolo {
-		ctx.Respond(&Done{Err: fmt.Sprintf("unknown mode %q (ask, yolo)", m.Mode)})
+		s.rt.answer(s.id, m.Reply, &Outcome{Err: fmt.Sprintf("unknown mode %q (ask, yolo)", m.Mode)})
 		return
 	}
 	s.mode = m.Mode
 	s.rt.out.Update(s.id, acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: acp.SessionModeId(m.Mode)}})
 	s.save(ctx, false)
-	s.rt.out.Deliver(s.id, ctx.Sender(), &Done{})
+	s.rt.answer(s.id, m.Reply, s.outcome())
 }
 
 func (s *session) onSetModel(ctx actor.Context, m *SetModel) {
 	if _, ok := s.rt.models[m.ID]; !ok {
-		ctx.Respond(&Done{Err: fmt.Sprintf("unknown model %q", m.ID)})
+		s.rt.answer(s.id, m.Reply, &Outcome{Err: fmt.Sprintf("unknown model %q", m.ID)})
 		return
 	}
 	s.modelID = m.ID
 	s.rt.warm(m.ID)
 	s.save(ctx, false)
-	ctx.Respond(&Done{})
+	s.rt.answer(s.id, m.Reply, s.outcome())
 }

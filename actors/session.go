@@ -64,9 +64,12 @@ type session struct {
 	// title and updatedAt are what session_info_update last told.
 	title, updatedAt string
 	// forget, when set, makes the file go when the session stops
-	// (session/delete), and is closed once it is gone.
-	forget chan struct{}
-	usage  usageTotals
+	// (session/delete).
+	forget bool
+	// final is closed once the file is final after the actor stopped
+	// (Session.final).
+	final chan struct{}
+	usage usageTotals
 	// lastUsed is the context the model last reported using (input+output
 	// tokens of its last call), 0 when forgotten.
 	lastUsed int
@@ -99,7 +102,7 @@ type heldReply struct {
 	res    *TurnResult
 }
 
-func newSession(rt *Runtime, st *SessionState) *session {
+func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	s := &session{
 		rt:      rt,
 		id:      st.ID,
@@ -112,6 +115,7 @@ func newSession(rt *Runtime, st *SessionState) *session {
 		usage:   usageFromStore(st.Usage),
 		budget:  newBudget(streamBudget),
 		plan:    st.Plan,
+		final:   final,
 	}
 	if st.Provenance.Kind != "fork" {
 		// A loaded session's title is the one session/list showed; a
@@ -170,6 +174,10 @@ func (s *session) Receive(ctx actor.Context) {
 		s.announce()
 	case *slotGranted:
 		s.onSlot(ctx, m.Turn)
+	case *slotSlow:
+		s.onSlotSlow(ctx, m)
+	case *slotQueue:
+		s.onSlotQueue(m)
 	case *modelDelta:
 		s.onDelta(m)
 	case *modelDone:
@@ -193,7 +201,9 @@ func (s *session) Receive(ctx actor.Context) {
 	case *Flush:
 		s.onFlush(ctx)
 	case *Replay:
-		s.onReplay(ctx, m)
+		s.onReplay(m)
+	case *Resume:
+		s.onResume(m)
 	case *GetState:
 		ctx.Respond(s.state())
 	case *Forget:
@@ -271,7 +281,9 @@ func (s *session) survive(ctx actor.Context) {
 	if t.state == turnRunning || t.state == turnWaiting {
 		ctx.Send(s.rt.turns, &releaseSlot{Turn: t.id})
 	}
-	s.reply(t, &TurnResult{Err: fmt.Sprintf("mm failed: %v", r)})
+	why := fmt.Sprintf("mm failed: %v", r)
+	s.rt.log.Error(fmt.Sprintf("[acp] session %s: turn failed: %s", s.id, why))
+	s.reply(t, &TurnResult{Err: why})
 	s.cur = nil
 	s.next(ctx)
 }

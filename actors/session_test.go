@@ -42,13 +42,14 @@ func (o *recOutbox) Stream(id string, u acp.SessionUpdate, b *Budget, n int) {
 
 func (o *recOutbox) Deliver(_ string, pid *actor.PID, msg any) { o.rt.Root().Send(pid, msg) }
 
-func (o *recOutbox) Answer(_ string, r *Reply, res *TurnResult) {
+func (o *recOutbox) Answer(_ string, r *Reply, res any) {
 	if r.Done != nil {
 		r.Done <- res
 		return
 	}
+	tr, _ := res.(*TurnResult)
 	o.mu.Lock()
-	o.answers = append(o.answers, answer{string(r.ID), res})
+	o.answers = append(o.answers, answer{string(r.ID), tr})
 	o.mu.Unlock()
 }
 

@@ -79,6 +79,10 @@ type turn struct {
 	// trimmed is set once the user was told that the turn's requests
 	// leave old messages out (window.go).
 	trimmed bool
+	// slowTimer fires once the turn has waited slotPatience for a slot;
+	// toldWaiting is set once its user was told why it waits.
+	slowTimer   *time.Timer
+	toldWaiting bool
 }
 
 func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
@@ -169,10 +173,52 @@ func (s *session) begin(ctx actor.Context, t *turn) {
 	s.acquire(ctx, t)
 }
 
+// slotPatience is how long a turn waits for its slot before its user is
+// told why nothing happens: with turns.concurrency 1, a long command in one
+// thread otherwise freezes every other thread silently.
+const slotPatience = time.Second
+
 // acquire asks the serializer for the turn's slot.
 func (s *session) acquire(ctx actor.Context, t *turn) {
 	t.state = turnWaiting
 	ctx.Send(s.rt.turns, &acquireSlot{Turn: t.id, Session: ctx.Self()})
+	if !t.toldWaiting && t.slowTimer == nil {
+		root, self, id := ctx.ActorSystem().Root, ctx.Self(), t.id
+		t.slowTimer = time.AfterFunc(slotPatience, func() { root.Send(self, &slotSlow{Turn: id}) })
+	}
+}
+
+// stopSlowTimer forgets the turn's patience timer: it got its slot, or
+// ended.
+func (t *turn) stopSlowTimer() {
+	if t.slowTimer != nil {
+		t.slowTimer.Stop()
+		t.slowTimer = nil
+	}
+}
+
+// onSlotSlow asks the serializer where a turn that still waits stands.
+func (s *session) onSlotSlow(ctx actor.Context, m *slotSlow) {
+	t := s.cur
+	if t == nil || t.id != m.Turn {
+		return
+	}
+	t.slowTimer = nil
+	if t.state == turnWaiting && !t.toldWaiting {
+		ctx.Send(s.rt.turns, &slotPosition{Turn: t.id, Session: ctx.Self()})
+	}
+}
+
+// onSlotQueue tells the user, once per turn, why the turn waits.
+func (s *session) onSlotQueue(m *slotQueue) {
+	t := s.cur
+	if t == nil || t.id != m.Turn || t.state != turnWaiting || t.toldWaiting {
+		return
+	}
+	t.toldWaiting = true
+	s.rt.out.Update(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{
+		Content: acp.TextBlock(fmt.Sprintf("⏳ waiting for another session's turn (%d ahead)\n", m.Ahead)),
+	}})
 }
 
 func (s *session) onSlot(ctx actor.Context, id uint64) {
@@ -183,6 +229,7 @@ func (s *session) onSlot(ctx actor.Context, id uint64) {
 		return
 	}
 	t.state = turnRunning
+	t.stopSlowTimer()
 	switch {
 	case t.resume != nil:
 		// A tool call was answered by the user: it runs now.
@@ -330,6 +377,7 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 	if t != s.cur {
 		return
 	}
+	t.stopSlowTimer()
 	if t.state == turnRunning {
 		ctx.Send(s.rt.turns, &releaseSlot{Turn: t.id})
 	}
@@ -350,7 +398,10 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 	s.usageUpdate(max(s.lastUsed, s.estimate()))
 	res := &TurnResult{StopReason: stop, Usage: s.usage.acp()}
 	if errText != "" {
+		// Editors show an error's message and little else: the reason
+		// goes there (TurnResult.Err), and to the log.
 		res = &TurnResult{Err: errText}
+		s.rt.log.Error(fmt.Sprintf("[acp] session %s: turn failed: %s", s.id, errText))
 	}
 	if t.slash {
 		res.Provenance = s.prov

@@ -52,6 +52,15 @@ func (t *turnSerializer) Receive(ctx actor.Context) {
 				return
 			}
 		}
+	case *slotPosition:
+		ahead := len(t.running)
+		for _, q := range t.queue {
+			if q.Turn == m.Turn {
+				ctx.Send(m.Session, &slotQueue{Turn: m.Turn, Ahead: ahead})
+				return
+			}
+			ahead++
+		}
 	case *actor.Restarting:
 		t.log.Error(fmt.Sprintf("turn serializer failed; restarting with %d turn(s) running and %d queued", len(t.running), len(t.queue)))
 	case *actor.Started:

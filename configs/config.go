@@ -51,6 +51,9 @@ type ACP struct {
 	Title string `yaml:"title"`
 	// MaxLineBytes is the longest JSON-RPC line read from the client.
 	MaxLineBytes Bytes `yaml:"maxLineBytes"`
+	// MaxPending is how many requests of one connection may be read and
+	// not yet answered; past it, mm stops reading until one is answered.
+	MaxPending int `yaml:"maxPending"`
 }
 
 // Model selects and tunes the model provider.

@@ -20,6 +20,9 @@ func (c *Config) validate() error {
 	if c.ACP.MaxLineBytes < 1<<10 {
 		return bad("acp.maxLineBytes", "must be at least 1KiB")
 	}
+	if c.ACP.MaxPending < 1 {
+		return bad("acp.maxPending", "must be at least 1")
+	}
 	if c.Prompt.MaxResourceBytes < 1 {
 		return bad("prompt.maxResourceBytes", "must be at least 1 byte")
 	}

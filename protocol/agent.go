@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -49,14 +48,20 @@ type Agent struct {
 
 	mu       sync.Mutex
 	sessions map[string]*actors.Session
+	// lanes hold the requests of sessions being opened or closed
+	// (order.go).
+	lanes map[string]*lane
 	// cwds are the project folders this connection has named (new, load,
 	// resume, fork, list): where session/delete, which names no folder,
 	// looks for a stored session.
 	cwds   map[string]bool
 	client acp.ClientCapabilities
+	// folders is the index of the folders that hold saved sessions
+	// (store.Folders); nil keeps none.
+	folders *store.Folders
 	// draining is set when the connection ends: no session creation
-	// starts any more; closed once those in flight are done: no session
-	// is registered any more.
+	// starts any more, and prompts end cancelled; closed once those in
+	// flight are done: no session is registered any more.
 	draining, closed bool
 }
 
@@ -70,7 +75,7 @@ var _ acp.Agent = (*Agent)(nil)
 
 // Initialize negotiates the protocol version and says who we are.
 func (a *Agent) Initialize(_ context.Context, p acp.InitializeRequest) (_ acp.InitializeResponse, err error) {
-	defer a.survive("initialize", &err)
+	defer a.surviveSDK("initialize", &err)
 	a.mu.Lock()
 	a.client = p.ClientCapabilities
 	a.mu.Unlock()
@@ -99,37 +104,47 @@ func (a *Agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.Auth
 	return acp.AuthenticateResponse{}, nil
 }
 
-// NewSession creates a session actor for an existing, absolute cwd. Its
-// caller queues the response, then calls Announce on the session
-// (serveCreation): available_commands_update must follow the response, as
-// an editor drops notifications for a session id it does not know yet.
-func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (_ acp.NewSessionResponse, err error) {
-	defer a.survive("session/new", &err)
-	cwd, err := checkCwd(p.Cwd)
-	if err != nil {
-		return acp.NewSessionResponse{}, err
-	}
-	a.know(cwd)
-	id := actors.NewSessionID(time.Now())
-	rt := a.runtime()
-	s, err := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd, MCP: a.mcpServers(p.McpServers)}))
-	if err != nil {
-		return acp.NewSessionResponse{}, err
-	}
-	if a.cfg.Sessions.Enabled {
-		// The session exists once its file does: a crash after this
-		// response cannot lose it.
-		if err := s.Flush(); err != nil {
-			a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
+// NewSession serves session/new for a caller that serves the Agent itself;
+// the ingress serves it with serveNew.
+func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	return call[acp.NewSessionResponse](a, acp.AgentMethodSessionNew, func(r *actors.Reply) { a.serveNew(r, p) })
+}
+
+// serveNew creates a session actor for an existing, absolute cwd, off the
+// ingress (creating one reads the disk). Its response is queued on the
+// session's ordered writer, then the session announces its commands
+// behind it: an editor drops notifications for a session id it does not
+// know yet.
+func (a *Agent) serveNew(r *actors.Reply, p acp.NewSessionRequest) {
+	a.create(r, func() (string, any, error) {
+		defer a.survive("session/new", r)
+		cwd, err := checkCwd(p.Cwd)
+		if err != nil {
+			return "", nil, err
 		}
-	}
-	a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) from the editor)", id, cwd, len(p.McpServers)))
-	return acp.NewSessionResponse{
-		SessionId:     acp.SessionId(id),
-		Meta:          provenanceMeta(store.Provenance{SessionID: id, Kind: "root"}),
-		Modes:         modes(rt.DefaultMode()),
-		ConfigOptions: a.configOptions("default"),
-	}, nil
+		a.know(cwd)
+		id := actors.NewSessionID(time.Now())
+		rt := a.runtime()
+		s, err := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd, MCP: a.mcpServers(p.McpServers)}))
+		if err != nil {
+			return "", nil, err
+		}
+		if a.cfg.Sessions.Enabled {
+			// The session exists once its file does: a crash after this
+			// response cannot lose it.
+			if err := s.Flush(); err != nil {
+				a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
+			}
+			a.folders.Add(cwd)
+		}
+		a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) from the editor)", id, cwd, len(p.McpServers)))
+		return id, acp.NewSessionResponse{
+			SessionId:     acp.SessionId(id),
+			Meta:          provenanceMeta(store.Provenance{SessionID: id, Kind: "root"}),
+			Modes:         modes(rt.DefaultMode()),
+			ConfigOptions: a.configOptions("default"),
+		}, nil
+	})
 }
 
 // checkCwd translates a Windows or WSL path and requires an existing,
@@ -153,25 +168,21 @@ func checkCwd(raw string) (string, error) {
 	return cwd, nil
 }
 
-func (a *Agent) session(id acp.SessionId) (*actors.Session, error) {
-	a.mu.Lock()
-	s := a.sessions[string(id)]
-	a.mu.Unlock()
-	if s == nil {
-		return nil, acp.NewInvalidParams(map[string]any{"sessionId": string(id), "error": fmt.Sprintf("unknown session %q", id)})
-	}
-	return s, nil
+// unknownSession is the error for a session id this connection does not
+// have open.
+func unknownSession(id string) *acp.RequestError {
+	return acp.NewInvalidParams(map[string]any{"sessionId": id, "error": fmt.Sprintf("unknown session %q", id)})
 }
 
 // maxCreating bounds the session creations served at once.
 const maxCreating = 16
 
-// serveCreation serves a request that creates a session (session/new,
-// session/fork) off the ingress's goroutine, which may wait on the disk:
-// its response is queued on the new session's ordered writer, then the
-// session announces its commands behind it.
-func (a *Agent) serveCreation(id json.RawMessage, create func() (acp.SessionId, any, error)) {
-	id = append(json.RawMessage(nil), id...)
+// create serves a request that creates a session (session/new,
+// session/fork) off the ingress's goroutine, which must not wait on the
+// disk: its response is queued on the new session's ordered writer, then
+// the session announces its commands behind it. The caller waits for a
+// free creator: a flood of creations slows the reading down.
+func (a *Agent) create(r *actors.Reply, make func() (string, any, error)) {
 	a.creators <- struct{}{}
 	a.mu.Lock()
 	closed := a.draining
@@ -181,7 +192,7 @@ func (a *Agent) serveCreation(id json.RawMessage, create func() (acp.SessionId, 
 	a.mu.Unlock()
 	if closed {
 		<-a.creators
-		a.box.Respond("", id, nil, errShuttingDown)
+		a.answer("", r, nil, errShuttingDown)
 		return
 	}
 	go func() {
@@ -189,53 +200,66 @@ func (a *Agent) serveCreation(id json.RawMessage, create func() (acp.SessionId, 
 			<-a.creators
 			a.creating.Done()
 		}()
-		sid, resp, err := create()
+		sid, resp, err := make()
 		if err != nil {
-			a.box.Respond("", id, nil, toRequestError(err))
+			a.answer("", r, nil, toRequestError(err))
 			return
 		}
-		a.box.Respond(string(sid), id, resp, nil)
-		if s := a.live(string(sid)); s != nil {
+		a.answer(sid, r, resp, nil)
+		if s := a.live(sid); s != nil {
 			s.Announce()
 		}
 	}()
 }
 
-// Prompt runs one turn and answers when it has ended and its updates are
-// written. The prompts read from stdin reach the same Session.Start through
-// the ingress, which answers them from the outbox without a goroutine
-// waiting; this is the acp.Agent method for a caller that serves the
-// request itself. Cancellation reaches the turn through Cancel, not through
-// ctx: the SDK also cancels ctx when a second prompt for the session
-// arrives, and that prompt must queue behind this one instead.
+// Prompt serves session/prompt for a caller that serves the Agent itself,
+// and answers once the turn has ended and its updates are written. The
+// prompts read from stdin reach the same Session.Start through the
+// ingress, which answers them from the outbox without a goroutine waiting.
+// Cancellation reaches the turn through Cancel, not through ctx.
 func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	s, err := a.session(p.SessionId)
-	if err != nil {
-		return acp.PromptResponse{}, err
-	}
-	res, err := s.Prompt(p.Prompt)
-	if err != nil {
-		return acp.PromptResponse{}, acp.NewInvalidRequest(map[string]any{"sessionId": s.ID, "error": err.Error()})
-	}
-	if res.Err != "" {
-		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": res.Err})
-	}
-	out := acp.PromptResponse{StopReason: res.StopReason, Usage: res.Usage}
-	if res.Provenance.SessionID != "" {
-		out.Meta = provenanceMeta(res.Provenance) // /new and /compact change it
-	}
-	return out, nil
+	return call[acp.PromptResponse](a, acp.AgentMethodSessionPrompt, func(r *actors.Reply) { a.servePrompt(r, p, nil) })
+}
+
+// servePrompt starts a prompt's turn in its session's order; its response
+// comes from the outbox once the turn has ended. started, when set, is
+// told the prompt's number in its session (for $/cancel_request).
+func (a *Agent) servePrompt(r *actors.Reply, p acp.PromptRequest, started func(*actors.Session, uint64)) {
+	sid := string(p.SessionId)
+	a.inOrder(sid, func() {
+		s := a.live(sid)
+		if s == nil {
+			a.answer(sid, r, nil, unknownSession(sid))
+			return
+		}
+		seq, err := s.Start(p.Prompt, r)
+		if err != nil {
+			a.answer(sid, r, nil, acp.NewInvalidRequest(map[string]any{"sessionId": sid, "error": err.Error()}))
+			return
+		}
+		if started != nil {
+			started(s, seq)
+		}
+		if a.isDraining() {
+			// Read before the connection ended, served after: it is
+			// answered, cancelled.
+			s.CancelPrompt(seq)
+		}
+	})
 }
 
 // Cancel cancels the session's prompts started so far, running or queued.
 // A cancel is a notification: an unknown session is only logged.
 func (a *Agent) Cancel(_ context.Context, p acp.CancelNotification) error {
-	s := a.live(string(p.SessionId))
-	if s == nil {
-		a.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", p.SessionId))
-		return nil
-	}
-	s.Cancel()
+	sid := string(p.SessionId)
+	a.cancelInOrder(sid, func() {
+		s := a.live(sid)
+		if s == nil {
+			a.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", sid))
+			return
+		}
+		s.Cancel()
+	})
 	return nil
 }
 

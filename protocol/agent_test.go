@@ -292,6 +292,57 @@ func TestModelServerDown(t *testing.T) {
 	if msg, _ := re.Data.(map[string]any)["error"].(string); !strings.Contains(msg, "127.0.0.1:1") {
 		t.Errorf("error %q does not say which server", msg)
 	}
+	// Editors show the message alone: it says why, in one line; the log
+	// says it too.
+	if !strings.HasPrefix(re.Message, "model server: ") || !strings.Contains(re.Message, "127.0.0.1:1") || strings.Contains(re.Message, "\n") {
+		t.Errorf("message %q is not the one-line reason", re.Message)
+	}
+	if want := "[acp] session " + string(sid) + ": turn failed: model server: "; !strings.Contains(e.conn.Stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, e.conn.Stderr.String())
+	}
+}
+
+// TestWaitingForAnotherSessionsTurn: a turn that waits more than a second
+// for the serializer's slot tells its user why, once.
+func TestWaitingForAnotherSessionsTurn(t *testing.T) {
+	e := newEnv(t, nil) // turns.concurrency 1
+	a, b := e.newSession(), e.newSession()
+	resA := make(chan error, 1)
+	go func() {
+		_, err := e.conn.Ask(e.ctx, a, "slow")
+		resA <- err
+	}()
+	waitFor(t, func() bool { return e.server.Requests() == 1 })
+	resB := make(chan error, 1)
+	go func() {
+		_, err := e.conn.Ask(e.ctx, b, "ping")
+		resB <- err
+	}()
+	want := "⏳ waiting for another session's turn (1 ahead)\n"
+	if err := e.conn.Client.WaitUpdate(e.ctx, b, func(u acp.SessionUpdate) bool {
+		return u.AgentThoughtChunk != nil && u.AgentThoughtChunk.Content.Text.Text == want
+	}); err != nil {
+		t.Fatalf("B was not told why it waits: %v", err)
+	}
+	_ = e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: a})
+	if err := <-resA; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-resB; err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, u := range e.conn.Client.Updates(b) {
+		if u.AgentThoughtChunk != nil && strings.HasPrefix(u.AgentThoughtChunk.Content.Text.Text, "⏳") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("B was told %d times, want once", n)
+	}
+	if got := acptest.Text(e.conn.Client.Updates(b)); got != "pong" {
+		t.Errorf("B's answer = %q", got)
+	}
 }
 
 func TestUnknownSessionAndMethods(t *testing.T) {

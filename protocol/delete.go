@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/store"
 )
 
@@ -21,44 +22,74 @@ func (a *Agent) know(cwd string) {
 }
 
 // UnstableDeleteSession serves session/delete (stable in ACP's current
-// schema, unstable in acp-go-sdk v0.13.5): a live session is stopped like
+// schema, unstable in acp-go-sdk v0.13.5) for a caller that serves the
+// Agent itself; the ingress serves it with serveDelete.
+func (a *Agent) UnstableDeleteSession(_ context.Context, p acp.UnstableDeleteSessionRequest) (acp.UnstableDeleteSessionResponse, error) {
+	return call[acp.UnstableDeleteSessionResponse](a, acp.AgentMethodSessionDelete, func(r *actors.Reply) { a.serveDelete(r, p) })
+}
+
+// serveDelete deletes a session in its order: a live one is closed like
 // session/close and its file removed once any save in flight is written; a
-// stored one is looked for in the folders this connection has named, as
-// session/list showed it.
-func (a *Agent) UnstableDeleteSession(_ context.Context, p acp.UnstableDeleteSessionRequest) (_ acp.UnstableDeleteSessionResponse, err error) {
-	defer a.survive("session/delete", &err)
-	if !a.cfg.Sessions.Enabled {
-		return acp.UnstableDeleteSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionDelete)
-	}
+// stored one is looked for in the folders this connection has named and in
+// the folder index, as session/list showed it. A session that does not
+// exist (or no longer does) is deleted already: the request succeeds, as
+// ACP's session/delete says.
+func (a *Agent) serveDelete(r *actors.Reply, p acp.UnstableDeleteSessionRequest) {
 	id := string(p.SessionId)
+	if !a.cfg.Sessions.Enabled {
+		a.answer(id, r, nil, acp.NewMethodNotFound(acp.AgentMethodSessionDelete))
+		return
+	}
 	if err := store.CheckID(id); err != nil {
-		return acp.UnstableDeleteSessionResponse{}, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()})
+		a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()}))
+		return
 	}
-	a.mu.Lock()
-	s := a.sessions[id]
-	delete(a.sessions, id)
-	a.mu.Unlock()
-	if s != nil {
-		if err := s.Delete(); err != nil {
-			return acp.UnstableDeleteSessionResponse{}, acp.NewInternalError(map[string]any{"sessionId": id, "error": err.Error()})
+	a.inOrder(id, func() {
+		s := a.unregister(id)
+		a.hold(id)
+		go func() {
+			defer a.release(id)
+			defer a.survive("session/delete", r)
+			if s != nil {
+				if err := s.Delete(); err != nil {
+					a.answer(id, r, nil, a.internal("session/delete", err))
+					return
+				}
+				a.log.Info(fmt.Sprintf("[acp] session %s deleted (it was open: closed first)", id))
+				a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
+				return
+			}
+			if err := a.removeStored(id); err != nil {
+				a.answer(id, r, nil, a.internal("session/delete", err))
+				return
+			}
+			a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
+		}()
+	})
+}
+
+// removeStored removes the file of a session that is not open, wherever a
+// known folder holds it; none is fine.
+func (a *Agent) removeStored(id string) error {
+	seen := map[string]bool{}
+	for _, cwd := range append(a.knownCwds(), a.folders.List(a.cfg.Sessions.Dir)...) {
+		if seen[cwd] {
+			continue
 		}
-		a.log.Info(fmt.Sprintf("[acp] session %s deleted (it was open: closed first)", id))
-		return acp.UnstableDeleteSessionResponse{}, nil
-	}
-	for _, cwd := range a.knownCwds() {
+		seen[cwd] = true
 		path := store.Path(cwd, a.cfg.Sessions.Dir, id)
 		err := os.Remove(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return acp.UnstableDeleteSessionResponse{}, acp.NewInternalError(map[string]any{"sessionId": id, "error": err.Error()})
+			return err
 		}
 		a.log.Info(fmt.Sprintf("[acp] session %s deleted (%s)", id, path))
-		return acp.UnstableDeleteSessionResponse{}, nil
+		return nil
 	}
-	return acp.UnstableDeleteSessionResponse{}, acp.NewInvalidParams(map[string]any{"sessionId": id,
-		"error": "no such session in the folders this connection has used (session/list names them)"})
+	a.log.Info(fmt.Sprintf("[acp] session %s: nothing to delete (no such session in the known folders)", id))
+	return nil
 }
 
 // knownCwds lists the known project folders, sorted.

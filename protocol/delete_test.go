@@ -71,11 +71,16 @@ func TestDeleteSession(t *testing.T) {
 		t.Errorf("still listed: %+v", list.Sessions)
 	}
 
-	for _, id := range []acp.SessionId{stored, "../../etc/passwd"} {
-		_, err := second.UnstableDeleteSession(e.ctx, acp.UnstableDeleteSessionRequest{SessionId: id})
-		if re, ok := err.(*acp.RequestError); !ok || re.Code != -32602 {
-			t.Errorf("delete %s: %v, want invalid params", id, err)
+	// A session deleted already is deleted: ACP's session/delete
+	// succeeds, silently; an id that cannot be a session's is refused.
+	for _, id := range []acp.SessionId{stored, "20260101-000000-00000000"} {
+		if _, err := second.UnstableDeleteSession(e.ctx, acp.UnstableDeleteSessionRequest{SessionId: id}); err != nil {
+			t.Errorf("delete %s again: %v, want success", id, err)
 		}
+	}
+	_, err = second.UnstableDeleteSession(e.ctx, acp.UnstableDeleteSessionRequest{SessionId: "../../etc/passwd"})
+	if re, ok := err.(*acp.RequestError); !ok || re.Code != -32602 {
+		t.Errorf("delete ../../etc/passwd: %v, want invalid params", err)
 	}
 	if !strings.Contains(second.Stderr.String(), "[acp] session "+string(stored)+" deleted") {
 		t.Errorf("no log line:\n%s", second.Stderr.String())

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/rpcerr"
 )
 
 // The ingress is mm's one way in. It stands between stdin and acp-go-sdk's
@@ -22,89 +23,108 @@ import (
 // encoding/json into a JSON-RPC envelope, then:
 //
 //   - what is not a valid JSON-RPC message gets its error (with the
-//     message's id when it has a usable one) and goes no further;
-//   - session/prompt, session/cancel and a $/cancel_request that names a
-//     prompt are served here, in the order read: prompts go to the same
-//     Session.Start that Agent.Prompt uses, cancels to Agent.Cancel, so
-//     the prompts and cancels of a session keep their order whatever the
-//     prompt holds (the SDK would run each request on a goroutine of its
-//     own and queue cancels apart);
-//   - session/new and session/fork are served here, off the reader, so
-//     that their response goes through the session's ordered writer ahead
-//     of its available_commands_update;
+//     message's id when it has a usable one: one read from the first bytes
+//     of a line too long to read) and goes no further; so does a message
+//     with a member twice, and a request whose id is null, which the SDK
+//     would take for a notification and never answer;
+//   - a request takes a place in pending first (pending.go): when too many
+//     are unanswered, the ingress waits, and stops reading;
+//   - every request and notification of a session — prompt, cancel,
+//     set_mode, set_config_option, load, resume, close, fork, delete — and
+//     session/new are served here, in the order read: each reaches its
+//     session's mailbox before the next line is read (order.go), and is
+//     answered by the session or the edge through the outbox, the one
+//     ordered writer. The SDK would run each request on a goroutine of
+//     its own, in any order, and queue cancels apart;
+//   - $/cancel_request of a prompt cancels it as session/cancel would;
 //   - every other notification is logged at debug level and dropped: the
 //     SDK would queue it (its queue closes the connection past 1,024) only
 //     to answer nothing;
-//   - everything else — the other requests, the responses to mm's own
-//     requests, the other $/cancel_requests — goes on to the SDK, which
-//     frames, dispatches and answers it. A line the SDK's reader cannot
-//     take (over 10 MiB, where it stops the connection) is answered here
-//     instead.
+//   - everything else — initialize, authenticate, session/list, methods
+//     mm does not have, the responses to the SDK's own requests — goes on
+//     to the SDK, which frames, dispatches and answers it. A line the SDK's
+//     reader cannot take (over 10 MiB, where it stops the connection) is
+//     answered here instead.
 //
 // Concurrency: Read is called by the SDK's reader goroutine only; the
-// handlers it calls never block on the client or on a turn.
+// handlers it calls never block on the client or on a turn (they wait only
+// for a place in pending, or a free session creator).
 
 // sdkMaxLine is the longest line acp-go-sdk's reader takes, newline
 // included; a longer one would stop the connection.
 const sdkMaxLine = 10 << 20
 
-type ingress struct {
-	r     *bufio.Reader
-	max   int // acp.maxLineBytes
-	agent *Agent
-	out   io.Writer // stdout, for the errors of lines that go no further
-	log   *slog.Logger
+// headBytes is how much of a line too long to read is kept to find its id.
+const headBytes = 4 << 10
 
-	pending []byte // the line the SDK is reading
+type ingress struct {
+	r       *bufio.Reader
+	max     int // acp.maxLineBytes
+	agent   *Agent
+	out     io.Writer // stdout, for the errors of lines that go no further
+	log     *slog.Logger
+	pending *pending
+
+	sdkLine []byte // the line the SDK is reading
 	err     error
 
-	// prompts are the prompt requests started and not yet answered, by
-	// id, for $/cancel_request; the outbox removes them once answered.
+	// prompts are the prompt requests read and not yet answered, by id
+	// key, for $/cancel_request; the outbox removes them once answered.
 	mu      sync.Mutex
-	prompts map[string]promptRef
+	prompts map[string]*promptRef
 }
 
+// promptRef is a prompt request: its session and number once started, or
+// cancelled, when its $/cancel_request came before it started.
 type promptRef struct {
-	session *actors.Session
-	seq     uint64
-	reply   *actors.Reply
+	session   *actors.Session
+	seq       uint64
+	reply     *actors.Reply
+	cancelled bool
 }
 
-func newIngress(r io.Reader, maxLine int, a *Agent, out io.Writer, log *slog.Logger) *ingress {
-	return &ingress{r: bufio.NewReaderSize(r, 64<<10), max: maxLine, agent: a, out: out, log: log, prompts: map[string]promptRef{}}
+func newIngress(r io.Reader, maxLine int, a *Agent, out io.Writer, log *slog.Logger, p *pending) *ingress {
+	return &ingress{r: bufio.NewReaderSize(r, 64<<10), max: maxLine, agent: a, out: out, log: log, pending: p, prompts: map[string]*promptRef{}}
 }
 
 // Read gives the SDK the lines that are its to serve.
 func (in *ingress) Read(p []byte) (int, error) {
-	for len(in.pending) == 0 {
+	for len(in.sdkLine) == 0 {
 		if in.err != nil {
 			return 0, in.err
 		}
-		line, size, err := in.readLine()
+		line, head, size, err := in.readLine()
 		in.err = err
 		switch {
 		case size > in.max:
-			in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
+			in.reply(headID(head), acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
 				"the line is %d bytes, longer than acp.maxLineBytes (%s); it was skipped", size, configs.Bytes(in.max))}))
 		case len(line) > 0:
-			in.pending = in.route(line)
+			in.sdkLine = in.route(line)
 		}
 	}
-	n := copy(p, in.pending)
-	in.pending = in.pending[n:]
+	n := copy(p, in.sdkLine)
+	in.sdkLine = in.sdkLine[n:]
 	return n, nil
 }
 
 // readLine reads one line, without its newline. A line longer than max is
-// read to its end and dropped: only its size is returned.
-func (in *ingress) readLine() (line []byte, size int, err error) {
+// read to its end and dropped: only its size and its first headBytes are
+// returned.
+func (in *ingress) readLine() (line, head []byte, size int, err error) {
 	for {
 		frag, err := in.r.ReadSlice('\n')
 		size += len(frag)
 		if size <= in.max+1 {
 			line = append(line, frag...)
 		} else {
+			if line != nil {
+				head = line[:min(len(line), headBytes)]
+			}
 			line = nil
+			if len(head) < headBytes {
+				head = append(head, frag[:min(len(frag), headBytes-len(head))]...)
+			}
 		}
 		if err == bufio.ErrBufferFull {
 			continue
@@ -115,7 +135,7 @@ func (in *ingress) readLine() (line []byte, size int, err error) {
 				line = line[:len(line)-1]
 			}
 		}
-		return line, size, err
+		return line, head, size, err
 	}
 }
 
@@ -151,6 +171,13 @@ func (in *ingress) route(line []byte) []byte {
 		in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": "id must be a string, a number or null"}))
 		return nil
 	}
+	if dup := duplicateKey(body); dup != "" {
+		if dup == "id" {
+			id = nil // which one?
+		}
+		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("the member %q appears twice in the message", dup)}))
+		return nil
+	}
 	if m.JSONRPC != nil && string(m.JSONRPC) != `"2.0"` {
 		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": `jsonrpc must be "2.0"`}))
 		return nil
@@ -176,56 +203,105 @@ func (in *ingress) route(line []byte) []byte {
 		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": "method must be a non-empty string"}))
 		return nil
 	}
+	if len(m.Params) > 0 && m.Params[0] == '{' {
+		if dup := duplicateKey(m.Params); dup != "" {
+			in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("the member %q appears twice in params", dup)}))
+			return nil
+		}
+	}
 	if id == nil {
 		return in.notification(method, m.Params, line)
 	}
-	switch method {
-	case acp.AgentMethodSessionPrompt:
-		var p promptRequest
-		if rerr := decodeParams(m.Params, &p); rerr != nil {
-			in.reply(id, rerr)
-			return nil
-		}
-		in.startPrompt(id, p.request())
+	if string(id) == "null" {
+		// JSON-RPC 2.0 allows it and advises against it; the SDK takes
+		// such a request for a notification and never answers it.
+		in.reply(id, acp.NewInvalidRequest(map[string]any{"method": method,
+			"error": "a request's id must be a string or a number: with a null id no answer could name its request"}))
 		return nil
-	case acp.AgentMethodSessionNew:
-		var p acp.NewSessionRequest
-		if rerr := decodeParams(m.Params, &p); rerr != nil {
-			in.reply(id, rerr)
-			return nil
-		}
-		in.agent.serveCreation(id, func() (acp.SessionId, any, error) {
-			r, err := in.agent.NewSession(in.agent.ctx, p)
-			return r.SessionId, r, err
-		})
-		return nil
-	case acp.AgentMethodSessionFork:
-		var p acp.UnstableForkSessionRequest
-		if rerr := decodeParams(m.Params, &p); rerr != nil {
-			in.reply(id, rerr)
-			return nil
-		}
-		in.agent.serveCreation(id, func() (acp.SessionId, any, error) {
-			r, err := in.agent.UnstableForkSession(in.agent.ctx, p)
-			return r.SessionId, r, err
-		})
+	}
+	in.pending.take()
+	id = append(json.RawMessage(nil), id...)
+	if in.serve(method, id, m.Params) {
 		return nil
 	}
 	if len(line)+1 > sdkMaxLine {
-		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
-			"the request is %d bytes; %s requests are read up to %d (acp-go-sdk's limit), prompts up to acp.maxLineBytes", len(line), method, sdkMaxLine-1)}))
+		in.agent.box.Respond("", id, nil, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
+			"the request is %d bytes; %s requests are read up to %d (acp-go-sdk's limit), session requests up to acp.maxLineBytes", len(line), method, sdkMaxLine-1)}))
 		return nil
 	}
 	return append(line, '\n')
 }
 
-// validID says whether raw is a string, a number or null.
-func validID(raw json.RawMessage) bool {
-	switch c := raw[0]; {
-	case c == '"', c == 'n', c == '-', c >= '0' && c <= '9':
+// serve serves a request of a session, or one that creates a session,
+// here and in the order read; it reports false for the others (the SDK's).
+// A request's panic becomes its internal error.
+func (in *ingress) serve(method string, id, params json.RawMessage) bool {
+	a := in.agent
+	r := &actors.Reply{ID: id, Method: method}
+	defer a.survive(method, r)
+	bad := func(rerr *acp.RequestError) bool {
+		a.answer("", r, nil, rerr)
 		return true
 	}
-	return false
+	switch method {
+	case acp.AgentMethodSessionPrompt:
+		var p promptRequest
+		if rerr := decodeParams(params, &p); rerr != nil {
+			return bad(rerr)
+		}
+		in.servePrompt(r, p.request())
+	case acp.AgentMethodSessionNew:
+		var p acp.NewSessionRequest
+		if rerr := decodeParams(params, &p); rerr != nil {
+			return bad(rerr)
+		}
+		a.serveNew(r, p)
+	case acp.AgentMethodSessionFork:
+		var p acp.UnstableForkSessionRequest
+		if rerr := decodeParams(params, &p); rerr != nil {
+			return bad(rerr)
+		}
+		a.serveFork(r, p)
+	case acp.AgentMethodSessionLoad:
+		var p acp.LoadSessionRequest
+		if rerr := decodeParams(params, &p); rerr != nil {
+			return bad(rerr)
+		}
+		a.serveLoad(r, p)
+	case acp.AgentMethodSessionResume:
+		var p acp.ResumeSessionRequest
+		if rerr := decodeParams(params, &p); rerr != nil {
+			return bad(rerr)
+		}
+		a.serveResume(r, p)
+	case acp.AgentMethodSessionClose:
+		var p acp.CloseSessionRequest
+		if rerr := decodeParams(params, &p); rerr != nil {
+			return bad(rerr)
+		}
+		a.serveClose(r, p)
+	case acp.AgentMethodSessionDelete:
+		var p acp.UnstableDeleteSessionRequest
+		if rerr := decodeParams(params, &p); rerr != nil {
+			return bad(rerr)
+		}
+		a.serveDelete(r, p)
+	case acp.AgentMethodSessionSetMode:
+		var p acp.SetSessionModeRequest
+		if rerr := decodeParams(params, &p); rerr != nil {
+			return bad(rerr)
+		}
+		a.serveSetMode(r, p)
+	case acp.AgentMethodSessionSetConfigOption:
+		var p acp.SetSessionConfigOptionRequest
+		if rerr := decodeParams(params, &p); rerr != nil {
+			return bad(rerr)
+		}
+		a.serveSetConfig(r, p)
+	default:
+		return false
+	}
+	return true
 }
 
 // decodeParams decodes and validates a request's params as the SDK does.
@@ -308,11 +384,18 @@ func (in *ingress) notification(method string, params json.RawMessage, line []by
 		if json.Unmarshal(params, &p) == nil && len(p.RequestID) > 0 && validID(p.RequestID) {
 			in.mu.Lock()
 			ref, ok := in.prompts[idKey(p.RequestID)]
+			if ok && ref.session == nil {
+				// Read, not started yet (its session is being opened):
+				// it starts cancelled.
+				ref.cancelled = true
+			}
 			in.mu.Unlock()
 			if ok {
 				// A cancelled prompt request answers as session/cancel
 				// would: its turn ends cancelled.
-				ref.session.CancelPrompt(ref.seq)
+				if ref.session != nil {
+					ref.session.CancelPrompt(ref.seq)
+				}
 				return nil
 			}
 		}
@@ -325,53 +408,36 @@ func (in *ingress) notification(method string, params json.RawMessage, line []by
 	return nil
 }
 
-// startPrompt starts a prompt's turn, numbered in its session in the order
-// read; its response comes from the outbox once the turn has ended.
-func (in *ingress) startPrompt(id json.RawMessage, p acp.PromptRequest) {
-	defer func() {
-		if r := recover(); r != nil {
-			in.log.Error(fmt.Sprintf("[acp] session/prompt panicked: %v", r))
-			in.reply(id, acp.NewInternalError(map[string]any{"error": fmt.Sprintf("mm failed: %v", r)}))
-		}
-	}()
-	s, err := in.agent.session(p.SessionId)
-	if err != nil {
-		in.reply(id, toRequestError(err))
-		return
-	}
-	r := &actors.Reply{ID: append(json.RawMessage(nil), id...)}
-	key := idKey(id)
+// servePrompt starts a prompt's turn in its session's order, and keeps it
+// by id for $/cancel_request until it is answered.
+func (in *ingress) servePrompt(r *actors.Reply, p acp.PromptRequest) {
+	key := idKey(r.ID)
+	ref := &promptRef{reply: r}
 	in.mu.Lock()
-	defer in.mu.Unlock()
-	seq, err := s.Start(p.Prompt, r)
-	if err != nil {
-		in.reply(id, acp.NewInvalidRequest(map[string]any{"sessionId": s.ID, "error": err.Error()}))
-		return
-	}
-	in.prompts[key] = promptRef{session: s, seq: seq, reply: r}
+	in.prompts[key] = ref
+	in.mu.Unlock()
+	in.agent.servePrompt(r, p, func(s *actors.Session, seq uint64) {
+		in.mu.Lock()
+		ref.session, ref.seq = s, seq
+		cancelled := ref.cancelled
+		in.mu.Unlock()
+		if cancelled {
+			s.CancelPrompt(seq)
+		}
+	})
 }
 
 // answered forgets a prompt request once its response is written.
 func (in *ingress) answered(r *actors.Reply) {
+	if r.Method != acp.AgentMethodSessionPrompt || r.ID == nil {
+		return
+	}
 	key := idKey(r.ID)
 	in.mu.Lock()
 	if ref, ok := in.prompts[key]; ok && ref.reply == r {
 		delete(in.prompts, key)
 	}
 	in.mu.Unlock()
-}
-
-// idKey is the id a request and its $/cancel_request share: a string's
-// value, or a number's text.
-func idKey(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return "s" + s
-		}
-	}
-	return "n" + string(raw)
 }
 
 // reply writes the error response of a line that goes no further. It waits
@@ -387,10 +453,12 @@ func (in *ingress) reply(id json.RawMessage, rerr *acp.RequestError) {
 	_, _ = in.out.Write(append(b, '\n'))
 }
 
+// toRequestError keeps an ACP error as it is; any other is mm's own
+// failure, whose reason becomes the message.
 func toRequestError(err error) *acp.RequestError {
 	var re *acp.RequestError
 	if errors.As(err, &re) {
 		return re
 	}
-	return acp.NewInternalError(map[string]any{"error": err.Error()})
+	return rpcerr.Internal(err.Error(), nil)
 }

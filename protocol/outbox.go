@@ -14,6 +14,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/internal/rpcerr"
 )
 
 // outbox is the ordered writer of everything sessions send (actors.Outbox)
@@ -30,14 +31,18 @@ import (
 // prompts, tool calls and requests it answers.
 type outbox struct {
 	shards []*shard
-	// answered is told of every prompt response written (the ingress
-	// forgets the request).
+	// encode turns an answer into its ACP result or error (answers.go).
+	encode func(*actors.Reply, any) (any, *acp.RequestError)
+	// answered is told of every answer written (the ingress forgets a
+	// prompt's request); written of how many responses to the client's
+	// requests each write carried (their places in pending are free).
 	answered func(*actors.Reply)
+	written  func(n int)
 }
 
 func newOutbox(w io.Writer, log *slog.Logger) *outbox {
 	n := max(2, runtime.GOMAXPROCS(0))
-	o := &outbox{shards: make([]*shard, n), answered: func(*actors.Reply) {}}
+	o := &outbox{shards: make([]*shard, n), answered: func(*actors.Reply) {}, written: func(int) {}}
 	for i := range o.shards {
 		s := &shard{w: w, log: log, box: o, done: make(chan struct{}), started: make(chan struct{})}
 		s.cond = sync.NewCond(&s.mu)
@@ -73,9 +78,9 @@ func (o *outbox) Deliver(sessionID string, pid *actor.PID, msg any) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, to: pid, msg: msg})
 }
 
-// Answer queues a prompt's response behind the session's updates; a reply
-// with Done gets the result there instead.
-func (o *outbox) Answer(sessionID string, r *actors.Reply, res *actors.TurnResult) {
+// Answer queues the answer to r behind the session's updates; a reply with
+// Done gets it there instead.
+func (o *outbox) Answer(sessionID string, r *actors.Reply, res any) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, reply: r, res: res})
 }
 
@@ -145,9 +150,9 @@ type outItem struct {
 	cost      int
 	to        *actor.PID
 	msg       any
-	// reply and res are a prompt's response (Answer).
+	// reply and res are the answer to a request (Answer).
 	reply *actors.Reply
-	res   *actors.TurnResult
+	res   any
 	// response is any other response (Respond), or a request of mm's own
 	// (Request).
 	response *rpcMessage
@@ -166,6 +171,7 @@ func (s *shard) run() {
 	defer close(s.done)
 	var buf []byte
 	var paid []outItem // updates whose bytes go back to a budget once written
+	responses := 0     // responses to the client's requests in buf
 	for {
 		s.mu.Lock()
 		for len(s.items) == 0 && !s.closed {
@@ -187,20 +193,25 @@ func (s *shard) run() {
 			switch {
 			case it.to != nil:
 				// Everything before the message is written first.
-				buf = s.flush(buf, &paid)
+				buf = s.flush(buf, &paid, &responses)
 				<-s.started
 				s.root.Send(it.to, it.msg)
 				continue
 			case it.reply != nil && it.reply.Done != nil:
 				// The caller answers the request itself, after this.
-				buf = s.flush(buf, &paid)
+				buf = s.flush(buf, &paid, &responses)
 				it.reply.Done <- it.res
+				s.box.answered(it.reply)
 				continue
 			case it.reply != nil:
 				buf = s.appendAnswer(buf, it)
+				responses++
 				continue
 			case it.response != nil:
 				buf = s.appendMessage(buf, it.response)
+				if it.response.Method == "" {
+					responses++
+				}
 				continue
 			}
 			j := i + 1
@@ -219,7 +230,7 @@ func (s *shard) run() {
 			buf = s.appendMessage(buf, &rpcMessage{JSONRPC: "2.0", Method: acp.ClientMethodSessionUpdate,
 				Params: notification(it.sessionID, &it.update)})
 		}
-		buf = s.flush(buf, &paid)
+		buf = s.flush(buf, &paid, &responses)
 		clear(batch)
 		s.mu.Lock()
 		s.spare = batch[:0]
@@ -227,18 +238,14 @@ func (s *shard) run() {
 	}
 }
 
-// appendAnswer encodes a prompt's response.
+// appendAnswer encodes the response to a request a session or the edge
+// answered.
 func (s *shard) appendAnswer(buf []byte, it *outItem) []byte {
 	defer s.box.answered(it.reply)
-	m := &rpcMessage{JSONRPC: "2.0", ID: it.reply.ID}
-	if it.res.Err != "" {
-		m.Error = acp.NewInternalError(map[string]any{"error": it.res.Err})
-	} else {
-		r := acp.PromptResponse{StopReason: it.res.StopReason, Usage: it.res.Usage}
-		if it.res.Provenance.SessionID != "" {
-			r.Meta = actors.ProvenanceMeta(it.res.Provenance) // /new and /compact change it
-		}
-		m.Result = r
+	result, rerr := s.box.encode(it.reply, it.res)
+	m := &rpcMessage{JSONRPC: "2.0", ID: it.reply.ID, Result: result, Error: rerr}
+	if rerr == nil && result == nil {
+		m.Result = struct{}{}
 	}
 	return s.appendMessage(buf, m)
 }
@@ -252,19 +259,22 @@ func (s *shard) appendMessage(buf []byte, m *rpcMessage) []byte {
 		if m.ID == nil {
 			return buf
 		}
-		b, _ = json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: m.ID, Error: acp.NewInternalError(map[string]any{"error": err.Error()})})
+		b, _ = json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: m.ID, Error: rpcerr.Internal("mm could not encode its answer: "+err.Error(), nil)})
 	}
 	buf = append(buf, b...)
 	return append(buf, '\n')
 }
 
 // flush writes the encoded lines, then gives their bytes back to the
-// sessions' budgets. A write error means the client is gone; the shutdown
-// path cancels the turns, so nothing is lost by going on.
-func (s *shard) flush(buf []byte, paid *[]outItem) []byte {
+// sessions' budgets and the places of the responses among them back to
+// pending. A write error means the client is gone; the shutdown path
+// cancels the turns, so nothing is lost by going on.
+func (s *shard) flush(buf []byte, paid *[]outItem, responses *int) []byte {
 	if len(buf) > 0 {
 		_, _ = s.w.Write(buf)
 	}
+	s.box.written(*responses)
+	*responses = 0
 	for _, it := range *paid {
 		it.budget.Give(it.cost)
 	}

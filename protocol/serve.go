@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
 
@@ -33,14 +35,18 @@ type Options struct {
 	// Probe asks the server for the window while it is unknown, when the
 	// connection starts and at each session/new; nil never probes.
 	Probe actors.Probe
+	// StateDir is the user's state directory (store.StateDir), where the
+	// index of the folders holding saved sessions is kept; "" keeps none.
+	StateDir string
 }
 
 // Conn is one served connection.
 type Conn struct {
-	agent  *Agent
-	acp    *acp.AgentSideConnection
-	out    *outbox
-	cancel context.CancelFunc
+	agent   *Agent
+	acp     *acp.AgentSideConnection
+	out     *outbox
+	pending *pending
+	cancel  context.CancelFunc
 }
 
 // Start begins serving a connection; Wait ends it. It fails only on a
@@ -59,14 +65,15 @@ func Start(o Options) (*Conn, error) {
 	out := &lockedWriter{w: o.Out}
 	box := newOutbox(out, log)
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &Agent{cfg: o.Config, box: box, log: log, ctx: ctx, sessions: make(map[string]*actors.Session), cwds: map[string]bool{}, ready: make(chan struct{}),
-		creators: make(chan struct{}, maxCreating)}
-	in := newIngress(o.In, int(o.Config.ACP.MaxLineBytes), a, out, log)
-	box.answered = in.answered
+	a := &Agent{cfg: o.Config, box: box, log: log, ctx: ctx, sessions: make(map[string]*actors.Session), lanes: map[string]*lane{},
+		cwds: map[string]bool{}, ready: make(chan struct{}), creators: make(chan struct{}, maxCreating), folders: store.OpenFolders(o.StateDir)}
+	waiting := newPending(int(o.Config.ACP.MaxPending))
+	in := newIngress(o.In, int(o.Config.ACP.MaxLineBytes), a, out, log, waiting)
+	box.encode, box.answered, box.written = a.encode, in.answered, waiting.give
 	// The SDK's SetLogger is not synchronised with its reader goroutine:
 	// that goroutine's first read waits until the logger is set.
 	gated := gate.New(in)
-	conn := acp.NewAgentSideConnection(a, out, gated)
+	conn := acp.NewAgentSideConnection(a, &sdkWriter{w: out, answered: waiting.give}, gated)
 	conn.SetLogger(log.With("lib", "acp"))
 	gated.Open()
 	a.conn = conn
@@ -81,7 +88,26 @@ func Start(o Options) (*Conn, error) {
 		box.setRoot(a.rt.Root())
 		close(a.ready)
 	}()
-	return &Conn{agent: a, acp: conn, out: box, cancel: cancel}, nil
+	return &Conn{agent: a, acp: conn, out: box, pending: waiting, cancel: cancel}, nil
+}
+
+// sdkWriter is the SDK's way out. The responses it writes answer requests
+// the ingress passed it, whose places in pending it gives back once
+// written; its own requests (a permission request) and their cancels are
+// not answers.
+type sdkWriter struct {
+	w        io.Writer
+	answered func(int)
+}
+
+func (s *sdkWriter) Write(b []byte) (int, error) {
+	n, err := s.w.Write(b)
+	// The SDK writes one message per Write: a response is the one with no
+	// method.
+	if !gjson.GetBytes(b, "method").Exists() {
+		s.answered(1)
+	}
+	return n, err
 }
 
 // lockedWriter makes each Write one whole line (or batch of lines) on w.
@@ -99,26 +125,37 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 // SetContextWindow records the model's context window once it is known.
 func (c *Conn) SetContextWindow(n int) { c.agent.runtime().SetContextWindow(n) }
 
-// Wait serves until the client closes its side or ctx ends, then stops
-// every session at once (each turn cancelled, its model stream closed, its
-// commands and what they left running killed) and returns.
+// Wait serves until the client closes its side or ctx ends, then answers
+// every request read (prompts end cancelled), stops every session (each
+// turn cancelled, its model stream closed, its commands and what they left
+// running killed, its file final) and returns.
 func (c *Conn) Wait(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-c.acp.Done():
 	}
 	a := c.agent
-	// The sessions being created are answered; no other is started.
+	// No session is created any more (those being created are answered),
+	// and every prompt, running, queued or still to be served, ends
+	// cancelled.
 	a.mu.Lock()
 	a.draining = true
+	live := a.liveSessions()
 	a.mu.Unlock()
 	a.creating.Wait()
+	for _, s := range live {
+		s.Cancel()
+	}
+	// Stdin closing is no reason to drop answers: every request read is
+	// answered before the sessions stop, unless the client stopped reading
+	// too (no answer written for a second).
+	if !c.pending.drain(time.Second) {
+		a.log.Warn(fmt.Sprintf("shutdown: %d request(s) left unanswered: the client does not read", c.pending.count()))
+	}
+	c.pending.close()
 	a.mu.Lock()
 	a.closed = true
-	sessions := make([]*actors.Session, 0, len(a.sessions))
-	for _, s := range a.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := a.liveSessions()
 	a.mu.Unlock()
 	actors.StopAll(sessions)
 	a.calls.close()
@@ -130,6 +167,22 @@ func (c *Conn) Wait(ctx context.Context) {
 		a.log.Warn("shutdown: the client did not read the last updates")
 	}
 	a.rt.Shutdown()
+}
+
+// liveSessions lists the live sessions; a.mu is held.
+func (a *Agent) liveSessions() []*actors.Session {
+	out := make([]*actors.Session, 0, len(a.sessions))
+	for _, s := range a.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// isDraining says whether the connection is ending.
+func (a *Agent) isDraining() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.draining
 }
 
 // Serve is Start then Wait.

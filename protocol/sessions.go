@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/internal/rpcerr"
 	"github.com/mm-agent/mm/store"
 )
 
@@ -69,7 +71,7 @@ func (a *Agent) configOptions(current string) []acp.SessionConfigOption {
 }
 
 // errShuttingDown refuses sessions once the connection is closing.
-var errShuttingDown = acp.NewInternalError(map[string]any{"error": "mm is shutting down"})
+var errShuttingDown = rpcerr.Internal("mm is shutting down", nil)
 
 // register adds a live session and returns it; once the connection is
 // closing, the session is stopped and refused.
@@ -93,89 +95,90 @@ func (a *Agent) live(id string) *actors.Session {
 	return a.sessions[id]
 }
 
-// open returns the live session id, or spawns it from its file.
-func (a *Agent) open(id acp.SessionId, rawCwd string, servers []acp.McpServer) (*actors.Session, bool, error) {
-	if s := a.live(string(id)); s != nil {
-		return s, true, nil
-	}
+// openFile spawns session id from its file in cwd. It reads the disk: it
+// runs off the ingress, with the session's lane held.
+func (a *Agent) openFile(id, rawCwd string, servers []acp.McpServer) (*actors.Session, error) {
 	cwd, err := checkCwd(rawCwd)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	a.know(cwd)
-	if err := store.CheckID(string(id)); err != nil {
-		return nil, false, acp.NewInvalidParams(map[string]any{"sessionId": string(id), "error": err.Error()})
-	}
-	f, err := store.Load(store.Path(cwd, a.cfg.Sessions.Dir, string(id)))
-	if err == nil && f.ID != string(id) {
+	f, err := store.Load(store.Path(cwd, a.cfg.Sessions.Dir, id))
+	if err == nil && f.ID != id {
 		err = fmt.Errorf("%w: the file holds session %q", store.ErrCorrupt, f.ID)
 	}
 	if err != nil {
-		return nil, false, acp.NewInvalidParams(map[string]any{"sessionId": string(id), "error": err.Error()})
+		return nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()})
 	}
+	a.folders.Add(cwd)
 	st := actors.StateFromFile(f)
 	st.Cwd = cwd
 	st.MCP = a.mcpServers(servers)
-	rt := a.runtime()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s := a.sessions[string(id)]; s != nil { // loaded meanwhile
-		return s, true, nil
-	}
-	if a.closed {
-		return nil, false, errShuttingDown
-	}
-	s := rt.SpawnSession(st)
-	a.sessions[s.ID] = s
-	return s, false, nil
+	return a.register(a.runtime().SpawnSession(st))
 }
 
-// LoadSession replays a stored session, or re-attaches to a live one.
-func (a *Agent) LoadSession(_ context.Context, p acp.LoadSessionRequest) (_ acp.LoadSessionResponse, err error) {
-	defer a.survive("session/load", &err)
+// LoadSession serves session/load for a caller that serves the Agent
+// itself; the ingress serves it with serveLoad.
+func (a *Agent) LoadSession(_ context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+	return call[acp.LoadSessionResponse](a, acp.AgentMethodSessionLoad, func(r *actors.Reply) { a.serveLoad(r, p) })
+}
+
+// serveLoad replays a stored session, or re-attaches to a live one; the
+// session answers behind its replay.
+func (a *Agent) serveLoad(r *actors.Reply, p acp.LoadSessionRequest) {
+	a.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Replay(r) })
+}
+
+// ResumeSession serves session/resume for a caller that serves the Agent
+// itself; the ingress serves it with serveResume.
+func (a *Agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+	return call[acp.ResumeSessionResponse](a, acp.AgentMethodSessionResume, func(r *actors.Reply) { a.serveResume(r, p) })
+}
+
+// serveResume is serveLoad without the replay.
+func (a *Agent) serveResume(r *actors.Reply, p acp.ResumeSessionRequest) {
+	a.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Resume(r) })
+}
+
+// serveOpen serves a load or a resume in the session's order: a live
+// session gets the request at once; a stored one is opened from its file
+// off the ingress, its next requests waiting until it is. then hands the
+// request to the session.
+func (a *Agent) serveOpen(r *actors.Reply, id, cwd string, servers []acp.McpServer, then func(s *actors.Session)) {
 	if !a.cfg.Sessions.Enabled {
-		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
+		a.answer(id, r, nil, acp.NewMethodNotFound(r.Method))
+		return
 	}
-	s, _, err := a.open(p.SessionId, p.Cwd, p.McpServers)
-	if err != nil {
-		return acp.LoadSessionResponse{}, err
+	if err := store.CheckID(id); err != nil {
+		a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()}))
+		return
 	}
-	r := s.Replay()
-	a.log.Info(fmt.Sprintf("[acp] session %s loaded from %s: %d message(s) replayed", s.ID, a.cfg.Sessions.Dir, r.Messages))
-	st, err := s.State()
-	if err != nil {
-		return acp.LoadSessionResponse{}, acp.NewInternalError(map[string]any{"error": err.Error()})
-	}
-	return acp.LoadSessionResponse{Meta: provenanceMeta(r.Provenance), Modes: modes(st.Mode), ConfigOptions: a.configOptions(st.Model)}, nil
+	a.inOrder(id, func() {
+		if s := a.live(id); s != nil {
+			then(s)
+			return
+		}
+		a.hold(id)
+		go func() {
+			defer a.release(id)
+			defer a.survive(r.Method, r)
+			s, err := a.openFile(id, cwd, servers)
+			if err != nil {
+				a.answer(id, r, nil, toRequestError(err))
+				return
+			}
+			then(s)
+		}()
+	})
 }
 
-// ResumeSession is load without the replay.
-func (a *Agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (_ acp.ResumeSessionResponse, err error) {
-	defer a.survive("session/resume", &err)
-	if !a.cfg.Sessions.Enabled {
-		return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
-	}
-	s, attached, err := a.open(p.SessionId, p.Cwd, p.McpServers)
-	if err != nil {
-		return acp.ResumeSessionResponse{}, err
-	}
-	st, err := s.State()
-	if err != nil {
-		return acp.ResumeSessionResponse{}, acp.NewInternalError(map[string]any{"error": err.Error()})
-	}
-	if !attached {
-		// The response carries no session id, so the commands can follow
-		// right away: the client named the session itself.
-		s.Announce()
-	}
-	a.log.Info(fmt.Sprintf("[acp] session %s resumed (%d message(s))", s.ID, len(st.History)-1))
-	return acp.ResumeSessionResponse{Meta: provenanceMeta(st.Provenance), Modes: modes(st.Mode), ConfigOptions: a.configOptions(st.Model)}, nil
-}
-
-// ListSessions lists the stored sessions of a cwd (or of the cwds of the
-// live sessions), newest first.
+// ListSessions lists stored sessions, newest first: those of a cwd, or,
+// without one (ACP makes cwd an optional filter), those of every folder mm
+// has saved sessions in (the folder index), of the folders this connection
+// has named, and of the live sessions. It is served by the SDK, unordered:
+// it reads files, and names no session whose requests it could overtake.
 func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ acp.ListSessionsResponse, err error) {
-	defer a.survive("session/list", &err)
+	defer a.surviveSDK("session/list", &err)
 	if !a.cfg.Sessions.Enabled {
 		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
 	}
@@ -189,12 +192,21 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 		cwds = []string{cwd}
 	} else {
 		seen := map[string]bool{}
+		add := func(cwd string) {
+			if !seen[cwd] {
+				seen[cwd] = true
+				cwds = append(cwds, cwd)
+			}
+		}
+		for _, cwd := range a.folders.List(a.cfg.Sessions.Dir) {
+			add(cwd)
+		}
+		for _, cwd := range a.knownCwds() {
+			add(cwd)
+		}
 		a.mu.Lock()
 		for _, s := range a.sessions {
-			if !seen[s.Cwd] {
-				seen[s.Cwd] = true
-				cwds = append(cwds, s.Cwd)
-			}
+			add(s.Cwd)
 		}
 		a.mu.Unlock()
 	}
@@ -202,7 +214,7 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	for _, cwd := range cwds {
 		list, err := store.List(cwd, a.cfg.Sessions.Dir)
 		if err != nil {
-			return acp.ListSessionsResponse{}, acp.NewInternalError(map[string]any{"error": err.Error()})
+			return acp.ListSessionsResponse{}, a.internal("session/list", err)
 		}
 		all = append(all, list...)
 	}
@@ -218,52 +230,105 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	return out, nil
 }
 
-// CloseSession cancels the session's work, flushes its file and frees its
-// actor.
-func (a *Agent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (_ acp.CloseSessionResponse, err error) {
-	defer a.survive("session/close", &err)
-	s, err := a.session(p.SessionId)
-	if err != nil {
-		return acp.CloseSessionResponse{}, err
-	}
-	a.mu.Lock()
-	delete(a.sessions, s.ID)
-	a.mu.Unlock()
-	s.Stop()
-	a.log.Info(fmt.Sprintf("[acp] session %s closed", s.ID))
-	return acp.CloseSessionResponse{}, nil
+// CloseSession serves session/close for a caller that serves the Agent
+// itself; the ingress serves it with serveClose.
+func (a *Agent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+	return call[acp.CloseSessionResponse](a, acp.AgentMethodSessionClose, func(r *actors.Reply) { a.serveClose(r, p) })
 }
 
-// UnstableForkSession starts a new session with a copy of another's
-// history; its provenance points at the parent.
-func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSessionRequest) (_ acp.UnstableForkSessionResponse, err error) {
-	defer a.survive("session/fork", &err)
-	var st *actors.SessionState
-	if src := a.live(string(p.SessionId)); src != nil {
-		var err error
-		if st, err = src.State(); err != nil {
-			return acp.UnstableForkSessionResponse{}, acp.NewInternalError(map[string]any{"error": err.Error()})
+// serveClose ends a session after the requests read before the close: its
+// turns are cancelled, the rest served, its actor freed. It answers once
+// the session's file is final; the session's next requests (a load, a
+// delete) wait until then.
+func (a *Agent) serveClose(r *actors.Reply, p acp.CloseSessionRequest) {
+	id := string(p.SessionId)
+	a.inOrder(id, func() {
+		s := a.unregister(id)
+		if s == nil {
+			a.answer(id, r, nil, unknownSession(id))
+			return
 		}
-	} else if a.cfg.Sessions.Enabled {
-		cwd, err := checkCwd(p.Cwd)
-		if err != nil {
-			return acp.UnstableForkSessionResponse{}, err
+		a.hold(id)
+		go func() {
+			defer a.release(id)
+			s.Close()
+			a.log.Info(fmt.Sprintf("[acp] session %s closed", id))
+			a.answer(id, r, acp.CloseSessionResponse{}, nil)
+		}()
+	})
+}
+
+// unregister removes a live session from the table and returns it.
+func (a *Agent) unregister(id string) *actors.Session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.sessions[id]
+	delete(a.sessions, id)
+	return s
+}
+
+// UnstableForkSession serves session/fork for a caller that serves the
+// Agent itself; the ingress serves it with serveFork.
+func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error) {
+	return call[acp.UnstableForkSessionResponse](a, acp.AgentMethodSessionFork, func(r *actors.Reply) { a.serveFork(r, p) })
+}
+
+// serveFork starts a new session with a copy of another's history, as the
+// requests read before the fork left it; its provenance points at the
+// parent.
+func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
+	parent := string(p.SessionId)
+	a.inOrder(parent, func() {
+		var state func() (*actors.SessionState, error)
+		if src := a.live(parent); src != nil {
+			state = src.RequestState() // in the parent's order, now
+		} else if a.cfg.Sessions.Enabled {
+			// The stored parent is read before its next requests (a
+			// delete) are served.
+			a.hold(parent)
+			var once sync.Once
+			done := func() { once.Do(func() { a.release(parent) }) }
+			state = func() (*actors.SessionState, error) {
+				defer done()
+				cwd, err := checkCwd(p.Cwd)
+				if err != nil {
+					return nil, err
+				}
+				if err := store.CheckID(parent); err != nil {
+					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
+				}
+				f, err := store.Load(store.Path(cwd, a.cfg.Sessions.Dir, parent))
+				if err != nil {
+					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
+				}
+				return actors.StateFromFile(f), nil
+			}
+			defer func() {
+				if r := recover(); r != nil {
+					done()
+					panic(r)
+				}
+			}()
+		} else {
+			a.answer(parent, r, nil, unknownSession(parent))
+			return
 		}
-		if err := store.CheckID(string(p.SessionId)); err != nil {
-			return acp.UnstableForkSessionResponse{}, acp.NewInvalidParams(map[string]any{"sessionId": string(p.SessionId), "error": err.Error()})
-		}
-		f, err := store.Load(store.Path(cwd, a.cfg.Sessions.Dir, string(p.SessionId)))
-		if err != nil {
-			return acp.UnstableForkSessionResponse{}, acp.NewInvalidParams(map[string]any{"sessionId": string(p.SessionId), "error": err.Error()})
-		}
-		st = actors.StateFromFile(f)
-	} else {
-		_, err := a.session(p.SessionId)
-		return acp.UnstableForkSessionResponse{}, err
-	}
+		a.create(r, func() (string, any, error) {
+			defer a.survive("session/fork", r)
+			st, err := state()
+			if err != nil {
+				return "", nil, err
+			}
+			return a.fork(st, p)
+		})
+	})
+}
+
+// fork spawns the copy of st a fork request asks for.
+func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest) (string, any, error) {
 	cwd, err := checkCwd(p.Cwd)
 	if err != nil {
-		return acp.UnstableForkSessionResponse{}, err
+		return "", nil, err
 	}
 	a.know(cwd)
 	parent := st.ID
@@ -272,47 +337,63 @@ func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	st.MCP = a.mcpServers(stableServers(p.McpServers))
 	s, err := a.register(a.runtime().SpawnSession(st))
 	if err != nil {
-		return acp.UnstableForkSessionResponse{}, err
+		return "", nil, err
 	}
 	if err := s.Flush(); err != nil {
 		a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", s.ID, err))
 	}
-	// The caller queues the response, then Announce (serveCreation).
+	if a.cfg.Sessions.Enabled {
+		a.folders.Add(cwd)
+	}
 	a.log.Info(fmt.Sprintf("[acp] session %s forked from %s (%d message(s))", s.ID, parent, len(st.History)-1))
-	return acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.ID), Meta: provenanceMeta(st.Provenance), Modes: modes(st.Mode)}, nil
+	return s.ID, acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.ID), Meta: provenanceMeta(st.Provenance), Modes: modes(st.Mode)}, nil
 }
 
-// SetSessionMode switches between ask and yolo.
-func (a *Agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (_ acp.SetSessionModeResponse, err error) {
-	defer a.survive("session/set_mode", &err)
-	s, err := a.session(p.SessionId)
-	if err != nil {
-		return acp.SetSessionModeResponse{}, err
-	}
-	if err := s.SetMode(string(p.ModeId)); err != nil {
-		return acp.SetSessionModeResponse{}, acp.NewInvalidParams(map[string]any{"modeId": string(p.ModeId), "error": err.Error()})
-	}
-	return acp.SetSessionModeResponse{}, nil
+// SetSessionMode serves session/set_mode for a caller that serves the
+// Agent itself; the ingress serves it with serveSetMode.
+func (a *Agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	return call[acp.SetSessionModeResponse](a, acp.AgentMethodSessionSetMode, func(r *actors.Reply) { a.serveSetMode(r, p) })
 }
 
-// SetSessionConfigOption sets the model selector.
-func (a *Agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (_ acp.SetSessionConfigOptionResponse, err error) {
-	defer a.survive("session/set_config_option", &err)
+// serveSetMode switches between ask and yolo, in the session's order.
+func (a *Agent) serveSetMode(r *actors.Reply, p acp.SetSessionModeRequest) {
+	id := string(p.SessionId)
+	a.inOrder(id, func() {
+		s := a.live(id)
+		if s == nil {
+			a.answer(id, r, nil, unknownSession(id))
+			return
+		}
+		s.SetMode(string(p.ModeId), r)
+	})
+}
+
+// SetSessionConfigOption serves session/set_config_option for a caller
+// that serves the Agent itself; the ingress serves it with serveSetConfig.
+func (a *Agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	return call[acp.SetSessionConfigOptionResponse](a, acp.AgentMethodSessionSetConfigOption, func(r *actors.Reply) { a.serveSetConfig(r, p) })
+}
+
+// serveSetConfig sets the model selector, in the session's order.
+func (a *Agent) serveSetConfig(r *actors.Reply, p acp.SetSessionConfigOptionRequest) {
 	v := p.ValueId
 	if v == nil {
-		return acp.SetSessionConfigOptionResponse{}, acp.NewInvalidParams(map[string]any{"error": "only the model selector (a value id) can be set"})
+		a.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": "only the model selector (a value id) can be set"}))
+		return
 	}
-	s, err := a.session(v.SessionId)
-	if err != nil {
-		return acp.SetSessionConfigOptionResponse{}, err
-	}
-	if v.ConfigId != "model" {
-		return acp.SetSessionConfigOptionResponse{}, acp.NewInvalidParams(map[string]any{"configId": string(v.ConfigId), "error": "unknown option (model)"})
-	}
-	if err := s.SetModel(string(v.Value)); err != nil {
-		return acp.SetSessionConfigOptionResponse{}, acp.NewInvalidParams(map[string]any{"value": string(v.Value), "error": err.Error()})
-	}
-	return acp.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(string(v.Value))}, nil
+	id := string(v.SessionId)
+	a.inOrder(id, func() {
+		s := a.live(id)
+		if s == nil {
+			a.answer(id, r, nil, unknownSession(id))
+			return
+		}
+		if v.ConfigId != "model" {
+			a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(v.ConfigId), "error": "unknown option (model)"}))
+			return
+		}
+		s.SetModel(string(v.Value), r)
+	})
 }
 
 // sortSummaries puts the newest first (ties: id descending), across cwds.
@@ -325,14 +406,28 @@ func sortSummaries(s []store.Summary) {
 	})
 }
 
-// survive turns a panic in a request handler into an internal error for
-// that request: the SDK runs handlers without a recover, and one bad
-// request must not end every session.
-func (a *Agent) survive(method string, err *error) {
-	if r := recover(); r != nil {
-		a.log.Error(fmt.Sprintf("[acp] %s panicked: %v", method, r))
-		*err = acp.NewInternalError(map[string]any{"error": fmt.Sprintf("mm failed: %v", r)})
+// surviveSDK is survive for the requests the SDK serves, which answer with
+// the handler's error.
+func (a *Agent) surviveSDK(method string, err *error) {
+	if p := recover(); p != nil {
+		*err = a.internal(method, fmt.Errorf("mm failed: %v", p))
 	}
+}
+
+// survive turns a panic in a request's handler into an internal error for
+// that request (unless it was answered already): one bad request must not
+// end every session.
+func (a *Agent) survive(method string, r *actors.Reply) {
+	if p := recover(); p != nil {
+		a.answer("", r, nil, a.internal(method, fmt.Errorf("mm failed: %v", p)))
+	}
+}
+
+// internal is the internal error of a request that failed in mm itself,
+// logged: its one-line reason is the error's message.
+func (a *Agent) internal(method string, err error) *acp.RequestError {
+	a.log.Error(fmt.Sprintf("[acp] %s failed: %v", method, err))
+	return rpcerr.Internal(err.Error(), nil)
 }
 
 // stableServers reads the unstable fork request's MCP servers as the

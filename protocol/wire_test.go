@@ -37,6 +37,12 @@ func newRawAgent(t *testing.T) (*rawAgent, *llmtest.Server) {
 // newRawAgentWith serves a script with a config edited by edit; the agent
 // logs at debug level into r.log.
 func newRawAgentWith(t *testing.T, script string, edit func(*configs.Config)) (*rawAgent, *llmtest.Server) {
+	return newRawAgentOpts(t, script, edit, nil)
+}
+
+// newRawAgentOpts is newRawAgentWith with the connection's options edited
+// by opts (other models, a state directory) before it starts.
+func newRawAgentOpts(t *testing.T, script string, edit func(*configs.Config), opts func(*protocol.Options)) (*rawAgent, *llmtest.Server) {
 	srv, model := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()
@@ -46,7 +52,11 @@ func newRawAgentWith(t *testing.T, script string, edit func(*configs.Config)) (*
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	log := &acptest.SyncBuffer{}
-	c, err := protocol.Start(protocol.Options{Config: cfg, Model: model, In: inR, Out: outW, Log: logs.New(log, slog.LevelDebug)})
+	o := protocol.Options{Config: cfg, Model: model, In: inR, Out: outW, Log: logs.New(log, slog.LevelDebug)}
+	if opts != nil {
+		opts(&o)
+	}
+	c, err := protocol.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}

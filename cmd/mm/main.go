@@ -22,6 +22,7 @@ import (
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools/skills"
 )
 
@@ -150,7 +151,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	conn, err := protocol.Start(protocol.Options{
 		Config: cfg, Model: model, Models: models, In: stdin, Out: stdout, Log: log,
-		ContextWindow: cfg.Model.ContextWindow, Probe: probe,
+		ContextWindow: cfg.Model.ContextWindow, Probe: probe, StateDir: store.StateDir(),
 	})
 	if err != nil {
 		log.Error(err.Error())

@@ -20,6 +20,7 @@ import (
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/store"
 )
 
 var mmBin string
@@ -492,5 +493,71 @@ func TestREADMESmokeTest(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], `"id":1,"result":{"agentCapabilities"`) || !strings.Contains(lines[0], `"protocolVersion":1`) {
 		t.Errorf("stdout: %q", out)
+	}
+}
+
+// TestEveryPipedRequestIsAnswered: stdin closing is no reason to drop
+// answers. initialize, a load and 2,000 requests piped in, then end of
+// file: every request is answered, once, before mm exits.
+func TestEveryPipedRequestIsAnswered(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("model:\n  provider: scripted\nsessions:\n  enabled: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	const sid = "20260101-000000-00000001"
+	data, err := store.Marshal(&store.File{ID: sid, Cwd: cwd, Created: time.Now(), Updated: time.Now(), Mode: "yolo", Model: "default",
+		History: []llm.Message{{Role: llm.RoleSystem, Content: "system"}, {Role: llm.RoleUser, Content: "ping"}, {Role: llm.RoleAssistant, Content: "pong"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.WriteAtomic(store.Path(cwd, ".mm/sessions", sid), data); err != nil {
+		t.Fatal(err)
+	}
+	var in strings.Builder
+	in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n")
+	fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`+"\n", sid, cwd)
+	const n = 2000
+	for i := 0; i < n; i++ {
+		id := 3 + i
+		switch i % 5 {
+		case 0:
+			fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", id, cwd)
+		case 1, 2:
+			fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"session/set_mode","params":{"sessionId":%q,"modeId":%q}}`+"\n", id, sid, []string{"ask", "yolo"}[i%2])
+		case 3:
+			if i%2 == 0 {
+				fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"authenticate","params":{"methodId":"none"}}`+"\n", id)
+			} else {
+				fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"session/list","params":{"cwd":%q}}`+"\n", id, cwd)
+			}
+		default:
+			fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"ping"}]}}`+"\n", id, sid)
+		}
+	}
+	for run := 0; run < 3; run++ {
+		cmd := exec.Command(mmBin, "-acp", "-config", cfg)
+		cmd.Stdin = strings.NewReader(in.String())
+		cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers := map[float64]int{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var m struct {
+				ID     *float64 `json:"id"`
+				Method string   `json:"method"`
+			}
+			if json.Unmarshal([]byte(line), &m) == nil && m.ID != nil && m.Method == "" {
+				answers[*m.ID]++
+			}
+		}
+		for id := 1.0; id <= n+2; id++ {
+			if answers[id] != 1 {
+				t.Fatalf("run %d: request %v answered %d times (%d of %d answered)", run, id, answers[id], len(answers), n+2)
+			}
+		}
 	}
 }

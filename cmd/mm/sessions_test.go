@@ -127,3 +127,72 @@ func TestRandomKillsLeaveLoadableFiles(t *testing.T) {
 	}
 	t.Logf("%d session files, all loadable", files)
 }
+
+// TestListWithoutCwdInANewProcess: session/list without a cwd, in a new
+// process, lists the sessions of every folder mm has saved sessions in; a
+// folder that is gone is dropped from the index.
+func TestListWithoutCwdInANewProcess(t *testing.T) {
+	state := t.TempDir()
+	_, cmd, _ := startMM(t, persisted)
+	_ = cmd.Process.Kill()
+	cfg := cmd.Args[3]
+	start := func() *acptest.Conn {
+		c := exec.Command(mmBin, "-acp", "-config", cfg)
+		c.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "XDG_STATE_HOME=" + state}
+		conn, err := acptest.Process(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close(5 * time.Second) })
+		return conn
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first := start()
+	if _, err := first.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{t.TempDir(), t.TempDir()}
+	var ids []acp.SessionId
+	for _, d := range dirs {
+		res, err := first.NewSession(ctx, acp.NewSessionRequest{Cwd: d, McpServers: []acp.McpServer{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.Ask(ctx, res.SessionId, "ping"); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.SessionId)
+	}
+	_ = first.Close(5 * time.Second)
+
+	list := func() map[acp.SessionId]string {
+		conn := start()
+		if _, err := conn.Init(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res, err := conn.ListSessions(ctx, acp.ListSessionsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[acp.SessionId]string{}
+		for _, s := range res.Sessions {
+			got[s.SessionId] = s.Cwd
+		}
+		return got
+	}
+	got := list()
+	if len(got) != 2 || got[ids[0]] != dirs[0] || got[ids[1]] != dirs[1] {
+		t.Fatalf("a new process lists %v, want both sessions %v in %v", got, ids, dirs)
+	}
+	if err := os.RemoveAll(dirs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); len(got) != 1 || got[ids[0]] != dirs[0] {
+		t.Fatalf("after a folder went: %v", got)
+	}
+	entries, _ := os.ReadDir(filepath.Join(state, "mm", "folders"))
+	if len(entries) != 1 {
+		t.Errorf("the index holds %d folders, want 1", len(entries))
+	}
+}

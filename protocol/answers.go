@@ -1,0 +1,82 @@
+package protocol
+
+import (
+	"fmt"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/internal/rpcerr"
+)
+
+// How the requests the edge serves are answered. Every answer goes through
+// the outbox, behind what its session queued before it: a session answers
+// with its own plain results (actors.TurnResult, actors.Outcome), the edge
+// with an edgeAnswer; encode turns either into the ACP response. A Reply
+// with Done (a caller that serves the Agent itself, call) gets the answer
+// there instead of a line on stdout.
+
+// edgeAnswer is an answer the edge gives itself: a result or an error.
+type edgeAnswer struct {
+	result any
+	err    *acp.RequestError
+}
+
+// answer answers r, unless it was answered already, behind everything
+// queued so far for session sid ("" for none).
+func (a *Agent) answer(sid string, r *actors.Reply, result any, rerr *acp.RequestError) {
+	if r.Claim() {
+		a.box.Answer(sid, r, &edgeAnswer{result: result, err: rerr})
+	}
+}
+
+// encode turns the answer to r into its ACP result or error.
+func (a *Agent) encode(r *actors.Reply, res any) (any, *acp.RequestError) {
+	switch v := res.(type) {
+	case *edgeAnswer:
+		return v.result, v.err
+	case *actors.TurnResult:
+		if v.Err != "" {
+			// The session logged it ("turn failed").
+			return nil, rpcerr.Internal(v.Err, nil)
+		}
+		out := acp.PromptResponse{StopReason: v.StopReason, Usage: v.Usage}
+		if v.Provenance.SessionID != "" {
+			out.Meta = provenanceMeta(v.Provenance) // /new and /compact change it
+		}
+		return out, nil
+	case *actors.Outcome:
+		if v.Err != "" {
+			return nil, acp.NewInvalidParams(map[string]any{"error": v.Err})
+		}
+		switch r.Method {
+		case acp.AgentMethodSessionSetMode:
+			return acp.SetSessionModeResponse{}, nil
+		case acp.AgentMethodSessionSetConfigOption:
+			return acp.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(v.Model)}, nil
+		case acp.AgentMethodSessionLoad:
+			return acp.LoadSessionResponse{Meta: provenanceMeta(v.Provenance), Modes: modes(v.Mode), ConfigOptions: a.configOptions(v.Model)}, nil
+		case acp.AgentMethodSessionResume:
+			return acp.ResumeSessionResponse{Meta: provenanceMeta(v.Provenance), Modes: modes(v.Mode), ConfigOptions: a.configOptions(v.Model)}, nil
+		}
+	}
+	return nil, a.internal(r.Method, fmt.Errorf("mm has no answer of type %T for %s", res, r.Method))
+}
+
+// call serves one request as the ingress does and waits for its answer:
+// the acp.Agent methods, for a caller that serves the Agent on a
+// connection of its own. The ingress never goes through them.
+func call[T any](a *Agent, method string, serve func(*actors.Reply)) (T, error) {
+	var zero T
+	r := &actors.Reply{Method: method, Done: make(chan any, 1)}
+	serve(r)
+	result, rerr := a.encode(r, <-r.Done)
+	if rerr != nil {
+		return zero, rerr
+	}
+	v, ok := result.(T)
+	if !ok {
+		return zero, a.internal(method, fmt.Errorf("mm answered with %T", result))
+	}
+	return v, nil
+}

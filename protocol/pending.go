@@ -1,0 +1,105 @@
+package protocol
+
+import (
+	"sync"
+	"time"
+)
+
+// pending bounds the requests of a connection that were read and are not
+// yet answered. The ingress takes a place for each request before serving
+// it and waits while none is free: it stops reading, and the pipe pushes
+// back on a client that writes requests faster than it reads their
+// answers. A place is given back once the response is written (by the
+// outbox, or by the SDK for the requests it serves). Notifications and
+// responses take no place: they are served at once, or dropped.
+//
+// A client that sends more than max requests without answering the
+// permission request one of them waits on waits for itself: mm reads the
+// answer only after a place frees. Editors send a prompt or two at a time.
+type pending struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+	max  int
+	// answered counts the places given back, so that a wait for the last
+	// answers can tell a client that reads from one that stopped.
+	answered uint64
+	closed   bool
+}
+
+func newPending(max int) *pending {
+	p := &pending{max: max}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+// take waits for a free place and takes it; after close it takes one at
+// once.
+func (p *pending) take() {
+	p.mu.Lock()
+	for p.n >= p.max && !p.closed {
+		p.cond.Wait()
+	}
+	p.n++
+	p.mu.Unlock()
+}
+
+// give gives back k places: their responses were written.
+func (p *pending) give(k int) {
+	if k == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.n = max(0, p.n-k)
+	p.answered += uint64(k)
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// count is the number of requests read and not answered.
+func (p *pending) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// drain waits until every request read has been answered, or until no
+// answer was written for idle (a client that stopped reading): it reports
+// whether all were.
+func (p *pending) drain(idle time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.n > 0 {
+		if !p.waitProgress(p.answered, idle) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitProgress waits up to idle for an answer after seen; p.mu is held.
+func (p *pending) waitProgress(seen uint64, idle time.Duration) bool {
+	deadline := time.Now().Add(idle)
+	for p.n > 0 && p.answered == seen {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		t := time.AfterFunc(left, func() {
+			p.mu.Lock()
+			p.cond.Broadcast()
+			p.mu.Unlock()
+		})
+		p.cond.Wait()
+		t.Stop()
+	}
+	return true
+}
+
+// close lets every take through: the connection is ending.
+func (p *pending) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}

@@ -333,6 +333,29 @@ func TestIdleTimeoutAfterSlowConsumer(t *testing.T) {
 	})
 }
 
+// TestSlowConsumerOfARetryNotice: the consumer takes its time with a
+// retry notice while the retry wait, longer than the idle timeout, runs:
+// the end of the one must not restart the timer during the other (with
+// Anthropic, the wait runs on another goroutine than emit).
+func TestSlowConsumerOfARetryNotice(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, refuses(wr, 1, http.StatusTooManyRequests, "1"))
+		m := wr.model(t, f, llm.Config{Retries: 1, IdleTimeout: 300 * time.Millisecond})
+		var text strings.Builder
+		_, err := m.Stream(t.Context(), prompt, func(d llm.Delta) {
+			switch d.Kind {
+			case llm.DeltaNotice:
+				time.Sleep(100 * time.Millisecond)
+			case llm.DeltaText:
+				text.WriteString(d.Text)
+			}
+		})
+		if err != nil || text.String() != "Hi there." {
+			t.Errorf("streamed %q, err %v", text.String(), err)
+		}
+	})
+}
+
 // TestEarlyEnd: a stream that ends without its finish is a failure, and
 // nothing is retried once the server has answered 200.
 func TestEarlyEnd(t *testing.T) {

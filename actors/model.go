@@ -52,8 +52,10 @@ func (m *modelActor) Receive(ctx actor.Context) {
 
 // stream runs outside the actor: it may block on the network as long as the
 // model takes, and it waits for the session's budget before each delta, so
-// a client that reads slowly pauses the stream. It recovers its own panics
-// so a broken provider fails the call, not the process.
+// a client that reads slowly pauses the stream (inside emit, where llm does
+// not count the wait as the model's silence: model.idleTimeout). It
+// recovers its own panics so a broken provider fails the call, not the
+// process.
 func stream(ctx context.Context, model llm.Model, budget *Budget, r *runModel, root *actor.RootContext, parent *actor.PID) {
 	done := &modelDone{Turn: r.Turn, Call: r.Call}
 	defer func() {

@@ -41,8 +41,12 @@ func newAnthropic(c Config) (Model, error) {
 
 func (m *anthropicModel) Stream(ctx context.Context, req Request, emit func(Delta)) (Response, error) {
 	temperature := m.cfg.temperature(req)
-	ctx, c := beginCall(ctx, m.cfg, temperature < 0, nil)
+	ctx, c := beginCall(ctx, m.cfg, temperature < 0)
 	defer c.end()
+	// The time emit takes is the caller's, not the server's silence. relay
+	// calls it on this goroutine while langchaingo's reader waits in send,
+	// so the hold covers the whole time the caller keeps a delta.
+	emit = c.consumer(emit)
 	var reasoning strings.Builder
 	resp, err := relay(func(d Delta) {
 		if d.Kind == DeltaReasoning {

@@ -33,7 +33,8 @@ type Config struct {
 	Script string
 	// IdleTimeout ends a call that receives nothing (no response header,
 	// no byte of the stream) for this long, with an ErrServer error naming
-	// it; 0 means never.
+	// it; 0 means never. Only the server's silence counts: not the time
+	// the caller's emit takes, nor a retry wait.
 	IdleTimeout time.Duration
 	// Retries is how many times a request the server refuses before
 	// streaming anything (HTTP 429, 502, 503, 529, connection refused) is

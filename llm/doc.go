@@ -28,14 +28,15 @@
 //
 // That transport also carries the HTTP providers' calls through a server's
 // hiccups: a call that hears nothing for Config.IdleTimeout fails naming the
-// timeout; a stream that ends without its finish (OpenAI's [DONE] or
-// finish_reason, Anthropic's message_stop, Ollama's done) fails as ended
-// early, the text streamed so far staying streamed; a request refused
-// before any byte of its answer (HTTP 429, 502, 503, 529, connection
-// refused) is sent again up to Config.Retries times, each wait announced
-// as a DeltaNotice through emit, on the calling goroutine. Connections are
-// kept alive in one pool, and a Warmer opens one ahead of a session's first
-// call.
+// timeout, the time its caller spends in emit not counted (a caller that
+// reads slowly pauses the stream; it does not silence the server); a stream
+// that ends without its finish (OpenAI's [DONE] or finish_reason,
+// Anthropic's message_stop, Ollama's done) fails as ended early, the text
+// streamed so far staying streamed; a request refused before any byte of
+// its answer (HTTP 429, 502, 503, 529, connection refused) is sent again up
+// to Config.Retries times, each wait announced as a DeltaNotice through
+// emit, on the calling goroutine. Connections are kept alive in one pool,
+// and a Warmer opens one ahead of a session's first call.
 //
 // Concurrency: Model values and Scripts are safe for concurrent use by many
 // goroutines; a Model holds no per-call state, and its calls share one pool

@@ -128,7 +128,9 @@ type Response struct {
 }
 
 // Model streams completions. Stream calls emit for every delta, in order, from
-// the calling goroutine, and returns when the call is complete. It must return
+// the calling goroutine, and returns when the call is complete. emit may
+// block, to pace a consumer that reads slowly: the stream waits, and that
+// wait is not the server's silence (Config.IdleTimeout). It must return
 // promptly with ctx.Err() (possibly wrapped) once ctx is cancelled. Errors are
 // one line, fit to show a user (ErrServer wraps server-side failures).
 type Model interface {

@@ -53,12 +53,13 @@ func newOllama(c Config) (Model, error) {
 
 func (m *ollamaModel) Stream(ctx context.Context, req Request, emit func(Delta)) (Response, error) {
 	temperature := m.cfg.temperature(req)
+	ctx, c := beginCall(ctx, m.cfg, temperature < 0)
+	defer c.end()
+	// The time emit takes is the caller's, not the server's silence.
+	emit = c.consumer(emit)
 	// langchaingo makes its request on this goroutine, so notices can go
 	// straight to emit.
-	ctx, c := beginCall(ctx, m.cfg, temperature < 0, func(text string) {
-		emit(Delta{Kind: DeltaNotice, Text: text})
-	})
-	defer c.end()
+	c.notify = func(text string) { emit(Delta{Kind: DeltaNotice, Text: text}) }
 	opts := []llms.CallOption{llms.WithStreamingFunc(func(_ context.Context, chunk []byte) error {
 		if len(chunk) > 0 {
 			emit(Delta{Kind: DeltaText, Text: string(chunk)})

@@ -56,12 +56,13 @@ func newOpenAI(c Config) (Model, error) {
 
 func (m *openAIModel) Stream(ctx context.Context, req Request, emit func(Delta)) (Response, error) {
 	temperature := m.cfg.temperature(req)
+	ctx, c := beginCall(ctx, m.cfg, temperature < 0)
+	defer c.end()
+	// The time emit takes is the caller's, not the server's silence.
+	emit = c.consumer(emit)
 	// langchaingo makes its request on this goroutine, so notices can go
 	// straight to emit.
-	ctx, c := beginCall(ctx, m.cfg, temperature < 0, func(text string) {
-		emit(Delta{Kind: DeltaNotice, Text: text})
-	})
-	defer c.end()
+	c.notify = func(text string) { emit(Delta{Kind: DeltaNotice, Text: text}) }
 
 	// sent is the text forwarded so far, to make up at the end for content
 	// that arrived in the same delta as a tool-call fragment (see below).

@@ -35,6 +35,7 @@ type wire struct {
 	first       []string // lines that stream "Hi"
 	unfinished  []string // then the lines that stream " there."
 	finish      []string // then the lines that end the answer
+	more        []string // lines that stream " more", which may come between first and unfinished
 }
 
 var wires = []wire{
@@ -48,6 +49,7 @@ var wires = []wire{
 			`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`, ``,
 			`data: [DONE]`, ``,
 		},
+		more: []string{`data: {"choices":[{"index":0,"delta":{"content":" more"},"finish_reason":null}]}`, ``},
 	},
 	{
 		name: "anthropic", provider: llm.ProviderAnthropic, apiRoot: "/v1",
@@ -72,6 +74,10 @@ var wires = []wire{
 			`event: message_stop`,
 			`data: {"type":"message_stop"}`, ``,
 		},
+		more: []string{
+			`event: content_block_delta`,
+			`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" more"}}`, ``,
+		},
 	},
 	{
 		name: "ollama", provider: llm.ProviderOllama,
@@ -79,12 +85,23 @@ var wires = []wire{
 		first:      []string{`{"model":"m","message":{"role":"assistant","content":"Hi"},"done":false}`},
 		unfinished: []string{`{"model":"m","message":{"role":"assistant","content":" there."},"done":false}`},
 		finish:     []string{`{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":2}`},
+		more:       []string{`{"model":"m","message":{"role":"assistant","content":" more"},"done":false}`},
 	},
 }
 
 // complete is the whole answer.
 func (w wire) complete() []string {
 	return append(append(append([]string{}, w.first...), w.unfinished...), w.finish...)
+}
+
+// long is a complete answer with n chunks " more" in its middle: it
+// streams "Hi", n times " more", then " there.".
+func (w wire) long(n int) []string {
+	lines := append([]string{}, w.first...)
+	for range n {
+		lines = append(lines, w.more...)
+	}
+	return append(append(lines, w.unfinished...), w.finish...)
 }
 
 // fakeServer answers the chat endpoint with answer, given the request's
@@ -246,6 +263,95 @@ func TestIdleTimeoutCountsSilenceOnly(t *testing.T) {
 		got := stream(t.Context(), wr.model(t, f, llm.Config{IdleTimeout: 400 * time.Millisecond}), prompt)
 		if got.err != nil || got.text != "Hi there." {
 			t.Errorf("text %q, err %v", got.text, got.err)
+		}
+	})
+}
+
+// TestSlowConsumerIsNotSilence: the server sends its whole answer at once
+// to a consumer that takes longer than the idle timeout to take it (an
+// editor that reads slowly, behind the session's stream budget). The time
+// emit runs is the consumer's, not the server's silence: the call ends
+// normally with the whole text, whether the consumer holds one delta for
+// long or many for a little each.
+func TestSlowConsumerIsNotSilence(t *testing.T) {
+	const chunks = 20
+	consumers := []struct {
+		name string
+		hold func(i int) // what the consumer does with text delta i
+	}{
+		{"one long hold", func(i int) {
+			if i == 0 {
+				time.Sleep(time.Second)
+			}
+		}},
+		{"many short holds", func(int) { time.Sleep(time.Second / chunks) }},
+	}
+	want := "Hi" + strings.Repeat(" more", chunks) + " there."
+	forEachWire(t, func(t *testing.T, wr wire) {
+		for _, c := range consumers {
+			t.Run(c.name, func(t *testing.T) {
+				f := newFake(t, wr, answers(wr, wr.long(chunks)))
+				m := wr.model(t, f, llm.Config{IdleTimeout: 300 * time.Millisecond})
+				var text strings.Builder
+				i := 0
+				resp, err := m.Stream(t.Context(), prompt, func(d llm.Delta) {
+					if d.Kind == llm.DeltaText {
+						c.hold(i)
+						i++
+						text.WriteString(d.Text)
+					}
+				})
+				if err != nil || text.String() != want || resp.Text != want {
+					t.Errorf("streamed %q (response %q), err %v; want %q", text.String(), resp.Text, err, want)
+				}
+			})
+		}
+	})
+}
+
+// TestIdleTimeoutAfterSlowConsumer: the idle timer is suspended while the
+// consumer holds the stream, not stopped: once emit returns, the timer runs
+// again, and a server that has gone quiet is caught a whole timeout later.
+func TestIdleTimeoutAfterSlowConsumer(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, stalls(wr))
+		m := wr.model(t, f, llm.Config{IdleTimeout: 200 * time.Millisecond})
+		var released time.Time
+		_, err := m.Stream(t.Context(), prompt, func(d llm.Delta) {
+			if d.Kind == llm.DeltaText {
+				time.Sleep(500 * time.Millisecond)
+				released = time.Now()
+			}
+		})
+		checkOneLine(t, err, "model server: no answer for 200ms (model.idleTimeout)")
+		if released.IsZero() {
+			t.Fatal("no text before the stall")
+		}
+		if d := time.Since(released); d < 200*time.Millisecond {
+			t.Errorf("the call timed out %v after the consumer let go, want a whole timeout: its hold was counted as silence", d)
+		}
+	})
+}
+
+// TestSlowConsumerOfARetryNotice: the consumer takes its time with a
+// retry notice while the retry wait, longer than the idle timeout, runs:
+// the end of the one must not restart the timer during the other (with
+// Anthropic, the wait runs on another goroutine than emit).
+func TestSlowConsumerOfARetryNotice(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		f := newFake(t, wr, refuses(wr, 1, http.StatusTooManyRequests, "1"))
+		m := wr.model(t, f, llm.Config{Retries: 1, IdleTimeout: 300 * time.Millisecond})
+		var text strings.Builder
+		_, err := m.Stream(t.Context(), prompt, func(d llm.Delta) {
+			switch d.Kind {
+			case llm.DeltaNotice:
+				time.Sleep(100 * time.Millisecond)
+			case llm.DeltaText:
+				text.WriteString(d.Text)
+			}
+		})
+		if err != nil || text.String() != "Hi there." {
+			t.Errorf("streamed %q, err %v", text.String(), err)
 		}
 	})
 }

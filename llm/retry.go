@@ -68,15 +68,15 @@ func backoff(base time.Duration, attempt int) time.Duration {
 	return min(d, maxRetryWait)
 }
 
-// wait tells the user about retry attempt+1, then waits d with the idle
-// timer paused (the silence is ours, not the server's). It returns ctx's
-// error if ctx ends first: a cancel ends the wait at once.
+// wait tells the user about retry attempt+1, then waits d, both under a
+// hold of the idle timer (the silence is ours, not the server's). It
+// returns ctx's error if ctx ends first: a cancel ends the wait at once.
 func (c *call) wait(ctx context.Context, d time.Duration, reason string, attempt int) error {
+	c.hold()
+	defer c.release()
 	if c.notify != nil {
 		c.notify(fmt.Sprintf("%s, retrying in %s (retry %d of %d)\n", reason, waitText(d), attempt+1, c.retries))
 	}
-	c.pauseIdle()
-	defer c.activity()
 	return Pause(ctx, d)
 }
 

@@ -48,6 +48,9 @@ type call struct {
 	timerMu  sync.Mutex
 	timer    *time.Timer // nil without an idle timeout
 	timerOff bool        // the stream is over: no read may restart the timer
+	// holds counts the waits of ours under way (see hold): while there is
+	// one, the timer is stopped and no read restarts it.
+	holds int
 
 	mu  sync.Mutex
 	err error
@@ -57,15 +60,15 @@ type callKey struct{}
 
 // beginCall attaches a fresh call to ctx, configured by cfg. omitTemperature
 // asks the transport to strip the temperature langchaingo always sends (0
-// when unset), so that the server's default applies. notify receives the
-// call's notices (see call.notify). The caller must call end when done.
-func beginCall(ctx context.Context, cfg Config, omitTemperature bool, notify func(string)) (context.Context, *call) {
+// when unset), so that the server's default applies. The caller sets
+// call.notify if it listens, wraps its emit with call.consumer, and must
+// call end when done.
+func beginCall(ctx context.Context, cfg Config, omitTemperature bool) (context.Context, *call) {
 	c := &call{
 		omitTemperature: omitTemperature,
 		parent:          ctx,
 		retries:         max(cfg.Retries, 0),
 		backoff:         cfg.RetryBackoff,
-		notify:          notify,
 		idle:            cfg.IdleTimeout,
 	}
 	if c.backoff <= 0 {
@@ -92,22 +95,57 @@ func (c *call) abort(cause error) {
 	}
 }
 
-// activity restarts the idle timer: the server answered something.
+// activity restarts the idle timer: the server answered something. During
+// a hold it does not: the hold's end restarts the timer.
 func (c *call) activity() {
 	c.timerMu.Lock()
 	defer c.timerMu.Unlock()
-	if c.timer != nil && !c.timerOff {
+	if c.timer != nil && !c.timerOff && c.holds == 0 {
 		c.timer.Reset(c.idle)
 	}
 }
 
-// pauseIdle stops the idle timer while the call waits on purpose (a retry
-// wait); activity restarts it.
-func (c *call) pauseIdle() {
+// hold stops the idle timer while the call waits on its own side: a retry
+// wait, or the caller's emit (see consumer). The silence of the server
+// then is no failure of the server's. Holds nest, as the caller's emit of
+// a retry notice and the retry wait itself may overlap (Anthropic's
+// requests run on a goroutine of their own); release ends one.
+func (c *call) hold() {
 	c.timerMu.Lock()
 	defer c.timerMu.Unlock()
+	c.holds++
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+}
+
+// release ends a hold. When no other is left, the timer runs again for a
+// whole timeout, as if the server had just answered: the time of the hold
+// was never the server's to spend.
+func (c *call) release() {
+	c.timerMu.Lock()
+	defer c.timerMu.Unlock()
+	c.holds--
+	if c.timer != nil && !c.timerOff && c.holds == 0 {
+		c.timer.Reset(c.idle)
+	}
+}
+
+// consumer returns emit wrapped in a hold: the time the caller takes with
+// a delta is not counted as the server's silence. A caller may take long:
+// mm's session waits in emit on its stream budget while the editor does
+// not read its output. Meanwhile langchaingo reads at most a chunk ahead
+// (its Ollama client calls back between reads; its OpenAI and Anthropic
+// clients read on a goroutine that waits for the callback, or for relay,
+// before handing over the next chunk), so the server goes unheard through
+// no fault of its own; without the hold, a call that streams faster than
+// the editor reads would end as "no answer for model.idleTimeout". Each
+// provider passes every delta and notice through the emit this returns.
+func (c *call) consumer(emit func(Delta)) func(Delta) {
+	return func(d Delta) {
+		c.hold()
+		defer c.release()
+		emit(d)
 	}
 }
 

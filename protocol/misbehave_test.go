@@ -136,6 +136,44 @@ func TestStalledModel(t *testing.T) {
 	}
 }
 
+// TestSlowEditorIsNotAStalledModel (issue 17): the model server sends a
+// long answer at once while the editor reads nothing for longer than
+// model.idleTimeout. The session's stream pauses on its budget meanwhile,
+// and that pause is the editor's, not the model's silence: once the editor
+// reads again, the turn ends end_turn with the whole answer.
+func TestSlowEditorIsNotAStalledModel(t *testing.T) {
+	// Large words keep the chunks few (langchaingo concatenates the answer
+	// chunk by chunk); four times the session's stream budget in all, so
+	// the stream must wait on the editor.
+	word := strings.Repeat("w", 32<<10-1) + " "
+	answer := strings.Repeat(word, 32)
+	script := "rules:\n  - match: \"^flood$\"\n    steps: [{text: \"" + answer + "\"}]\n"
+	e := newEnvScript(t, script, func(c *configs.Config) { c.Model.IdleTimeout = 300 * time.Millisecond })
+	sid := e.newSession()
+	e.conn.Pause()
+	type result struct {
+		res acp.PromptResponse
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := e.conn.Ask(e.ctx, sid, "flood")
+		done <- result{res, err}
+	}()
+	time.Sleep(time.Second) // over three idle timeouts of an editor reading nothing
+	e.conn.Resume()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("the turn failed while the editor was slow: %v", r.err)
+	}
+	if r.res.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("stop reason %s, want end_turn", r.res.StopReason)
+	}
+	if got := acptest.Text(e.conn.Client.Updates(sid)); got != answer {
+		t.Errorf("the client got %d bytes of the answer's %d", len(got), len(answer))
+	}
+}
+
 // TestTruncatedStream: a stream that ends cleanly without its finish is an
 // error, not end_turn; the half reply is kept.
 func TestTruncatedStream(t *testing.T) {

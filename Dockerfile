@@ -6,8 +6,8 @@
 #
 # Run it as yourself (--user; podman: --userns=keep-id) so that what the agent
 # writes in the project belongs to you, and mount the project at the path it
-# has on the host so that the editor's paths are valid inside. README.md
-# ("Container") has podman, a model server on the host, and Zed;
+# has on the host so that the editor's paths are valid inside.
+# docs/container.md has podman, a model server on the host, and Zed;
 # scripts/container-test.sh drives a real session through the image.
 FROM golang:1.26 AS build
 WORKDIR /src

@@ -74,7 +74,7 @@ func Start(o Options) (*Conn, error) {
 	// that goroutine's first read waits until the logger is set.
 	gated := gate.New(in)
 	conn := acp.NewAgentSideConnection(a, &sdkWriter{w: out, answered: waiting.give}, gated)
-	conn.SetLogger(log.With("lib", "acp"))
+	conn.SetLogger(slog.New(quietEOF{log.Handler()}).With("lib", "acp"))
 	gated.Open()
 	a.conn = conn
 	// The actor system is built while the client's initialize is read and
@@ -121,6 +121,31 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(b)
 }
+
+// quietEOF passes on the SDK's log records but one: the Info "connection
+// closed" it logs when the client closes its side (cause "peer connection
+// closed"). That is how every session with an editor ends, and how the
+// README's smoke test ends; a line about it reads like a fault. A close for
+// any other cause (a read error) is still logged.
+type quietEOF struct{ slog.Handler }
+
+func (q quietEOF) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo && r.Message == "connection closed" {
+		eof := false
+		r.Attrs(func(a slog.Attr) bool {
+			eof = a.Key == "cause" && a.Value.String() == "peer connection closed"
+			return !eof
+		})
+		if eof {
+			return nil
+		}
+	}
+	return q.Handler.Handle(ctx, r)
+}
+
+func (q quietEOF) WithAttrs(as []slog.Attr) slog.Handler { return quietEOF{q.Handler.WithAttrs(as)} }
+
+func (q quietEOF) WithGroup(g string) slog.Handler { return quietEOF{q.Handler.WithGroup(g)} }
 
 // SetContextWindow records the model's context window once it is known.
 func (c *Conn) SetContextWindow(n int) { c.agent.runtime().SetContextWindow(n) }

@@ -10,7 +10,7 @@ import (
 // names: `cat .env` reads a secret as surely as read_file .env does. This is
 // a guard rail, not a sandbox: what a command computes at run time (a path
 // built from pieces, a file an interpreter opens, a hard link) is out of its
-// sight; the README says so.
+// sight; docs/tools.md says so.
 
 // maxShellWords bounds the words and glob matches looked at in one command.
 const maxShellWords = 512

@@ -149,7 +149,7 @@ func TestContainer(t *testing.T) {
 	}
 	if fi, err := os.Stat(made); err == nil {
 		if owner := int(fi.Sys().(*syscall.Stat_t).Uid); owner != wantUID {
-			t.Errorf("made.txt belongs to uid %d on the host, want %d (rootless docker maps container uids elsewhere: see README)", owner, wantUID)
+			t.Errorf("made.txt belongs to uid %d on the host, want %d (rootless docker maps container uids elsewhere: see docs/container.md)", owner, wantUID)
 		}
 	}
 

@@ -467,30 +467,62 @@ func TestContextWindow(t *testing.T) {
 	}
 }
 
-// TestREADMESmokeTest runs the README's one-line smoke test as a user
-// pastes it: one initialize answer on stdout, exit 0 at end of input.
-func TestREADMESmokeTest(t *testing.T) {
+// readmeSmokeTest returns the README's lines: the one-line smoke test
+// (`printf '…' | mm -acp`) and the stderr it shows, the fenced block after
+// the paragraph that begins with "stderr".
+func readmeSmokeTest(t *testing.T) (line string, stderr []string) {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var line string
+	afterStderr, fenced := false, false
 	for _, l := range strings.Split(string(readme), "\n") {
-		if strings.HasPrefix(l, "printf '") && strings.HasSuffix(l, "| mm -acp") {
+		switch {
+		case strings.HasPrefix(l, "printf '") && strings.HasSuffix(l, "| mm -acp"):
 			line = l
+		case line == "" || stderr != nil && !fenced:
+		case strings.HasPrefix(l, "stderr"):
+			afterStderr = true
+		case afterStderr && strings.HasPrefix(l, "```"):
+			if fenced {
+				afterStderr, fenced = false, false
+				continue
+			}
+			fenced, stderr = true, []string{}
+		case fenced:
+			stderr = append(stderr, l)
 		}
 	}
 	if line == "" {
 		t.Fatal("the README has no `printf '…' | mm -acp` line")
 	}
+	return line, stderr
+}
+
+// runSmokeTest runs the line as a user pastes it on a machine with no mm
+// config and no model URL in the environment.
+func runSmokeTest(t *testing.T, line string) (stdout, stderr string) {
+	t.Helper()
 	cmd := exec.Command("sh", "-c", line)
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(mmBin)+string(os.PathListSeparator)+os.Getenv("PATH"), "MM_CONFIG=", "HOME="+t.TempDir())
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(mmBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"MM_CONFIG=", "HOME="+t.TempDir(), "OPENAI_BASE_URL=")
 	cmd.Dir = t.TempDir()
+	var errb strings.Builder
+	cmd.Stderr = &errb
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s: %v", line, err)
+		t.Fatalf("%s: %v\n%s", line, err, errb.String())
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return string(out), errb.String()
+}
+
+// TestREADMESmokeTest runs the README's one-line smoke test as a user
+// pastes it: one initialize answer on stdout, exit 0 at end of input.
+func TestREADMESmokeTest(t *testing.T) {
+	line, _ := readmeSmokeTest(t)
+	out, _ := runSmokeTest(t, line)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], `"id":1,"result":{"agentCapabilities"`) || !strings.Contains(lines[0], `"protocolVersion":1`) {
 		t.Errorf("stdout: %q", out)
 	}
@@ -559,5 +591,32 @@ func TestEveryPipedRequestIsAnswered(t *testing.T) {
 				t.Fatalf("run %d: request %v answered %d times (%d of %d answered)", run, id, answers[id], len(answers), n+2)
 			}
 		}
+	}
+}
+
+// TestREADMESmokeTestStderr: the stderr the README shows for its smoke
+// test is what mm prints, line for line, and a normal end of input adds no
+// line of the SDK's (its "connection closed" is noise to a user).
+func TestREADMESmokeTestStderr(t *testing.T) {
+	line, shown := readmeSmokeTest(t)
+	if len(shown) == 0 {
+		t.Fatal("the README shows no stderr for its smoke test (a fenced block after the paragraph that begins with \"stderr\")")
+	}
+	_, stderr := runSmokeTest(t, line)
+	got := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	printed := map[string]bool{}
+	for _, l := range got {
+		printed[l] = true
+	}
+	for _, l := range shown {
+		if !printed[l] {
+			t.Errorf("the README shows the stderr line %q, which mm does not print", l)
+		}
+	}
+	if strings.Contains(stderr, "connection closed") {
+		t.Errorf("a normal end of input logs the SDK's connection closed:\n%s", stderr)
+	}
+	if len(got) != len(shown) {
+		t.Errorf("mm prints %d stderr lines, the README shows %d:\n%s", len(got), len(shown), stderr)
 	}
 }

@@ -1,7 +1,7 @@
 // Command mmstress is mm's multi-session stress harness: it opens many
 // sessions against one runtime (in this process, or `mm -acp` subprocesses
 // over real pipes), runs turns with a chosen mix, checks every update, and
-// reports throughput, latencies and memory. See README.md.
+// reports throughput, latencies and memory. See docs/stress.md.
 package main
 
 import (

@@ -20,11 +20,15 @@ import (
 // never blocks: an actor that sends from its Receive never waits on the
 // dispatcher.
 type dispatcher struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []func()
-	head    int
-	idle    int
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []func()
+	head  int
+	idle  int
+	// woken counts the idle workers signalled that have not woken yet:
+	// each takes one job, so an idle worker is free for a new job only if
+	// no earlier one was promised to it.
+	woken   int
 	workers int
 	// taken counts the jobs workers have taken; the watchdog compares it
 	// with what it was when it was armed.
@@ -62,7 +66,8 @@ func (d *dispatcher) Schedule(fn func()) {
 	}
 	d.queue = append(d.queue, fn)
 	switch {
-	case d.idle > 0:
+	case d.idle > d.woken:
+		d.woken++
 		d.cond.Signal()
 	case d.workers < base():
 		d.spawn()
@@ -80,7 +85,7 @@ func (d *dispatcher) watch(seen uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.armed = false
-	if d.closed || d.head == len(d.queue) || d.idle > 0 {
+	if d.closed || d.head == len(d.queue) || d.idle > d.woken {
 		return
 	}
 	if d.taken == seen {
@@ -111,6 +116,9 @@ func (d *dispatcher) work() {
 			d.idle++
 			d.cond.Wait()
 			d.idle--
+			if d.woken > 0 {
+				d.woken--
+			}
 		}
 		if d.head == len(d.queue) {
 			// Closed, or an extra worker with nothing left to do.

@@ -92,6 +92,8 @@ type Runtime struct {
 	// probe asks for the window; probing is set while it runs (warm.go).
 	probe   Probe
 	probing atomic.Bool
+	// warmup is the warm-up waiting for quiet (warm.go).
+	warmup warmer
 	// ctx ends when the runtime shuts down: background work such as a
 	// warm-up stops then.
 	ctx  context.Context
@@ -235,6 +237,7 @@ func NewSessionID(now time.Time) string {
 // Sessions must be stopped first.
 func (rt *Runtime) Shutdown() {
 	rt.stop()
+	rt.stopWarm()
 	_ = rt.sys.Root.StopFuture(rt.turns).Wait()
 	done := make(chan struct{})
 	go func() {

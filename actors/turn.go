@@ -98,6 +98,7 @@ func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 		s.reply(t, &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()})
 		return
 	}
+	s.rt.turnStarted(s.modelID)
 	s.queue = append(s.queue, t)
 	s.next(ctx)
 }

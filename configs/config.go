@@ -75,6 +75,10 @@ type Model struct {
 	// Retries is how many times a call refused before any byte was
 	// streamed (HTTP 429, 502, 503, 529, connection refused) is tried again.
 	Retries int `yaml:"retries"`
+	// WarmUp readies the models (a pooled connection, the first call's
+	// code, the window probe) while nobody waits; the main model's value
+	// applies to every model.
+	WarmUp bool `yaml:"warmUp"`
 
 	// BaseURLFrom is the config file that wrote baseURL, "" when it is the
 	// embedded default's: only the default gives way to OPENAI_BASE_URL

@@ -2,6 +2,8 @@ package protocol_test
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,5 +80,102 @@ func eventually(t *testing.T, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s within 5 s", what)
 		}
+	}
+}
+
+// recorder is a model that notes, in order, its warm-ups and calls, and
+// the probes of its window.
+type recorder struct {
+	llm.Model
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) note(e string) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.events...)
+}
+
+func (r *recorder) Warm(ctx context.Context) {
+	r.note("warm")
+	r.Model.(llm.Warmer).Warm(ctx)
+}
+
+func (r *recorder) Stream(ctx context.Context, req llm.Request, emit func(llm.Delta)) (llm.Response, error) {
+	r.note("call")
+	return r.Model.Stream(ctx, req, emit)
+}
+
+// TestWarmUpUsesTimeNobodyWaitsOn: a prompt sent as soon as session/new is
+// answered runs before any warm-up (it opens the connection itself, and
+// its model's warm-up is dropped); a prompt typed a moment later finds its
+// model warmed and its window probed.
+func TestWarmUpUsesTimeNobodyWaitsOn(t *testing.T) {
+	srv, _ := scriptServer(t, misbehaveScript)
+	cfg := configs.Default()
+	cfg.Model.BaseURL = srv.URL()
+	cfg.Model.ContextWindow = 0
+	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL(), Temperature: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{Model: model}
+	probe := func(context.Context) int { rec.note("probe"); return 9000 }
+	conn, err := acptest.InProcessWith(protocol.Options{Config: cfg, Model: rec, Probe: probe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(5 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := conn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the probe, once quiet", func() bool { return slices.Contains(rec.seen(), "probe") })
+	time.Sleep(100 * time.Millisecond)
+	if got := rec.seen(); got[0] != "call" || slices.Contains(got, "warm") {
+		t.Fatalf("a prompt sent at once: %v, want the call first and no warm-up", got)
+	}
+
+	// A second model server, so that its connection is new: a prompt
+	// typed after a pause finds it open.
+	srv2, _ := scriptServer(t, misbehaveScript)
+	model2, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv2.URL(), Temperature: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec2 := &recorder{Model: model2}
+	conn2, err := acptest.InProcessWith(protocol.Options{Config: cfg, Model: rec2, ContextWindow: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close(5 * time.Second)
+	if _, err := conn2.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sess2, err := conn2.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the warm-up of an idle session", func() bool { return srv2.Connections() == 1 })
+	if _, err := conn2.Ask(ctx, sess2.SessionId, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec2.seen(); len(got) != 2 || got[0] != "warm" || got[1] != "call" || srv2.Connections() != 1 {
+		t.Fatalf("a prompt after a pause: %v with %d connection(s), want the warm-up first and its connection reused", got, srv2.Connections())
 	}
 }

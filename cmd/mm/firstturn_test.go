@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -52,4 +53,46 @@ func BenchmarkFirstTurn(b *testing.B) {
 	b.ReportMetric(median(first), "first-ms")
 	b.ReportMetric(median(second), "second-ms")
 	b.ReportMetric(median(paused), "paused-ms")
+}
+
+// BenchmarkPromptAtOnce: a fresh process, initialize, session/new, and a
+// prompt sent as soon as session/new is answered, as an editor that opens
+// a thread with its question does; model.warmUp on and off. It reports
+// the medians of session/new (new-ms) and of the turn (first-ms). The
+// model server's window is not configured, so it is probed as for a
+// default config. The warm-up must cost neither figure anything:
+//
+//	go test ./cmd/mm -run '^$' -bench PromptAtOnce -benchtime 15x
+func BenchmarkPromptAtOnce(b *testing.B) {
+	for _, warm := range []bool{true, false} {
+		b.Run(fmt.Sprintf("warmUp=%t", warm), func(b *testing.B) {
+			var news, firsts []float64
+			for b.Loop() {
+				b.StopTimer()
+				conn, cmd, _ := startMMScript(b, script, fmt.Sprintf("  warmUp: %t\n", warm))
+				b.StartTimer()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				if _, err := conn.Init(ctx); err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: b.TempDir(), McpServers: []acp.McpServer{}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				news = append(news, float64(time.Since(start).Microseconds())/1000)
+				start = time.Now()
+				if res, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+					b.Fatalf("%v %v", res, err)
+				}
+				firsts = append(firsts, float64(time.Since(start).Microseconds())/1000)
+				cancel()
+				_ = conn.Close(5 * time.Second)
+				_ = cmd.Wait()
+			}
+			median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+			b.ReportMetric(median(news), "new-ms")
+			b.ReportMetric(median(firsts), "first-ms")
+		})
+	}
 }

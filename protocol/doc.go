@@ -4,17 +4,49 @@
 // package actors, and writes what the sessions say back to the client.
 //
 // Files: ingress.go (the one way in: every stdin line read whole, decoded
-// once, checked; prompts, cancels and session creation served in the order
-// read, everything else passed to the SDK), agent.go (initialize, session/new,
-// prompt, cancel), sessions.go (load, resume, list, close, fork, modes, the
-// model selector), outbox.go (the sharded writer that keeps each session's
-// updates and responses in order), serve.go (one connection from start to
+// once, checked, and served here or passed to the SDK), ids.go (request ids
+// compared by value, the id of a line too long to read, members twice),
+// pending.go (the bound on requests read and not answered), order.go (a
+// session's order while it is opened or closed), agent.go (initialize,
+// session/new, prompt, cancel), sessions.go (load, resume, list, close,
+// fork, modes, the model selector), delete.go, answers.go (how every
+// request the edge serves is answered), outbox.go (the sharded writer that
+// keeps each session's updates and responses in order), calls.go (mm's own
+// requests to the client), serve.go (one connection from start to
 // shutdown).
 //
+// Order. Every request and notification of a session — session/prompt,
+// session/cancel, session/set_mode, session/set_config_option,
+// session/load, session/resume, session/close, session/fork and
+// session/delete — is served by the ingress on its one goroutine, in the
+// order read, and reaches the session's mailbox before the next line is
+// read: the mailbox is the order from there. The SDK would serve each
+// request on a goroutine of its own, so that a prompt written after
+// set_config_option could run on the old model. Opening a session from its
+// file, closing it until its file is final and deleting it end outside
+// the session; meanwhile its next requests wait in its lane (order.go).
+// session/new is served here too, so that its response goes out before the
+// new session's first update. Not ordered, and served by the SDK:
+// initialize and authenticate, which name no session and change none;
+// session/list, which names no session and only reads files (a session's
+// file is final once close has answered, so a list after a close sees it);
+// methods mm does not have; and the client's answers to the SDK's
+// permission requests.
+//
+// Answers. Every request the edge serves is answered once, through the
+// outbox: by its session (a prompt's turn result, a mode or model outcome,
+// a replay) behind the updates it caused, or by the edge (a bad request, an
+// unknown session, a creation). At most acp.maxPending requests are read
+// and not yet answered (pending.go); past that the ingress waits and reads
+// nothing.
+//
 // Concurrency: the SDK's reader goroutine calls the ingress, which never
-// blocks on a turn or on the client (it waits on stdout only to answer a
-// line it refuses). The SDK calls the other request handlers each on a
-// goroutine of its own; they may wait on the actors (futures are fine out
-// here), actors never wait on the edge. The session table is guarded by a
-// mutex; everything a session sends goes through the outbox.
+// blocks on a turn or on the client, except to wait for a place in pending
+// or to answer a line it refuses. The SDK calls the handlers of the
+// requests it serves each on a goroutine of its own; they may wait on the
+// actors (futures are fine out here), actors never wait on the edge. Work
+// outside a session that a request needs (a file read, a close) runs on a
+// goroutine of its own, its session's lane held. The session table and the
+// lanes are guarded by one mutex; everything a session sends goes through
+// the outbox.
 package protocol

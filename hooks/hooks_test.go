@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/internal/procs"
+	"github.com/mm-agent/mm/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,27 +31,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const hangBound = 10 * time.Second
 
 // logBuf collects what a logger writes; the hooks may log from the test's
-// goroutine while the test reads, so it is guarded.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+// goroutines and theirs at once.
+type logBuf struct{ syncbuf.Buffer }
 
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := strings.TrimRight(l.buf.String(), "\n")
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
+func (l *logBuf) lines() []string { return l.Lines() }
 
 // only asserts that the log holds exactly one record, at level, whose
 // message is msg.

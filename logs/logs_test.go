@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/mm-agent/mm/internal/syncbuf"
 )
 
 func TestLines(t *testing.T) {
@@ -20,23 +21,10 @@ func TestLines(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-	n  int
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.n++
-	return l.b.Write(p)
-}
-
 // TestBatchWriter: every line arrives, whole and in order, in fewer writes
 // than lines under a burst, and Close flushes.
 func TestBatchWriter(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	w := NewBatchWriter(&out)
 	l := New(w, slog.LevelInfo)
 	var want strings.Builder
@@ -45,11 +33,11 @@ func TestBatchWriter(t *testing.T) {
 		want.WriteString("line i=" + itoa(i) + "\n")
 	}
 	w.Close()
-	if out.b.String() != want.String() {
+	if out.String() != want.String() {
 		t.Fatal("lines lost or reordered")
 	}
-	if out.n >= 2000 {
-		t.Errorf("%d writes for 2000 lines", out.n)
+	if out.Writes() >= 2000 {
+		t.Errorf("%d writes for 2000 lines", out.Writes())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/lsp/lsptest"
 )
 
@@ -104,13 +105,13 @@ type env struct {
 	dir    string
 	a, b   string // the fixture files
 	record string // the fake's record file
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	c      *Client
 }
 
 func newEnv(t *testing.T, flags ...string) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), logs: &syncBuffer{}}
+	e := &env{t: t, dir: t.TempDir(), logs: &syncbuf.Buffer{}}
 	e.a = filepath.Join(e.dir, "a.go")
 	e.b = filepath.Join(e.dir, "b.go")
 	e.record = filepath.Join(t.TempDir(), "record.jsonl")
@@ -211,23 +212,6 @@ func alive(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	f := bytes.Fields(b[i+1:])
 	return len(f) > 0 && f[0][0] != 'Z' && f[0][0] != 'X'
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestDefinition(t *testing.T) {

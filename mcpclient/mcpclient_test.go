@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/internal/procs"
+	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/mcpclient/internal/testtools"
 )
 
@@ -89,25 +90,6 @@ func (r *recorder) Warnings() []string {
 	return slices.Clone(r.warnings)
 }
 
-// syncBuffer is a log destination that the servers' goroutines may write
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 var sessions atomic.Int64
 
 // newSessionID is unique to the test, the run (-count) and the test process,
@@ -118,10 +100,10 @@ func newSessionID(t *testing.T) string {
 }
 
 // connect connects to servers for the test, and closes at its end.
-func connect(t *testing.T, servers []Server, cwd, sessionID string) (*Sessions, *recorder, *syncBuffer) {
+func connect(t *testing.T, servers []Server, cwd, sessionID string) (*Sessions, *recorder, *syncbuf.Buffer) {
 	t.Helper()
 	rec := &recorder{}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := Connect(servers, cwd, sessionID, log, rec.onChange, rec.onWarning)
 	t.Cleanup(s.Close)

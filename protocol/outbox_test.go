@@ -6,31 +6,14 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]byte(nil), s.b.Bytes()...)
-}
 
 // TestOutboxWritesWhatTheSDKWrites: the outbox writes session updates
 // itself (in order with the responses it writes); each line is the one
@@ -44,12 +27,12 @@ func TestOutboxWritesWhatTheSDKWrites(t *testing.T) {
 		"user+meta": {UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: map[string]any{"mm.sessionProvenance": map[string]any{"sessionId": "s1", "kind": "root"}}, Content: acp.TextBlock("q")}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var ours syncBuffer
+			var ours syncbuf.Buffer
 			o := newOutbox(&ours, slog.New(slog.DiscardHandler))
 			o.Update("s1", u)
 			o.closeWithin(5 * time.Second)
 
-			var sdk syncBuffer
+			var sdk syncbuf.Buffer
 			r, w := io.Pipe()
 			defer w.Close()
 			conn := acp.NewAgentSideConnection(nil, &sdk, r)
@@ -69,7 +52,7 @@ func TestOutboxWritesWhatTheSDKWrites(t *testing.T) {
 func TestOutboxFolds(t *testing.T) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	defer sys.Shutdown()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	o := newOutbox(&out, slog.New(slog.DiscardHandler))
 	s := o.shard("a")
 	chunk := func(t string) outItem {

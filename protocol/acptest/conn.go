@@ -1,7 +1,6 @@
 package acptest
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/gate"
+	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
@@ -76,36 +76,7 @@ func (v *valve) Read(p []byte) (int, error) {
 func (c *Conn) Process() *os.Process { return c.proc }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent use.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	b   bytes.Buffer
-	off bool
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.off {
-		return len(p), nil
-	}
-	return s.b.Write(p)
-}
-
-// Off stops recording and forgets what was recorded (benchmarks measure
-// the agent's memory, not the recording's).
-func (s *SyncBuffer) Off() {
-	s.mu.Lock()
-	s.off = true
-	s.b = bytes.Buffer{}
-	s.mu.Unlock()
-}
-
-// String returns what was written so far.
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type SyncBuffer = syncbuf.Buffer
 
 // InProcess serves the agent in this process over in-memory pipes.
 func InProcess(cfg *configs.Config, model llm.Model) (*Conn, error) {

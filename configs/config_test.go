@@ -322,8 +322,10 @@ func TestExampleScriptsExist(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no examples")
 	}
+	for i := range files {
+		files[i], _ = filepath.Abs(files[i]) // the loop changes directory
+	}
 	for _, f := range files {
-		f, _ = filepath.Abs(f)
 		c, err := Load(f)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)

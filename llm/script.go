@@ -60,7 +60,8 @@ type Step struct {
 	// Garbage makes the call fail with a malformed stream.
 	Garbage bool
 	// Stall streams the first word of Text and then nothing more, until
-	// the caller gives up: a server that hangs mid-answer.
+	// the idle timeout (Config.IdleTimeout) or the caller ends the call: a
+	// server that hangs mid-answer.
 	Stall bool
 	// Truncate streams Text and then ends without a finish: a server that
 	// dies mid-answer. The call fails as ended early.
@@ -137,9 +138,11 @@ type stepFile struct {
 // follow the last user message; past the last step the answer is empty text
 // with finish "stop". A step may override latency and tokensPerSec, and may
 // add sleep, a stall before answering that a cancelled context cuts short.
-// A stall step hangs after its first word until the caller gives up (its
+// A stall step hangs after its first word until the caller gives up (the
 // idle timeout, a cancel); a truncate step fails, after its text, as a
-// stream that ended early.
+// stream that ended early. The idle timeout (Config.IdleTimeout, or the
+// HTTP client's) counts silence as it does for a server: the sleep and
+// latency before the first word, and every gap between two words.
 // Durations are Go duration strings ("250ms", "30s"). Unknown keys are
 // errors, so that a misspelt key does not silently do nothing.
 func ParseScript(data []byte) (*Script, error) {

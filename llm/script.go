@@ -169,6 +169,11 @@ func ParseScript(data []byte) (*Script, error) {
 	}
 	fallback := ruleFile{Steps: []stepFile{{Text: "You said: " + tmplUserText}}}
 	if f.Default != nil {
+		// The default shares a rule's shape, yet is never matched: a
+		// match there would silently do nothing.
+		if f.Default.Match != "" {
+			return nil, errors.New("llm: script: default: match is not used (the default answers when no rule matches); move it to a rule")
+		}
 		fallback = *f.Default
 	}
 	r, err := f.compileRule(nil, fallback)

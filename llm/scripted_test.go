@@ -274,6 +274,7 @@ func TestParseScriptErrors(t *testing.T) {
 		"bad default":     "default: {steps: [{finish: nope}]}",
 		"non-string keys": "rules: [{match: x, steps: [{toolCalls: [{name: t, args: {a: {1: 2}}}]}]}]",
 		"stall and cut":   "rules: [{match: x, steps: [{stall: true, truncate: true}]}]",
+		"default match":   "default: {match: x, steps: [{text: hi}]}",
 	} {
 		if _, err := llm.ParseScript([]byte(yaml)); err == nil {
 			t.Errorf("%s: parsed %q without error", name, yaml)

@@ -104,7 +104,8 @@ type stepFile struct {
 	Sleep        time.Duration  `yaml:"sleep"`
 }
 
-// ParseScript parses a YAML script:
+// ParseScript parses a YAML script. docs/scripted-model.md is the user's
+// guide to the format; in short:
 //
 //	rules:                      # tried in order against the last user message
 //	  - match: "^ping$"         # Go regexp
@@ -128,7 +129,7 @@ type stepFile struct {
 //	    steps: [{text: "Half an", truncate: true}] # streams the text, ends without a finish
 //	  - match: "long"
 //	    steps: [{text: "a b c", finish: length}]
-//	default:                    # when no rule matches; built in: echo
+//	default:                    # when no rule matches (steps only); built in: echo
 //	  steps: [{text: "You said: {{last_user_text}}"}]
 //	latency: 0ms                # time to first token
 //	tokensPerSec: 0             # 0 = instant; a token is one word with its leading whitespace

@@ -65,7 +65,10 @@ type Model struct {
 	Temperature   float64 `yaml:"temperature"`
 	MaxTokens     int     `yaml:"maxTokens"`
 	ContextWindow int     `yaml:"contextWindow"`
-	Script        string  `yaml:"script"`
+	// Script is the scripted provider's YAML script. Load makes it
+	// absolute: a relative path is relative to the config file that
+	// names it, "~/" is the home directory; "" is the embedded script.
+	Script string `yaml:"script"`
 	// Vision says the model takes images: image blocks of a prompt reach
 	// it as image parts (and promptCapabilities.image is advertised).
 	Vision bool `yaml:"vision"`
@@ -294,6 +297,7 @@ func decode(c *Config, data []byte, name string) error {
 	}
 	if name != defaultName {
 		userURLs(c, root.Content[0], name)
+		return resolvePaths(c, name)
 	}
 	return nil
 }

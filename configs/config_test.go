@@ -212,3 +212,81 @@ func TestBaseURLFromFile(t *testing.T) {
 		t.Errorf("embedded default: %s from %s", url, from)
 	}
 }
+
+// TestScriptRelativeToConfigFile: model.script and models[].script are
+// found next to the config file that names them, whatever directory mm
+// was started in (an editor starts it in the project); an absolute path is
+// kept and "~/" is the home directory, as elsewhere in the config.
+func TestScriptRelativeToConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	cfgDir := filepath.Join(dir, "conf")
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs := filepath.Join(dir, "elsewhere", "abs.yaml")
+	path := filepath.Join(cfgDir, "config.yaml")
+	yml := "model:\n  provider: scripted\n  script: scripts/demo.yaml\nmodels:\n" +
+		"  - {id: abs, script: " + abs + "}\n" +
+		"  - {id: home, script: ~/s.yaml}\n" +
+		"  - {id: up, script: ../up.yaml}\n" +
+		"  - {id: none}\n"
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The process works elsewhere, as under an editor; the config path is
+	// given relative to it, so that the file's own directory must be made
+	// absolute too.
+	t.Chdir(dir)
+	c, err := Load(filepath.Join("conf", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"default": filepath.Join(cfgDir, "scripts", "demo.yaml"),
+		"abs":     abs,
+		"home":    filepath.Join(home, "s.yaml"),
+		"up":      filepath.Join(dir, "up.yaml"),
+		"none":    "",
+	}
+	got := map[string]string{"default": c.Model.Script}
+	for _, m := range c.Models {
+		got[m.ID] = m.Script
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: script = %q, want %q", id, got[id], w)
+		}
+	}
+	if d := Default(); d.Model.Script != "" {
+		t.Errorf("the embedded default names a script: %q", d.Model.Script)
+	}
+}
+
+// TestExampleScriptsExist: every scripted example's script is found from
+// the example alone, wherever the tests run.
+func TestExampleScriptsExist(t *testing.T) {
+	files, _ := filepath.Glob("examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no examples")
+	}
+	for i := range files {
+		files[i], _ = filepath.Abs(files[i]) // the loop changes directory
+	}
+	for _, f := range files {
+		c, err := Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if c.Model.Provider != "scripted" || c.Model.Script == "" {
+			continue
+		}
+		// Another working directory, as an editor's: the script must
+		// not depend on the one the tests run in.
+		t.Chdir(t.TempDir())
+		if _, err := os.Stat(c.Model.Script); err != nil {
+			t.Errorf("%s: model.script: %v", f, err)
+		}
+	}
+}

@@ -36,7 +36,9 @@
 // its answer (HTTP 429, 502, 503, 529, connection refused) is sent again up
 // to Config.Retries times, each wait announced as a DeltaNotice through
 // emit, on the calling goroutine. Connections are kept alive in one pool,
-// and a Warmer opens one ahead of a session's first call.
+// and a Warmer opens one ahead of a session's first call. The scripted
+// model keeps the same idle timer, so that a script's stall or long sleep
+// ends as a quiet server's call does.
 //
 // Concurrency: Model values and Scripts are safe for concurrent use by many
 // goroutines; a Model holds no per-call state, and its calls share one pool

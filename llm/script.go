@@ -60,7 +60,8 @@ type Step struct {
 	// Garbage makes the call fail with a malformed stream.
 	Garbage bool
 	// Stall streams the first word of Text and then nothing more, until
-	// the caller gives up: a server that hangs mid-answer.
+	// the idle timeout (Config.IdleTimeout) or the caller ends the call: a
+	// server that hangs mid-answer.
 	Stall bool
 	// Truncate streams Text and then ends without a finish: a server that
 	// dies mid-answer. The call fails as ended early.
@@ -103,7 +104,8 @@ type stepFile struct {
 	Sleep        time.Duration  `yaml:"sleep"`
 }
 
-// ParseScript parses a YAML script:
+// ParseScript parses a YAML script. docs/scripted-model.md is the user's
+// guide to the format; in short:
 //
 //	rules:                      # tried in order against the last user message
 //	  - match: "^ping$"         # Go regexp
@@ -127,7 +129,7 @@ type stepFile struct {
 //	    steps: [{text: "Half an", truncate: true}] # streams the text, ends without a finish
 //	  - match: "long"
 //	    steps: [{text: "a b c", finish: length}]
-//	default:                    # when no rule matches; built in: echo
+//	default:                    # when no rule matches (steps only); built in: echo
 //	  steps: [{text: "You said: {{last_user_text}}"}]
 //	latency: 0ms                # time to first token
 //	tokensPerSec: 0             # 0 = instant; a token is one word with its leading whitespace
@@ -137,9 +139,11 @@ type stepFile struct {
 // follow the last user message; past the last step the answer is empty text
 // with finish "stop". A step may override latency and tokensPerSec, and may
 // add sleep, a stall before answering that a cancelled context cuts short.
-// A stall step hangs after its first word until the caller gives up (its
+// A stall step hangs after its first word until the caller gives up (the
 // idle timeout, a cancel); a truncate step fails, after its text, as a
-// stream that ended early.
+// stream that ended early. The idle timeout (Config.IdleTimeout, or the
+// HTTP client's) counts silence as it does for a server: the sleep and
+// latency before the first word, and every gap between two words.
 // Durations are Go duration strings ("250ms", "30s"). Unknown keys are
 // errors, so that a misspelt key does not silently do nothing.
 func ParseScript(data []byte) (*Script, error) {
@@ -166,6 +170,11 @@ func ParseScript(data []byte) (*Script, error) {
 	}
 	fallback := ruleFile{Steps: []stepFile{{Text: "You said: " + tmplUserText}}}
 	if f.Default != nil {
+		// The default shares a rule's shape, yet is never matched: a
+		// match there would silently do nothing.
+		if f.Default.Match != "" {
+			return nil, errors.New("llm: script: default: match is not used (the default answers when no rule matches); move it to a rule")
+		}
 		fallback = *f.Default
 	}
 	r, err := f.compileRule(nil, fallback)

@@ -8,17 +8,20 @@ import (
 // scriptedModel plays a Script with no server.
 type scriptedModel struct {
 	script *Script
+	// idle is Config.IdleTimeout: a script that goes quiet (a stall, a
+	// long sleep, a slow token rate) ends as a quiet server's call does.
+	idle time.Duration
 }
 
 func newScripted(c Config) (Model, error) {
 	if c.Script == "" {
-		return &scriptedModel{script: DefaultScript()}, nil
+		return &scriptedModel{script: DefaultScript(), idle: c.IdleTimeout}, nil
 	}
 	s, err := LoadScript(c.Script)
 	if err != nil {
 		return nil, err
 	}
-	return &scriptedModel{script: s}, nil
+	return &scriptedModel{script: s, idle: c.IdleTimeout}, nil
 }
 
 // scriptedWhere names the scripted model in timeout errors.
@@ -26,8 +29,19 @@ const scriptedWhere = "scripted model"
 
 func (m *scriptedModel) Stream(ctx context.Context, req Request, emit func(Delta)) (Response, error) {
 	st := m.script.Answer(req.Messages)
+	// The call's idle timer is the HTTP providers' (transport.go): every
+	// delta restarts it, and when it fires it ends this call's context
+	// only, so that the call reports the timeout and not a cancel. The
+	// time the caller takes with a delta (a slow editor) is not counted.
+	ctx, c := beginCall(ctx, Config{IdleTimeout: m.idle}, false)
+	defer c.end()
+	emit = c.consumer(emit)
+	heard := func(d Delta) {
+		c.activity()
+		emit(d)
+	}
 	if Pause(ctx, st.Sleep+st.Latency) != nil {
-		return Response{}, endedError(ctx, scriptedWhere)
+		return Response{}, c.result(nil, scriptedWhere)
 	}
 	switch {
 	case st.Error != "":
@@ -36,15 +50,15 @@ func (m *scriptedModel) Stream(ctx context.Context, req Request, emit func(Delta
 		return Response{}, serverErr("malformed stream (scripted garbage step)")
 	case st.Stall:
 		if word, _ := NextWord(st.Text); word != "" {
-			emit(Delta{Kind: DeltaText, Text: word})
+			heard(Delta{Kind: DeltaText, Text: word})
 		}
 		<-ctx.Done()
-		return Response{}, endedError(ctx, scriptedWhere)
+		return Response{}, c.result(nil, scriptedWhere)
 	}
 	gap := st.WordGap()
-	if streamWords(ctx, DeltaReasoning, st.Reasoning, gap, emit) != nil ||
-		streamWords(ctx, DeltaText, st.Text, gap, emit) != nil {
-		return Response{}, endedError(ctx, scriptedWhere)
+	if streamWords(ctx, DeltaReasoning, st.Reasoning, gap, heard) != nil ||
+		streamWords(ctx, DeltaText, st.Text, gap, heard) != nil {
+		return Response{}, c.result(nil, scriptedWhere)
 	}
 	if st.Truncate {
 		return Response{}, earlyEndError()

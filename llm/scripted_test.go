@@ -213,6 +213,65 @@ rules:
 	}
 }
 
+// TestScriptedIdleTimeout: model.idleTimeout ends a scripted call that
+// goes quiet, as it ends a server's, so that a stall or a long sleep in a
+// script plays what a hung server does in mm, not a hang until cancel. As
+// over HTTP, only silence counts: a slow but steady stream is not cut.
+func TestScriptedIdleTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "script.yaml")
+	if err := os.WriteFile(path, []byte(`
+rules:
+  - {match: stall, steps: [{text: "Let me see.", stall: true}]}
+  - {match: sleep, steps: [{text: "late", sleep: 30s}]}
+  - {match: slow, steps: [{text: "one two", tokensPerSec: 1}]}
+  - {match: steady, steps: [{text: "a b c d e f g h", tokensPerSec: 25}]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := llm.New(llm.Config{Provider: llm.ProviderScripted, Script: path, IdleTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for prompt, text := range map[string]string{"stall": "Let", "sleep": "", "slow": ""} {
+		// Without the timeout the call would wait for its caller: the
+		// test gives up after a few seconds, as a user would.
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		start := time.Now()
+		got := stream(ctx, m, llm.Request{Messages: user(prompt)})
+		cancel()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: the idle timeout took %v to end the call", prompt, d)
+		}
+		if got.err == nil {
+			t.Errorf("%s: no error, want the idle timeout", prompt)
+			continue
+		}
+		checkOneLine(t, got.err, "no answer for 200ms (model.idleTimeout)")
+		if errors.Is(got.err, context.Canceled) {
+			t.Errorf("%s: error %v matches context.Canceled: only the caller cancels", prompt, got.err)
+		}
+		if got.text != text {
+			t.Errorf("%s: streamed %q before the timeout, want %q", prompt, got.text, text)
+		}
+	}
+	// Eight words 40ms apart take longer than the timeout, yet no gap is
+	// as long.
+	if got := stream(t.Context(), m, llm.Request{Messages: user("steady")}); got.err != nil || got.text != "a b c d e f g h" {
+		t.Errorf("steady: %q, %v", got.text, got.err)
+	}
+	// A caller that takes long with each word (an editor reading slowly)
+	// is not the model's silence.
+	slow := 0
+	got, err := m.Stream(t.Context(), llm.Request{Messages: user("steady")}, func(d llm.Delta) {
+		if slow++; slow <= 3 {
+			time.Sleep(300 * time.Millisecond)
+		}
+	})
+	if err != nil || got.Text != "a b c d e f g h" {
+		t.Errorf("steady, read slowly: %q, %v", got.Text, err)
+	}
+}
+
 func TestParseScriptErrors(t *testing.T) {
 	for name, yaml := range map[string]string{
 		"bad regexp":      "rules: [{match: '(', steps: []}]",
@@ -226,6 +285,7 @@ func TestParseScriptErrors(t *testing.T) {
 		"bad default":     "default: {steps: [{finish: nope}]}",
 		"non-string keys": "rules: [{match: x, steps: [{toolCalls: [{name: t, args: {a: {1: 2}}}]}]}]",
 		"stall and cut":   "rules: [{match: x, steps: [{stall: true, truncate: true}]}]",
+		"default match":   "default: {match: x, steps: [{text: hi}]}",
 	} {
 		if _, err := llm.ParseScript([]byte(yaml)); err == nil {
 			t.Errorf("%s: parsed %q without error", name, yaml)

@@ -112,18 +112,8 @@ type slotGranted struct {
 	Turn uint64
 }
 
-// slotSlow tells a session that its turn has waited for a slot longer
-// than slotPatience.
-type slotSlow struct {
-	Turn uint64
-}
-
-// slotPosition asks the serializer how many turns are ahead of a waiting
-// one; it answers with a slotQueue, or nothing once the turn is not queued.
-type slotPosition struct {
-	Turn    uint64
-	Session *actor.PID
-}
+// checkWaits makes the serializer look for turns that wait too long.
+type checkWaits struct{}
 
 // slotQueue says how many turns run or wait ahead of a waiting one.
 type slotQueue struct {

@@ -174,8 +174,6 @@ func (s *session) Receive(ctx actor.Context) {
 		s.announce()
 	case *slotGranted:
 		s.onSlot(ctx, m.Turn)
-	case *slotSlow:
-		s.onSlotSlow(ctx, m)
 	case *slotQueue:
 		s.onSlotQueue(m)
 	case *modelDelta:

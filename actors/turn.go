@@ -79,9 +79,8 @@ type turn struct {
 	// trimmed is set once the user was told that the turn's requests
 	// leave old messages out (window.go).
 	trimmed bool
-	// slowTimer fires once the turn has waited slotPatience for a slot;
-	// toldWaiting is set once its user was told why it waits.
-	slowTimer   *time.Timer
+	// toldWaiting is set once its user was told why it waits for a
+	// slot (the serializer tells after slotPatience).
 	toldWaiting bool
 }
 
@@ -174,40 +173,10 @@ func (s *session) begin(ctx actor.Context, t *turn) {
 	s.acquire(ctx, t)
 }
 
-// slotPatience is how long a turn waits for its slot before its user is
-// told why nothing happens: with turns.concurrency 1, a long command in one
-// thread otherwise freezes every other thread silently.
-const slotPatience = time.Second
-
 // acquire asks the serializer for the turn's slot.
 func (s *session) acquire(ctx actor.Context, t *turn) {
 	t.state = turnWaiting
 	ctx.Send(s.rt.turns, &acquireSlot{Turn: t.id, Session: ctx.Self()})
-	if !t.toldWaiting && t.slowTimer == nil {
-		root, self, id := ctx.ActorSystem().Root, ctx.Self(), t.id
-		t.slowTimer = time.AfterFunc(slotPatience, func() { root.Send(self, &slotSlow{Turn: id}) })
-	}
-}
-
-// stopSlowTimer forgets the turn's patience timer: it got its slot, or
-// ended.
-func (t *turn) stopSlowTimer() {
-	if t.slowTimer != nil {
-		t.slowTimer.Stop()
-		t.slowTimer = nil
-	}
-}
-
-// onSlotSlow asks the serializer where a turn that still waits stands.
-func (s *session) onSlotSlow(ctx actor.Context, m *slotSlow) {
-	t := s.cur
-	if t == nil || t.id != m.Turn {
-		return
-	}
-	t.slowTimer = nil
-	if t.state == turnWaiting && !t.toldWaiting {
-		ctx.Send(s.rt.turns, &slotPosition{Turn: t.id, Session: ctx.Self()})
-	}
 }
 
 // onSlotQueue tells the user, once per turn, why the turn waits.
@@ -230,7 +199,6 @@ func (s *session) onSlot(ctx actor.Context, id uint64) {
 		return
 	}
 	t.state = turnRunning
-	t.stopSlowTimer()
 	switch {
 	case t.resume != nil:
 		// A tool call was answered by the user: it runs now.
@@ -378,7 +346,6 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 	if t != s.cur {
 		return
 	}
-	t.stopSlowTimer()
 	if t.state == turnRunning {
 		ctx.Send(s.rt.turns, &releaseSlot{Turn: t.id})
 	}

@@ -33,15 +33,27 @@ func (m *scriptedModel) Stream(ctx context.Context, req Request, emit func(Delta
 	// delta restarts it, and when it fires it ends this call's context
 	// only, so that the call reports the timeout and not a cancel. The
 	// time the caller takes with a delta (a slow editor) is not counted.
-	ctx, c := beginCall(ctx, Config{IdleTimeout: m.idle}, false)
-	defer c.end()
-	emit = c.consumer(emit)
+	// Without a timeout (the stress harness) there is no timer to keep.
+	var c *call
+	if m.idle > 0 {
+		ctx, c = beginCall(ctx, Config{IdleTimeout: m.idle}, false)
+		defer c.end()
+		emit = c.consumer(emit)
+	}
 	heard := func(d Delta) {
-		c.activity()
+		if c != nil {
+			c.activity()
+		}
 		emit(d)
 	}
+	ended := func() error {
+		if c != nil {
+			return c.result(nil, scriptedWhere)
+		}
+		return endedError(ctx, scriptedWhere)
+	}
 	if Pause(ctx, st.Sleep+st.Latency) != nil {
-		return Response{}, c.result(nil, scriptedWhere)
+		return Response{}, ended()
 	}
 	switch {
 	case st.Error != "":
@@ -53,12 +65,12 @@ func (m *scriptedModel) Stream(ctx context.Context, req Request, emit func(Delta
 			heard(Delta{Kind: DeltaText, Text: word})
 		}
 		<-ctx.Done()
-		return Response{}, c.result(nil, scriptedWhere)
+		return Response{}, ended()
 	}
 	gap := st.WordGap()
 	if streamWords(ctx, DeltaReasoning, st.Reasoning, gap, heard) != nil ||
 		streamWords(ctx, DeltaText, st.Text, gap, heard) != nil {
-		return Response{}, c.result(nil, scriptedWhere)
+		return Response{}, ended()
 	}
 	if st.Truncate {
 		return Response{}, earlyEndError()

@@ -222,30 +222,39 @@ func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 }
 
 // servePrompt starts a prompt's turn in its session's order; its response
-// comes from the outbox once the turn has ended. started, when set, is
-// told the prompt's number in its session (for $/cancel_request).
-func (a *Agent) servePrompt(r *actors.Reply, p acp.PromptRequest, started func(*actors.Session, uint64)) {
+// comes from the outbox once the turn has ended. ref, when set, is told
+// the prompt's session and number (for $/cancel_request).
+func (a *Agent) servePrompt(r *actors.Reply, p acp.PromptRequest, ref *promptRef) {
 	sid := string(p.SessionId)
-	a.inOrder(sid, func() {
-		s := a.live(sid)
-		if s == nil {
-			a.answer(sid, r, nil, unknownSession(sid))
-			return
-		}
-		seq, err := s.Start(p.Prompt, r)
-		if err != nil {
-			a.answer(sid, r, nil, acp.NewInvalidRequest(map[string]any{"sessionId": sid, "error": err.Error()}))
-			return
-		}
-		if started != nil {
-			started(s, seq)
-		}
-		if a.isDraining() {
-			// Read before the connection ended, served after: it is
-			// answered, cancelled.
-			s.CancelPrompt(seq)
-		}
-	})
+	if a.held(sid) {
+		a.inOrder(sid, func() { a.startPrompt(r, p, ref) })
+		return
+	}
+	// No lane holds the session: nothing can come before this prompt, and
+	// the closure a lane would keep is not made (a prompt is the hot path).
+	a.startPrompt(r, p, ref)
+}
+
+func (a *Agent) startPrompt(r *actors.Reply, p acp.PromptRequest, ref *promptRef) {
+	sid := string(p.SessionId)
+	s := a.live(sid)
+	if s == nil {
+		a.answer(sid, r, nil, unknownSession(sid))
+		return
+	}
+	seq, err := s.Start(p.Prompt, r)
+	if err != nil {
+		a.answer(sid, r, nil, acp.NewInvalidRequest(map[string]any{"sessionId": sid, "error": err.Error()}))
+		return
+	}
+	if ref != nil && ref.started(s, seq) {
+		s.CancelPrompt(seq) // its $/cancel_request came first
+	}
+	if a.isDraining() {
+		// Read before the connection ended, served after: it is
+		// answered, cancelled.
+		s.CancelPrompt(seq)
+	}
 }
 
 // Cancel cancels the session's prompts started so far, running or queued.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -124,7 +125,9 @@ func duplicateKey(obj []byte) string {
 	var seen []string // a message has a handful of members
 	var many map[string]bool
 	dup := ""
-	gjson.ParseBytes(obj).ForEach(func(k, _ gjson.Result) bool {
+	// obj is read in place: gjson.ParseBytes would copy a line that may
+	// be megabytes long, and no result outlives this call.
+	gjson.Parse(unsafe.String(unsafe.SliceData(obj), len(obj))).ForEach(func(k, _ gjson.Result) bool {
 		name := k.String()
 		if many != nil {
 			if many[name] {

@@ -77,6 +77,7 @@ type ingress struct {
 // promptRef is a prompt request: its session and number once started, or
 // cancelled, when its $/cancel_request came before it started.
 type promptRef struct {
+	in        *ingress
 	session   *actors.Session
 	seq       uint64
 	reply     *actors.Reply
@@ -411,20 +412,20 @@ func (in *ingress) notification(method string, params json.RawMessage, line []by
 // servePrompt starts a prompt's turn in its session's order, and keeps it
 // by id for $/cancel_request until it is answered.
 func (in *ingress) servePrompt(r *actors.Reply, p acp.PromptRequest) {
-	key := idKey(r.ID)
-	ref := &promptRef{reply: r}
+	ref := &promptRef{reply: r, in: in}
 	in.mu.Lock()
-	in.prompts[key] = ref
+	in.prompts[idKey(r.ID)] = ref
 	in.mu.Unlock()
-	in.agent.servePrompt(r, p, func(s *actors.Session, seq uint64) {
-		in.mu.Lock()
-		ref.session, ref.seq = s, seq
-		cancelled := ref.cancelled
-		in.mu.Unlock()
-		if cancelled {
-			s.CancelPrompt(seq)
-		}
-	})
+	in.agent.servePrompt(r, p, ref)
+}
+
+// started records the session and number of a prompt; it reports whether
+// the prompt's $/cancel_request came before it started.
+func (ref *promptRef) started(s *actors.Session, seq uint64) (cancelled bool) {
+	ref.in.mu.Lock()
+	defer ref.in.mu.Unlock()
+	ref.session, ref.seq = s, seq
+	return ref.cancelled
 }
 
 // answered forgets a prompt request once its response is written.

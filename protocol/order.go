@@ -40,6 +40,16 @@ func (a *Agent) inOrder(sid string, serve func()) {
 	serve()
 }
 
+// held says whether a lane holds the session's requests. Called by the
+// ingress before it serves a request: no other goroutine can start holding
+// a lane the ingress has not served a request to.
+func (a *Agent) held(sid string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := a.lanes[sid]
+	return l != nil && (l.held || l.draining)
+}
+
 // cancelInOrder is inOrder for a session/cancel: cancels in a row are one.
 func (a *Agent) cancelInOrder(sid string, cancel func()) {
 	a.mu.Lock()

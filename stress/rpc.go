@@ -53,7 +53,9 @@ func (e *rpcError) Error() string {
 	var d struct {
 		Error string `json:"error"`
 	}
-	if json.Unmarshal(e.Data, &d) == nil && d.Error != "" {
+	// mm's own failures carry their reason in the message and in data
+	// both: it is said once.
+	if json.Unmarshal(e.Data, &d) == nil && d.Error != "" && d.Error != s {
 		s += ": " + d.Error
 	}
 	return s

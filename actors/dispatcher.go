@@ -10,7 +10,11 @@ import (
 // on a few long-lived goroutines, one per core or so. Protoactor's own
 // starts a goroutine each time a mailbox gets work, and under load the new
 // stacks, grown again by every Receive, and the hand-offs between them cost
-// a quarter of mm's throughput (mmstress over pipes).
+// mm's throughput: with protoactor's default dispatcher the standard
+// mmstress run (1,000 sessions × 10 turns, concurrency 64) made 30% fewer
+// turns per second over pipes (median of 7 alternated runs: 20,400 against
+// 29,000) and 16% fewer in process (29,900 against 35,500, 11 runs). Over
+// pipes is how editors run mm, so the custom dispatcher stays.
 //
 // A mailbox that never empties keeps its worker: protoactor's mailbox only
 // yields to the Go scheduler every throughput messages, it does not return.
@@ -18,7 +22,9 @@ import (
 // worker whenever work has waited starved for a quantum while every worker
 // was busy; the extra workers leave when they find nothing to do. Schedule
 // never blocks: an actor that sends from its Receive never waits on the
-// dispatcher.
+// dispatcher. An idle worker already signalled is promised to the job that
+// signalled it (woken): two jobs scheduled at once never both count on one
+// worker while the watchdog sleeps (TestDispatcherTwoQuickJobs).
 type dispatcher struct {
 	mu    sync.Mutex
 	cond  *sync.Cond

@@ -23,7 +23,12 @@ import (
 // warmQuiet is how long no turn may have started, and no session been
 // created, before the warm-up runs. An editor's prompt sent with the
 // session comes within a millisecond or two; a person types for seconds.
-const warmQuiet = 25 * time.Millisecond
+// Turns that never pause (a bot, a harness) do not put it off for more
+// than warmLatest: the window, unknown until probed, matters to them.
+const (
+	warmQuiet  = 25 * time.Millisecond
+	warmLatest = 250 * time.Millisecond
+)
 
 // warmer is the runtime's pending warm-up.
 type warmer struct {
@@ -32,7 +37,9 @@ type warmer struct {
 	// be probed.
 	models map[string]bool
 	probe  bool
-	timer  *time.Timer
+	// asked is when the pending warm-up was first asked for.
+	asked time.Time
+	timer *time.Timer
 	closed bool
 	// lastTurn is when a turn last started (Unix nanoseconds); pending
 	// says models is not empty. Both are read without mu: a turn's start
@@ -57,6 +64,9 @@ func (rt *Runtime) warm(id string) {
 	}
 	if w.models == nil {
 		w.models = map[string]bool{}
+	}
+	if len(w.models) == 0 && !w.probe {
+		w.asked = time.Now()
 	}
 	if _, ok := rt.models[id].(llm.Warmer); ok {
 		w.models[id] = true
@@ -105,7 +115,8 @@ func (rt *Runtime) warmNow() {
 	if w.closed {
 		return
 	}
-	if since := time.Duration(time.Now().UnixNano() - w.lastTurn.Load()); since < warmQuiet {
+	since := time.Duration(time.Now().UnixNano() - w.lastTurn.Load())
+	if since < warmQuiet && time.Since(w.asked) < warmLatest {
 		rt.armWarm(warmQuiet - since)
 		return
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/internal/procs"
+	"github.com/mm-agent/mm/internal/rpcerr"
 )
 
 // Config is an agent mm can ask: the command that starts it on ACP.
@@ -253,7 +254,7 @@ func (c *client) RequestPermission(ctx context.Context, p acp.RequestPermissionR
 func (c *client) UnstableCreateElicitation(ctx context.Context, p acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
 	r := c.relayNow()
 	if r == nil {
-		return acp.UnstableCreateElicitationResponse{}, acp.NewInternalError(map[string]any{"error": "no one can be asked"})
+		return acp.UnstableCreateElicitationResponse{}, rpcerr.Internal("no one can be asked", nil)
 	}
 	return r.Elicit(ctx, p)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/internal/rpcerr"
 )
 
 // mm's own requests to the client. acp-go-sdk v0.13.5 has elicitation only
@@ -87,7 +88,7 @@ func (c *calls) answered(id json.RawMessage, result, rerr json.RawMessage) bool 
 	if rerr != nil {
 		r.err = &acp.RequestError{}
 		if json.Unmarshal(rerr, r.err) != nil {
-			r.err = acp.NewInternalError(map[string]any{"error": "the client's error could not be read"})
+			r.err = rpcerr.Internal("the client's error could not be read", nil)
 		}
 	}
 	ch <- r

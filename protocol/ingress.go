@@ -240,69 +240,49 @@ func (in *ingress) serve(method string, id, params json.RawMessage) bool {
 	a := in.agent
 	r := &actors.Reply{ID: id, Method: method}
 	defer a.survive(method, r)
-	bad := func(rerr *acp.RequestError) bool {
-		a.answer("", r, nil, rerr)
-		return true
-	}
 	switch method {
 	case acp.AgentMethodSessionPrompt:
+		// The hot path: decoded by the ingress's own fast decoder.
 		var p promptRequest
 		if rerr := decodeParams(params, &p); rerr != nil {
-			return bad(rerr)
+			a.answer("", r, nil, rerr)
+			break
 		}
 		in.servePrompt(r, p.request())
 	case acp.AgentMethodSessionNew:
-		var p acp.NewSessionRequest
-		if rerr := decodeParams(params, &p); rerr != nil {
-			return bad(rerr)
-		}
-		a.serveNew(r, p)
+		decoded(a, r, params, a.serveNew)
 	case acp.AgentMethodSessionFork:
-		var p acp.UnstableForkSessionRequest
-		if rerr := decodeParams(params, &p); rerr != nil {
-			return bad(rerr)
-		}
-		a.serveFork(r, p)
+		decoded(a, r, params, a.serveFork)
 	case acp.AgentMethodSessionLoad:
-		var p acp.LoadSessionRequest
-		if rerr := decodeParams(params, &p); rerr != nil {
-			return bad(rerr)
-		}
-		a.serveLoad(r, p)
+		decoded(a, r, params, a.serveLoad)
 	case acp.AgentMethodSessionResume:
-		var p acp.ResumeSessionRequest
-		if rerr := decodeParams(params, &p); rerr != nil {
-			return bad(rerr)
-		}
-		a.serveResume(r, p)
+		decoded(a, r, params, a.serveResume)
 	case acp.AgentMethodSessionClose:
-		var p acp.CloseSessionRequest
-		if rerr := decodeParams(params, &p); rerr != nil {
-			return bad(rerr)
-		}
-		a.serveClose(r, p)
+		decoded(a, r, params, a.serveClose)
 	case acp.AgentMethodSessionDelete:
-		var p acp.UnstableDeleteSessionRequest
-		if rerr := decodeParams(params, &p); rerr != nil {
-			return bad(rerr)
-		}
-		a.serveDelete(r, p)
+		decoded(a, r, params, a.serveDelete)
 	case acp.AgentMethodSessionSetMode:
-		var p acp.SetSessionModeRequest
-		if rerr := decodeParams(params, &p); rerr != nil {
-			return bad(rerr)
-		}
-		a.serveSetMode(r, p)
+		decoded(a, r, params, a.serveSetMode)
 	case acp.AgentMethodSessionSetConfigOption:
-		var p acp.SetSessionConfigOptionRequest
-		if rerr := decodeParams(params, &p); rerr != nil {
-			return bad(rerr)
-		}
-		a.serveSetConfig(r, p)
+		decoded(a, r, params, a.serveSetConfig)
 	default:
 		return false
 	}
 	return true
+}
+
+// decoded decodes a request's params as the SDK would and serves them, or
+// answers why they cannot be read.
+func decoded[P any, PP interface {
+	*P
+	Validate() error
+}](a *Agent, r *actors.Reply, params json.RawMessage, serve func(*actors.Reply, P)) {
+	var p P
+	if rerr := decodeParams(params, PP(&p)); rerr != nil {
+		a.answer("", r, nil, rerr)
+		return
+	}
+	serve(r, p)
 }
 
 // decodeParams decodes and validates a request's params as the SDK does.

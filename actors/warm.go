@@ -38,8 +38,8 @@ type warmer struct {
 	models map[string]bool
 	probe  bool
 	// asked is when the pending warm-up was first asked for.
-	asked time.Time
-	timer *time.Timer
+	asked  time.Time
+	timer  *time.Timer
 	closed bool
 	// lastTurn is when a turn last started (Unix nanoseconds); pending
 	// says models is not empty. Both are read without mu: a turn's start

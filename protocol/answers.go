@@ -80,3 +80,27 @@ func call[T any](a *Agent, method string, serve func(*actors.Reply)) (T, error) 
 	}
 	return v, nil
 }
+
+// surviveSDK is survive for the requests the SDK serves, which answer with
+// the handler's error.
+func (a *Agent) surviveSDK(method string, err *error) {
+	if p := recover(); p != nil {
+		*err = a.internal(method, fmt.Errorf("mm failed: %v", p))
+	}
+}
+
+// survive turns a panic in a request's handler into an internal error for
+// that request (unless it was answered already): one bad request must not
+// end every session.
+func (a *Agent) survive(method string, r *actors.Reply) {
+	if p := recover(); p != nil {
+		a.answer("", r, nil, a.internal(method, fmt.Errorf("mm failed: %v", p)))
+	}
+}
+
+// internal is the internal error of a request that failed in mm itself,
+// logged: its one-line reason is the error's message.
+func (a *Agent) internal(method string, err error) *acp.RequestError {
+	a.log.Error(fmt.Sprintf("[acp] %s failed: %v", method, err))
+	return rpcerr.Internal(err.Error(), nil)
+}

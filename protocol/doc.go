@@ -4,13 +4,14 @@
 // package actors, and writes what the sessions say back to the client.
 //
 // Files: ingress.go (the one way in: every stdin line read whole, decoded
-// once, checked, and served here or passed to the SDK), ids.go (request ids
+// once, checked, and served here or passed to the SDK), prompt.go (a
+// prompt's params and its request kept for $/cancel_request), ids.go (request ids
 // compared by value, the id of a line too long to read, members twice),
 // pending.go (the bound on requests read and not answered), order.go (a
 // session's order while it is opened or closed), agent.go (initialize,
 // session/new, prompt, cancel), sessions.go (load, resume, list, close,
-// fork, modes, the model selector), delete.go, answers.go (how every
-// request the edge serves is answered), outbox.go (the sharded writer that
+// modes, the model selector), fork.go, delete.go, answers.go (how every
+// request the edge serves is answered, failures included), outbox.go (the sharded writer that
 // keeps each session's updates and responses in order), calls.go (mm's own
 // requests to the client), serve.go (one connection from start to
 // shutdown).

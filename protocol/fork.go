@@ -1,0 +1,108 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/store"
+)
+
+// session/fork: a new session with a copy of another's history.
+
+// UnstableForkSession serves session/fork for a caller that serves the
+// Agent itself; the ingress serves it with serveFork.
+func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error) {
+	return call[acp.UnstableForkSessionResponse](a, acp.AgentMethodSessionFork, func(r *actors.Reply) { a.serveFork(r, p) })
+}
+
+// serveFork starts a new session with a copy of another's history, as the
+// requests read before the fork left it; its provenance points at the
+// parent.
+func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
+	parent := string(p.SessionId)
+	a.inOrder(parent, func() {
+		var state func() (*actors.SessionState, error)
+		if src := a.live(parent); src != nil {
+			state = src.RequestState() // in the parent's order, now
+		} else if a.cfg.Sessions.Enabled {
+			// The stored parent is read before its next requests (a
+			// delete) are served.
+			a.hold(parent)
+			var once sync.Once
+			done := func() { once.Do(func() { a.release(parent) }) }
+			state = func() (*actors.SessionState, error) {
+				defer done()
+				cwd, err := checkCwd(p.Cwd)
+				if err != nil {
+					return nil, err
+				}
+				if err := store.CheckID(parent); err != nil {
+					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
+				}
+				f, err := store.Load(store.Path(cwd, a.cfg.Sessions.Dir, parent))
+				if err != nil {
+					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
+				}
+				return actors.StateFromFile(f), nil
+			}
+			defer func() {
+				if r := recover(); r != nil {
+					done()
+					panic(r)
+				}
+			}()
+		} else {
+			a.answer(parent, r, nil, unknownSession(parent))
+			return
+		}
+		a.create(r, func() (string, any, error) {
+			defer a.survive("session/fork", r)
+			st, err := state()
+			if err != nil {
+				return "", nil, err
+			}
+			return a.fork(st, p)
+		})
+	})
+}
+
+// fork spawns the copy of st a fork request asks for.
+func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest) (string, any, error) {
+	cwd, err := checkCwd(p.Cwd)
+	if err != nil {
+		return "", nil, err
+	}
+	a.know(cwd)
+	parent := st.ID
+	st.ID, st.Cwd, st.Created = actors.NewSessionID(time.Now()), cwd, time.Time{}
+	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
+	st.MCP = a.mcpServers(stableServers(p.McpServers))
+	s, err := a.register(a.runtime().SpawnSession(st))
+	if err != nil {
+		return "", nil, err
+	}
+	if err := s.Flush(); err != nil {
+		a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", s.ID, err))
+	}
+	if a.cfg.Sessions.Enabled {
+		a.folders.Add(cwd)
+	}
+	a.log.Info(fmt.Sprintf("[acp] session %s forked from %s (%d message(s))", s.ID, parent, len(st.History)-1))
+	return s.ID, acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.ID), Meta: provenanceMeta(st.Provenance), Modes: modes(st.Mode)}, nil
+}
+
+// stableServers reads the unstable fork request's MCP servers as the
+// stable type they share their JSON with.
+func stableServers(in []acp.UnstableMcpServer) []acp.McpServer {
+	var out []acp.McpServer
+	if b, err := json.Marshal(in); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
+}

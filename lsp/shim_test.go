@@ -1,0 +1,8 @@
+package lsp
+
+import "time"
+
+type Config struct {
+	Servers Servers
+	Timeout time.Duration
+}

@@ -132,7 +132,7 @@ func (e *env) client(servers Servers) *Client {
 // the test ends.
 func (e *env) clientWith(cfg Config) *Client {
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c := NewClient(cfg.Servers, e.dir, "session-1", log)
+	c := NewClient(cfg, e.dir, "session-1", log)
 	e.t.Cleanup(c.Close)
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // pipes are the three pipes between mm and a server: each child end goes
@@ -59,10 +60,37 @@ func (p *pipes) closeAll() {
 type stdio struct {
 	r *os.File // the server's stdout
 	w *os.File // the server's stdin
+	// wait bounds each chunk of a write: a server that leaves one unread
+	// this long has stopped reading, and stalled is called. Every write is
+	// bounded so, the answers to its requests included, which keeps a
+	// write from holding a call, or the connection, for good.
+	wait    time.Duration
+	stalled func()
 }
 
-func (s *stdio) Read(b []byte) (int, error)  { return s.r.Read(b) }
-func (s *stdio) Write(b []byte) (int, error) { return s.w.Write(b) }
+// writeChunk is what one deadline covers: less than a pipe holds, so that
+// a server that reads, however slowly, is not taken for one that stopped.
+const writeChunk = 4 << 10
+
+func (s *stdio) Read(b []byte) (int, error) { return s.r.Read(b) }
+
+func (s *stdio) Write(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		end := min(len(b), n+writeChunk)
+		_ = s.w.SetWriteDeadline(time.Now().Add(s.wait))
+		m, err := s.w.Write(b[n:end])
+		n += m
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.stalled()
+			}
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 func (s *stdio) Close() error {
 	return errors.Join(s.w.Close(), s.r.Close())
 }

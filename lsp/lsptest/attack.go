@@ -24,14 +24,19 @@ import (
 var Attacks = []string{"endless-header", "huge-body", "header-flood", "ask-flood", "log-flood", "mute"}
 
 // startAttack starts the attack named by -attack. It returns at once,
-// except for ask-flood, whose server reads nothing more, for good.
+// except for ask-flood, whose server reads nothing more, for good. The
+// attacks that write garbage hold the output from the start, so that no
+// answer goes out before the garbage.
 func (f *fake) startAttack() {
 	switch f.attack {
 	case "endless-header":
+		f.wmu.Lock()
 		go f.raw("Content-Length: 10", bytes.Repeat([]byte("x"), 64<<10))
 	case "huge-body":
+		f.wmu.Lock()
 		go f.raw("Content-Length: 1073741824\r\n\r\n", bytes.Repeat([]byte(`"`), 64<<10))
 	case "header-flood":
+		f.wmu.Lock()
 		go f.raw("Content-Length: 10\r\n", []byte(strings.Repeat("X-Junk: 0123456789abcdef\r\n", 2048)))
 	case "ask-flood":
 		go func() {
@@ -66,10 +71,10 @@ func (f *fake) startAttack() {
 	}
 }
 
-// raw writes head once and then body for ever, holding the output so that
-// nothing else is written in between, until the output is closed.
+// raw writes head once and then body for ever, holding the output, which
+// its caller locked, so that nothing else is written in between, until the
+// output is closed.
 func (f *fake) raw(head string, body []byte) {
-	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	if _, err := f.out.Write([]byte(head)); err != nil {
 		return

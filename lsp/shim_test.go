@@ -1,8 +1,0 @@
-package lsp
-
-import "time"
-
-type Config struct {
-	Servers Servers
-	Timeout time.Duration
-}

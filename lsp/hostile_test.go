@@ -151,3 +151,25 @@ func TestTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestStderrFlood: a server that floods its stderr is read at a bounded
+// rate, its lines logged within a budget, its calls still answered; one
+// that keeps the rate full for floodWindows seconds is stopped.
+func TestStderrFlood(t *testing.T) {
+	e := newEnv(t, "-attack", "stderr-flood")
+	peak := attack(t, e, func() {
+		res := e.do(Request{Action: "hover", Path: e.a, Line: 4, Column: 6})
+		if !strings.Contains(res.Text, "func Foo() string") {
+			t.Errorf("hover during the flood: %q", res.Text)
+		}
+		time.Sleep(2 * time.Second) // the flood goes on meanwhile
+	})
+	if peak > 64<<20 {
+		t.Errorf("the heap grew by %d MiB", peak>>20)
+	}
+	want := "lsp: the go server misbehaved (over 4 MiB of stderr a second for 10s); stopped"
+	waitFor(t, "the flood to be stopped", func() bool { return strings.Contains(e.logs.String(), want) })
+	if n := strings.Count(e.logs.String(), "lsp: server stderr\""); n > 1000 {
+		t.Errorf("%d lines of the server's stderr were logged", n)
+	}
+}

@@ -20,8 +20,9 @@ import (
 //     nothing more, answers included;
 //   - log-flood: window/logMessage notifications, for ever, while it goes
 //     on answering requests;
+//   - stderr-flood: lines on stderr, for ever, while it goes on answering;
 //   - mute: it reads everything and answers nothing but shutdown.
-var Attacks = []string{"endless-header", "huge-body", "header-flood", "ask-flood", "log-flood", "mute"}
+var Attacks = []string{"endless-header", "huge-body", "header-flood", "ask-flood", "log-flood", "stderr-flood", "mute"}
 
 // startAttack starts the attack named by -attack. It returns at once,
 // except for ask-flood, whose server reads nothing more, for good. The
@@ -60,6 +61,15 @@ func (f *fake) startAttack() {
 				_, err := f.out.Write(batch)
 				f.wmu.Unlock()
 				if err != nil {
+					return
+				}
+			}
+		}()
+	case "stderr-flood":
+		go func() {
+			lines := []byte(strings.Repeat("fakelsp: "+strings.Repeat("noise ", 12)+"\n", 512))
+			for {
+				if _, err := os.Stderr.Write(lines); err != nil {
 					return
 				}
 			}

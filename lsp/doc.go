@@ -16,9 +16,10 @@
 //     frame.go) and go.lsp.dev/protocol (types, dispatchers and the handler
 //     that answers the server's own requests, clientside.go);
 //   - the bounds on what a server does to mm (frame.go, clientside.go,
-//     pipes.go): a message's header and body, the messages and bytes read
-//     in a second, the answers waiting for the server to read them, the
-//     time a write may wait (Config.Timeout). A server that breaks one is
+//     pipes.go, pace.go): a message's header and body, the messages and
+//     bytes read in a second, on stdout and stderr, the lines logged, the
+//     answers waiting for the server to read them, the time a write may
+//     wait (Config.Timeout). A server that breaks one is
 //     killed and the call in flight fails with "lsp: the go server
 //     misbehaved (…); stopped", also logged as a warning. A call ends after
 //     Config.Timeout whatever the server does;

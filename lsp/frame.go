@@ -25,12 +25,9 @@ const (
 	// of a generated file) are a few MiB.
 	maxMessage = 32 << 20
 	// A second of reading takes at most floodMessages messages or
-	// floodBytes bytes; then reading waits for the next second, and the
-	// server, its output full, waits too. A server that fills floodWindows
-	// seconds in a row is not bursting but flooding, and is stopped.
+	// floodBytes bytes (budget, pace.go).
 	floodMessages = 2000
 	floodBytes    = 32 << 20
-	floodWindows  = 10
 )
 
 // errMisbehaved marks the error of a server stopped for breaking a bound.
@@ -49,7 +46,7 @@ func (m *misbehavior) Unwrap() error { return errMisbehaved }
 
 // frames is a server's connection as jsonrpc2 reads it: messages framed by
 // a Content-Length header as jsonrpc2.NewStream frames them, but read
-// within bounds (maxHeader, maxMessage, the flood window), since the
+// within bounds (maxHeader, maxMessage, a budget a second), since the
 // library's reader grows a header line, and allocates a body, as large as
 // the server says. Writes are the library's, one at a time. A server that
 // breaks a bound is reported to misbehave, which stops it, and the read
@@ -64,21 +61,18 @@ type frames struct {
 	misbehave func(why string)
 
 	closeOnce sync.Once
-	closed    chan struct{} // wakes a read that waits for the next window
-
-	window time.Time // when the current second of reading began
-	msgs   int       // messages read in it
-	bytes  int64     // bytes read in it
-	full   int       // seconds filled in a row
+	closed    chan struct{} // wakes a read that waits for the next second
+	pace      budget
 }
 
 func newFrames(rw io.ReadWriteCloser, misbehave func(why string)) *frames {
+	closed := make(chan struct{})
 	return &frames{
 		out:       jsonrpc2.NewStream(rw),
 		in:        bufio.NewReaderSize(rw, maxHeader),
 		misbehave: misbehave,
-		closed:    make(chan struct{}),
-		window:    time.Now(),
+		closed:    closed,
+		pace:      budget{msgs: floodMessages, bytes: floodBytes, closed: closed, window: time.Now()},
 	}
 }
 
@@ -91,8 +85,11 @@ func (f *frames) Read(context.Context) (msg jsonrpc2.Message, n int64, err error
 			msg, err = nil, f.fail(fmt.Sprintf("a message that made the reader panic: %v", p))
 		}
 	}()
-	if err := f.pace(); err != nil {
+	switch flood, err := f.pace.wait(); {
+	case err != nil:
 		return nil, 0, err
+	case flood != "":
+		return nil, 0, f.fail(flood)
 	}
 	length, n, err := f.header()
 	if err != nil {
@@ -103,8 +100,7 @@ func (f *frames) Read(context.Context) (msg jsonrpc2.Message, n int64, err error
 		return nil, n, fmt.Errorf("read full of data: %w", err)
 	}
 	n += length
-	f.msgs++
-	f.bytes += n
+	f.pace.spend(1, n)
 	msg, err = jsonrpc2.DecodeMessage(body)
 	if err != nil {
 		return nil, n, f.fail("a message that is not JSON-RPC: " + clip(oneLine(err.Error()), 100))
@@ -149,37 +145,6 @@ func (f *frames) header() (length, n int64, err error) {
 		return 0, n, f.fail("a header without Content-Length")
 	}
 	return length, n, nil
-}
-
-// pace waits for the next second of reading once this one is full, and
-// fails once floodWindows seconds in a row were.
-func (f *frames) pace() error {
-	now := time.Now()
-	if now.Sub(f.window) >= time.Second {
-		// A second went by without the server reaching the bounds.
-		f.window, f.msgs, f.bytes, f.full = now, 0, 0, 0
-		return nil
-	}
-	if f.msgs < floodMessages && f.bytes < floodBytes {
-		return nil
-	}
-	f.full++
-	if f.full >= floodWindows {
-		what := fmt.Sprintf("%d messages", floodMessages)
-		if f.bytes >= floodBytes {
-			what = fmt.Sprintf("%d MiB", floodBytes>>20)
-		}
-		return f.fail(fmt.Sprintf("over %s a second for %ds", what, floodWindows))
-	}
-	t := time.NewTimer(f.window.Add(time.Second).Sub(now))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-f.closed:
-		return io.ErrClosedPipe
-	}
-	f.window, f.msgs, f.bytes = time.Now(), 0, 0
-	return nil
 }
 
 // fail reports the server and returns the error that ends the reading.

@@ -149,7 +149,7 @@ func (c *Client) start(s *slot) (*server, error) {
 		answers: make(chan *jsonrpc2.Response, maxUnread),
 	}
 	srv.ctx, srv.cancel = context.WithCancelCause(context.Background())
-	srv.stderr = &stderrLog{log: srv.log}
+	srv.stderr = newStderrLog(srv.log, srv.misbehave)
 	srv.run(cmd, p)
 	s.srv = srv
 	c.mu.Unlock()
@@ -326,6 +326,7 @@ func (srv *server) run(cmd *exec.Cmd, p *pipes) {
 		// Helpers the server left behind are of no use without it.
 		srv.group.Kill()
 		srv.reaped.Store(true)
+		srv.stderr.close()
 		procs.FinishPipe(p.errR, srv.stderr, readDone, time.Now().Add(pipeGrace))
 		srv.stderr.flush()
 		srv.cancel(srv.exitError(err))

@@ -36,6 +36,7 @@ func TestHostileLanguageServer(t *testing.T) {
 		{"endless-header", "[lsp: the go server misbehaved (a header over 4 KiB); stopped]"},
 		{"ask-flood", "[lsp: the go server misbehaved (64 answers to its requests unread); stopped]"},
 		{"log-flood", ":3:6: func Foo() int { return 1 }"},
+		{"stderr-flood", ":3:6: func Foo() int { return 1 }"},
 		{"mute", "[lsp: the go server did not answer within 1s (lsp.timeout)]"},
 	} {
 		t.Run(tc.attack, func(t *testing.T) { testHostileLanguageServer(t, tc.attack, tc.want) })

@@ -129,7 +129,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	s.skillDirs = rt.skillDirs(s.cwd)
 	s.skills = skills.Load(s.skillDirs)
 	if len(rt.cfg.LSP.Servers) > 0 {
-		s.lsp = lsp.NewClient(lsp.Servers(rt.cfg.LSP.Servers), s.cwd, s.id, rt.log)
+		s.lsp = lsp.NewClient(lsp.Config{Servers: rt.cfg.LSP.Servers, Timeout: rt.cfg.LSP.Timeout}, s.cwd, s.id, rt.log)
 	}
 	if len(rt.cfg.Agents) > 0 {
 		s.agents = agents.NewPool(rt.agentConfigs(), s.cwd, s.id, rt.log)

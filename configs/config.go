@@ -146,6 +146,10 @@ type LSP struct {
 	// Servers maps a language (go, python, typescript, rust, …) to the
 	// command line that starts its server on stdio.
 	Servers map[string]string `yaml:"servers"`
+	// Timeout bounds one lsp call, and each write to a server: a server
+	// that has not answered by then ends the call with an error, one that
+	// read nothing of a write for that long is stopped.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // MCP configures the MCP servers every session connects to, besides the

@@ -16,7 +16,8 @@ func TestDefaults(t *testing.T) {
 	if c.ACP.Name != "bob" || c.ACP.Title != "Bob (bash-first agent)" || c.Model.Provider != "openai" ||
 		c.Model.BaseURL != "http://127.0.0.1:8080/v1" || !c.Yolo || c.Turns.Concurrency != 1 ||
 		c.Turns.MaxModelCalls != 50 || c.Context.Threshold != 0.8 || c.Context.KeepLastTurns != 2 ||
-		c.Tools.Bash.Timeout != 10*time.Minute || c.Sessions.Dir != ".mm/sessions" || len(c.Tools.Sensitive) != 9 {
+		c.Tools.Bash.Timeout != 10*time.Minute || c.Sessions.Dir != ".mm/sessions" || len(c.Tools.Sensitive) != 9 ||
+		c.LSP.Timeout != 30*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}
 	if err := c.validate(); err != nil {
@@ -80,6 +81,7 @@ func TestErrors(t *testing.T) {
 		{"modle: {}\n", `unknown key "modle" (line 1)`},
 		{"tools:\n  bash:\n    timout: 1s\n", `unknown key "tools.bash.timout" (line 3)`},
 		{"turns:\n  concurrency: 0\n", "turns.concurrency: must be at least 1"},
+		{"lsp:\n  timeout: 0s\n", "lsp.timeout: must be positive"},
 		{"model:\n  provider: gpt\n", `unknown provider "gpt"`},
 		{"turns: [1, 2]\n", "user.yaml"},
 		{"tools:\n  bash:\n    timeout: soon\n", "user.yaml"},

@@ -53,6 +53,9 @@ func (c *Config) validate() error {
 	if c.Tools.Fetch.Timeout <= 0 || c.Tools.Fetch.MaxBytes <= 0 || c.Tools.Fetch.MaxRedirects < 0 {
 		return bad("tools.fetch", "timeout and maxBytes must be positive, maxRedirects not negative")
 	}
+	if c.LSP.Timeout <= 0 {
+		return bad("lsp.timeout", "must be positive")
+	}
 	if c.Tools.Bash.Timeout <= 0 {
 		return bad("tools.bash.timeout", "must be positive")
 	}

@@ -41,7 +41,7 @@ func main() {
 			t.Fatal(err)
 		}
 	}
-	c := NewClient(Servers{"go": gopls}, dir, "gopls-test", nil)
+	c := NewClient(Config{Servers: Servers{"go": gopls}, Timeout: 5 * time.Minute}, dir, "gopls-test", nil)
 	defer c.Close()
 	// gopls loads the module before it answers; the bound is for a stuck
 	// server, not a measure of speed.

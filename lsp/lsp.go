@@ -10,9 +10,23 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"go.lsp.dev/jsonrpc2"
 )
+
+// Config is what a Client starts and how long it waits.
+type Config struct {
+	Servers Servers
+	// Timeout bounds each call (lsp.timeout), DefaultTimeout when 0: a
+	// server that has not answered by then has the call end with an error.
+	// It also bounds each write to a server: one that reads nothing of it
+	// for that long has stopped reading, and is stopped.
+	Timeout time.Duration
+}
+
+// DefaultTimeout is lsp.timeout's default.
+const DefaultTimeout = 30 * time.Second
 
 // Servers maps a language id ("go", "python", "typescript", "rust", …) to
 // the command line that starts its server (split on spaces; a leading ~
@@ -120,6 +134,7 @@ var errClosed = errors.New("the lsp client is closed")
 // language, all rooted at the session's cwd. Safe for concurrent use.
 type Client struct {
 	servers   Servers
+	timeout   time.Duration
 	cwd       string
 	sessionID string
 	log       *slog.Logger
@@ -149,16 +164,21 @@ type slot struct {
 	srv *server
 }
 
-// NewClient returns a Client that starts the servers named in servers, in
+// NewClient returns a Client that starts the servers named in cfg, in
 // cwd, marked with sessionID, and logs to log (a server's stderr at debug
-// level). A nil log discards.
-func NewClient(servers Servers, cwd, sessionID string, log *slog.Logger) *Client {
+// level, a server stopped for misbehaving as a warning). A nil log
+// discards.
+func NewClient(cfg Config, cwd, sessionID string, log *slog.Logger) *Client {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Client{
-		servers:   servers,
+		servers:   cfg.Servers,
+		timeout:   cfg.Timeout,
 		cwd:       cwd,
 		sessionID: sessionID,
 		log:       log,
@@ -177,7 +197,9 @@ type outcome struct {
 
 // Do performs a request, starting the language's server if needed. Errors
 // are written for the model to read, on one line. A cancelled ctx sends
-// $/cancelRequest for the request in flight and returns ctx.Err().
+// $/cancelRequest for the request in flight and returns ctx.Err(); so does
+// the end of the call's time (Config.Timeout), which returns an error that
+// names lsp.timeout.
 func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -206,6 +228,19 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	c.calls.Add(1)
 	c.mu.Unlock()
 
+	caller := ctx
+	late := fmt.Errorf("lsp: the %s server did not answer within %v (lsp.timeout)", lang, c.timeout)
+	ctx, cancel := context.WithTimeoutCause(caller, c.timeout, late)
+	defer cancel()
+	// ended is why a call that ended with ctx ended: the caller's reason,
+	// or the timeout.
+	ended := func() error {
+		if err := caller.Err(); err != nil {
+			return err
+		}
+		return context.Cause(ctx)
+	}
+
 	// The work runs apart from the caller so that a cancelled ctx returns at
 	// once even when the server is stuck (it stopped reading its input, say);
 	// the goroutine then cancels the request and lets the next call in, and
@@ -218,9 +253,12 @@ func (c *Client) Do(ctx context.Context, r Request) (Result, error) {
 	}()
 	select {
 	case o := <-out:
+		if o.err != nil && ctx.Err() != nil && !errors.Is(o.err, errMisbehaved) {
+			return Result{}, ended()
+		}
 		return o.res, o.err
 	case <-ctx.Done():
-		return Result{}, ctx.Err()
+		return Result{}, ended()
 	}
 }
 
@@ -270,11 +308,13 @@ func (c *Client) run(ctx context.Context, s *slot, r Request) (Result, error) {
 		return Result{}, err
 	}
 	res, err := c.attempt(ctx, srv, r)
-	if err != nil && !started && srv.ctx.Err() != nil && ctx.Err() == nil && c.closing.Err() == nil {
+	if err != nil && !started && srv.ctx.Err() != nil && ctx.Err() == nil && c.closing.Err() == nil &&
+		!errors.Is(context.Cause(srv.ctx), errMisbehaved) {
 		// The server was found dead during the call, having been started by
 		// an earlier one: it most likely died between calls, unseen until a
 		// write failed. It is restarted, once, and asked again. A server that
-		// died of this very request dies again and the call fails.
+		// died of this very request dies again and the call fails; one that
+		// was stopped for misbehaving is not asked again.
 		if srv, _, err = c.ensure(s); err != nil {
 			return Result{}, err
 		}

@@ -125,8 +125,14 @@ func newEnv(t *testing.T, flags ...string) *env {
 // client makes a Client rooted at the workspace, closed when the test
 // ends.
 func (e *env) client(servers Servers) *Client {
+	return e.clientWith(Config{Servers: servers})
+}
+
+// clientWith makes a Client of cfg, rooted at the workspace, closed when
+// the test ends.
+func (e *env) clientWith(cfg Config) *Client {
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c := NewClient(servers, e.dir, "session-1", log)
+	c := NewClient(cfg, e.dir, "session-1", log)
 	e.t.Cleanup(c.Close)
 	return c
 }

@@ -49,6 +49,13 @@ type server struct {
 	conn jsonrpc2.Conn
 	rpc  protocol.Server
 	caps protocol.ServerCapabilities
+	// timeout is lsp.timeout, which also bounds each write to the server.
+	timeout time.Duration
+	// frames is the connection's stream, which the answerer writes to.
+	frames *frames
+	// answers are the answers to the server's requests, waiting for the
+	// answerer to write them (clientside.go); maxUnread at most.
+	answers chan *jsonrpc2.Response
 
 	// ctx is done once the server can no longer answer: its process ended
 	// or its connection broke. Its cause says why, for the model.
@@ -137,9 +144,12 @@ func (c *Client) start(s *slot) (*server, error) {
 		gone:   make(chan struct{}),
 		docs:   map[string]*document{},
 		stamps: map[string]stamp{},
+
+		timeout: c.timeout,
+		answers: make(chan *jsonrpc2.Response, maxUnread),
 	}
 	srv.ctx, srv.cancel = context.WithCancelCause(context.Background())
-	srv.stderr = &stderrLog{log: srv.log}
+	srv.stderr = newStderrLog(srv.log, srv.misbehave)
 	srv.run(cmd, p)
 	s.srv = srv
 	c.mu.Unlock()
@@ -158,6 +168,8 @@ func (c *Client) start(s *slot) (*server, error) {
 		switch {
 		case c.closing.Err() != nil:
 			return nil, errClosed
+		case errors.Is(context.Cause(srv.ctx), errMisbehaved):
+			return nil, context.Cause(srv.ctx)
 		case answered:
 			return nil, failed("initialize failed: " + answer.Message)
 		case timedOut:
@@ -247,11 +259,36 @@ func allSymbolKinds() []protocol.SymbolKind {
 // run connects to the started process and starts the goroutines that watch
 // it.
 func (srv *server) run(cmd *exec.Cmd, p *pipes) {
-	srv.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(&stdio{r: p.outR, w: p.inW}))
+	std := &stdio{r: p.outR, w: p.inW, wait: srv.timeout, stalled: func() {
+		srv.misbehave(fmt.Sprintf("it stopped reading its input for %v", srv.timeout))
+	}}
+	srv.frames = newFrames(std, srv.misbehave)
+	srv.conn = jsonrpc2.NewConn(srv.frames)
 	srv.conn.Go(context.Background(), srv.handler())
 	// The dispatcher logs through zap; mm logs through slog, and what the
 	// dispatcher would say is covered by this package's own debug logs.
 	srv.rpc = protocol.ServerDispatcher(srv.conn, zap.NewNop())
+
+	// The answerer writes the answers to the server's requests, so that the
+	// connection reads on while the server reads them. It writes to the
+	// stream, which takes its turn with the connection's writes, rather than
+	// through jsonrpc2's replier, which would keep each request until its
+	// answer is written. Its writes end with the server: they fail once the
+	// server is cancelled or its input closed, and wait srv.timeout at most.
+	answerDone := make(chan struct{})
+	go func() {
+		defer close(answerDone)
+		for {
+			select {
+			case resp := <-srv.answers:
+				if _, err := srv.frames.Write(srv.ctx, resp); err != nil {
+					srv.log.Debug("lsp: an answer to the server was not written", "err", err)
+				}
+			case <-srv.conn.Done():
+				return
+			}
+		}
+	}()
 
 	readDone := make(chan struct{})
 	go func() {
@@ -289,6 +326,7 @@ func (srv *server) run(cmd *exec.Cmd, p *pipes) {
 		// Helpers the server left behind are of no use without it.
 		srv.group.Kill()
 		srv.reaped.Store(true)
+		srv.stderr.close()
 		procs.FinishPipe(p.errR, srv.stderr, readDone, time.Now().Add(pipeGrace))
 		srv.stderr.flush()
 		srv.cancel(srv.exitError(err))
@@ -306,8 +344,21 @@ func (srv *server) run(cmd *exec.Cmd, p *pipes) {
 		_ = srv.conn.Close()
 		<-srv.conn.Done()
 		<-watchDone
+		<-answerDone
 		close(srv.gone)
 	}()
+}
+
+// misbehave stops a server that broke one of the bounds on what it sends
+// or how it reads: the reason becomes its cause, which the call in flight
+// returns, and a warning in the log. Any goroutine may call it.
+func (srv *server) misbehave(why string) {
+	err := &misbehavior{lang: srv.lang, why: why}
+	srv.cancel(err)
+	if context.Cause(srv.ctx) == error(err) {
+		srv.log.Warn(err.Error())
+	}
+	srv.kill()
 }
 
 // exitError describes the end of the server's process for the model, with

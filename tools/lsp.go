@@ -89,7 +89,9 @@ func (lspTool) prepare(env Env, c *Call) error {
 	}
 	res, err := env.LSP.Do(ctx, r)
 	if err != nil {
-		return fmt.Errorf("lsp: %v", err)
+		// The errors that tell of a server's timeout or misbehaviour name
+		// lsp already.
+		return fmt.Errorf("lsp: %s", strings.TrimPrefix(err.Error(), "lsp: "))
 	}
 	c.lspText = res.Text
 	c.Locations = c.Locations[:0]

@@ -19,6 +19,11 @@
 // MarkedString forms, definition of a name starting with "Link" with
 // LocationLinks; renaming to "MakeFile" answers with a file creation.
 //
+// -attack makes the server hostile once it is initialized (see attack.go):
+// it writes a header that never ends, announces a gigantic body, sends
+// header lines for ever, floods window/showMessageRequest while reading
+// nothing, floods window/logMessage, or answers nothing at all.
+//
 // Every message received is appended as a JSON line to the file named by
 // -record, with the pid of the server, so that tests can see what the
 // server was told, and which process was told it.
@@ -60,6 +65,7 @@ type fake struct {
 	changes    bool
 	flat       bool
 	ignoreExit bool
+	attack     string
 
 	wmu sync.Mutex // writes to stdout
 	out io.Writer
@@ -80,6 +86,7 @@ func Main(args []string) int {
 	ignoreExit := flags.Bool("ignore-exit", false, "ignore exit, and the end of stdin")
 	child := flags.Bool("child", false, "start a sleeping child in the process group, holding stderr")
 	exitAtStart := flags.Bool("exit-at-start", false, "write to stderr and exit with status 2 at once")
+	attack := flags.String("attack", "", "misbehave once initialized: "+strings.Join(Attacks, ", "))
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
@@ -91,6 +98,7 @@ func Main(args []string) int {
 		changes:    *changes,
 		flat:       *flat,
 		ignoreExit: *ignoreExit,
+		attack:     *attack,
 		out:        os.Stdout,
 		docs:       map[string]*doc{},
 		pending:    map[string]chan struct{}{},
@@ -135,6 +143,9 @@ func Main(args []string) int {
 		f.write(Record{Method: m.Method, ID: m.ID, Params: m.Params, Result: m.Result})
 		if m.Method == "" {
 			continue // a response to a request of ours
+		}
+		if f.mute(m) {
+			continue
 		}
 		if exit, code := f.handle(m); exit {
 			return code
@@ -199,6 +210,9 @@ func (f *fake) handle(m message) (exit bool, code int) {
 			"params": map[string]any{"items": []any{map[string]any{"section": "fake"}}}})
 		f.send(map[string]any{"jsonrpc": "2.0", "id": "refresh-1", "method": "workspace/semanticTokens/refresh"})
 		fmt.Fprintln(os.Stderr, "fakelsp: initialized")
+		if f.attack != "" {
+			f.startAttack()
+		}
 	case "shutdown":
 		f.mu.Lock()
 		f.shutdown = true

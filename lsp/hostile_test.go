@@ -1,0 +1,175 @@
+package lsp
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mm-agent/mm/lsp/lsptest"
+)
+
+// heapGuard is where a test cuts an attack off: far above what a bounded
+// client holds, far below what takes the machine down.
+const heapGuard = 1 << 30
+
+// attack starts a hostile fake and watches what it costs while fn runs.
+// Past heapGuard the fake is killed, which ends the attack.
+func attack(t *testing.T, e *env, fn func()) (peak uint64) {
+	t.Helper()
+	w := lsptest.WatchHeap(heapGuard, func() {
+		for _, pid := range e.pids() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	fn()
+	peak, took, cpu, tripped := w.Stop()
+	t.Logf("heap grew by %.1f MiB at its peak; %v; %v of CPU", float64(peak)/(1<<20), took.Round(time.Millisecond), cpu.Round(time.Millisecond))
+	if tripped {
+		t.Errorf("the heap grew past %d MiB: the attack was cut off by the test", heapGuard>>20)
+	}
+	return peak
+}
+
+// TestHostileFraming: a server that writes what no frame bounds, or that
+// asks for ever and reads nothing, is stopped at once; the call in flight
+// says so on one line, and so does the log. The memory it costs is the
+// bound, not what the server sent.
+func TestHostileFraming(t *testing.T) {
+	for _, tc := range []struct{ attack, why string }{
+		{"endless-header", "a header over 4 KiB"},
+		{"header-flood", "a header over 4 KiB"},
+		{"huge-body", "a message of 1073741824 bytes, over the 32 MiB limit"},
+		{"ask-flood", "64 answers to its requests unread"},
+	} {
+		t.Run(tc.attack, func(t *testing.T) {
+			e := newEnv(t, "-attack", tc.attack)
+			var err error
+			peak := attack(t, e, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang bound
+				defer cancel()
+				_, err = e.c.Do(ctx, Request{Action: "hover", Path: e.a, Line: 4, Column: 6})
+			})
+			want := "lsp: the go server misbehaved (" + tc.why + "); stopped"
+			if err == nil || err.Error() != want {
+				t.Errorf("got %v, want %q", err, want)
+			}
+			if peak > 64<<20 {
+				t.Errorf("the heap grew by %d MiB", peak>>20)
+			}
+			pid := e.pids()[0]
+			waitFor(t, "the hostile server to die", func() bool { return !alive(pid) })
+			if logs := e.logs.String(); !strings.Contains(logs, "level=WARN msg=\""+want+"\"") {
+				t.Errorf("no warning in the log:\n%s", logs)
+			}
+		})
+	}
+}
+
+// TestLogFlood: a server that floods window/logMessage is read at a
+// bounded rate, in constant memory, its calls still answered; one that
+// keeps the rate full for floodFor is stopped.
+func TestLogFlood(t *testing.T) {
+	e := newEnv(t, "-attack", "log-flood")
+	peak := attack(t, e, func() {
+		res := e.do(Request{Action: "hover", Path: e.a, Line: 4, Column: 6})
+		if !strings.Contains(res.Text, "func Foo() string") {
+			t.Errorf("hover during the flood: %q", res.Text)
+		}
+		time.Sleep(2 * time.Second) // the flood goes on meanwhile
+		res = e.do(Request{Action: "definition", Path: e.b, Line: 4, Column: 6})
+		if want := e.a + ":4:6: func Foo() string {"; res.Text != want {
+			t.Errorf("definition during the flood: %q", res.Text)
+		}
+	})
+	if peak > 64<<20 {
+		t.Errorf("the heap grew by %d MiB", peak>>20)
+	}
+	want := "lsp: the go server misbehaved (over 2000 messages a second for 10s); stopped"
+	waitFor(t, "the flood to be stopped", func() bool { return strings.Contains(e.logs.String(), want) })
+	if n := strings.Count(e.logs.String(), "lsp: server log"); n > 1000 {
+		t.Errorf("%d of the server's log messages were logged", n)
+	}
+}
+
+// TestTimeout: a server that never answers ends the call after lsp.timeout
+// with an error that names the key; one that stops reading is stopped once
+// a write to it has waited that long, and the next call starts another.
+func TestTimeout(t *testing.T) {
+	t.Run("mute", func(t *testing.T) {
+		e := newEnv(t)
+		e.c = e.clientWith(Config{Servers: Servers{"go": fakeBin + " -attack mute -record " + e.record}, Timeout: 500 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang bound
+		defer cancel()
+		start := time.Now()
+		_, err := e.c.Do(ctx, Request{Action: "hover", Path: e.a, Line: 4, Column: 6})
+		t.Logf("the call ended after %v", time.Since(start).Round(time.Millisecond))
+		if want := "lsp: the go server did not answer within 500ms (lsp.timeout)"; err == nil || err.Error() != want {
+			t.Fatalf("got %v, want %q", err, want)
+		}
+		waitFor(t, "$/cancelRequest", func() bool { return e.count("$/cancelRequest") == 1 })
+		// The server is kept: it may be slow rather than stuck.
+		if _, err := e.c.Do(ctx, Request{Action: "symbols", Path: e.a}); err == nil || !strings.Contains(err.Error(), "did not answer") {
+			t.Errorf("second call: %v", err)
+		}
+		if n := len(e.pids()); n != 1 {
+			t.Errorf("%d servers started, want 1", n)
+		}
+	})
+	t.Run("stops reading", func(t *testing.T) {
+		e := newEnv(t)
+		e.c = e.clientWith(Config{Servers: Servers{"go": fakeBin + " -record " + e.record}, Timeout: 500 * time.Millisecond})
+		stall := filepath.Join(e.dir, "stall.go")
+		e.write(stall, "package demo\n\nfunc Stall() {}\n")
+		big := filepath.Join(e.dir, "big.go")
+		e.write(big, "package demo\n\n"+strings.Repeat("// padding padding padding padding padding padding padding\n", 8000))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang bound
+		defer cancel()
+		if _, err := e.c.Do(ctx, Request{Action: "hover", Path: stall, Line: 3, Column: 6}); err == nil || !strings.Contains(err.Error(), "did not answer") {
+			t.Fatalf("hover on Stall: %v", err)
+		}
+		// Opening a file larger than a pipe holds blocks in the write.
+		_, err := e.c.Do(ctx, Request{Action: "symbols", Path: big})
+		if err == nil {
+			t.Fatal("symbols of a server that reads nothing succeeded")
+		}
+		t.Logf("symbols: %v", err)
+		pid := e.pids()[0]
+		waitFor(t, "the stuck server to be stopped", func() bool { return !alive(pid) })
+		want := "lsp: the go server misbehaved (it stopped reading its input for 500ms); stopped"
+		if !strings.Contains(e.logs.String(), want) {
+			t.Errorf("no %q in the log", want)
+		}
+		res, err := e.c.Do(ctx, Request{Action: "hover", Path: e.a, Line: 4, Column: 6})
+		if err != nil || !strings.Contains(res.Text, "func Foo() string") {
+			t.Errorf("the call after: %q, %v", res.Text, err)
+		}
+		if n := len(e.pids()); n != 2 {
+			t.Errorf("%d servers started, want 2", n)
+		}
+	})
+}
+
+// TestStderrFlood: a server that floods its stderr is read at a bounded
+// rate, its lines logged within a budget, its calls still answered; one
+// that keeps the rate full for floodWindows seconds is stopped.
+func TestStderrFlood(t *testing.T) {
+	e := newEnv(t, "-attack", "stderr-flood")
+	peak := attack(t, e, func() {
+		res := e.do(Request{Action: "hover", Path: e.a, Line: 4, Column: 6})
+		if !strings.Contains(res.Text, "func Foo() string") {
+			t.Errorf("hover during the flood: %q", res.Text)
+		}
+		time.Sleep(2 * time.Second) // the flood goes on meanwhile
+	})
+	if peak > 64<<20 {
+		t.Errorf("the heap grew by %d MiB", peak>>20)
+	}
+	want := "lsp: the go server misbehaved (over 4 MiB of stderr a second for 10s); stopped"
+	waitFor(t, "the flood to be stopped", func() bool { return strings.Contains(e.logs.String(), want) })
+	if n := strings.Count(e.logs.String(), "lsp: server stderr\""); n > 1000 {
+		t.Errorf("%d lines of the server's stderr were logged", n)
+	}
+}

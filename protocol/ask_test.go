@@ -40,6 +40,10 @@ rules:
     steps:
       - toolCalls: [{name: ask_user, args: {questions: [{question: "Name?", type: text}]}}]
       - {text: "model read: {{last_tool_output}}"}
+  - match: "^twice$"
+    steps:
+      - toolCalls: [{name: ask_user, args: {questions: [{question: "Name?", type: text}, {question: " Name? ", type: text}]}}]
+      - {text: "model read: {{last_tool_output}}"}
 usage: true
 `
 
@@ -220,5 +224,78 @@ func TestAskUserWithoutForms(t *testing.T) {
 	e.ask(sid, "name")
 	if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, "model read: no one can be asked") || len(e.conn.Client.Permissions()) != 0 {
 		t.Errorf("a text question without forms: %q", text)
+	}
+}
+
+// TestAskUserSameQuestionTwice: two questions with the same text would
+// give the model two answers under one JSON key; the call fails before
+// anyone is asked, with a reason the model reads.
+func TestAskUserSameQuestionTwice(t *testing.T) {
+	e := newEnvScript(t, askScript, nil)
+	if _, err := e.conn.InitForms(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.conn.Client.Elicit = func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+		return acp.UnstableCreateElicitationResponse{Accept: &acp.UnstableCreateElicitationAccept{Action: "accept",
+			Content: map[string]any{"q1": "Ann", "q2": "Bob"}}}, nil
+	}
+	sid := e.newSession()
+	e.ask(sid, "twice")
+	text := acptest.Text(e.conn.Client.Updates(sid))
+	if want := `model read: ask_user: question 2 repeats question 1 ("Name?"); ask each question once`; !strings.Contains(text, want) {
+		t.Errorf("the model read %q, want %q", text, want)
+	}
+	if n := len(e.conn.Client.Forms()); n != 0 {
+		t.Errorf("%d form(s) sent", n)
+	}
+	if _, updates := toolUpdates(e.conn.Client.Updates(sid)); len(updates) == 0 || updates[len(updates)-1].Status == nil || *updates[len(updates)-1].Status != acp.ToolCallStatusFailed {
+		t.Errorf("the call did not fail: %+v", updates)
+	}
+}
+
+// TestAskUserWrongAnswers: an editor whose answers do not fit the form (a
+// boolean for a multi, a choice not offered, a number for a text, one
+// missing) fails the call with a one-line reason the model reads, instead
+// of handing it null.
+func TestAskUserWrongAnswers(t *testing.T) {
+	e := newEnvScript(t, askScript, nil)
+	if _, err := e.conn.InitForms(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	sid := e.newSession()
+	good := map[string]any{"q1": "sqlite", "q2": []any{"b"}, "q3": "Bob", "q4": false}
+	for _, tc := range []struct {
+		key  string
+		val  any
+		want string
+	}{
+		{"q2", true, `the editor's answers do not fit the questions: question 2 ("Which tags?") is a multi, and its answer is true, not a list of its options`},
+		{"q2", []any{"b", "z"}, `the editor's answers do not fit the questions: question 2 ("Which tags?") is a multi, and its answer is ["b","z"], not a list of its options`},
+		{"q1", "mysql", `the editor's answers do not fit the questions: question 1 ("Which db?") is a choice, and its answer is "mysql", not one of its options`},
+		{"q3", 42, `the editor's answers do not fit the questions: question 3 ("Name?") is a text, and its answer is 42, not a string`},
+		{"q4", "yes", `the editor's answers do not fit the questions: question 4 ("Go ahead?") is a confirm, and its answer is "yes", not true or false`},
+		{"q4", nil, `the editor's answers do not fit the questions: question 4 ("Go ahead?") has no answer`},
+	} {
+		content := map[string]any{}
+		for k, v := range good {
+			content[k] = v
+		}
+		if tc.val == nil {
+			delete(content, tc.key)
+		} else {
+			content[tc.key] = tc.val
+		}
+		e.conn.Client.Reset()
+		e.conn.Client.Elicit = func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+			return acp.UnstableCreateElicitationResponse{Accept: &acp.UnstableCreateElicitationAccept{Action: "accept", Content: content}}, nil
+		}
+		e.ask(sid, "ask4")
+		ups := e.conn.Client.Updates(sid)
+		if text := acptest.Text(ups); !strings.Contains(text, "model read: "+tc.want) {
+			t.Errorf("%s = %v: the model read %q, want %q", tc.key, tc.val, text, tc.want)
+		}
+		if _, updates := toolUpdates(ups); len(updates) == 0 || updates[len(updates)-1].Status == nil || *updates[len(updates)-1].Status != acp.ToolCallStatusFailed {
+			t.Errorf("%s = %v: the call did not fail", tc.key, tc.val)
+		}
 	}
 }

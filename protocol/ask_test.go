@@ -242,7 +242,7 @@ func TestAskUserSameQuestionTwice(t *testing.T) {
 	sid := e.newSession()
 	e.ask(sid, "twice")
 	text := acptest.Text(e.conn.Client.Updates(sid))
-	if want := `model read: ask_user: question 2 repeats question 1 ("Name?"); ask each question once`; !strings.Contains(text, want) {
+	if want := `model read: [error: ask_user: question 2 repeats question 1 ("Name?"); ask each question once]`; !strings.Contains(text, want) {
 		t.Errorf("the model read %q, want %q", text, want)
 	}
 	if n := len(e.conn.Client.Forms()); n != 0 {
@@ -255,8 +255,8 @@ func TestAskUserSameQuestionTwice(t *testing.T) {
 
 // TestAskUserWrongAnswers: an editor whose answers do not fit the form (a
 // boolean for a multi, a choice not offered, a number for a text, one
-// missing) fails the call with a one-line reason the model reads, instead
-// of handing it null.
+// missing; without forms, an option that was not offered) fails the call
+// with a one-line reason the model reads, instead of handing it null.
 func TestAskUserWrongAnswers(t *testing.T) {
 	e := newEnvScript(t, askScript, nil)
 	if _, err := e.conn.InitForms(e.ctx); err != nil {
@@ -297,5 +297,14 @@ func TestAskUserWrongAnswers(t *testing.T) {
 		if _, updates := toolUpdates(ups); len(updates) == 0 || updates[len(updates)-1].Status == nil || *updates[len(updates)-1].Status != acp.ToolCallStatusFailed {
 			t.Errorf("%s = %v: the call did not fail", tc.key, tc.val)
 		}
+	}
+
+	// Without forms, an option that was not offered is the same failure.
+	plain := newEnvScript(t, askScript, nil)
+	sid = plain.newSession()
+	plain.conn.Client.Permission = answer("7")
+	plain.ask(sid, "choose")
+	if text, want := acptest.Text(plain.conn.Client.Updates(sid)), `model read: the editor's answers do not fit the questions: question 1 ("Which db?") got option "7", which was not offered`; !strings.Contains(text, want) {
+		t.Errorf("the model read %q, want %q", text, want)
 	}
 }

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -307,4 +308,50 @@ func TestAskUserWrongAnswers(t *testing.T) {
 	if text, want := acptest.Text(plain.conn.Client.Updates(sid)), `model read: the editor's answers do not fit the questions: question 1 ("Which db?") got option "7", which was not offered`; !strings.Contains(text, want) {
 		t.Errorf("the model read %q, want %q", text, want)
 	}
+}
+
+// TestAskUserHugeAnswers: a hostile editor answers a text question with
+// megabytes, or a multi with the same option a million times. Neither
+// reaches the model or the history: the call fails with one line, as a
+// tool output over tools.MaxOutputBytes would be cut.
+func TestAskUserHugeAnswers(t *testing.T) {
+	e := newEnvScript(t, askScript, func(c *configs.Config) { c.Turns.Concurrency = 4 })
+	if _, err := e.conn.InitForms(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	sid, other := e.newSession(), e.newSession()
+	size := hugePromptBytes()
+	for _, tc := range []struct {
+		name    string
+		content map[string]any
+		want    string
+	}{
+		{"text", map[string]any{"q1": strings.Repeat("x", size)}, fmt.Sprintf(`question 1 ("Name?") got an answer of %.1f MiB, more than the 256.0 KiB a tool's output may hold`, float64(size)/(1<<20))},
+		{"multi", map[string]any{"q1": "pg", "q2": manyOf("a", size/4), "q3": "x", "q4": true}, `question 2 ("Which tags?") is a multi, and its answer is ["a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a",..., not a list of its options`},
+	} {
+		e.conn.Client.Reset()
+		e.conn.Client.Elicit = func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+			return acp.UnstableCreateElicitationResponse{Accept: &acp.UnstableCreateElicitationAccept{Action: "accept", Content: tc.content}}, nil
+		}
+		prompt := map[string]string{"text": "name", "multi": "ask4"}[tc.name]
+		var err error
+		f := measureAttack(t, e.ctx, e.conn, other, func() { _, err = e.conn.Ask(e.ctx, sid, prompt) })
+		t.Logf("a %s answer of %.1f MiB: %v", tc.name, float64(size)/(1<<20), f)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.HasPrefix(text, "model read: the editor's answers do not fit the questions: "+tc.want) || len(text) > 1000 {
+			t.Errorf("%s: the model read %.300q…, want %q", tc.name, text, tc.want)
+		}
+	}
+}
+
+// manyOf is a list of n copies of s.
+func manyOf(s string, n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -43,6 +44,8 @@ func (w *toolWorker) askForm(ctx context.Context, qs []tools.Question) tools.Ans
 	switch {
 	case ctx.Err() != nil:
 		return tools.Answers{Outcome: "cancel"}
+	case errors.Is(err, ErrAnswerTooLarge):
+		return tools.Answers{Outcome: "invalid", Why: err.Error()}
 	case err != nil:
 		return tools.Answers{Outcome: "none", Why: "the editor answered with an error: " + err.Error()}
 	case res.Action == "accept":

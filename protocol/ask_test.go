@@ -1,7 +1,9 @@
 package protocol_test
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -270,8 +272,8 @@ func TestAskUserWrongAnswers(t *testing.T) {
 		val  any
 		want string
 	}{
-		{"q2", true, `the editor's answers do not fit the questions: question 2 ("Which tags?") is a multi, and its answer is true, not a list of its options`},
-		{"q2", []any{"b", "z"}, `the editor's answers do not fit the questions: question 2 ("Which tags?") is a multi, and its answer is ["b","z"], not a list of its options`},
+		{"q2", true, `the editor's answers do not fit the questions: question 2 ("Which tags?") is a multi, and its answer is true, not a list of its options, each at most once`},
+		{"q2", []any{"b", "z"}, `the editor's answers do not fit the questions: question 2 ("Which tags?") is a multi, and its answer is ["b","z"], not a list of its options, each at most once`},
 		{"q1", "mysql", `the editor's answers do not fit the questions: question 1 ("Which db?") is a choice, and its answer is "mysql", not one of its options`},
 		{"q3", 42, `the editor's answers do not fit the questions: question 3 ("Name?") is a text, and its answer is 42, not a string`},
 		{"q4", "yes", `the editor's answers do not fit the questions: question 4 ("Go ahead?") is a confirm, and its answer is "yes", not true or false`},
@@ -312,31 +314,49 @@ func TestAskUserWrongAnswers(t *testing.T) {
 
 // TestAskUserHugeAnswers: a hostile editor answers a text question with
 // megabytes, or a multi with the same option a million times. Neither
-// reaches the model or the history: the call fails with one line, as a
-// tool output over tools.MaxOutputBytes would be cut.
+// reaches the model or the history: the call fails with one line. An
+// answer over what any form of mm's may need (2 MiB) is not even decoded;
+// a smaller one must still fit tools.MaxOutputBytes, a tool output's
+// bound. The huge answers are 3 MiB, or MM_HUGE_PROMPT_MIB.
 func TestAskUserHugeAnswers(t *testing.T) {
 	e := newEnvScript(t, askScript, func(c *configs.Config) { c.Turns.Concurrency = 4 })
 	if _, err := e.conn.InitForms(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	sid, other := e.newSession(), e.newSession()
-	size := hugePromptBytes()
-	for _, tc := range []struct {
+	size := 3 << 20 // over the 2 MiB read, and quick under -race
+	if os.Getenv("MM_HUGE_PROMPT_MIB") != "" {
+		size = hugePromptBytes()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	many := `["a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a",...`
+	unread := fmt.Sprintf("the form's answer is too large to read: %.1f MiB, and mm reads at most 2.0 MiB", float64(size)/(1<<20))
+	type answer struct {
 		name    string
 		content map[string]any
 		want    string
-	}{
-		{"text", map[string]any{"q1": strings.Repeat("x", size)}, fmt.Sprintf(`question 1 ("Name?") got an answer of %.1f MiB, more than the 256.0 KiB a tool's output may hold`, float64(size)/(1<<20))},
-		{"multi", map[string]any{"q1": "pg", "q2": manyOf("a", size/4), "q3": "x", "q4": true}, `question 2 ("Which tags?") is a multi, and its answer is ["a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a",..., not a list of its options`},
-	} {
+	}
+	cases := []answer{
+		// Small enough to read, too large for the model.
+		{"text", map[string]any{"q1": strings.Repeat("x", 300<<10)}, `question 1 ("Name?") got an answer of 300.0 KiB, more than the 256.0 KiB a tool's output may hold`},
+		{"multi", map[string]any{"q1": "pg", "q2": manyOf("a", 1000), "q3": "x", "q4": true}, `question 2 ("Which tags?") is a multi, and its answer is ` + many + `, not a list of its options, each at most once`},
+		// Too large to read at all.
+		{"text", map[string]any{"q1": strings.Repeat("x", size)}, unread},
+	}
+	if os.Getenv("MM_HUGE_PROMPT_MIB") != "" {
+		// Millions of items: for the figures only, too slow under -race.
+		cases = append(cases, answer{"multi", map[string]any{"q1": "pg", "q2": manyOf("a", size/4), "q3": "x", "q4": true}, unread})
+	}
+	for _, tc := range cases {
 		e.conn.Client.Reset()
 		e.conn.Client.Elicit = func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
 			return acp.UnstableCreateElicitationResponse{Accept: &acp.UnstableCreateElicitationAccept{Action: "accept", Content: tc.content}}, nil
 		}
 		prompt := map[string]string{"text": "name", "multi": "ask4"}[tc.name]
 		var err error
-		f := measureAttack(t, e.ctx, e.conn, other, func() { _, err = e.conn.Ask(e.ctx, sid, prompt) })
-		t.Logf("a %s answer of %.1f MiB: %v", tc.name, float64(size)/(1<<20), f)
+		f := measureAttack(t, ctx, e.conn, other, func() { _, err = e.conn.Ask(ctx, sid, prompt) })
+		t.Logf("a %s answer: %v", tc.name, f)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue

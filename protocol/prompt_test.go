@@ -109,13 +109,14 @@ func rssPeak() string {
 	return "?"
 }
 
-// hugePromptBytes is the size of the hostile prompt: 8 MiB, or
+// hugePromptBytes is the size of the hostile prompt: 5 MiB (just over
+// prompt.maxTextBytes, quick under -race), or
 // MM_HUGE_PROMPT_MIB MiB (the figures are for 60).
 func hugePromptBytes() int {
 	if n, err := strconv.Atoi(os.Getenv("MM_HUGE_PROMPT_MIB")); err == nil && n > 0 {
 		return n << 20
 	}
-	return 8 << 20
+	return 5 << 20
 }
 
 // TestHugePromptRefused: a prompt of millions of "@x " — past

@@ -279,20 +279,26 @@ func FormSchema(qs []Question) map[string]any {
 
 // FormValues reads a form's accepted content (by property name) into
 // answers by question index. An answer that does not fit its question —
-// missing, of another type, or an option that was not offered — is an
-// error that names the question: the editor broke the form's schema, and
-// the model must not read a guess.
+// missing, of another type, an option that was not offered or picked
+// twice — is an error that names the question: the editor broke the
+// form's schema, and the model must not read a guess. So are answers that
+// together are longer than a tool's output may be (MaxOutputBytes): they
+// would be cut in the middle of the JSON the model reads.
 func FormValues(qs []Question, content map[string]any) ([]any, error) {
 	out := make([]any, len(qs))
+	size := 0
 	for i, q := range qs {
 		v, ok := content[fmt.Sprintf("q%d", i+1)]
 		if !ok || v == nil {
 			return nil, fmt.Errorf("question %d (%q) has no answer", i+1, q.Text)
 		}
 		var want string
+		n := 0
 		switch q.Type {
 		case "text":
-			out[i], ok = v.(string)
+			var s string
+			s, ok = v.(string)
+			out[i], n = s, len(s)
 			want = "a string"
 		case "choice":
 			s, isString := v.(string)
@@ -302,31 +308,53 @@ func FormValues(qs []Question, content map[string]any) ([]any, error) {
 			out[i], ok = v.(bool)
 			want = "true or false"
 		case "multi":
-			out[i], ok = picked(q.Options, v)
-			want = "a list of its options"
+			var picks []string
+			picks, ok = picked(q.Options, v)
+			out[i] = picks
+			want = "a list of its options, each at most once"
 		}
 		if !ok {
+			if list, isList := v.([]any); isList && len(list) > 20 {
+				v = list[:20] // short shows 80 bytes: encode no more
+			}
 			return nil, fmt.Errorf("question %d (%q) is a %s, and its answer is %s, not %s", i+1, q.Text, q.Type, short(v), want)
+		}
+		if size += n; n > MaxOutputBytes {
+			return nil, fmt.Errorf("question %d (%q) got an answer of %s, more than the %s a tool's output may hold", i+1, q.Text, sizeText(n), sizeText(MaxOutputBytes))
+		} else if size > MaxOutputBytes {
+			return nil, fmt.Errorf("the answers up to question %d (%q) take %s, more than the %s a tool's output may hold", i+1, q.Text, sizeText(size), sizeText(MaxOutputBytes))
 		}
 	}
 	return out, nil
 }
 
-// picked reads a multi's answer: a list of some of options.
+// picked reads a multi's answer: a list of some of options, each at most
+// once (so that reading it costs no more than the options).
 func picked(options []string, v any) ([]string, bool) {
 	list, ok := v.([]any)
-	if !ok {
+	if !ok || len(list) > len(options) {
 		return nil, false
 	}
 	out := make([]string, 0, len(list))
 	for _, o := range list {
 		s, ok := o.(string)
-		if !ok || !slices.Contains(options, s) {
+		if !ok || !slices.Contains(options, s) || slices.Contains(out, s) {
 			return nil, false
 		}
 		out = append(out, s)
 	}
 	return out, true
+}
+
+// sizeText writes a byte count for people: 900 bytes, 12.5 KiB, 1.2 MiB.
+func sizeText(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // Choosable says whether every question is a choice or a confirm, so that

@@ -45,7 +45,7 @@ func TestHugePromptRealProcess(t *testing.T) {
 	if _, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil {
 		t.Fatal(err)
 	}
-	size := 8 << 20
+	size := 5 << 20
 	if n, err := strconv.Atoi(os.Getenv("MM_HUGE_PROMPT_MIB")); err == nil && n > 0 {
 		size = n << 20
 	}

@@ -27,7 +27,7 @@ func procStatus(pid int, field string) int {
 }
 
 // TestHugePromptRealProcess: the attack on a real mm, whose memory
-// is its own: a prompt of "@x " repeated (8 MiB, or MM_HUGE_PROMPT_MIB),
+// is its own: a prompt of "@x " repeated (5 MiB, or MM_HUGE_PROMPT_MIB),
 // sent while a second session of the same editor pings. mm refuses it with
 // a one-line error naming prompt.maxTextBytes, its session file stays
 // small, and the test logs mm's time, peak and remaining RSS, and the

@@ -21,7 +21,8 @@ type Client interface {
 	// Forms says the client announced elicitation.form.
 	Forms() bool
 	// Elicit asks the client's user a form (elicitation/create) and waits
-	// for the answer; an error means no one could be asked.
+	// for the answer; an error means no one could be asked, except one
+	// wrapping ErrAnswerTooLarge: the answer came, too large to read.
 	Elicit(ctx context.Context, e Elicitation) (ElicitationResult, error)
 }
 

@@ -128,9 +128,6 @@ func (c client) Forms() bool {
 	return e != nil && e.Form != nil
 }
 
-// Elicit sends elicitation/create (form mode) as the seed's table says:
-// sessionId and toolCallId at the top, with a copy in
-// _meta["mm.elicitationScope"].
 // maxFormAnswerBytes bounds the answer to a form that mm decodes: an
 // editor may send up to acp.maxLineBytes, and a million-item list costs
 // seconds and hundreds of MiB to decode. ask_user's answers may hold
@@ -138,6 +135,10 @@ func (c client) Forms() bool {
 // times longer; a form relayed from an asked agent gets as much.
 const maxFormAnswerBytes = 8 * tools.MaxOutputBytes
 
+// Elicit sends elicitation/create (form mode) as the seed's table says:
+// sessionId and toolCallId at the top, with a copy in
+// _meta["mm.elicitationScope"]. An answer over maxFormAnswerBytes is not
+// decoded: the error wraps actors.ErrAnswerTooLarge.
 func (c client) Elicit(ctx context.Context, e actors.Elicitation) (actors.ElicitationResult, error) {
 	scope := map[string]any{"sessionId": e.SessionID, "toolCallId": e.ToolCallID}
 	raw, err := c.a.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, map[string]any{

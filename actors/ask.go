@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -43,10 +44,16 @@ func (w *toolWorker) askForm(ctx context.Context, qs []tools.Question) tools.Ans
 	switch {
 	case ctx.Err() != nil:
 		return tools.Answers{Outcome: "cancel"}
+	case errors.Is(err, ErrAnswerTooLarge):
+		return tools.Answers{Outcome: "invalid", Why: err.Error()}
 	case err != nil:
 		return tools.Answers{Outcome: "none", Why: "the editor answered with an error: " + err.Error()}
 	case res.Action == "accept":
-		return tools.Answers{Outcome: "accept", Values: tools.FormValues(qs, res.Content)}
+		values, err := tools.FormValues(qs, res.Content)
+		if err != nil {
+			return tools.Answers{Outcome: "invalid", Why: err.Error()}
+		}
+		return tools.Answers{Outcome: "accept", Values: values}
 	case res.Action == "decline":
 		return tools.Answers{Outcome: "decline"}
 	}
@@ -87,9 +94,13 @@ func (w *toolWorker) askChoices(ctx context.Context, qs []tools.Question) tools.
 		case resp.Outcome.Selected.OptionId == "decline":
 			return tools.Answers{Outcome: "decline"}
 		}
-		j, err := strconv.Atoi(string(resp.Outcome.Selected.OptionId))
+		id := string(resp.Outcome.Selected.OptionId)
+		j, err := strconv.Atoi(id)
 		if err != nil || j < 0 || j >= len(choices) {
-			return tools.Answers{Outcome: "none", Why: fmt.Sprintf("the editor chose an option that was not offered (%q)", resp.Outcome.Selected.OptionId)}
+			if len(id) > 40 {
+				id = id[:40] + "…" // the editor's, of any length
+			}
+			return tools.Answers{Outcome: "invalid", Why: fmt.Sprintf("question %d (%q) got option %q, which was not offered", i+1, q.Text, id)}
 		}
 		if q.Type == "confirm" {
 			values[i] = j == 0

@@ -137,6 +137,9 @@ type promptReady struct {
 	Text string
 	// Skills is the catalog as the lookup found it, nil when not read.
 	Skills *skills.Set
+	// MentionsLeft is how many @mentions past maxMentions were not
+	// looked up.
+	MentionsLeft int
 }
 
 // modelDone ends model call Call of turn Turn. Err is "" on success.

@@ -22,6 +22,45 @@ import (
 // disk, runs inside the turn, on a work goroutine (never in the actor, never
 // on the edge's reader): every @path that names an existing file or
 // directory adds an attachment line, once per path.
+//
+// Both are bounded, because a prompt comes from outside: a prompt whose
+// text is over prompt.maxTextBytes is refused before anything is copied or
+// looked up (promptTooMuchText), and attach looks up at most maxMentions
+// distinct @paths, saying how many more it left.
+
+// promptTooMuchText says why a prompt is refused, "" when it may be taken:
+// its text, as promptContent would make it, is over max bytes. The text
+// is what the user typed (text blocks, resource_link lines) and what its
+// embedded resources inline, each cut at limit: a hundred pasted files
+// cut at 512 KiB are as large as one typed 50 MiB. The lines that name
+// files and notes count at about their size. Image data does not count:
+// it is not text, and a model without vision never gets it.
+func promptTooMuchText(blocks []acp.ContentBlock, limit, most int) string {
+	n := 0
+	for _, c := range blocks {
+		switch {
+		case c.Text != nil:
+			n += len(c.Text.Text)
+		case c.ResourceLink != nil:
+			n += len(c.ResourceLink.Uri) + len("\n[attached file: ]")
+		case c.Resource != nil && c.Resource.Resource.TextResourceContents != nil:
+			r := c.Resource.Resource.TextResourceContents
+			n += min(len(r.Text), limit) + 2*len(r.Uri) + len("\n[file: ]\n\n[end of file: ]")
+		case c.Resource != nil && c.Resource.Resource.BlobResourceContents != nil:
+			r := c.Resource.Resource.BlobResourceContents
+			n += len(r.Uri) + len(deref(r.MimeType)) + 64
+		case c.Image != nil:
+			n += len(c.Image.MimeType) + len(deref(c.Image.Uri)) + 128
+		case c.Audio != nil:
+			n += len(c.Audio.MimeType) + 128
+		}
+	}
+	if n <= most {
+		return ""
+	}
+	return fmt.Sprintf("the prompt is too large: about %s of text, and mm takes at most %s (prompt.maxTextBytes); send less, or name large files with @path so that the model reads what it needs",
+		approxSize(n), approxSize(most))
+}
 
 // promptContent is a prompt's text, what its other blocks add, and its
 // images. text is what the user typed (text blocks, resource_link lines):
@@ -117,16 +156,28 @@ func deref(s *string) string {
 	return *s
 }
 
+// maxMentions is how many distinct @paths one prompt has looked up: each
+// costs a stat or two, on a file system that may be slow (a network
+// mount), and no one names more files than this on purpose.
+const maxMentions = 256
+
 // hasMentions says whether text may name paths to attach.
-func hasMentions(text string) bool { return len(mentions(text)) > 0 }
+func hasMentions(text string) bool {
+	found := false
+	eachMention(text, func(string) bool { found = true; return false })
+	return found
+}
 
 // attach adds an attachment line for each @path of text that names an
 // existing file or directory under cwd (or an absolute or ~ path); attached
-// is called for each.
-func attach(text, cwd string, attached func(path string)) string {
+// is called for each. Only the first maxMentions distinct @paths are
+// looked up; when there are more, a last line tells the model how many,
+// and left says it for the user.
+func attach(text, cwd string, attached func(path string)) (full string, left int) {
 	seen := map[string]bool{}
 	var extra strings.Builder
-	for _, candidates := range mentions(text) {
+	ms, left := mentions(text)
+	for _, candidates := range ms {
 		for _, m := range candidates {
 			abs := tools.Resolve(cwd, m)
 			fi, err := os.Stat(abs)
@@ -145,15 +196,47 @@ func attach(text, cwd string, attached func(path string)) string {
 			break
 		}
 	}
-	return text + extra.String()
+	if left > 0 {
+		extra.WriteString("\n[" + mentionsLeft(left) + "]")
+	}
+	return text + extra.String(), left
 }
 
-// mentions returns the @path tokens of text: an @ at the start or after
-// white space, up to the next white space. Each comes with its candidates:
-// the bare token first ("@." and "@../x" name what they say), then without
-// trailing punctuation ("@main.go," names main.go).
-func mentions(text string) [][]string {
-	var out [][]string
+// mentionsLeft says that left @mentions were not looked up.
+func mentionsLeft(left int) string {
+	return fmt.Sprintf("only the first %d @mentions were looked up: %d more were not attached", maxMentions, left)
+}
+
+// mentions returns the distinct @path tokens of text, at most maxMentions,
+// and how many more @paths (repeats of those left out included) it left.
+// Each comes with its candidates: the bare token first ("@." and "@../x"
+// name what they say), then without trailing punctuation ("@main.go,"
+// names main.go). It is one pass over text, and holds at most maxMentions
+// tokens however many text repeats.
+func mentions(text string) (out [][]string, left int) {
+	seen := map[string]bool{}
+	eachMention(text, func(tok string) bool {
+		switch {
+		case seen[tok]:
+		case len(seen) == maxMentions:
+			left++
+		default:
+			seen[tok] = true
+			c := []string{tok}
+			if trimmed := strings.TrimRight(tok, ".,;:!?)]}'\"`"); trimmed != "" && trimmed != tok {
+				c = append(c, trimmed)
+			}
+			out = append(out, c)
+		}
+		return true
+	})
+	return out, left
+}
+
+// eachMention calls fn with each @path token of text, in order, until fn
+// returns false: an @ at the start or after white space, up to the next
+// white space, not empty.
+func eachMention(text string, fn func(tok string) bool) {
 	for i := 0; i < len(text); i++ {
 		if text[i] != '@' || (i > 0 && !isSpace(text[i-1])) {
 			continue
@@ -162,20 +245,11 @@ func mentions(text string) [][]string {
 		for j < len(text) && !isSpace(text[j]) {
 			j++
 		}
-		tok := text[i+1 : j]
-		var c []string
-		if tok != "" {
-			c = append(c, tok)
-		}
-		if trimmed := strings.TrimRight(tok, ".,;:!?)]}'\"`"); trimmed != "" && trimmed != tok {
-			c = append(c, trimmed)
-		}
-		if c != nil {
-			out = append(out, c)
+		if j > i+1 && !fn(text[i+1:j]) {
+			return
 		}
 		i = j
 	}
-	return out
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }

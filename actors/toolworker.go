@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,9 +21,16 @@ type Client interface {
 	// Forms says the client announced elicitation.form.
 	Forms() bool
 	// Elicit asks the client's user a form (elicitation/create) and waits
-	// for the answer; an error means no one could be asked.
+	// for the answer; an error means no one could be asked, except one
+	// wrapping ErrAnswerTooLarge: the answer came, too large to read.
 	Elicit(ctx context.Context, e Elicitation) (ElicitationResult, error)
 }
+
+// ErrAnswerTooLarge is what a Client's Elicit wraps when the answer is
+// larger than any form of mm's may need: it was not read. For ask_user the
+// editor's answers do not fit the questions, as an answer of the wrong
+// type does not.
+var ErrAnswerTooLarge = errors.New("the form's answer is too large to read")
 
 // Elicitation is a form to show for a tool call of a session.
 type Elicitation struct {

@@ -39,6 +39,10 @@ type turn struct {
 	out    *Reply
 	state  turnState
 	slash  bool // /new or /compact
+
+	// tooLarge says why the prompt is refused: its text is over
+	// prompt.maxTextBytes. It was never copied into text.
+	tooLarge string
 	// compact marks a /compact turn; auto marks a compression that runs
 	// before the turn's first model call. cut and started belong to the
 	// compression in flight.
@@ -90,7 +94,10 @@ func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 		seq: m.Seq,
 		out: m.Reply,
 	}
-	t.text, t.extra, t.images = promptContent(m.Prompt, int(s.rt.cfg.Prompt.MaxResourceBytes), s.rt.visionFor(s.modelID))
+	limit := int(s.rt.cfg.Prompt.MaxResourceBytes)
+	if t.tooLarge = promptTooMuchText(m.Prompt, limit, int(s.rt.cfg.Prompt.MaxTextBytes)); t.tooLarge == "" {
+		t.text, t.extra, t.images = promptContent(m.Prompt, limit, s.rt.visionFor(s.modelID))
+	}
 	s.lastSeq = max(s.lastSeq, m.Seq)
 	if s.cancelOne[m.Seq] || (m.Seq != 0 && m.Seq <= s.cancelUpTo) || s.closing {
 		delete(s.cancelOne, m.Seq)
@@ -109,6 +116,14 @@ func (s *session) next(ctx actor.Context) {
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.cur = t
+		if t.tooLarge != "" {
+			// Refused in its place in the session's order, as a prompt
+			// too large for the window is (begin): an error answer, the
+			// history untouched, nothing looked up.
+			t.histStart = len(s.history)
+			s.finish(ctx, t, "", t.tooLarge)
+			continue
+		}
 		if s.agents != nil {
 			t.text = askCommand(t.text)
 		}
@@ -138,10 +153,10 @@ func (s *session) next(ctx actor.Context) {
 					set = skills.Load(dirs)
 					text = withSkills(text, set)
 				}
-				full := attach(text, cwd, func(path string) {
+				full, left := attach(text, cwd, func(path string) {
 					log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
 				})
-				root.Send(self, &promptReady{Turn: turnID, Text: full, Skills: set})
+				root.Send(self, &promptReady{Turn: turnID, Text: full, Skills: set, MentionsLeft: left})
 			})
 		}
 	}
@@ -154,6 +169,9 @@ func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 	s.useSkills(m.Skills)
 	if t := s.cur; t != nil && t.id == m.Turn && t.state == turnPreparing {
 		t.text = m.Text
+		if m.MentionsLeft > 0 {
+			s.say("📎 " + mentionsLeft(m.MentionsLeft) + "\n\n")
+		}
 		s.begin(ctx, t)
 	}
 }

@@ -94,6 +94,10 @@ type Prompt struct {
 	// MaxResourceBytes is how much of an embedded resource's text is
 	// inlined; the rest is cut with a note.
 	MaxResourceBytes Bytes `yaml:"maxResourceBytes"`
+	// MaxTextBytes is the most text a prompt may bring into the history:
+	// what the user typed plus what its embedded resources inline (each
+	// already cut at MaxResourceBytes). A larger prompt is refused whole.
+	MaxTextBytes Bytes `yaml:"maxTextBytes"`
 }
 
 // NamedModel is one entry of models: an id and a model block. Empty

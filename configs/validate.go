@@ -26,6 +26,9 @@ func (c *Config) validate() error {
 	if c.Prompt.MaxResourceBytes < 1 {
 		return bad("prompt.maxResourceBytes", "must be at least 1 byte")
 	}
+	if c.Prompt.MaxTextBytes < 1<<10 {
+		return bad("prompt.maxTextBytes", "must be at least 1KiB")
+	}
 	if c.Model.IdleTimeout < 0 {
 		return bad("model.idleTimeout", "must not be negative (0 = never)")
 	}

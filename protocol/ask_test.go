@@ -1,6 +1,9 @@
 package protocol_test
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +42,10 @@ rules:
   - match: "^name$"
     steps:
       - toolCalls: [{name: ask_user, args: {questions: [{question: "Name?", type: text}]}}]
+      - {text: "model read: {{last_tool_output}}"}
+  - match: "^twice$"
+    steps:
+      - toolCalls: [{name: ask_user, args: {questions: [{question: "Name?", type: text}, {question: " Name? ", type: text}]}}]
       - {text: "model read: {{last_tool_output}}"}
 usage: true
 `
@@ -221,4 +228,150 @@ func TestAskUserWithoutForms(t *testing.T) {
 	if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, "model read: no one can be asked") || len(e.conn.Client.Permissions()) != 0 {
 		t.Errorf("a text question without forms: %q", text)
 	}
+}
+
+// TestAskUserSameQuestionTwice: two questions with the same text would
+// give the model two answers under one JSON key; the call fails before
+// anyone is asked, with a reason the model reads.
+func TestAskUserSameQuestionTwice(t *testing.T) {
+	e := newEnvScript(t, askScript, nil)
+	if _, err := e.conn.InitForms(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.conn.Client.Elicit = func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+		return acp.UnstableCreateElicitationResponse{Accept: &acp.UnstableCreateElicitationAccept{Action: "accept",
+			Content: map[string]any{"q1": "Ann", "q2": "Bob"}}}, nil
+	}
+	sid := e.newSession()
+	e.ask(sid, "twice")
+	text := acptest.Text(e.conn.Client.Updates(sid))
+	if want := `model read: [error: ask_user: question 2 repeats question 1 ("Name?"); ask each question once]`; !strings.Contains(text, want) {
+		t.Errorf("the model read %q, want %q", text, want)
+	}
+	if n := len(e.conn.Client.Forms()); n != 0 {
+		t.Errorf("%d form(s) sent", n)
+	}
+	if _, updates := toolUpdates(e.conn.Client.Updates(sid)); len(updates) == 0 || updates[len(updates)-1].Status == nil || *updates[len(updates)-1].Status != acp.ToolCallStatusFailed {
+		t.Errorf("the call did not fail: %+v", updates)
+	}
+}
+
+// TestAskUserWrongAnswers: an editor whose answers do not fit the form (a
+// boolean for a multi, a choice not offered, a number for a text, one
+// missing; without forms, an option that was not offered) fails the call
+// with a one-line reason the model reads, instead of handing it null.
+func TestAskUserWrongAnswers(t *testing.T) {
+	e := newEnvScript(t, askScript, nil)
+	if _, err := e.conn.InitForms(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	sid := e.newSession()
+	good := map[string]any{"q1": "sqlite", "q2": []any{"b"}, "q3": "Bob", "q4": false}
+	for _, tc := range []struct {
+		key  string
+		val  any
+		want string
+	}{
+		{"q2", true, `the editor's answers do not fit the questions: question 2 ("Which tags?") is a multi, and its answer is true, not a list of its options, each at most once`},
+		{"q2", []any{"b", "z"}, `the editor's answers do not fit the questions: question 2 ("Which tags?") is a multi, and its answer is ["b","z"], not a list of its options, each at most once`},
+		{"q1", "mysql", `the editor's answers do not fit the questions: question 1 ("Which db?") is a choice, and its answer is "mysql", not one of its options`},
+		{"q3", 42, `the editor's answers do not fit the questions: question 3 ("Name?") is a text, and its answer is 42, not a string`},
+		{"q4", "yes", `the editor's answers do not fit the questions: question 4 ("Go ahead?") is a confirm, and its answer is "yes", not true or false`},
+		{"q4", nil, `the editor's answers do not fit the questions: question 4 ("Go ahead?") has no answer`},
+	} {
+		content := map[string]any{}
+		for k, v := range good {
+			content[k] = v
+		}
+		if tc.val == nil {
+			delete(content, tc.key)
+		} else {
+			content[tc.key] = tc.val
+		}
+		e.conn.Client.Reset()
+		e.conn.Client.Elicit = func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+			return acp.UnstableCreateElicitationResponse{Accept: &acp.UnstableCreateElicitationAccept{Action: "accept", Content: content}}, nil
+		}
+		e.ask(sid, "ask4")
+		ups := e.conn.Client.Updates(sid)
+		if text := acptest.Text(ups); !strings.Contains(text, "model read: "+tc.want) {
+			t.Errorf("%s = %v: the model read %q, want %q", tc.key, tc.val, text, tc.want)
+		}
+		if _, updates := toolUpdates(ups); len(updates) == 0 || updates[len(updates)-1].Status == nil || *updates[len(updates)-1].Status != acp.ToolCallStatusFailed {
+			t.Errorf("%s = %v: the call did not fail", tc.key, tc.val)
+		}
+	}
+
+	// Without forms, an option that was not offered is the same failure.
+	plain := newEnvScript(t, askScript, nil)
+	sid = plain.newSession()
+	plain.conn.Client.Permission = answer("7")
+	plain.ask(sid, "choose")
+	if text, want := acptest.Text(plain.conn.Client.Updates(sid)), `model read: the editor's answers do not fit the questions: question 1 ("Which db?") got option "7", which was not offered`; !strings.Contains(text, want) {
+		t.Errorf("the model read %q, want %q", text, want)
+	}
+}
+
+// TestAskUserHugeAnswers: a hostile editor answers a text question with
+// megabytes, or a multi with the same option a million times. Neither
+// reaches the model or the history: the call fails with one line. An
+// answer over what any form of mm's may need (2 MiB) is not even decoded;
+// a smaller one must still fit tools.MaxOutputBytes, a tool output's
+// bound. The huge answers are 3 MiB, or MM_HUGE_PROMPT_MIB.
+func TestAskUserHugeAnswers(t *testing.T) {
+	e := newEnvScript(t, askScript, func(c *configs.Config) { c.Turns.Concurrency = 4 })
+	if _, err := e.conn.InitForms(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	sid, other := e.newSession(), e.newSession()
+	size := 3 << 20 // over the 2 MiB read, and quick under -race
+	if os.Getenv("MM_HUGE_PROMPT_MIB") != "" {
+		size = hugePromptBytes()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	many := `["a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a",...`
+	unread := fmt.Sprintf("the form's answer is too large to read: %.1f MiB, and mm reads at most 2.0 MiB", float64(size)/(1<<20))
+	type answer struct {
+		name    string
+		content map[string]any
+		want    string
+	}
+	cases := []answer{
+		// Small enough to read, too large for the model.
+		{"text", map[string]any{"q1": strings.Repeat("x", 300<<10)}, `question 1 ("Name?") got an answer of 300.0 KiB, more than the 256.0 KiB a tool's output may hold`},
+		{"multi", map[string]any{"q1": "pg", "q2": manyOf("a", 1000), "q3": "x", "q4": true}, `question 2 ("Which tags?") is a multi, and its answer is ` + many + `, not a list of its options, each at most once`},
+		// Too large to read at all.
+		{"text", map[string]any{"q1": strings.Repeat("x", size)}, unread},
+	}
+	if os.Getenv("MM_HUGE_PROMPT_MIB") != "" {
+		// Millions of items: for the figures only, too slow under -race.
+		cases = append(cases, answer{"multi", map[string]any{"q1": "pg", "q2": manyOf("a", size/4), "q3": "x", "q4": true}, unread})
+	}
+	for _, tc := range cases {
+		e.conn.Client.Reset()
+		e.conn.Client.Elicit = func(acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+			return acp.UnstableCreateElicitationResponse{Accept: &acp.UnstableCreateElicitationAccept{Action: "accept", Content: tc.content}}, nil
+		}
+		prompt := map[string]string{"text": "name", "multi": "ask4"}[tc.name]
+		var err error
+		f := measureAttack(t, ctx, e.conn, other, func() { _, err = e.conn.Ask(ctx, sid, prompt) })
+		t.Logf("a %s answer: %v", tc.name, f)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.HasPrefix(text, "model read: the editor's answers do not fit the questions: "+tc.want) || len(text) > 1000 {
+			t.Errorf("%s: the model read %.300q…, want %q", tc.name, text, tc.want)
+		}
+	}
+}
+
+// manyOf is a list of n copies of s.
+func manyOf(s string, n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
 }

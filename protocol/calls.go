@@ -11,6 +11,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/tools"
 )
 
 // mm's own requests to the client. acp-go-sdk v0.13.5 has elicitation only
@@ -127,9 +128,17 @@ func (c client) Forms() bool {
 	return e != nil && e.Form != nil
 }
 
+// maxFormAnswerBytes bounds the answer to a form that mm decodes: an
+// editor may send up to acp.maxLineBytes, and a million-item list costs
+// seconds and hundreds of MiB to decode. ask_user's answers may hold
+// tools.MaxOutputBytes of text, which JSON escapes may make up to six
+// times longer; a form relayed from an asked agent gets as much.
+const maxFormAnswerBytes = 8 * tools.MaxOutputBytes
+
 // Elicit sends elicitation/create (form mode) as the seed's table says:
 // sessionId and toolCallId at the top, with a copy in
-// _meta["mm.elicitationScope"].
+// _meta["mm.elicitationScope"]. An answer over maxFormAnswerBytes is not
+// decoded: the error wraps actors.ErrAnswerTooLarge.
 func (c client) Elicit(ctx context.Context, e actors.Elicitation) (actors.ElicitationResult, error) {
 	scope := map[string]any{"sessionId": e.SessionID, "toolCallId": e.ToolCallID}
 	raw, err := c.a.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, map[string]any{
@@ -142,6 +151,10 @@ func (c client) Elicit(ctx context.Context, e actors.Elicitation) (actors.Elicit
 	})
 	if err != nil {
 		return actors.ElicitationResult{}, err
+	}
+	if len(raw) > maxFormAnswerBytes {
+		return actors.ElicitationResult{}, fmt.Errorf("%w: %.1f MiB, and mm reads at most %.1f MiB", actors.ErrAnswerTooLarge,
+			float64(len(raw))/(1<<20), float64(maxFormAnswerBytes)/(1<<20))
 	}
 	var r acp.UnstableCreateElicitationResponse
 	if err := json.Unmarshal(raw, &r); err != nil {

@@ -119,7 +119,10 @@ func TestCancelRequestCancelsAPrompt(t *testing.T) {
 // longer one gets an error naming the limit; neither stops mm.
 func TestOversizedLines(t *testing.T) {
 	big := strings.Replace(script, "rules:\n", "rules:\n  - match: \"^big \"\n    steps: [{text: \"a big one\"}]\n", 1)
-	r, _ := newRawAgentWith(t, big, func(c *configs.Config) { c.ACP.MaxLineBytes = 16 << 20 })
+	r, _ := newRawAgentWith(t, big, func(c *configs.Config) {
+		c.ACP.MaxLineBytes = 16 << 20
+		c.Prompt.MaxTextBytes = 16 << 20 // the line is on trial here, not the prompt's text
+	})
 	sid := r.initSession(t.TempDir())
 	pad := strings.Repeat("x", 12<<20)
 	// A 12 MiB request that the SDK frames: answered, with its id.

@@ -46,13 +46,14 @@ type Question struct {
 
 // Answers is how a person answered a form.
 type Answers struct {
-	// Outcome is "accept", "decline", "cancel", or "none" (no one can be
-	// asked).
+	// Outcome is "accept", "decline", "cancel", "none" (no one can be
+	// asked), or "invalid" (the editor's answers do not fit the
+	// questions).
 	Outcome string
 	// Values are the accepted answers by question index: a string, a
 	// []string or a bool.
 	Values []any
-	// Why says why no one could be asked.
+	// Why says why no one could be asked, or what does not fit.
 	Why string
 }
 
@@ -81,11 +82,19 @@ func (askUserTool) prepare(_ Env, c *Call) error {
 		return fmt.Errorf("ask_user: %d questions; ask at most %d at once", len(raw), maxQuestions)
 	}
 	qs := make([]Question, 0, len(raw))
+	asked := make(map[string]int, len(raw))
 	for i, r := range raw {
 		q, err := question(i+1, r)
 		if err != nil {
 			return err
 		}
+		// The answers are keyed by question text (AnswersText): a
+		// repeated text would give two answers one key, and the person
+		// could not tell the two apart either.
+		if first, ok := asked[q.Text]; ok {
+			return fmt.Errorf("ask_user: question %d repeats question %d (%q); ask each question once", i+1, first, q.Text)
+		}
+		asked[q.Text] = i + 1
 		qs = append(qs, q)
 	}
 	c.Questions = qs
@@ -200,6 +209,8 @@ func (askUserTool) run(ctx context.Context, env Env, c *Call) Result {
 		return Result{Output: "declined: the user chose not to answer"}
 	case "cancel":
 		return Result{Output: "cancelled: the questions were dismissed", Failed: true}
+	case "invalid":
+		return Result{Output: "the editor's answers do not fit the questions: " + a.Why, Failed: true}
 	}
 	why := a.Why
 	if why == "" {
@@ -208,7 +219,8 @@ func (askUserTool) run(ctx context.Context, env Env, c *Call) Result {
 	return Result{Output: "no one can be asked: " + why, Failed: true}
 }
 
-// AnswersText renders accepted answers as JSON keyed by question text.
+// AnswersText renders accepted answers as JSON keyed by question text,
+// which prepare keeps unique.
 func AnswersText(qs []Question, values []any) string {
 	var b strings.Builder
 	b.WriteByte('{')
@@ -266,33 +278,83 @@ func FormSchema(qs []Question) map[string]any {
 }
 
 // FormValues reads a form's accepted content (by property name) into
-// answers by question index; a missing or mistyped answer is nil.
-func FormValues(qs []Question, content map[string]any) []any {
+// answers by question index. An answer that does not fit its question —
+// missing, of another type, an option that was not offered or picked
+// twice — is an error that names the question: the editor broke the
+// form's schema, and the model must not read a guess. So are answers that
+// together are longer than a tool's output may be (MaxOutputBytes): they
+// would be cut in the middle of the JSON the model reads.
+func FormValues(qs []Question, content map[string]any) ([]any, error) {
 	out := make([]any, len(qs))
+	size := 0
 	for i, q := range qs {
-		v := content[fmt.Sprintf("q%d", i+1)]
+		v, ok := content[fmt.Sprintf("q%d", i+1)]
+		if !ok || v == nil {
+			return nil, fmt.Errorf("question %d (%q) has no answer", i+1, q.Text)
+		}
+		var want string
+		n := 0
 		switch q.Type {
-		case "choice", "text":
-			if s, ok := v.(string); ok {
-				out[i] = s
-			}
+		case "text":
+			var s string
+			s, ok = v.(string)
+			out[i], n = s, len(s)
+			want = "a string"
+		case "choice":
+			s, isString := v.(string)
+			out[i], ok = s, isString && slices.Contains(q.Options, s)
+			want = "one of its options"
 		case "confirm":
-			if b, ok := v.(bool); ok {
-				out[i] = b
-			}
+			out[i], ok = v.(bool)
+			want = "true or false"
 		case "multi":
-			if list, ok := v.([]any); ok {
-				picked := []string{}
-				for _, o := range list {
-					if s, ok := o.(string); ok {
-						picked = append(picked, s)
-					}
-				}
-				out[i] = picked
+			var picks []string
+			picks, ok = picked(q.Options, v)
+			out[i] = picks
+			want = "a list of its options, each at most once"
+		}
+		if !ok {
+			if list, isList := v.([]any); isList && len(list) > 20 {
+				v = list[:20] // short shows 80 bytes: encode no more
 			}
+			return nil, fmt.Errorf("question %d (%q) is a %s, and its answer is %s, not %s", i+1, q.Text, q.Type, short(v), want)
+		}
+		if size += n; n > MaxOutputBytes {
+			return nil, fmt.Errorf("question %d (%q) got an answer of %s, more than the %s a tool's output may hold", i+1, q.Text, sizeText(n), sizeText(MaxOutputBytes))
+		} else if size > MaxOutputBytes {
+			return nil, fmt.Errorf("the answers up to question %d (%q) take %s, more than the %s a tool's output may hold", i+1, q.Text, sizeText(size), sizeText(MaxOutputBytes))
 		}
 	}
-	return out
+	return out, nil
+}
+
+// picked reads a multi's answer: a list of some of options, each at most
+// once (so that reading it costs no more than the options).
+func picked(options []string, v any) ([]string, bool) {
+	list, ok := v.([]any)
+	if !ok || len(list) > len(options) {
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for _, o := range list {
+		s, ok := o.(string)
+		if !ok || !slices.Contains(options, s) || slices.Contains(out, s) {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// sizeText writes a byte count for people: 900 bytes, 12.5 KiB, 1.2 MiB.
+func sizeText(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // Choosable says whether every question is a choice or a confirm, so that

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -138,5 +139,48 @@ func TestAnswerBounded(t *testing.T) {
 	want := strings.Repeat("é", maxAnswer/2) + "\n[mm: the answer went on for 6 more bytes, left out]"
 	if got != want {
 		t.Errorf("the answer ends %q, is %d bytes; want %d", got[len(got)-80:], len(got), len(want))
+	}
+}
+
+// TestInbound: what reaches the SDK, what the agent is told, what the
+// answer keeps, line by line.
+func TestInbound(t *testing.T) {
+	big := strings.Repeat("x", sdkMaxLine)
+	lines := []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"one "}}}}`,
+		`not json at all`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hidden"}}}}`,
+		`{"jsonrpc":"2.0","method":"_vendor/notice","params":{}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + big + `"}}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"big":"` + big + `"}}`,
+		`{"jsonrpc":"2.0","id":3,"result":{"big":"` + big + `"}}`,
+		`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"two"}}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"fs/read_text_file","params":{}}`,
+	}
+	c := &client{session: "s"}
+	var written strings.Builder
+	in := newInbound(strings.NewReader(strings.Join(lines, "\n")+"\n"), c, newWire(&written), slog.New(slog.DiscardHandler))
+	var sdk strings.Builder
+	buf := make([]byte, 1000)
+	for {
+		n, err := in.Read(buf)
+		sdk.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	size := func(line string) string { return strconv.Itoa(len(line)) + " bytes" }
+	wantSDK := `{"error":{"code":-32603,"message":"it sent a response of ` + size(lines[6]) + `, over 10 MiB","data":{"error":"it sent a response of ` + size(lines[6]) + `, over 10 MiB"}},"id":3,"jsonrpc":"2.0"}` + "\n" +
+		lines[7] + "\n" + lines[9] + "\n"
+	if sdk.String() != wantSDK {
+		t.Errorf("the SDK read:\n%s\nwant\n%s", sdk.String(), wantSDK)
+	}
+	wantWritten := `{"error":{"code":-32603,"message":"the request is ` + size(lines[5]) + `, over the 10 MiB mm reads","data":{"error":"the request is ` + size(lines[5]) + `, over the 10 MiB mm reads"}},"id":7,"jsonrpc":"2.0"}` + "\n"
+	if written.String() != wantWritten {
+		t.Errorf("the agent was told:\n%s\nwant\n%s", written.String(), wantWritten)
+	}
+	if got, want := c.text(), "one [mm: the agent sent a line of "+size(lines[4])+", over 10 MiB; it was left out]two"; got != want {
+		t.Errorf("the answer %q, want %q", got, want)
 	}
 }

@@ -62,6 +62,9 @@ type inbound struct {
 
 	sdkLine []byte // the line the SDK is reading
 	err     error
+	// dropped counts the lines dropped or refused: a flood of them must
+	// not be a flood of log lines.
+	dropped int
 }
 
 func newInbound(r io.Reader, c *client, w *wire, log *slog.Logger) *inbound {
@@ -137,7 +140,7 @@ func (in *inbound) route(line []byte) []byte {
 	}
 	var m envelope
 	if err := json.Unmarshal(body, &m); err != nil {
-		in.log.Warn(fmt.Sprintf("a line that is not JSON-RPC was dropped (%d bytes): %.80q", len(body), body))
+		in.warn(fmt.Sprintf("a line that is not JSON-RPC was dropped (%d bytes): %.80q", len(body), body))
 		return nil
 	}
 	switch {
@@ -152,7 +155,7 @@ func (in *inbound) route(line []byte) []byte {
 		in.log.Debug("a notification of the agent was dropped", "method", m.Method)
 		return nil
 	case m.Method == "":
-		in.log.Warn(fmt.Sprintf("a message that is neither a request nor a response was dropped: %.80q", body))
+		in.warn(fmt.Sprintf("a message that is neither a request nor a response was dropped: %.80q", body))
 		return nil
 	}
 	if !in.w.take(m.ID) {
@@ -176,7 +179,7 @@ func (in *inbound) update(params json.RawMessage) {
 		} `json:"update"`
 	}
 	if err := json.Unmarshal(params, &n); err != nil {
-		in.log.Warn("a session/update that cannot be read was dropped: " + err.Error())
+		in.warn("a session/update that cannot be read was dropped: " + err.Error())
 		return
 	}
 	if n.Update.Kind == "agent_message_chunk" && n.Update.Content.Type == "text" {
@@ -189,7 +192,7 @@ func (in *inbound) update(params json.RawMessage) {
 func (in *inbound) overlong(head []byte, size int) []byte {
 	what := fmt.Sprintf("a line of %s, over %s", mib(size), mib(sdkMaxLine))
 	id, method := headOf(head)
-	in.log.Warn(fmt.Sprintf("the agent sent %s; it was dropped", what), "method", method)
+	in.warn(fmt.Sprintf("the agent sent %s (method %q); it was dropped", what, method))
 	switch {
 	case id != nil && method == "":
 		// The answer to one of mm's requests: that request fails, saying
@@ -207,10 +210,19 @@ func (in *inbound) overlong(head []byte, size int) []byte {
 
 // refuse answers a request of the agent's with an error.
 func (in *inbound) refuse(id json.RawMessage, why string) {
-	in.log.Warn("a request of the agent was refused: " + why)
+	in.warn("a request of the agent was refused: " + why)
 	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": rpcerr.Internal(why, nil)})
 	if err == nil {
 		_, _ = in.w.Write(append(b, '\n'))
+	}
+}
+
+// warn logs what was dropped: the first ones, then one in every power of
+// two.
+func (in *inbound) warn(msg string) {
+	in.dropped++
+	if n := in.dropped; n <= 8 || n&(n-1) == 0 {
+		in.log.Warn(fmt.Sprintf("%s (%d dropped or refused so far)", msg, n))
 	}
 }
 
@@ -244,12 +256,13 @@ func headOf(head []byte) (id json.RawMessage, method string) {
 	return id, method
 }
 
-// mib writes a size in MiB, or KiB below one MiB.
+// mib writes a size in whole MiB, or in bytes when that would not tell it
+// from the limit (a line of 10 MiB and a few bytes).
 func mib(n int) string {
-	if n < 1<<20 {
-		return fmt.Sprintf("%d KiB", n>>10)
+	if n%(1<<20) == 0 || n >= sdkMaxLine+1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
 	}
-	return fmt.Sprintf("%d MiB", n>>20)
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // wire is the agent's stdin, written by the SDK and by the inbound's

@@ -22,15 +22,31 @@ type mcpChanged struct{}
 type mcpWarning struct{ Text string }
 
 // mcpServers are the servers a session connects to: the config's, then
-// the editor's.
+// the editor's, all within mcp.timeout and mcp.maxTools unless the
+// config gives a server its own timeout.
 func (rt *Runtime) mcpServers(fromEditor []mcpclient.Server) []mcpclient.Server {
 	var out []mcpclient.Server
 	for _, m := range rt.cfg.MCP.Servers {
-		out = append(out, mcpclient.Server{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env,
-			URL: m.URL, Headers: m.Headers, Ask: m.Permissions == "ask"})
+		srv := mcpclient.Server{Name: m.Name, Command: m.Command, Args: m.Args, Env: m.Env,
+			URL: m.URL, Headers: m.Headers, Ask: m.Permissions == "ask"}
+		if m.Timeout > 0 {
+			srv.Timeout, srv.TimeoutKey = m.Timeout, fmt.Sprintf("the timeout of mcp.servers %q", m.Name)
+		}
+		out = append(out, srv)
 	}
-	return append(out, fromEditor...)
+	out = append(out, fromEditor...)
+	for i := range out {
+		if out[i].Timeout == 0 {
+			out[i].Timeout, out[i].TimeoutKey = rt.cfg.MCP.Timeout, "mcp.timeout"
+		}
+		out[i].MaxTools = rt.cfg.MCP.MaxTools
+	}
+	return out
 }
+
+// maxMCPNotes bounds the notes kept for the next turn: a server that
+// fails again and again must not grow them.
+const maxMCPNotes = 16
 
 // startMCP connects the session's servers, off the actor.
 func (s *session) startMCP(ctx actor.Context, servers []mcpclient.Server) {
@@ -58,7 +74,12 @@ func (s *session) onMCPChanged() {
 
 func (s *session) onMCPWarning(m *mcpWarning) {
 	s.rt.log.Warn(fmt.Sprintf("[acp] session %s: %s", s.id, m.Text))
-	s.mcpNotes = append(s.mcpNotes, m.Text)
+	switch {
+	case len(s.mcpNotes) < maxMCPNotes:
+		s.mcpNotes = append(s.mcpNotes, m.Text)
+	default:
+		s.mcpNotesLeft++
+	}
 }
 
 // tellMCPNotes says, once, what went wrong with the MCP servers since the
@@ -67,5 +88,8 @@ func (s *session) tellMCPNotes() {
 	for _, n := range s.mcpNotes {
 		s.say("⚠️ " + n + "\n")
 	}
-	s.mcpNotes = nil
+	if s.mcpNotesLeft > 0 {
+		s.say(fmt.Sprintf("⚠️ and %d more MCP warnings (see mm's log)\n", s.mcpNotesLeft))
+	}
+	s.mcpNotes, s.mcpNotesLeft = nil, 0
 }

@@ -54,11 +54,13 @@ type session struct {
 	lsp *lsp.Client
 	// mcp are the session's MCP servers (mcp.go); toolDefs the tools
 	// offered to the model, the built-in ones and theirs; mcpNotes what
-	// went wrong with them, told at the next turn.
-	mcp        *mcpclient.Sessions
-	mcpServers []mcpclient.Server
-	toolDefs   []llm.ToolDef
-	mcpNotes   []string
+	// went wrong with them, told at the next turn (maxMCPNotes at most,
+	// mcpNotesLeft counting the others).
+	mcp          *mcpclient.Sessions
+	mcpServers   []mcpclient.Server
+	toolDefs     []llm.ToolDef
+	mcpNotes     []string
+	mcpNotesLeft int
 
 	history []llm.Message
 	// title and updatedAt are what session_info_update last told.

@@ -6,8 +6,15 @@
 // elicitation forms — go to a Relay: in a session, the user of the agent
 // that asks decides; `mm --ask` refuses them.
 //
+// An asked agent may write anything: its output reaches the SDK through
+// the inbound (inbound.go), which reads each line whole within the SDK's
+// bound, delivers the updates itself, and refuses what the SDK would choke
+// on; the answer kept is bounded too (maxAnswer). A question that fails
+// says why in one line.
+//
 // Concurrency: an Agent serves one question at a time (Ask holds it); a
-// Pool is safe for concurrent use.
+// Pool is safe for concurrent use. The inbound's reading runs on the SDK's
+// reader goroutine and delivers updates to the client from there.
 package agents
 
 import (
@@ -21,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/acp-go-sdk"
 
@@ -47,6 +55,9 @@ type Relay interface {
 // before it is killed.
 const cancelGrace = time.Second
 
+// maxAnswer bounds the text kept of one answer; the rest is counted.
+const maxAnswer = 1 << 20
+
 // Agent is one asked agent: its process, its connection, and the session
 // mm asks it in.
 type Agent struct {
@@ -57,6 +68,7 @@ type Agent struct {
 	client  *client
 	session acp.SessionId
 	done    chan struct{} // closed once the process is reaped
+	exitErr error         // how it ended, once done is closed
 	mu      sync.Mutex    // one question at a time
 }
 
@@ -90,17 +102,21 @@ func Start(ctx context.Context, cfg Config, cwd, sessionID string, log *slog.Log
 	}
 	a := &Agent{name: cfg.Name, group: group, stdin: stdin, client: &client{}, done: make(chan struct{})}
 	go func() {
-		_ = cmd.Wait()
+		a.exitErr = cmd.Wait()
 		procs.Done(cmd)
 		close(a.done)
 	}()
-	// The SDK's SetLogger is not synchronised with its reader: the reader
-	// waits until the logger is set.
-	in := gate.New(stdout)
-	a.conn = acp.NewClientSideConnection(a.client, stdin, in)
+	// The agent's output reaches the SDK through the inbound (inbound.go),
+	// which bounds what the SDK cannot take. The SDK's SetLogger is not
+	// synchronised with its reader: the reader waits until the logger is
+	// set.
+	alog := log.With("agent", cfg.Name)
+	w := newWire(stdin)
+	in := gate.New(newInbound(stdout, a.client, w, alog))
+	a.conn = acp.NewClientSideConnection(a.client, w, in)
 	// The SDK reports a closed connection at info level: here that is the
 	// normal end of every asked agent.
-	a.conn.SetLogger(slog.New(warnOnly{log.Handler()}).With("lib", "acp-client", "agent", cfg.Name))
+	a.conn.SetLogger(slog.New(warnOnly{alog.Handler()}).With("lib", "acp-client"))
 	in.Open()
 	if err := a.open(ctx, cwd); err != nil {
 		a.Close()
@@ -127,7 +143,8 @@ func (a *Agent) open(ctx context.Context, cwd string) error {
 	return nil
 }
 
-// ErrGone says the agent's process ended; a Pool starts it again.
+// ErrGone says the agent's process or its connection ended; a Pool starts
+// it again.
 var ErrGone = errors.New("the agent is gone")
 
 // Ask sends question as a prompt and returns the text the agent streamed
@@ -139,6 +156,11 @@ func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, 
 	defer a.mu.Unlock()
 	select {
 	case <-a.done:
+		return "", ErrGone
+	case <-a.conn.Done():
+		// Its connection ended with an earlier question (an output that
+		// closed): a fresh one is started.
+		a.kill()
 		return "", ErrGone
 	default:
 	}
@@ -159,7 +181,7 @@ func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, 
 	case res := <-ch:
 		text := a.client.text()
 		if res.err != nil {
-			return text, fmt.Errorf("agent %q failed: %v", a.name, oneLine(res.err.Error()))
+			return text, fmt.Errorf("agent %q failed: %s", a.name, a.failure(res.err))
 		}
 		if res.r.StopReason == acp.StopReasonCancelled {
 			return text, context.Canceled
@@ -167,7 +189,9 @@ func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, 
 		return text, nil
 	case <-ctx.Done():
 	}
-	_ = a.conn.Cancel(context.Background(), acp.CancelNotification{SessionId: a.session})
+	// Sent aside: an agent that reads nothing would hold the write, and
+	// the kill after the grace ends it.
+	go func() { _ = a.conn.Cancel(context.Background(), acp.CancelNotification{SessionId: a.session}) }()
 	select {
 	case <-ch:
 	case <-time.After(cancelGrace):
@@ -175,6 +199,44 @@ func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, 
 		<-ch // the connection closes with the process
 	}
 	return a.client.text(), ctx.Err()
+}
+
+// failure says why a question failed, in one line for the model and the
+// user: the agent's own error, or, when the connection ended, how the
+// process ended.
+func (a *Agent) failure(err error) string {
+	select {
+	case <-a.conn.Done():
+		select {
+		case <-a.done:
+		case <-time.After(cancelGrace):
+		}
+		select {
+		case <-a.done:
+			if a.exitErr != nil {
+				return "it exited before answering (" + a.exitErr.Error() + ")"
+			}
+			return "it exited before answering"
+		default:
+			return "it closed its output before answering"
+		}
+	default:
+	}
+	var re *acp.RequestError
+	if errors.As(err, &re) {
+		msg := re.Message
+		if d, ok := re.Data.(map[string]any); ok {
+			if e, ok := d["error"].(string); ok && e != "" && e != msg {
+				if msg == "" || msg == "Internal error" {
+					msg = e
+				} else {
+					msg += ": " + e
+				}
+			}
+		}
+		return oneLine(msg)
+	}
+	return oneLine(err.Error())
 }
 
 // Close ends the agent: its stdin is closed, it has a moment to exit, then
@@ -201,12 +263,14 @@ func (a *Agent) kill() {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // client is the ACP client side mm offers an asked agent: it collects the
-// answer's text and relays what must be asked of a person.
+// answer's text (maxAnswer bytes of it, the rest counted) and relays what
+// must be asked of a person.
 type client struct {
 	relay   Relay
 	mu      sync.Mutex
 	session acp.SessionId
 	answer  strings.Builder
+	left    int // bytes of the answer past maxAnswer
 }
 
 var _ acp.Client = (*client)(nil)
@@ -216,6 +280,7 @@ func (c *client) start(s acp.SessionId, relay Relay) {
 	c.session, c.relay = s, relay
 	if relay != nil {
 		c.answer.Reset()
+		c.left = 0
 	}
 	c.mu.Unlock()
 }
@@ -229,14 +294,49 @@ func (c *client) relayNow() Relay {
 func (c *client) text() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.left > 0 {
+		return c.answer.String() + fmt.Sprintf("\n[mm: the answer went on for %d more bytes, left out]", c.left)
+	}
 	return c.answer.String()
 }
 
-func (c *client) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
+// chunk adds a piece of the agent's message in session s to the answer.
+func (c *client) chunk(s acp.SessionId, text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if u := n.Update.AgentMessageChunk; u != nil && u.Content.Text != nil && n.SessionId == c.session {
-		c.answer.WriteString(u.Content.Text.Text)
+	if s == c.session {
+		c.add(text)
+	}
+}
+
+// note adds mm's note to the answer.
+func (c *client) note(text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.add(text)
+}
+
+// add keeps text within maxAnswer. c.mu is held.
+func (c *client) add(text string) {
+	if room := maxAnswer - c.answer.Len(); c.left > 0 || len(text) > room {
+		// Whole characters only: cut at a rune's start.
+		cut := max(room, 0)
+		for cut > 0 && cut < len(text) && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		c.answer.WriteString(text[:cut])
+		c.left += len(text) - cut
+		return
+	}
+	c.answer.WriteString(text)
+}
+
+// SessionUpdate is never called: the inbound delivers the updates
+// (chunk), as the SDK's queue of notifications would close the connection
+// in a burst.
+func (c *client) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
+	if u := n.Update.AgentMessageChunk; u != nil && u.Content.Text != nil {
+		c.chunk(n.SessionId, u.Content.Text.Text)
 	}
 	return nil
 }

@@ -160,6 +160,10 @@ type LSP struct {
 // ones its editor passes.
 type MCP struct {
 	Servers []MCPServer `yaml:"servers"`
+	// Timeout bounds one tools/call, unless the server sets its own.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxTools is how many tools of one server are offered at most.
+	MaxTools int `yaml:"maxTools"`
 }
 
 // MCPServer is one MCP server: a command (stdio) or a URL (streamable
@@ -172,6 +176,8 @@ type MCPServer struct {
 	URL         string            `yaml:"url"`
 	Headers     map[string]string `yaml:"headers"`
 	Permissions string            `yaml:"permissions"`
+	// Timeout, when set, replaces mcp.timeout for this server's calls.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // Hooks configures the shell commands run at points of a turn.

@@ -73,6 +73,12 @@ func (c *Config) validate() error {
 			return bad(key+".command", "must be set")
 		}
 	}
+	if c.MCP.Timeout <= 0 {
+		return bad("mcp.timeout", "must be positive")
+	}
+	if c.MCP.MaxTools < 1 {
+		return bad("mcp.maxTools", "must be at least 1")
+	}
 	for i, m := range c.MCP.Servers {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		switch {
@@ -82,6 +88,8 @@ func (c *Config) validate() error {
 			return bad(key, "give either command (stdio) or url (http)")
 		case m.Permissions != "" && m.Permissions != "ask" && m.Permissions != "default":
 			return bad(key+".permissions", fmt.Sprintf("%q is not ask or default", m.Permissions))
+		case m.Timeout < 0:
+			return bad(key+".timeout", "must not be negative (unset = mcp.timeout)")
 		}
 	}
 	seen := map[string]bool{"default": true}

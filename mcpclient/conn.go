@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -68,7 +69,11 @@ type conn struct {
 	// attempt kills it from another goroutine, before it is started too.
 	group *procs.Group
 
+	// cut is set when a page of the listing was cut (bound.go).
+	cut atomic.Bool
+
 	// Owned by run's goroutine.
+	warned           map[string]bool // the last listing's warnings
 	stderrR, stderrW *os.File
 	stderrDone       chan struct{} // closed when the copy of stderr has returned
 	stderrLog        *lineLog
@@ -180,7 +185,7 @@ func (c *conn) transport(cwd, sessionID string) (mcp.Transport, error) {
 		// procs.Start/Done: mm's orphan reaper may take the exit status of
 		// a server that died before the SDK's Wait, which then only reports
 		// an error that nothing needs.
-		return &startedTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, c: c}, nil
+		return &boundedTransport{c: c, inner: &startedTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, c: c}}, nil
 	case c.srv.URL != "":
 		// A transport of its own, so that Close can drop its idle
 		// connections (and their goroutines) without touching anyone
@@ -191,7 +196,7 @@ func (c *conn) transport(cwd, sessionID string) (mcp.Transport, error) {
 		if len(c.srv.Headers) > 0 {
 			rt = &headerTransport{base: tr, headers: maps.Clone(c.srv.Headers)}
 		}
-		return &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: &http.Client{Transport: rt}}, nil
+		return &boundedTransport{c: c, inner: &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: &http.Client{Transport: rt}}}, nil
 	default:
 		return nil, errors.New("it has neither a command nor a URL")
 	}
@@ -231,15 +236,18 @@ func (c *conn) connect(ctx context.Context, client *mcp.Client, t mcp.Transport)
 	return cs, err
 }
 
-// list lists the server's tools and offers them. A server that offers no
-// tools is not asked: it would answer with an error.
+// list lists the server's tools and offers them, within the bounds of
+// offer.go: the listing stops once the server's MaxTools are taken and one
+// more is listed. A server that offers no tools is not asked: it would
+// answer with an error.
 func (c *conn) list(ctx context.Context, cs *mcp.ClientSession) {
 	if ir := cs.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Tools == nil {
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	var tools []Tool
+	o := newOffer(c.srv)
+	c.cut.Store(false)
 	for t, err := range cs.Tools(lctx, nil) {
 		if err != nil {
 			// A server that went away is reported by serve, once.
@@ -248,9 +256,24 @@ func (c *conn) list(ctx context.Context, cs *mcp.ClientSession) {
 			}
 			return
 		}
-		tools = append(tools, toTool(c.srv, t))
+		if !o.add(toTool(c.srv, t)) {
+			break
+		}
 	}
-	c.s.setTools(c, running, cs, tools)
+	if c.cut.Load() {
+		o.full = true
+	}
+	c.s.setTools(c, running, cs, o.tools)
+	// A server may list again and again (notifications/tools/list_changed):
+	// a warning that the last listing gave too is not told again.
+	warned := map[string]bool{}
+	for _, w := range o.warnings() {
+		warned[w] = true
+		if !c.warned[w] {
+			c.s.warn(w)
+		}
+	}
+	c.warned = warned
 }
 
 // disconnect closes the connection gracefully, as the MCP specification

@@ -17,6 +17,12 @@
 // never an error for the session: the session goes on with the other
 // servers and the built-in tools.
 //
+// What a server lists is offered within bounds (offer.go, bound.go): a tool
+// whose input schema no model server takes is left out, a server's tools
+// past its MaxTools too, each with a warning; a page of tools/list is cut
+// before the SDK decodes it. A call that is not answered within the
+// server's Timeout is cancelled and fails.
+//
 // What it owns: for a stdio server, the process the SDK starts (in its own
 // process group, marked with the session's environment entry, see
 // internal/procs), everything left in that group, and the pipe that carries

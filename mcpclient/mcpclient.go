@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -32,7 +33,21 @@ type Server struct {
 	// Unsupported, when set, says why the server cannot be used: it fails
 	// to start with that reason, like a server whose command is missing.
 	Unsupported string
+	// Timeout bounds one call of its tools (DefaultTimeout when 0); a
+	// call not answered by then is cancelled and fails. TimeoutKey names
+	// the setting it came from in that failure ("mcp.timeout" when "").
+	Timeout    time.Duration
+	TimeoutKey string
+	// MaxTools is how many of its tools are offered at most
+	// (DefaultMaxTools when 0): every tool goes into every model request.
+	MaxTools int
 }
+
+// Defaults of a Server's bounds.
+const (
+	DefaultTimeout  = 10 * time.Minute
+	DefaultMaxTools = 128
+)
 
 // Tool is a tool a server offers, as the model sees it.
 type Tool struct {
@@ -168,8 +183,12 @@ func (s *Sessions) Call(ctx context.Context, name string, args map[string]any) (
 	}
 
 	// Close cancels the call too: the SDK's Close waits for the calls in
-	// flight, and a slow tool must not hold the session's end.
-	cctx, cancel := context.WithCancel(ctx)
+	// flight, and a slow tool must not hold the session's end. So does the
+	// time limit, after which the SDK tells the server the call is
+	// cancelled.
+	srv := r.c.srv
+	timeout := cmp.Or(srv.Timeout, DefaultTimeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
@@ -186,6 +205,9 @@ func (s *Sessions) Call(ctx context.Context, name string, args map[string]any) (
 		return Result{}, ctx.Err()
 	case s.ctx.Err() != nil:
 		return Result{}, fmt.Errorf("MCP tool %q was stopped: the session's MCP servers were disconnected during the call", name)
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		return Result{}, fmt.Errorf("MCP server %q did not answer the call of %q within %v (%s); the call was cancelled",
+			srv.Name, r.remote, timeout, cmp.Or(srv.TimeoutKey, "mcp.timeout"))
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		// The connection ended under the call: the SDK retires the calls in
 		// flight with the reader's error, the end of the server's output.
@@ -311,19 +333,15 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-// toTool describes a tool of server srv as the model sees it.
-func toTool(srv Server, t *mcp.Tool) Tool {
-	schema := emptySchema
-	if t.InputSchema != nil {
-		if b, err := json.Marshal(t.InputSchema); err == nil && string(b) != "null" {
-			schema = b
-		}
-	}
+// toTool describes a tool of server srv as the model sees it, or says why
+// the model cannot be offered it (offer.go).
+func toTool(srv Server, t *mcp.Tool) (Tool, string) {
+	schema, why := checkSchema(t.InputSchema)
 	out := Tool{
 		Name:        toolName(srv.Name, t.Name),
 		Server:      srv.Name,
 		Remote:      t.Name,
-		Description: t.Description,
+		Description: cutDescription(t.Description),
 		Schema:      schema,
 		Title:       t.Title,
 		Ask:         srv.Ask,
@@ -336,7 +354,7 @@ func toTool(srv Server, t *mcp.Tool) Tool {
 			out.Title = a.Title
 		}
 	}
-	return out
+	return out, why
 }
 
 // convert turns the SDK's result into the package's. Content that has no

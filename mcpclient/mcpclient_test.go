@@ -27,6 +27,7 @@ import (
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/mcpclient/internal/testtools"
+	"github.com/mm-agent/mm/mcpclient/mcptest"
 )
 
 // testServer is the stdio test server, built once for all tests.
@@ -655,13 +656,45 @@ func TestToolName(t *testing.T) {
 }
 
 func TestToTool(t *testing.T) {
-	got := toTool(Server{Name: "s"}, &mcp.Tool{Name: "t", Annotations: &mcp.ToolAnnotations{Title: "From the annotation"}})
-	if got.Title != "From the annotation" || string(got.Schema) != string(emptySchema) {
-		t.Errorf("%+v", got)
+	got, why := toTool(Server{Name: "s"}, &mcp.Tool{Name: "t", Annotations: &mcp.ToolAnnotations{Title: "From the annotation"}})
+	if got.Title != "From the annotation" || string(got.Schema) != string(emptySchema) || why != "" {
+		t.Errorf("%+v %q", got, why)
 	}
-	got = toTool(Server{Name: "s"}, &mcp.Tool{Name: "t", Title: "Own", Annotations: &mcp.ToolAnnotations{Title: "Annotation"}})
+	got, _ = toTool(Server{Name: "s"}, &mcp.Tool{Name: "t", Title: "Own", Annotations: &mcp.ToolAnnotations{Title: "Annotation"}})
 	if got.Title != "Own" {
 		t.Errorf("title %q, want the tool's own", got.Title)
+	}
+	got, _ = toTool(Server{Name: "s"}, &mcp.Tool{Name: "t", Description: strings.Repeat("é", maxDescription)})
+	if len(got.Description) > maxDescription+len("…") || !strings.HasSuffix(got.Description, "é…") {
+		t.Errorf("a long description is %d bytes, ending %q", len(got.Description), got.Description[len(got.Description)-8:])
+	}
+}
+
+// TestCheckSchema: what no model server takes is refused, with what the
+// warning quotes.
+func TestCheckSchema(t *testing.T) {
+	for _, c := range []struct {
+		schema any
+		want   string // the schema offered, or "" when refused
+		why    string
+	}{
+		{nil, string(emptySchema), ""},
+		{map[string]any{"type": "object"}, `{"type":"object"}`, ""},
+		{map[string]any{"type": "object", "properties": map[string]any{}, "required": []any{"a"}}, `{"properties":{},"required":["a"],"type":"object"}`, ""},
+		{map[string]any{"type": 5.0}, "", `{"type":5}`},
+		{"a string", "", `"a string"`},
+		{[]any{}, "", `[]`},
+		{map[string]any{}, "", `{}`},
+		{map[string]any{"type": "string"}, "", `{"type":"string"}`},
+		{map[string]any{"type": "object", "properties": "none"}, "", `{"properties":"none","type":"object"}`},
+		{map[string]any{"type": "object", "required": "a"}, "", `{"required":"a","type":"object"}`},
+		{map[string]any{"type": 5.0, "description": strings.Repeat("x", 100)}, "", `{"description":"` + strings.Repeat("x", 32) + "…"},
+		{map[string]any{"type": "object", "description": strings.Repeat("x", maxSchemaBytes)}, "", "64 KiB, over 64 KiB"},
+	} {
+		got, why := checkSchema(c.schema)
+		if string(got) != c.want || why != c.why {
+			t.Errorf("checkSchema(%v) = %s, %q; want %s, %q", c.schema, got, why, c.want, c.why)
+		}
 	}
 }
 
@@ -672,12 +705,14 @@ func TestSameNames(t *testing.T) {
 	first := &conn{s: s, srv: Server{Name: "a.b"}}
 	second := &conn{s: s, srv: Server{Name: "a_b"}}
 	s.conns = []*conn{first, second}
-	second.tools = []Tool{toTool(second.srv, &mcp.Tool{Name: "x"})}
+	x, _ := toTool(second.srv, &mcp.Tool{Name: "x"})
+	second.tools = []Tool{x}
 	s.rebuild()
 	if r := s.byName["mcp__a_b__x"]; r.c != second {
 		t.Fatal("the only server's tool is not offered")
 	}
-	first.tools = []Tool{toTool(first.srv, &mcp.Tool{Name: "x"})}
+	x, _ = toTool(first.srv, &mcp.Tool{Name: "x"})
+	first.tools = []Tool{x}
 	s.rebuild()
 	if r := s.byName["mcp__a_b__x"]; r.c != first || len(s.tools) != 1 {
 		t.Errorf("the name went to %q; %d tools", r.c.srv.Name, len(s.tools))
@@ -692,5 +727,99 @@ func TestStderrLogged(t *testing.T) {
 	})
 	if !strings.Contains(logs.String(), "level=DEBUG") {
 		t.Errorf("log: %s", logs.String())
+	}
+}
+
+// TestInvalidSchemasLeftOut: tools whose input schema no model server
+// takes are left out, with one warning for the listing; the good one is
+// offered.
+func TestInvalidSchemasLeftOut(t *testing.T) {
+	s, rec, _ := connect(t, []Server{stdio("bad", "hostile", mcptest.BadSchemas)}, t.TempDir(), newSessionID(t))
+	waitTool(t, s, "mcp__bad__echo")
+	waitFor(t, "the warning", func() bool { return len(rec.Warnings()) > 0 })
+	if tools := s.Tools(); len(tools) != 1 {
+		t.Errorf("offered: %+v", tools)
+	}
+	want := `MCP server "bad": 4 tools left out, their input schema is not an object schema a model takes: ` +
+		`bad_number ({"type":5}), bad_string ("an object, honestly"), bad_array ([{"type":"object"}]), bad_properties ({"properties":"none","type":"object"})`
+	if w := rec.Warnings(); len(w) != 1 || w[0] != want {
+		t.Errorf("warnings:\n%q\nwant\n%q", w, want)
+	}
+	if got := callText(t, s, "mcp__bad__echo", nil); got != "called" {
+		t.Errorf("echo: %q", got)
+	}
+}
+
+// TestMaxTools: a server listing more tools than its MaxTools has its first
+// ones offered, and a warning.
+func TestMaxTools(t *testing.T) {
+	srv := stdio("many", "hostile", mcptest.ManyTools+":1000")
+	srv.MaxTools = 10
+	s, rec, _ := connect(t, []Server{srv}, t.TempDir(), newSessionID(t))
+	waitTool(t, s, "mcp__many__t0")
+	var names []string
+	for _, tool := range s.Tools() {
+		names = append(names, tool.Remote)
+	}
+	slices.Sort(names)
+	if want := []string{"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"}; !slices.Equal(names, want) {
+		t.Errorf("offered %v, want %v", names, want)
+	}
+	want := `MCP server "many" lists more than 10 tools (mcp.maxTools); only its first 10 are offered`
+	waitFor(t, "the warning", func() bool { return len(rec.Warnings()) > 0 })
+	if w := rec.Warnings(); len(w) != 1 || w[0] != want {
+		t.Errorf("warnings: %q, want %q", w, want)
+	}
+}
+
+// TestCallTimeout: a call not answered within the server's Timeout is
+// cancelled (the server hears of it) and fails, naming the setting.
+func TestCallTimeout(t *testing.T) {
+	srv := stdio("fs")
+	srv.Timeout, srv.TimeoutKey = 500*time.Millisecond, `the timeout of mcp.servers "fs"`
+	s, _, _ := connect(t, []Server{srv, stdio("other")}, t.TempDir(), newSessionID(t))
+	waitTool(t, s, "mcp__fs__slow")
+	waitTool(t, s, "mcp__other__slow")
+	dir := t.TempDir()
+	cancelled := filepath.Join(dir, "cancelled")
+	ctx, cancel := context.WithTimeout(context.Background(), hangDeadline)
+	defer cancel()
+	start := time.Now()
+	_, err := s.Call(ctx, "mcp__fs__slow", map[string]any{"seconds": 3600, "cancelled": cancelled})
+	t.Logf("the call ended after %v", time.Since(start))
+	want := `MCP server "fs" did not answer the call of "slow" within 500ms (the timeout of mcp.servers "fs"); the call was cancelled`
+	if err == nil || err.Error() != want {
+		t.Fatalf("call: %v, want %q", err, want)
+	}
+	waitFor(t, "the server to see the cancellation", func() bool { _, err := os.Stat(cancelled); return err == nil })
+	if got := callText(t, s, "mcp__fs__echo", map[string]any{"text": "after"}); got != "after" {
+		t.Errorf("echo after the timeout: %q", got)
+	}
+	// The other server's calls have the default limit: a short call is
+	// not cut.
+	if got := callText(t, s, "mcp__other__slow", map[string]any{"seconds": 0.7}); got != "slept" {
+		t.Errorf("a call of the other server: %q", got)
+	}
+}
+
+// TestCutTools: a page with more than max tools keeps its first max, and
+// loses its cursor; others are left as they are.
+func TestCutTools(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string // "" when left as it is
+	}{
+		{`{"tools":[{"name":"a"},{"name":"b"},{"name":"c"}],"nextCursor":"x"}`, 2, `{"tools":[{"name":"a"},{"name":"b"}]}`},
+		{`{"nextCursor":"x", "tools": [ {"name":"a"} , {"name":"b"} ]}`, 1, `{"tools":[ {"name":"a"}]}`},
+		{`{"tools":[{"name":"a"},{"name":"b"}]}`, 2, ""},
+		{`{"tools":[]}`, 2, ""},
+		{`{"tools":"many"}`, 2, ""},
+		{`[1,2,3]`, 2, ""},
+	} {
+		got, ok := cutTools([]byte(c.in), c.max)
+		if ok != (c.want != "") || string(got) != c.want {
+			t.Errorf("cutTools(%s, %d) = %s, %v; want %s", c.in, c.max, got, ok, c.want)
+		}
 	}
 }

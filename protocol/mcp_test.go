@@ -87,7 +87,13 @@ usage: true
 // names it was offered.
 func waitTools(t *testing.T, e *env, sid acp.SessionId, want string) []string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	return waitToolsFor(t, e, sid, want, 15*time.Second)
+}
+
+// waitToolsFor is waitTools with a hang bound of the caller's.
+func waitToolsFor(t *testing.T, e *env, sid acp.SessionId, want string, bound time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for {
 		e.ask(sid, "ping")
 		var names []string

@@ -14,12 +14,17 @@ import (
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/lsp/lsptest"
+	"github.com/mm-agent/mm/mcpclient/mcptest"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(mcpEnv) != "" {
 		serveMCP() // the MCP server of mcp_test.go
+		return
+	}
+	if mode := os.Getenv(hostileMCPEnv); mode != "" {
+		_ = mcptest.Serve(mode, os.Stdin, os.Stdout) // the hostile MCP server of mcp_hostile_test.go
 		return
 	}
 	if filepath.Base(os.Args[0]) == "fakelsp" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/agents/agenttest"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/protocol"
@@ -26,6 +27,7 @@ import (
 var mmBin string
 
 func TestMain(m *testing.M) {
+	agenttest.Main() // the hostile agent of ask_hostile_test.go, when asked for
 	dir, err := os.MkdirTemp("", "mm-bin")
 	if err != nil {
 		panic(err)

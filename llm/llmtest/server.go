@@ -193,6 +193,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.Model == "" {
 		req.Model = modelName
 	}
+	if msg := badTool(req.Tools); msg != "" {
+		// As the model servers do: llama.cpp and OpenAI refuse a function
+		// whose parameters are not an object schema.
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
 	history := req.history()
 	prompt := llm.EstimateTokens(history)
 	for _, tool := range req.Tools {

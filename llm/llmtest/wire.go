@@ -3,6 +3,7 @@ package llmtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -302,4 +303,33 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]any{
 		"error": map[string]any{"message": msg, "type": "server_error", "code": strconv.Itoa(status)},
 	})
+}
+
+// badTool explains why a tool of the request is one no model server takes
+// (its parameters are not a JSON object with type "object", or its
+// properties are not an object), or returns "".
+func badTool(tools []json.RawMessage) string {
+	for _, raw := range tools {
+		var t struct {
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &t) != nil {
+			return "invalid tool: " + string(raw)
+		}
+		if p := t.Function.Parameters; len(p) == 0 || string(p) == "null" {
+			continue // a function without parameters
+		}
+		var schema struct {
+			Type       any             `json:"type"`
+			Properties json.RawMessage `json:"properties"`
+		}
+		if err := json.Unmarshal(t.Function.Parameters, &schema); err != nil || schema.Type != "object" ||
+			(schema.Properties != nil && (len(schema.Properties) == 0 || schema.Properties[0] != '{')) {
+			return fmt.Sprintf("invalid schema for function %q: parameters must be a JSON schema of type object, got %s", t.Function.Name, t.Function.Parameters)
+		}
+	}
+	return ""
 }

@@ -5,7 +5,8 @@
 //
 // With the argument "hang" it never answers, to test the time limit of a
 // connection attempt; with "sleep" it only sleeps, as the background child
-// that the spawn tool leaves behind.
+// that the spawn tool leaves behind; with "hostile MODE" it is mcptest's
+// hostile server.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mm-agent/mm/mcpclient/internal/testtools"
+	"github.com/mm-agent/mm/mcpclient/mcptest"
 )
 
 func main() {
@@ -26,6 +28,12 @@ func main() {
 			// Neither reads its input nor answers: the process stays until
 			// it is killed.
 			time.Sleep(time.Hour)
+			return
+		case "hostile":
+			// mcptest's hostile server, in the mode given next.
+			if err := mcptest.Serve(os.Args[2], os.Stdin, os.Stdout); err != nil {
+				fmt.Fprintln(os.Stderr, "testserver:", err)
+			}
 			return
 		}
 	}

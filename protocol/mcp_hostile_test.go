@@ -1,0 +1,264 @@
+package protocol_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/mcpclient/mcptest"
+	"github.com/mm-agent/mm/protocol/acptest"
+)
+
+// The hostile MCP servers of these tests are the test binary again, run
+// with MM_TEST_MCP_HOSTILE set to a mode of mcptest.Serve: it writes its
+// answers by hand, as no SDK would.
+
+const hostileMCPEnv = "MM_TEST_MCP_HOSTILE"
+
+const hostileScript = `
+rules:
+  - match: "^ping$"
+    steps: [{text: "pong"}]
+  - match: "^wait$"
+    steps:
+      - toolCalls: [{name: mcp__hang__wait, args: {}}]
+      - {text: "model read: {{last_tool_output}}"}
+usage: true
+`
+
+func hostileMCP(name, mode string) acp.McpServer {
+	return acp.McpServer{Stdio: &acp.McpServerStdio{Name: name, Command: os.Args[0], Args: []string{},
+		Env: []acp.EnvVariable{{Name: hostileMCPEnv, Value: mode}}}}
+}
+
+// newHostileEnv serves the agent with four turn slots, as the issue's
+// figures are taken. Its requests have two minutes, not newEnv's 30
+// seconds: the SDK reading a page of 11 MB under the race detector, on a
+// machine busy with other tests, takes a while.
+func newHostileEnv(t *testing.T, edit func(*configs.Config)) *env {
+	t.Helper()
+	e := newEnvScript(t, hostileScript, func(c *configs.Config) {
+		c.Turns.Concurrency = 4
+		if edit != nil {
+			edit(c)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	return e
+}
+
+// openWith opens a session with an MCP server.
+func openWith(t *testing.T, e *env, server acp.McpServer) acp.SessionId {
+	t.Helper()
+	res, err := e.conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: []acp.McpServer{server}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.SessionId
+}
+
+// heapPeak samples the heap until stopped, and returns the most it saw
+// above what it was at the start (after a collection).
+func heapPeak() (stop func() int64) {
+	base := heapNow()
+	done, peak := make(chan struct{}), make(chan int64)
+	go func() {
+		var most uint64
+		var m runtime.MemStats
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			runtime.ReadMemStats(&m)
+			most = max(most, m.HeapAlloc)
+			select {
+			case <-done:
+				peak <- int64(most) - base
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int64 { close(done); return <-peak }
+}
+
+// pongWatch asks "ping" in a session of its own, one turn after another,
+// until stopped; stop returns the slowest turn and the number of turns. It
+// measures what another session feels of an attack.
+func pongWatch(t *testing.T, e *env) (stop func() (worst time.Duration, turns int)) {
+	t.Helper()
+	res, err := e.conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var worst time.Duration
+	var turns int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			start := time.Now()
+			r, err := e.conn.Ask(e.ctx, res.SessionId, "ping")
+			if err != nil || r.StopReason != acp.StopReasonEndTurn {
+				t.Errorf("the other session's ping: %v %v", r.StopReason, err)
+				return
+			}
+			worst = max(worst, time.Since(start))
+			turns++
+		}
+	}()
+	return func() (time.Duration, int) {
+		close(done)
+		wg.Wait()
+		return worst, turns
+	}
+}
+
+// offered lists the tools of the model's last request, by name.
+func offered(e *env) []string {
+	var names []string
+	tools, _ := e.server.LastRequest()["tools"].([]any)
+	for _, tl := range tools {
+		names = append(names, tl.(map[string]any)["function"].(map[string]any)["name"].(string))
+	}
+	return names
+}
+
+// TestMCPInvalidSchemasLeftOut: a server whose tools have input schemas no
+// model server takes ({"type":5}, a string…) has those tools left out with
+// one warning; its good tool is offered, and every turn goes on. Before,
+// they went to the model server, which refused every request of the
+// session with HTTP 400.
+func TestMCPInvalidSchemasLeftOut(t *testing.T) {
+	e := newHostileEnv(t, nil)
+	watch := pongWatch(t, e)
+	start := time.Now()
+	sid := openWith(t, e, hostileMCP("bad", mcptest.BadSchemas))
+	names := waitTools(t, e, sid, "mcp__bad__echo")
+	worst, turns := watch()
+	t.Logf("listed in %v; the other session's ping: worst %v over %d turns", time.Since(start), worst, turns)
+	joined := strings.Join(names, " ")
+	if !strings.Contains(joined, "mcp__bad__echo") {
+		t.Fatalf("the good tool is not offered: %v", names)
+	}
+	for name := range mcptest.BadTools {
+		if strings.Contains(joined, "mcp__bad__"+name) {
+			t.Errorf("%s is offered", name)
+		}
+	}
+	text := acptest.Text(e.conn.Client.Updates(sid))
+	for _, want := range []string{`⚠️ MCP server "bad": 4 tools left out, their input schema is not an object schema a model takes: `, `bad_number ({"type":5})`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in %q", want, text)
+		}
+	}
+	e.conn.Client.Reset()
+	e.ask(sid, "ping")
+	if text := acptest.Text(e.conn.Client.Updates(sid)); text != "pong" {
+		t.Errorf("the turn after the listing: %q", text)
+	}
+}
+
+// TestMCPTooManyTools: a server listing 100,000 tools has its first
+// mcp.maxTools offered, with a warning; the rest never reach the model's
+// requests nor stay in memory.
+func TestMCPTooManyTools(t *testing.T) {
+	const n = 100000
+	e := newHostileEnv(t, func(c *configs.Config) { c.MCP.MaxTools = 128 })
+	watch := pongWatch(t, e)
+	time.Sleep(100 * time.Millisecond) // the other session settles
+	heap := heapNow()
+	peak := heapPeak()
+	start := time.Now()
+	sid := openWith(t, e, hostileMCP("many", mcptest.ManyTools+":100000"))
+	// The SDK reads and decodes the 11 MB page (twice as slow under the
+	// race detector on a busy machine): only a hang fails the test.
+	names := waitToolsFor(t, e, sid, "mcp__many__t0", time.Minute)
+	listed := time.Since(start)
+	worst, turns := watch()
+	warnings := acptest.Text(e.conn.Client.Updates(sid))
+	e.ask(sid, "ping")
+	body, _ := json.Marshal(e.server.LastRequest())
+	most, kept := peak(), heapNow()-heap
+	t.Logf("%d tools listed: %d tools offered in %v; heap at most %+d MiB, %+d MiB kept; a request is %d KiB; the other session's ping: worst %v over %d turns",
+		n, len(names), listed, most>>20, kept>>20, len(body)>>10, worst, turns)
+	many := 0
+	for _, name := range offered(e) {
+		if strings.HasPrefix(name, "mcp__many__") {
+			many++
+		}
+	}
+	if many != 128 {
+		t.Errorf("%d of the server's tools offered, want 128", many)
+	}
+	for _, name := range []string{"mcp__many__t0", "mcp__many__t127"} {
+		if !strings.Contains(strings.Join(names, " "), name) {
+			t.Errorf("%s, one of the first 128, is not offered", name)
+		}
+	}
+	want := `MCP server "many" lists more than 128 tools (mcp.maxTools); only its first 128 are offered`
+	if !strings.Contains(warnings, want) {
+		t.Errorf("no warning %q in %q", want, warnings)
+	}
+}
+
+// TestMCPCallTimeout: a tools/call the server never answers ends after
+// mcp.timeout, or the server's own timeout, with a note the model reads;
+// the turn goes on.
+func TestMCPCallTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		edit   func(*configs.Config)
+		editor bool // the server is the editor's, else the config's
+		key    string
+	}{
+		{"mcp.timeout", func(c *configs.Config) { c.MCP.Timeout = time.Second }, true, "mcp.timeout"},
+		{"the server's timeout", func(c *configs.Config) {
+			c.MCP.Timeout = time.Hour
+			c.MCP.Servers = []configs.MCPServer{{Name: "hang", Command: os.Args[0], Env: map[string]string{hostileMCPEnv: mcptest.Hang}, Timeout: time.Second}}
+		}, false, `the timeout of mcp.servers "hang"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newHostileEnv(t, c.edit)
+			var sid acp.SessionId
+			if c.editor {
+				sid = openWith(t, e, hostileMCP("hang", mcptest.Hang))
+			} else {
+				sid = e.newSession()
+			}
+			waitTools(t, e, sid, "mcp__hang__wait")
+			e.conn.Client.Reset()
+			watch := pongWatch(t, e)
+			ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			res, err := e.conn.Ask(ctx, sid, "wait")
+			elapsed := time.Since(start)
+			worst, turns := watch()
+			t.Logf("the call ended after %v; the other session's ping: worst %v over %d turns", elapsed, worst, turns)
+			if err != nil || res.StopReason != acp.StopReasonEndTurn {
+				t.Fatalf("the turn with an unanswered call: %v %v", res.StopReason, err)
+			}
+			want := `model read: [MCP server "hang" did not answer the call of "wait" within 1s (` + c.key + `); the call was cancelled]`
+			if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, want) {
+				t.Errorf("the model read %q, want %q", text, want)
+			}
+		})
+	}
+}

@@ -103,7 +103,8 @@ func (a *Agent) openFile(id, rawCwd string, servers []acp.McpServer) (*actors.Se
 		return nil, err
 	}
 	a.know(cwd)
-	f, err := store.Load(store.Path(cwd, a.cfg.Sessions.Dir, id))
+	path := store.Path(cwd, a.cfg.Sessions.Dir, id)
+	f, err := a.files.Load(path)
 	if err == nil && f.ID != id {
 		err = fmt.Errorf("%w: the file holds session %q", store.ErrCorrupt, f.ID)
 	}
@@ -111,8 +112,7 @@ func (a *Agent) openFile(id, rawCwd string, servers []acp.McpServer) (*actors.Se
 		return nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()})
 	}
 	a.folders.Add(cwd)
-	st := actors.StateFromFile(f)
-	st.Cwd = cwd
+	st := actors.StateFromFile(f, path, cwd)
 	st.MCP = a.mcpServers(servers)
 	return a.register(a.runtime().SpawnSession(st))
 }
@@ -212,7 +212,7 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	}
 	var all []store.Summary
 	for _, cwd := range cwds {
-		list, err := store.List(cwd, a.cfg.Sessions.Dir)
+		list, err := a.files.List(cwd, a.cfg.Sessions.Dir)
 		if err != nil {
 			return acp.ListSessionsResponse{}, a.internal("session/list", err)
 		}
@@ -297,11 +297,12 @@ func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
 				if err := store.CheckID(parent); err != nil {
 					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
 				}
-				f, err := store.Load(store.Path(cwd, a.cfg.Sessions.Dir, parent))
+				path := store.Path(cwd, a.cfg.Sessions.Dir, parent)
+				f, err := a.files.Load(path)
 				if err != nil {
 					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
 				}
-				return actors.StateFromFile(f), nil
+				return actors.StateFromFile(f, path, cwd), nil
 			}
 			defer func() {
 				if r := recover(); r != nil {
@@ -346,7 +347,14 @@ func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest) 
 		a.folders.Add(cwd)
 	}
 	a.log.Info(fmt.Sprintf("[acp] session %s forked from %s (%d message(s))", s.ID, parent, len(st.History)-1))
-	return s.ID, acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.ID), Meta: provenanceMeta(st.Provenance), Modes: modes(st.Mode)}, nil
+	mode := st.Mode
+	if mode == "" {
+		// A stored parent that named no mode, or one it may not set
+		// (actors.SessionState.Untrusted): the session runs in the
+		// configured one.
+		mode = a.runtime().DefaultMode()
+	}
+	return s.ID, acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.ID), Meta: provenanceMeta(st.Provenance), Modes: modes(mode)}, nil
 }
 
 // SetSessionMode serves session/set_mode for a caller that serves the

@@ -85,6 +85,11 @@ func Start(o Options) (*Conn, error) {
 	// The actor system is built while the client's initialize is read and
 	// answered, which needs none of it; the session methods wait for it.
 	go func() {
+		if o.Config.Sessions.Enabled {
+			// The key's file is read (or made) here rather than by the
+			// first save, which a session actor waits for.
+			key.Load()
+		}
 		a.rt = actors.NewRuntime(actors.Options{
 			Config: o.Config, Model: o.Model, Models: o.Models, Out: box, Client: client{conn: conn, a: a}, Sensitive: sensitive,
 			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},

@@ -62,6 +62,12 @@ func OpenKey(stateDir string, warn func(string)) *Key {
 	return &Key{path: filepath.Join(stateDir, KeyFile), warn: warn}
 }
 
+// Load reads or makes the key now, if that was not done yet, and reports
+// whether there is one to use. The first Marshal or check does it
+// otherwise; mm calls Load when it starts serving with sessions on, so
+// that the first save does not wait for the key's file.
+func (k *Key) Load() bool { return k.bytes() != nil }
+
 // bytes returns the key, reading or making it the first time; nil when
 // there is none.
 func (k *Key) bytes() []byte {

@@ -27,14 +27,59 @@ type SessionState struct {
 	// MCP are the MCP servers the editor gave the session (not saved: a
 	// load or a resume names them again).
 	MCP []mcpclient.Server
+	// Untrusted, when set, says in one line why the file this state was
+	// read from is not known to be one this user's mm wrote for this
+	// folder. The session then takes from it nothing that widens what
+	// runs unasked: its mode only when it is ask (which narrows it), the
+	// configured mode otherwise. It tells the user so once, before its
+	// commands are announced, and logs it. (Remembered permission answers
+	// are never in a file: every loaded session starts without them. The
+	// model is one of the configured ones or the default; the history,
+	// plan and usage are the conversation the user chose to open, shown
+	// by the replay.)
+	Untrusted string
 }
 
-// StateFromFile turns a loaded session file into a state to spawn.
-func StateFromFile(f *store.File) *SessionState {
-	return &SessionState{
-		ID: f.ID, Cwd: f.Cwd, Created: f.Created, Provenance: f.Provenance,
+// StateFromFile turns a session file read from path, in the project folder
+// cwd, into a state to spawn there. A file that is not signed with the
+// user's key (store.File.Signed), or was signed for another folder, gives
+// an Untrusted state.
+func StateFromFile(f *store.File, path, cwd string) *SessionState {
+	st := &SessionState{
+		ID: f.ID, Cwd: cwd, Created: f.Created, Provenance: f.Provenance,
 		Mode: f.Mode, Model: f.Model, Usage: f.Usage, History: f.History, Plan: f.Plan,
 	}
+	switch {
+	case !f.Signed:
+		st.Untrusted = path + " is not signed by your mm (written elsewhere, edited, or saved by an mm that did not sign its files)"
+	case f.Cwd != cwd:
+		st.Untrusted = path + " was signed for another folder, " + f.Cwd
+	}
+	if st.Untrusted != "" && st.Mode != "" && st.Mode != ModeAsk {
+		st.Untrusted += "; the " + st.Mode + " mode it names is not taken"
+		st.Mode = "" // the configured one
+	}
+	return st
+}
+
+// tellNotice says the session's notice to the client, once.
+func (s *session) tellNotice() {
+	if s.notice != "" {
+		s.say("⚠️ " + s.notice + "\n")
+		s.notice = ""
+	}
+}
+
+// encode marshals f, signed with the runtime's key, and warns once per
+// session when the file grows past what a Reader will load again.
+func (s *session) encode(f *store.File) ([]byte, error) {
+	data, err := s.rt.key.Marshal(f)
+	if err == nil && !s.warnedSize && int64(len(data)) > int64(s.rt.cfg.Sessions.MaxFileBytes) && s.rt.cfg.Sessions.MaxFileBytes > 0 {
+		s.warnedSize = true
+		s.rt.log.Warn(fmt.Sprintf("[acp] session %s: its file is %d MiB, more than sessions.maxFileBytes (%d MiB): session/load will refuse it until the limit is raised or the session compacted",
+			s.id, len(data)>>20, s.rt.cfg.Sessions.MaxFileBytes>>20))
+	}
+	return data, err
 }
 
 // state copies the session's state (the history slice is copied; its
@@ -79,7 +124,7 @@ func (s *session) onFlush(ctx actor.Context) {
 		ctx.Respond(&Done{})
 		return
 	}
-	data, err := store.Marshal(s.file())
+	data, err := s.encode(s.file())
 	if err != nil {
 		ctx.Respond(&Done{Err: err.Error()})
 		return
@@ -94,7 +139,7 @@ func (s *session) save(ctx actor.Context, notify bool) {
 	if s.writer == nil {
 		return
 	}
-	data, err := store.Marshal(s.file())
+	data, err := s.encode(s.file())
 	if err != nil {
 		s.rt.log.Error(fmt.Sprintf("[acp] session %s: encoding the session file: %v", s.id, err))
 		if notify {
@@ -155,7 +200,7 @@ func (s *session) keepAs() string {
 	f := s.file()
 	f.ID = NewSessionID(time.Now())
 	f.Provenance.SessionID = f.ID
-	data, err := store.Marshal(f)
+	data, err := s.encode(f)
 	if err != nil {
 		s.rt.log.Error(fmt.Sprintf("[acp] session %s: encoding the kept conversation: %v", s.id, err))
 		return ""

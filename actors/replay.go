@@ -54,6 +54,7 @@ func (s *session) onReplay(m *Replay) {
 		s.rt.out.Update(s.id, planUpdate(s.plan, meta))
 	}
 	s.announced = true
+	s.tellNotice()
 	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
 		Meta: meta, AvailableCommands: Commands(s.skills, s.agents != nil),
 	}})

@@ -18,6 +18,7 @@ import (
 	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/internal/gopool"
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 	"github.com/mm-agent/mm/tools/fetch"
 )
@@ -46,6 +47,9 @@ type Options struct {
 	// unknown: when the runtime starts and when a session is created. nil
 	// never probes.
 	Probe Probe
+	// Key signs the session files the sessions write (store.Key); nil
+	// writes them unsigned.
+	Key *store.Key
 }
 
 // NamedModel is a model a session can select by ID.
@@ -70,6 +74,8 @@ type Runtime struct {
 	modelList []NamedModel
 	out       Outbox
 	log       *slog.Logger
+	// key signs the session files (nil: unsigned).
+	key *store.Key
 
 	client Client
 	hooks  *hooks.Runner
@@ -119,7 +125,7 @@ func NewRuntime(o Options) *Runtime {
 		// goroutine should not outlive that by a second.
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
-	rt := &Runtime{sys: sys, cfg: o.Config, out: o.Out, client: o.Client, hooks: o.Hooks, log: log,
+	rt := &Runtime{sys: sys, cfg: o.Config, out: o.Out, client: o.Client, hooks: o.Hooks, log: log, key: o.Key,
 		sensitive: o.Sensitive, toolDefs: toolDefs(), runTool: tools.Run}
 	rt.window.Store(int64(o.ContextWindow))
 	rt.probe = o.Probe

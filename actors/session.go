@@ -91,6 +91,12 @@ type session struct {
 	closing bool
 	// announced is set once available_commands_update has been queued.
 	announced bool
+	// notice is a line the user is to hear before the commands are
+	// announced (an untrusted session file, persist.go); "" once told.
+	notice string
+	// warnedSize is set once the log said the file outgrew
+	// sessions.maxFileBytes.
+	warnedSize bool
 	// ranCommands is set once a command was started: only then can the
 	// session have left processes running.
 	ranCommands bool
@@ -142,8 +148,17 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	if s.prov.Kind == "" {
 		s.prov = store.Provenance{SessionID: s.id, Kind: "root"}
 	}
+	if st.Untrusted != "" && s.mode != ModeAsk {
+		// A file not known to be the user's may narrow the mode, never
+		// widen it (StateFromFile has said so in Untrusted).
+		s.mode = ""
+	}
 	if s.mode == "" {
 		s.mode = rt.defaultMode()
+	}
+	if st.Untrusted != "" {
+		s.notice = st.Untrusted + ": the session runs in " + s.mode + " mode"
+		rt.log.Warn(fmt.Sprintf("[acp] session %s: %s", s.id, s.notice))
 	}
 	if _, ok := rt.models[s.modelID]; !ok {
 		s.modelID = "default"
@@ -294,6 +309,7 @@ func (s *session) announce() {
 		return
 	}
 	s.announced = true
+	s.tellNotice()
 	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
 		AvailableCommands: Commands(s.skills, s.agents != nil),
 	}})

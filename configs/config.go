@@ -111,6 +111,10 @@ type NamedModel struct {
 type Sessions struct {
 	Enabled bool   `yaml:"enabled"`
 	Dir     string `yaml:"dir"`
+	// MaxFileBytes is the largest session file read (load, resume, fork,
+	// list); a larger one, like anything that is not a regular file, is
+	// refused.
+	MaxFileBytes Bytes `yaml:"maxFileBytes"`
 }
 
 // Context configures history compression.

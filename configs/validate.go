@@ -23,6 +23,9 @@ func (c *Config) validate() error {
 	if c.ACP.MaxPending < 1 {
 		return bad("acp.maxPending", "must be at least 1")
 	}
+	if c.Sessions.MaxFileBytes < 64<<10 {
+		return bad("sessions.maxFileBytes", "must be at least 64KiB")
+	}
 	if c.Prompt.MaxResourceBytes < 1 {
 		return bad("prompt.maxResourceBytes", "must be at least 1 byte")
 	}

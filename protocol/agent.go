@@ -59,6 +59,9 @@ type Agent struct {
 	// folders is the index of the folders that hold saved sessions
 	// (store.Folders); nil keeps none.
 	folders *store.Folders
+	// files reads session files: no links, FIFOs or devices, at most
+	// sessions.maxFileBytes, signatures checked with the user's key.
+	files *store.Reader
 	// draining is set when the connection ends: no session creation
 	// starts any more, and prompts end cancelled; closed once those in
 	// flight are done: no session is registered any more.

@@ -45,11 +45,12 @@ func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
 				if err := store.CheckID(parent); err != nil {
 					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
 				}
-				f, err := store.Load(store.Path(cwd, a.cfg.Sessions.Dir, parent))
+				path := store.Path(cwd, a.cfg.Sessions.Dir, parent)
+				f, err := a.files.Load(path)
 				if err != nil {
 					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
 				}
-				return actors.StateFromFile(f), nil
+				return actors.StateFromFile(f, path, cwd), nil
 			}
 			defer func() {
 				if r := recover(); r != nil {
@@ -94,7 +95,14 @@ func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest) 
 		a.folders.Add(cwd)
 	}
 	a.log.Info(fmt.Sprintf("[acp] session %s forked from %s (%d message(s))", s.ID, parent, len(st.History)-1))
-	return s.ID, acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.ID), Meta: provenanceMeta(st.Provenance), Modes: modes(st.Mode)}, nil
+	mode := st.Mode
+	if mode == "" {
+		// A stored parent that named no mode, or one it may not set
+		// (actors.SessionState.Untrusted): the session runs in the
+		// configured one.
+		mode = a.runtime().DefaultMode()
+	}
+	return s.ID, acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.ID), Meta: provenanceMeta(st.Provenance), Modes: modes(mode)}, nil
 }
 
 // stableServers reads the unstable fork request's MCP servers as the

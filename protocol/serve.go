@@ -36,7 +36,10 @@ type Options struct {
 	// connection starts and at each session/new; nil never probes.
 	Probe actors.Probe
 	// StateDir is the user's state directory (store.StateDir), where the
-	// index of the folders holding saved sessions is kept; "" keeps none.
+	// index of the folders holding saved sessions and the key that signs
+	// session files are kept. "" keeps neither: session/list without a
+	// cwd knows only this connection's folders, session files are written
+	// unsigned, and no file is trusted to set a session's mode.
 	StateDir string
 }
 
@@ -65,8 +68,10 @@ func Start(o Options) (*Conn, error) {
 	out := &lockedWriter{w: o.Out}
 	box := newOutbox(out, log)
 	ctx, cancel := context.WithCancel(context.Background())
+	key := store.OpenKey(o.StateDir, func(w string) { log.Warn("[acp] " + w) })
+	files := &store.Reader{Key: key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }}
 	a := &Agent{cfg: o.Config, box: box, log: log, ctx: ctx, sessions: make(map[string]*actors.Session), lanes: map[string]*lane{},
-		cwds: map[string]bool{}, ready: make(chan struct{}), creators: make(chan struct{}, maxCreating), folders: store.OpenFolders(o.StateDir)}
+		cwds: map[string]bool{}, ready: make(chan struct{}), creators: make(chan struct{}, maxCreating), folders: store.OpenFolders(o.StateDir), files: files}
 	waiting := newPending(int(o.Config.ACP.MaxPending))
 	in := newIngress(o.In, int(o.Config.ACP.MaxLineBytes), a, out, log, waiting)
 	box.encode, box.answered, box.written = a.encode, in.answered, waiting.give
@@ -80,10 +85,15 @@ func Start(o Options) (*Conn, error) {
 	// The actor system is built while the client's initialize is read and
 	// answered, which needs none of it; the session methods wait for it.
 	go func() {
+		if o.Config.Sessions.Enabled {
+			// The key's file is read (or made) here rather than by the
+			// first save, which a session actor waits for.
+			key.Load()
+		}
 		a.rt = actors.NewRuntime(actors.Options{
 			Config: o.Config, Model: o.Model, Models: o.Models, Out: box, Client: client{conn: conn, a: a}, Sensitive: sensitive,
 			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
-			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe,
+			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key,
 		})
 		box.setRoot(a.rt.Root())
 		close(a.ready)

@@ -101,7 +101,8 @@ func (a *Agent) openFile(id, rawCwd string, servers []acp.McpServer) (*actors.Se
 		return nil, err
 	}
 	a.know(cwd)
-	f, err := store.Load(store.Path(cwd, a.cfg.Sessions.Dir, id))
+	path := store.Path(cwd, a.cfg.Sessions.Dir, id)
+	f, err := a.files.Load(path)
 	if err == nil && f.ID != id {
 		err = fmt.Errorf("%w: the file holds session %q", store.ErrCorrupt, f.ID)
 	}
@@ -109,8 +110,7 @@ func (a *Agent) openFile(id, rawCwd string, servers []acp.McpServer) (*actors.Se
 		return nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()})
 	}
 	a.folders.Add(cwd)
-	st := actors.StateFromFile(f)
-	st.Cwd = cwd
+	st := actors.StateFromFile(f, path, cwd)
 	st.MCP = a.mcpServers(servers)
 	return a.register(a.runtime().SpawnSession(st))
 }
@@ -210,7 +210,7 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	}
 	var all []store.Summary
 	for _, cwd := range cwds {
-		list, err := store.List(cwd, a.cfg.Sessions.Dir)
+		list, err := a.files.List(cwd, a.cfg.Sessions.Dir)
 		if err != nil {
 			return acp.ListSessionsResponse{}, a.internal("session/list", err)
 		}

@@ -46,6 +46,9 @@ type sessEnv struct {
 	cfg    *configs.Config
 	cwd    string
 	ctx    context.Context
+	// stateDir is the user's state directory of every agent started: a
+	// restarted mm of the same user, with the same key.
+	stateDir string
 }
 
 func newSessEnv(t *testing.T, script string, edit func(*configs.Config)) *sessEnv {
@@ -60,7 +63,7 @@ func newSessEnv(t *testing.T, script string, edit func(*configs.Config)) *sessEn
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	return &sessEnv{t: t, server: srv, cfg: cfg, cwd: t.TempDir(), ctx: ctx}
+	return &sessEnv{t: t, server: srv, cfg: cfg, cwd: t.TempDir(), ctx: ctx, stateDir: t.TempDir()}
 }
 
 // agent starts one more agent (a "process") on the environment.
@@ -70,7 +73,7 @@ func (e *sessEnv) agent() *acptest.Conn {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	conn, err := acptest.InProcess(e.cfg, model)
+	conn, err := acptest.InProcessWith(protocol.Options{Config: e.cfg, Model: model, StateDir: e.stateDir})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -523,7 +526,7 @@ func (e *sessEnv) agentWithModels() *acptest.Conn {
 		}
 		models = append(models, actors.NamedModel{ID: m.ID, Name: m.Name, Model: lm})
 	}
-	conn, err := acptest.InProcessWith(protocol.Options{Config: e.cfg, Model: model, Models: models})
+	conn, err := acptest.InProcessWith(protocol.Options{Config: e.cfg, Model: model, Models: models, StateDir: e.stateDir})
 	if err != nil {
 		e.t.Fatal(err)
 	}

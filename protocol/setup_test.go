@@ -15,6 +15,7 @@ import (
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/lsp/lsptest"
 	"github.com/mm-agent/mm/mcpclient/mcptest"
+	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -111,7 +112,9 @@ func newEnvScript(t *testing.T, script string, edit func(*configs.Config)) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := acptest.InProcess(cfg, model)
+	// The user's state directory (the folder index, the session key) is
+	// the test's, never the user's.
+	conn, err := acptest.InProcessWith(protocol.Options{Config: cfg, Model: model, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

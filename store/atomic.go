@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/mm-agent/mm/internal/tempfile"
 )
 
 // WriteAtomic replaces the file at path with data so that a process killed
@@ -20,7 +23,8 @@ import (
 // rather than in os.TempDir. The first flush makes sure the new name never
 // points at data still in memory; the second makes the rename itself
 // survive a power loss. A killed writer can leave its temporary file behind;
-// it is harmless, and List and Load never look at it.
+// List and Load never look at it, and the next WriteAtomic in that folder
+// (or the next List of it) removes it once it is a minute old (sweepTemps).
 //
 // The file is created with mode 0o600, because a history holds tool output,
 // which may include secrets from the user's files.
@@ -32,10 +36,12 @@ func WriteAtomic(path string, data []byte) (err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	sweepTemps(dir)
+	tmp, err := tempfile.Create(dir, "."+name+tempSep+"*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	defer tempfile.Done(tmp.Name())
 	defer func() {
 		if err != nil {
 			// The temporary file is useless once the rename is off; a
@@ -64,3 +70,24 @@ func WriteAtomic(path string, data []byte) (err error) {
 	}
 	return nil
 }
+
+// tempSep separates the target's name from the random part in the name of
+// WriteAtomic's temporary file: ".<id>.json.tmp-<random>".
+const tempSep = ".tmp-"
+
+// isSessionTemp reports whether name is WriteAtomic's temporary file for a
+// session file: ".<id>.json.tmp-<random>" with an id that CheckID accepts.
+func isSessionTemp(name string) bool {
+	target, ok := tempfile.Match(name, tempSep)
+	if !ok {
+		return false
+	}
+	id, ok := strings.CutSuffix(target, ".json")
+	return ok && CheckID(id) == nil
+}
+
+// sweepTemps removes from a sessions folder the temporary files of writes
+// a killed mm never finished (internal/tempfile: a minute old at least,
+// not in flight here, once a minute per folder at most). Each can be as
+// large as a session, and nothing else would ever remove them.
+func sweepTemps(dir string) { tempfile.Sweep(dir, "session", isSessionTemp) }

@@ -67,3 +67,39 @@ func BenchmarkList100(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSignedMarshal200 is BenchmarkMarshal200 with the signature mm
+// writes: the cost of the HMAC on every save.
+func BenchmarkSignedMarshal200(b *testing.B) {
+	f := file("20260916-101530-4f2a9c1e", 200, 500)
+	key := OpenKey(b.TempDir(), nil)
+	b.SetBytes(int64(len(mustMarshal(b, f))))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := key.Marshal(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSignedLoad200 is BenchmarkLoad200 through the Reader mm uses,
+// the signature checked.
+func BenchmarkSignedLoad200(b *testing.B) {
+	key := OpenKey(b.TempDir(), nil)
+	data, err := key.Marshal(file("20260916-101530-4f2a9c1e", 200, 500))
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "20260916-101530-4f2a9c1e.json")
+	if err := WriteAtomic(path, data); err != nil {
+		b.Fatal(err)
+	}
+	r := &Reader{Key: key}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if f, err := r.Load(path); err != nil || !f.Signed {
+			b.Fatal(err)
+		}
+	}
+}

@@ -11,8 +11,20 @@
 //     file, never a torn one;
 //   - listing (list.go): List, which reads only the header of each file so
 //     that session/list stays fast however long the histories are;
+//   - reading files anyone may have written (read.go): Reader, which opens
+//     a session file without following a link or blocking, reads only
+//     regular files of at most a limit, and checks its signature; a
+//     session folder may come with a repository;
+//   - signatures (sign.go): Key, the user's key in the state directory,
+//     which signs what mm writes (Key.Marshal) so that a file mm did not
+//     write for this user is told apart (File.Signed);
 //   - background writing (writer.go): Writer, one per session, so that the
-//     session actor never blocks on the disk.
+//     session actor never blocks on the disk;
+//   - the folder index (folders.go): Folders, the folders that hold saved
+//     sessions, in the user's state directory.
+//
+// WriteAtomic and List remove the stale temporary files a killed mm left
+// in a sessions folder (internal/tempfile).
 //
 // Concurrency: a Writer is owned by one session actor, which queues encoded
 // files with Save and closes it when the session ends. Save, Close and Done
@@ -22,5 +34,6 @@
 // race; WriteAtomic also tolerates concurrent writers, since each writes its
 // own temporary file and the last rename wins whole. Readers (Load, List) may
 // run at any time, from any goroutine, because a file is only ever replaced
-// by a rename and so is always seen complete.
+// by a rename and so is always seen complete. A Reader and a Key are safe
+// for concurrent use; a Key reads or makes its file once, on first use.
 package store

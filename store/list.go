@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -22,20 +23,37 @@ type Summary struct {
 // List returns the sessions stored in Path(cwd, dir, ""), newest Updated
 // first (equal times: greater id first, which for mm's date-based ids is
 // also the newer one). A missing directory gives an empty list and no error.
+// It is Reader.List with a zero Reader: no file is signed, and a skipped
+// file is not told.
+func List(cwd, dir string) ([]Summary, error) { return (&Reader{}).List(cwd, dir) }
+
+// List returns the sessions stored in Path(cwd, dir, ""), newest Updated
+// first (equal times: greater id first, which for mm's date-based ids is
+// also the newer one). A missing directory gives an empty list and no error.
 //
-// Only each file's header is decoded, never its history, so listing stays
-// fast however long the conversations are. Files that cannot be read or
-// whose header is not a session header are skipped rather than failing the
-// whole list, since one damaged file must not hide the others; so are
-// temporary files (names starting with a dot), files whose id differs from
-// their name (Load by id could not find them), and files from a newer
-// format version (they could not be loaded). A file with a sound header but
-// a damaged history is listed; Load reports the damage when it is opened.
+// Only each file's header is decoded (64 KiB of it at most), never its
+// history, so listing stays fast however long the conversations are. Files
+// that cannot be read or whose header is not a session header are skipped
+// rather than failing the whole list, since one damaged file must not hide
+// the others; so are temporary files (names starting with a dot), files
+// whose id differs from their name (Load by id could not find them), and
+// files from a newer format version (they could not be loaded). A path
+// that is not a regular file, or a file over the limit, is skipped too,
+// and told to Warn once (ErrRefused). A file with a sound header but a
+// damaged history is listed; Load reports the damage when it is opened.
 //
-// With an absolute dir shared by several working directories, List returns
-// the sessions of all of them; Summary.Cwd lets the caller filter.
-func List(cwd, dir string) ([]Summary, error) {
+// Summary.Cwd is the folder the file was found in, cwd, whatever cwd the
+// file claims: a file mm wrote in <cwd>/<dir> names that cwd anyway, and
+// one it did not write must not point the client elsewhere. With an
+// absolute dir, which several working directories share, a file's claimed
+// cwd is used when the file is signed with the Key (which means reading it
+// whole), cwd otherwise.
+//
+// Listing a folder also removes the stale temporary files a killed mm left
+// in it (see WriteAtomic).
+func (r *Reader) List(cwd, dir string) ([]Summary, error) {
 	root := Path(cwd, dir, "")
+	sweepTemps(root)
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -43,6 +61,7 @@ func List(cwd, dir string) ([]Summary, error) {
 		}
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
+	shared := filepath.IsAbs(dir)
 	out := make([]Summary, 0, len(entries))
 	// One reader is reused for every file: its buffer is the only sizeable
 	// allocation, and the header always fits in it.
@@ -50,11 +69,15 @@ func List(cwd, dir string) ([]Summary, error) {
 	for _, e := range entries {
 		name := e.Name()
 		id, ok := strings.CutSuffix(name, ".json")
-		if !ok || e.IsDir() || CheckID(id) != nil {
+		if !ok || CheckID(id) != nil {
 			continue
 		}
-		s, ok := summarize(filepath.Join(root, name), id, br)
-		if ok {
+		path := filepath.Join(root, name)
+		s, err := r.summarize(path, id, cwd, shared, br)
+		if errors.Is(err, ErrRefused) {
+			r.warn(path, err)
+		}
+		if err == nil {
 			out = append(out, s)
 		}
 	}
@@ -67,20 +90,27 @@ func List(cwd, dir string) ([]Summary, error) {
 	return out, nil
 }
 
-// summarize reads the header of one file; ok is false when the file is to be
-// skipped.
-func summarize(path, id string, br *bufio.Reader) (Summary, bool) {
-	f, err := os.Open(path)
+// errSkip is summarize's answer for a file that is not a session's.
+var errSkip = errors.New("not a session header")
+
+// summarize reads the header of one file; an error means it is skipped.
+// With verify, a signed file's own cwd replaces cwd.
+func (r *Reader) summarize(path, id, cwd string, verify bool, br *bufio.Reader) (Summary, error) {
+	f, size, err := r.open(path)
 	if err != nil {
-		return Summary{}, false
+		return Summary{}, err
 	}
 	defer f.Close()
-	br.Reset(f)
+	br.Reset(io.LimitReader(f, maxHeaderBytes))
 	h, err := readHeader(json.NewDecoder(br))
 	if err != nil || !h.hasVersion || h.version < 1 || h.version > Version || h.id != id {
-		return Summary{}, false
+		return Summary{}, errSkip
 	}
-	return Summary{ID: h.id, Cwd: h.cwd, Title: h.title, Updated: h.updated}, true
+	s := Summary{ID: h.id, Cwd: cwd, Title: h.title, Updated: h.updated}
+	if verify && h.cwd != "" && r.Key.verify(f, size) {
+		s.Cwd = h.cwd
+	}
+	return s, nil
 }
 
 // header is the part of a session file that precedes its history.

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -78,6 +76,11 @@ type File struct {
 	History    []llm.Message `json:"history"`
 	// Plan is the session's plan (the plan tool), empty when it has none.
 	Plan []tools.PlanEntry `json:"plan,omitempty"`
+
+	// Signed is set by Reader.Load when the file carries this user's
+	// signature (Key): this user's mm wrote it as it is. It is never
+	// written; Key.Marshal signs what it writes.
+	Signed bool `json:"-"`
 }
 
 // Path returns the session file of id: <cwd>/<dir>/<id>.json when dir is
@@ -161,7 +164,13 @@ func cutRunes(s string, n int) string {
 // a nil History as []; f itself is not modified. HTML characters are not
 // escaped, because histories are full of code where <, > and & are common
 // and \u003c would only make the file larger and harder to read.
-func Marshal(f *File) ([]byte, error) {
+//
+// The file is not signed: Key.Marshal writes the files mm loads again.
+func Marshal(f *File) ([]byte, error) { return marshal(f, 0) }
+
+// marshal is Marshal with room for extra more bytes in the returned
+// slice's capacity, for a signature to be appended without a copy.
+func marshal(f *File, extra int) ([]byte, error) {
 	c := *f
 	c.Version = Version
 	if c.Title == "" {
@@ -171,7 +180,7 @@ func Marshal(f *File) ([]byte, error) {
 		c.History = []llm.Message{}
 	}
 	var buf bytes.Buffer
-	buf.Grow(sizeHint(&c))
+	buf.Grow(sizeHint(&c) + extra)
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(&c); err != nil {
@@ -230,23 +239,12 @@ func Unmarshal(data []byte) (*File, error) {
 }
 
 // Load reads and validates the session file at path. A missing file gives an
-// error wrapping both ErrNotFound and fs.ErrNotExist; anything else that
-// Unmarshal refuses keeps its ErrCorrupt or ErrVersion. Every error names the
-// path and fits on one line.
-func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s: %w", ErrNotFound, path, fs.ErrNotExist)
-		}
-		return nil, fmt.Errorf("read session file: %w", err)
-	}
-	f, err := Unmarshal(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
-}
+// error wrapping both ErrNotFound and fs.ErrNotExist; a path that is not a
+// regular file, or a file larger than DefaultMaxFileBytes, one wrapping
+// ErrRefused; anything else that Unmarshal refuses keeps its ErrCorrupt or
+// ErrVersion. Every error names the path and fits on one line. It checks
+// no signature (Signed is false): mm reads through a Reader with its Key.
+func Load(path string) (*File, error) { return (&Reader{}).Load(path) }
 
 func corrupt(reason string) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, oneLine(reason))

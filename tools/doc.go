@@ -15,7 +15,9 @@
 // worded for the model) and by constructors such as NewSensitive. Run never
 // panics outward: a panic inside a tool becomes a failed Result.
 //
-// Concurrency: the package has no mutable global state. Tools are stateless
+// Concurrency: the package has no mutable global state of its own (the
+// file writes share internal/tempfile's bounded record of the temporary
+// files in flight and of the folders swept for stale ones). Tools are stateless
 // values, and Prepare and Run may be called from any number of goroutines at
 // once. Run blocks until its call is finished, and returns promptly once its
 // context is cancelled: bash kills its whole process group (children and

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/mm-agent/mm/internal/tempfile"
 )
 
 //go:embed write_file.md
@@ -113,9 +115,20 @@ func currentText(p string) (*string, error) {
 	return nil, fmt.Errorf("cannot read %s: %v", p, err)
 }
 
+// tempSep separates a target's name from the random part in the name of
+// writeAtomic's temporary file: ".<name>.mm-<random>".
+const tempSep = ".mm-"
+
+// isWriteTemp reports whether name is one of writeAtomic's temporary files.
+func isWriteTemp(name string) bool {
+	_, ok := tempfile.Match(name, tempSep)
+	return ok
+}
+
 // writeAtomic replaces a file's content through a temporary file in the
 // same directory and a rename, so that a reader (or a crash) never sees a
-// half-written file. A symlink is followed, so that the link stays a link
+// half-written file. The stale temporary files of earlier writes that a
+// kill interrupted are removed first (internal/tempfile). A symlink is followed, so that the link stays a link
 // and its target gets the content; an existing file keeps its mode. There
 // is no fsync: a lost write after a power cut is acceptable here, a slow
 // tool on every call is not.
@@ -135,11 +148,14 @@ func writeAtomic(p, content string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".mm-*")
+	// What a killed mm left here would show in git status for good.
+	tempfile.Sweep(dir, "tool", isWriteTemp)
+	tmp, err := tempfile.Create(dir, "."+filepath.Base(target)+tempSep+"*")
 	if err != nil {
 		return err
 	}
 	name := tmp.Name()
+	defer tempfile.Done(name)
 	_, werr := tmp.WriteString(content)
 	if werr == nil {
 		werr = tmp.Chmod(mode)

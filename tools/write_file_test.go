@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWriteFileNew(t *testing.T) {
@@ -133,5 +134,45 @@ func assertFile(t *testing.T, p, want string) {
 	}
 	if string(b) != want {
 		t.Errorf("%s holds %q, want %q", p, b, want)
+	}
+}
+
+// TestWriteSweepsStaleTemporaryFiles: the temporary file of a write that a
+// kill -9 interrupted (".target.txt.mm-<random>") is removed when mm next
+// writes in that folder, once it is old enough not to be a write in
+// flight; files that only look alike are kept.
+func TestWriteSweepsStaleTemporaryFiles(t *testing.T) {
+	cwd := t.TempDir()
+	env := Env{Cwd: cwd}
+	old := time.Now().Add(-2 * time.Hour)
+	stale := []string{".target.txt.mm-2743512345", ".other.go.mm-1"}
+	keep := []string{".notes.txt.mm-backup", "target.txt.mm-12", ".mm-12", ".target.txt.mm-12.orig"}
+	for _, n := range append(stale, keep...) {
+		p := filepath.Join(cwd, n)
+		mustWrite(t, p, "half a file")
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := filepath.Join(cwd, ".target.txt.mm-99") // another mm writing now
+	mustWrite(t, fresh, "in flight")
+
+	c, err := Prepare(env, "write_file", `{"path":"target.txt","content":"whole"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runCall(t, env, c); r.Failed {
+		t.Fatal(r.Output)
+	}
+	assertFile(t, filepath.Join(cwd, "target.txt"), "whole")
+	for _, n := range stale {
+		if _, err := os.Lstat(filepath.Join(cwd, n)); err == nil {
+			t.Errorf("%s is still there", n)
+		}
+	}
+	for _, p := range append(keep, filepath.Base(fresh)) {
+		if _, err := os.Lstat(filepath.Join(cwd, p)); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,18 +12,6 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 )
-
-// procStatus reads a field of /proc/PID/status in KiB (VmRSS, VmHWM).
-func procStatus(pid int, field string) int {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return n
-		}
-	}
-	return 0
-}
 
 // TestHugePromptRealProcess: the attack on a real mm, whose memory
 // is its own: a prompt of "@x " repeated (5 MiB, or MM_HUGE_PROMPT_MIB),
@@ -51,7 +38,7 @@ func TestHugePromptRealProcess(t *testing.T) {
 	}
 	huge := strings.Repeat("@x ", size/3)
 	pid := cmd.Process.Pid
-	rssBefore := procStatus(pid, "VmRSS")
+	rssBefore := procStatus(pid, "VmRSS:")
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -81,7 +68,7 @@ func TestHugePromptRealProcess(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	huge = ""
-	rssAfter := procStatus(pid, "VmRSS")
+	rssAfter := procStatus(pid, "VmRSS:")
 	time.Sleep(2 * time.Second)
 	file := filepath.Join(cwd, ".mm/sessions", string(sess.SessionId)+".json")
 	var fileSize int64
@@ -89,7 +76,7 @@ func TestHugePromptRealProcess(t *testing.T) {
 		fileSize = fi.Size()
 	}
 	t.Logf("mm, a %.1f MiB prompt of @x: %v · RSS %d MiB before, peak %d MiB, %d MiB right after, %d MiB 2 s later · session file %.1f MiB · other session: %d ping→pong, worst %v",
-		float64(size/3*3)/(1<<20), elapsed.Round(time.Millisecond), rssBefore>>10, procStatus(pid, "VmHWM")>>10, rssAfter>>10, procStatus(pid, "VmRSS")>>10,
+		float64(size/3*3)/(1<<20), elapsed.Round(time.Millisecond), rssBefore>>20, procStatus(pid, "VmHWM:")>>20, rssAfter>>20, procStatus(pid, "VmRSS:")>>20,
 		float64(fileSize)/(1<<20), pongs, worst.Round(time.Millisecond))
 
 	if err == nil || !strings.Contains(err.Error(), "prompt.maxTextBytes") {

@@ -36,8 +36,11 @@ func TestKilledMidTurnThenLoaded(t *testing.T) {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = conn.Close(5 * time.Second)
 
-	// A new mm, on the same config and model server.
-	again, err := acptest.Process(exec.Command(mmBin, "-acp", "-config", cmd.Args[3]))
+	// A new mm, on the same config and model server, for the same user
+	// (the same home, so the same key).
+	next := exec.Command(mmBin, "-acp", "-config", cmd.Args[3])
+	next.Env = cmd.Env
+	again, err := acptest.Process(next)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +76,9 @@ func TestRandomKillsLeaveLoadableFiles(t *testing.T) {
 	cfg := cmd.Args[3]
 	cwd := t.TempDir()
 	for i := 0; i < 200; i++ {
-		conn, err := acptest.Process(exec.Command(mmBin, "-acp", "-config", cfg))
+		next := exec.Command(mmBin, "-acp", "-config", cfg)
+		next.Env = cmd.Env // the test's home, never the user's
+		conn, err := acptest.Process(next)
 		if err != nil {
 			t.Fatal(err)
 		}

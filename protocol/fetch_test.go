@@ -88,7 +88,7 @@ func TestFetchContent(t *testing.T) {
 // TestFetchContentOutput: saving asks permission (not in yolo), writes the
 // file and shows the change as a diff.
 func TestFetchContentOutput(t *testing.T) {
-	e, _ := fetchEnv(t, func(c *configs.Config) { c.Yolo = false })
+	e, srv := fetchEnv(t, func(c *configs.Config) { c.Yolo = false })
 	sid := e.newSession()
 	if err := os.Mkdir(filepath.Join(e.cwd, "docs"), 0o755); err != nil {
 		t.Fatal(err)
@@ -97,6 +97,26 @@ func TestFetchContentOutput(t *testing.T) {
 	perms := e.conn.Client.Permissions()
 	if len(perms) != 1 {
 		t.Fatalf("%d permission requests", len(perms))
+	}
+	// The user approves a write: the request names the file, in its title
+	// as the model gave it and in its content as the absolute path that
+	// will be written, not only the URL.
+	target := filepath.Join(e.cwd, "docs", "install.md")
+	tc := perms[0].ToolCall
+	if tc.Title == nil || !strings.Contains(*tc.Title, srv.URL+"/page") || !strings.Contains(*tc.Title, "docs/install.md") {
+		t.Errorf("permission title %q does not name the file written", deref(tc.Title))
+	}
+	var shown []string
+	for _, c := range tc.Content {
+		if c.Content != nil && c.Content.Content.Text != nil {
+			shown = append(shown, c.Content.Content.Text.Text)
+		}
+	}
+	if len(shown) != 1 || !strings.Contains(shown[0], target) || !strings.Contains(shown[0], "new file") {
+		t.Errorf("permission content %q does not say which file is written", shown)
+	}
+	if len(tc.Locations) != 1 || tc.Locations[0].Path != target {
+		t.Errorf("permission locations %+v", tc.Locations)
 	}
 	b, err := os.ReadFile(filepath.Join(e.cwd, "docs", "install.md"))
 	if err != nil || !strings.Contains(string(b), "# Install") {
@@ -107,8 +127,15 @@ func TestFetchContentOutput(t *testing.T) {
 	if *last.Status != acp.ToolCallStatusCompleted || last.Content[0].Diff == nil || last.Content[0].Diff.Path != filepath.Join(e.cwd, "docs", "install.md") {
 		t.Errorf("final update: %+v", last)
 	}
+	// Saving again would replace the file, and the request says so.
 	e.conn.Client.Reset()
 	e.conn.Client.Permission = answer("reject")
+	e.ask(sid, "save")
+	if perms := e.conn.Client.Permissions(); len(perms) != 1 || len(perms[0].ToolCall.Content) != 1 ||
+		perms[0].ToolCall.Content[0].Content == nil || !strings.Contains(perms[0].ToolCall.Content[0].Content.Content.Text.Text, "replaces") {
+		t.Errorf("the request to overwrite: %+v", perms)
+	}
+	e.conn.Client.Reset()
 	if err := os.Remove(filepath.Join(e.cwd, "docs", "install.md")); err != nil {
 		t.Fatal(err)
 	}
@@ -116,4 +143,11 @@ func TestFetchContentOutput(t *testing.T) {
 	if fileExists(filepath.Join(e.cwd, "docs", "install.md")) {
 		t.Error("a rejected save wrote the file")
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

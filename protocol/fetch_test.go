@@ -1,13 +1,18 @@
 package protocol_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/coder/acp-go-sdk"
 
@@ -150,4 +155,233 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// nestedPage is the page of issue 18: 250 nested lists, then items in the
+// innermost one until the page is size bytes long. Its nesting stays under
+// the HTML parser's limit of 512 open elements, and every item sits 250
+// lists deep: converted as it is, each of the 250 levels copies and
+// indents everything inside it again.
+func nestedPage(size int) string {
+	head := strings.Repeat("<ul><li>", 250)
+	return head + strings.Repeat("<li>a", (size-len(head))/len("<li>a"))
+}
+
+// hostileEnv serves hostile pages and a script that fetches them, on an
+// agent that runs four turns at once, as a user with other sessions has.
+func hostileEnv(t *testing.T, pages map[string]func(http.ResponseWriter)) (*env, *httptest.Server) {
+	t.Helper()
+	mux := http.NewServeMux()
+	var rules strings.Builder
+	for path, serve := range pages {
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			serve(w)
+		})
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for path := range pages {
+		fmt.Fprintf(&rules, `
+  - match: "^%[1]s$"
+    steps:
+      - toolCalls: [{name: fetch_content, args: {url: "%[2]s/%[1]s"}}]
+      - {text: "read it"}`, strings.TrimPrefix(path, "/"), srv.URL)
+	}
+	script := "rules:" + rules.String() + `
+  - match: "^ping$"
+    steps: [{text: "pong"}]
+usage: true
+`
+	return newEnvScript(t, script, func(c *configs.Config) { c.Turns.Concurrency = 4 }), srv
+}
+
+// attackFigures are what one hostile fetch cost the process, measured
+// while it ran.
+type attackFigures struct {
+	elapsed   time.Duration
+	cpu       time.Duration // user+system CPU of the whole process
+	heapPeak  uint64        // highest live heap seen, above the heap before
+	worstPong time.Duration // slowest ping → pong turn of another session
+	pongs     int
+}
+
+func (f attackFigures) String() string {
+	return fmt.Sprintf("%v elapsed, %v CPU, heap peak +%d MiB, %d pongs of another session, the slowest %v",
+		f.elapsed.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.heapPeak>>20, f.pongs, f.worstPong.Round(time.Millisecond))
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// duringAttack runs attack while it samples the live heap every 5 ms and
+// a second session plays ping → pong turns, and returns the figures.
+func duringAttack(t *testing.T, e *env, other acp.SessionId, attack func()) attackFigures {
+	t.Helper()
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	base := sample[0].Value.Uint64()
+	var f attackFigures
+	stop := make(chan struct{})
+	heapDone := make(chan uint64)
+	go func() {
+		peak := base
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(sample)
+			peak = max(peak, sample[0].Value.Uint64())
+			select {
+			case <-stop:
+				heapDone <- peak - base
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	type pongs struct {
+		worst time.Duration
+		n     int
+	}
+	pongDone := make(chan pongs)
+	go func() {
+		var p pongs
+		for {
+			select {
+			case <-stop:
+				pongDone <- p
+				return
+			default:
+			}
+			start := time.Now()
+			res, err := e.conn.Ask(e.ctx, other, "ping")
+			if err != nil || res.StopReason != acp.StopReasonEndTurn {
+				t.Errorf("ping during the attack: %v %v", res.StopReason, err)
+				<-stop
+				pongDone <- p
+				return
+			}
+			p.worst, p.n = max(p.worst, time.Since(start)), p.n+1
+		}
+	}()
+	// The pings start before the attack, so that one is waiting on the
+	// model or running when the attack starts.
+	time.Sleep(20 * time.Millisecond)
+	cpu0, start := cpuTime(), time.Now()
+	attack()
+	f.elapsed, f.cpu = time.Since(start), cpuTime()-cpu0
+	close(stop)
+	f.heapPeak = <-heapDone
+	p := <-pongDone
+	f.worstPong, f.pongs = p.worst, p.n
+	return f
+}
+
+// strayEndTags is the page that costs the parser the most within its
+// bounds: end tags that close nothing, 120 elements deep, each of which
+// has the parser look through all the open elements.
+func strayEndTags(size int) string {
+	head := strings.Repeat("<span>", 120)
+	return head + strings.Repeat("</p>", (size-len(head))/len("</p>"))
+}
+
+// deepLists is lists 30 deep, filled with items: every item is indented 30
+// levels, and every level copies all it holds.
+func deepLists(size int) string {
+	head := strings.Repeat("<ul><li>", 30)
+	return head + strings.Repeat("<li>item", (size-len(head))/len("<li>item"))
+}
+
+// TestFetchHostileHTML: the page of issue 18 (about 1 MB), the same page at
+// the 5 MiB body limit, and the two pages that cost the conversion the most
+// within its bounds convert in bounded time and memory while another
+// session plays ping → pong, and the model reads what was converted with a
+// note saying what was cut. Before the conversion was bounded, the 1 MB page
+// took 245 s of CPU and 1.1 GB, and nothing could cancel it.
+func TestFetchHostileHTML(t *testing.T) {
+	pages := []struct{ name, page, note string }{
+		{"nested", nestedPage(1 << 20), "the page is cut where its elements nest deeper than 128"},
+		{"nested5m", nestedPage(5 << 20), "the page is cut where its elements nest deeper than 128"},
+		{"stray5m", strayEndTags(5 << 20), "the page is cut after 200000 tags, the limit"},
+		{"lists5m", deepLists(5 << 20), "lists and quotes nested deeper than 8 are flattened to plain text"},
+	}
+	serve := map[string]func(http.ResponseWriter){}
+	for _, p := range pages {
+		serve["/"+p.name] = func(w http.ResponseWriter) { fmt.Fprint(w, p.page) }
+	}
+	e, srv := hostileEnv(t, serve)
+	sid, other := e.newSession(), e.newSession()
+	for _, p := range pages {
+		e.conn.Client.Reset()
+		var res acp.PromptResponse
+		var err error
+		// A generous hang bound: the figures are logged, not asserted.
+		const hang = 20 * time.Second
+		f := duringAttack(t, e, other, func() {
+			ctx, cancel := context.WithTimeout(e.ctx, hang)
+			defer cancel()
+			res, err = e.conn.Ask(ctx, sid, p.name)
+		})
+		t.Logf("%s (%d bytes): %s", p.name, len(p.page), f)
+		if err != nil {
+			t.Fatalf("%s: the turn did not end within %v: %v", p.name, hang, err)
+		}
+		// What the model read is the call's result, which its last update
+		// shows; the scripted model does not echo it, so that the turn
+		// costs what the fetch costs.
+		_, updates := toolUpdates(e.conn.Client.Updates(sid))
+		var read string
+		if len(updates) > 0 && len(updates[len(updates)-1].Content) > 0 && updates[len(updates)-1].Content[0].Content != nil {
+			read = updates[len(updates)-1].Content[0].Content.Content.Text.Text
+		}
+		head, _, _ := strings.Cut(read, "\n")
+		if res.StopReason != acp.StopReasonEndTurn || !strings.Contains(head, srv.URL+"/"+p.name+" · text/html → Markdown") || !strings.Contains(head, p.note) {
+			t.Errorf("%s: %s, the model read %.300q", p.name, res.StopReason, read)
+		}
+	}
+}
+
+// TestFetchCancelDuringConversion: a cancel that lands while a hostile
+// page is being converted ends the turn at once, and the session goes on.
+func TestFetchCancelDuringConversion(t *testing.T) {
+	page := strayEndTags(5 << 20)
+	sent := make(chan struct{}, 1)
+	e, _ := hostileEnv(t, map[string]func(http.ResponseWriter){"/stray5m": func(w http.ResponseWriter) {
+		fmt.Fprint(w, page)
+		sent <- struct{}{}
+	}})
+	sid := e.newSession()
+	done := make(chan acp.PromptResponse, 1)
+	go func() {
+		res, err := e.conn.Ask(e.ctx, sid, "stray5m")
+		if err != nil {
+			t.Errorf("cancelled prompt answered an error: %v", err)
+		}
+		done <- res
+	}()
+	<-sent
+	// The server has written the whole body: the fetch reads its end and
+	// starts converting within milliseconds.
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	if err := e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	const hang = 10 * time.Second
+	select {
+	case res := <-done:
+		t.Logf("cancel answered in %v (%s)", time.Since(start), res.StopReason)
+		if res.StopReason != acp.StopReasonCancelled {
+			t.Errorf("stopReason = %s", res.StopReason)
+		}
+	case <-time.After(hang):
+		t.Fatalf("the cancel was not answered within %v", hang)
+	}
+	if res := e.ask(sid, "ping"); res.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("the session after the cancel: %s", res.StopReason)
+	}
 }

@@ -84,6 +84,9 @@ func (fetchContentTool) run(ctx context.Context, env Env, c *Call) Result {
 	if page.Truncated {
 		head += fmt.Sprintf("; cut at the %d-byte limit", page.Bytes)
 	}
+	for _, n := range page.Notes {
+		head += "; " + n
+	}
 	head += "]"
 	if len(c.Locations) == 0 {
 		return Result{Output: head + "\n" + truncateHead(page.Text, MaxOutputBytes)}

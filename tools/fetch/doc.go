@@ -5,10 +5,10 @@
 // pass through (JSON pretty-printed when it parses), and anything binary is
 // refused with an explanation instead of being handed to the model as noise.
 //
-// The conversion of HTML is bounded as well (bound.go): the HTML text before
-// it is parsed, the parse, and the tree before the converter sees it, so that
-// a page written to hurt costs about what a large real page does. What a
-// bound cut or simplified is said in Page.Notes.
+// The conversion of HTML is bounded as well (parse.go, bound.go): the HTML
+// text before it is parsed, the parse, and the tree before the converter
+// sees it, so that a page written to hurt costs about what a large real page
+// does. What a bound cut or simplified is said in Page.Notes.
 //
 // The package does not own the tool itself: its schema, its description, the
 // "output" argument and how a Page is shown to the model belong to the tool

@@ -287,8 +287,11 @@ func (w *toolWorker) allowed(ctx context.Context, root *actor.RootContext, paren
 		},
 		Options: permissionOptions,
 	}
+	if call.Effect != "" {
+		req.ToolCall.Content = []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(call.Effect))}
+	}
 	if d := call.Proposal; d != nil {
-		req.ToolCall.Content = []acp.ToolCallContent{diffContent(d.Path, d.OldText, d.NewText)}
+		req.ToolCall.Content = append(req.ToolCall.Content, diffContent(d.Path, d.OldText, d.NewText))
 	}
 	for _, d := range call.Edits {
 		req.ToolCall.Content = append(req.ToolCall.Content, diffContent(d.Path, d.OldText, d.NewText))

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,69 +65,6 @@ func openWith(t *testing.T, e *env, server acp.McpServer) acp.SessionId {
 	return res.SessionId
 }
 
-// heapPeak samples the heap until stopped, and returns the most it saw
-// above what it was at the start (after a collection).
-func heapPeak() (stop func() int64) {
-	base := heapNow()
-	done, peak := make(chan struct{}), make(chan int64)
-	go func() {
-		var most uint64
-		var m runtime.MemStats
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			runtime.ReadMemStats(&m)
-			most = max(most, m.HeapAlloc)
-			select {
-			case <-done:
-				peak <- int64(most) - base
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() int64 { close(done); return <-peak }
-}
-
-// pongWatch asks "ping" in a session of its own, one turn after another,
-// until stopped; stop returns the slowest turn and the number of turns. It
-// measures what another session feels of an attack.
-func pongWatch(t *testing.T, e *env) (stop func() (worst time.Duration, turns int)) {
-	t.Helper()
-	res, err := e.conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	var worst time.Duration
-	var turns int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			start := time.Now()
-			r, err := e.conn.Ask(e.ctx, res.SessionId, "ping")
-			if err != nil || r.StopReason != acp.StopReasonEndTurn {
-				t.Errorf("the other session's ping: %v %v", r.StopReason, err)
-				return
-			}
-			worst = max(worst, time.Since(start))
-			turns++
-		}
-	}()
-	return func() (time.Duration, int) {
-		close(done)
-		wg.Wait()
-		return worst, turns
-	}
-}
-
 // offered lists the tools of the model's last request, by name.
 func offered(e *env) []string {
 	var names []string
@@ -147,12 +82,14 @@ func offered(e *env) []string {
 // session with HTTP 400.
 func TestMCPInvalidSchemasLeftOut(t *testing.T) {
 	e := newHostileEnv(t, nil)
-	watch := pongWatch(t, e)
-	start := time.Now()
-	sid := openWith(t, e, hostileMCP("bad", mcptest.BadSchemas))
-	names := waitTools(t, e, sid, "mcp__bad__echo")
-	worst, turns := watch()
-	t.Logf("listed in %v; the other session's ping: worst %v over %d turns", time.Since(start), worst, turns)
+	other := e.newSession()
+	var sid acp.SessionId
+	var names []string
+	f := measureAttack(t, e.ctx, e.conn, other, func() {
+		sid = openWith(t, e, hostileMCP("bad", mcptest.BadSchemas))
+		names = waitTools(t, e, sid, "mcp__bad__echo")
+	})
+	t.Logf("listed: %s", f)
 	joined := strings.Join(names, " ")
 	if !strings.Contains(joined, "mcp__bad__echo") {
 		t.Fatalf("the good tool is not offered: %v", names)
@@ -181,23 +118,19 @@ func TestMCPInvalidSchemasLeftOut(t *testing.T) {
 func TestMCPTooManyTools(t *testing.T) {
 	const n = 100000
 	e := newHostileEnv(t, func(c *configs.Config) { c.MCP.MaxTools = 128 })
-	watch := pongWatch(t, e)
-	time.Sleep(100 * time.Millisecond) // the other session settles
-	heap := heapNow()
-	peak := heapPeak()
-	start := time.Now()
-	sid := openWith(t, e, hostileMCP("many", mcptest.ManyTools+":100000"))
-	// The SDK reads and decodes the 11 MB page (twice as slow under the
-	// race detector on a busy machine): only a hang fails the test.
-	names := waitToolsFor(t, e, sid, "mcp__many__t0", time.Minute)
-	listed := time.Since(start)
-	worst, turns := watch()
+	other := e.newSession()
+	var sid acp.SessionId
+	var names []string
+	f := measureAttack(t, e.ctx, e.conn, other, func() {
+		sid = openWith(t, e, hostileMCP("many", mcptest.ManyTools+":100000"))
+		// The SDK reads and decodes the 11 MB page (twice as slow under
+		// the race detector on a busy machine): only a hang fails the test.
+		names = waitToolsFor(t, e, sid, "mcp__many__t0", time.Minute)
+	})
 	warnings := acptest.Text(e.conn.Client.Updates(sid))
 	e.ask(sid, "ping")
 	body, _ := json.Marshal(e.server.LastRequest())
-	most, kept := peak(), heapNow()-heap
-	t.Logf("%d tools listed: %d tools offered in %v; heap at most %+d MiB, %+d MiB kept; a request is %d KiB; the other session's ping: worst %v over %d turns",
-		n, len(names), listed, most>>20, kept>>20, len(body)>>10, worst, turns)
+	t.Logf("%d tools listed, %d offered: %s; a request is %d KiB", n, len(names), f, len(body)>>10)
 	many := 0
 	for _, name := range offered(e) {
 		if strings.HasPrefix(name, "mcp__many__") {
@@ -244,14 +177,13 @@ func TestMCPCallTimeout(t *testing.T) {
 			}
 			waitTools(t, e, sid, "mcp__hang__wait")
 			e.conn.Client.Reset()
-			watch := pongWatch(t, e)
+			other := e.newSession()
 			ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
 			defer cancel()
-			start := time.Now()
-			res, err := e.conn.Ask(ctx, sid, "wait")
-			elapsed := time.Since(start)
-			worst, turns := watch()
-			t.Logf("the call ended after %v; the other session's ping: worst %v over %d turns", elapsed, worst, turns)
+			var res acp.PromptResponse
+			var err error
+			f := measureAttack(t, e.ctx, e.conn, other, func() { res, err = e.conn.Ask(ctx, sid, "wait") })
+			t.Logf("the unanswered call: %s", f)
 			if err != nil || res.StopReason != acp.StopReasonEndTurn {
 				t.Fatalf("the turn with an unanswered call: %v %v", res.StopReason, err)
 			}

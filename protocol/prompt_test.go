@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,86 +26,6 @@ rules:
     steps: [{text: "seen"}]
 usage: true
 `
-
-// attackFigures are what an attack cost mm, for the test's log.
-type attackFigures struct {
-	elapsed            time.Duration
-	heapBase, heapPeak uint64 // HeapAlloc before, and its highest sample while it ran
-	heapHeld           int64  // live heap after, less before (both after a collection)
-	worstPong          time.Duration
-	pongs              int
-}
-
-func (f attackFigures) String() string {
-	return fmt.Sprintf("%v elapsed · heap peak +%.1f MiB · heap held after +%.1f MiB · process RSS peak %s · second session: %d ping→pong, worst %v",
-		f.elapsed.Round(time.Millisecond), float64(f.heapPeak-f.heapBase)/(1<<20), float64(f.heapHeld)/(1<<20), rssPeak(), f.pongs, f.worstPong.Round(time.Millisecond))
-}
-
-// measureAttack runs attack while it samples the heap and a second session
-// (pingSID, on the same agent) asks ping again and again.
-func measureAttack(t *testing.T, ctx context.Context, conn *acptest.Conn, pingSID acp.SessionId, attack func()) attackFigures {
-	t.Helper()
-	var f attackFigures
-	f.heapBase = uint64(heapNow())
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			f.heapPeak = max(f.heapPeak, m.HeapAlloc)
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	var pongErr error
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			start := time.Now()
-			if _, err := conn.Ask(ctx, pingSID, "ping"); err != nil {
-				pongErr = err
-				return
-			}
-			f.worstPong = max(f.worstPong, time.Since(start))
-			f.pongs++
-		}
-	}()
-	start := time.Now()
-	attack()
-	f.elapsed = time.Since(start)
-	close(stop)
-	wg.Wait()
-	if pongErr != nil {
-		t.Errorf("the second session's ping failed: %v", pongErr)
-	}
-	f.heapHeld = heapNow() - int64(f.heapBase)
-	return f
-}
-
-// rssPeak is the process's peak resident set (VmHWM): the whole test
-// binary's, meaningful when the test runs alone.
-func rssPeak() string {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "?"
-}
 
 // hugePromptBytes is the size of the hostile prompt: 5 MiB (just over
 // prompt.maxTextBytes, quick under -race), or

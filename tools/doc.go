@@ -25,5 +25,7 @@
 // until no member of the group is alive. Run joins every goroutine it starts
 // before it returns, so a finished call leaves nothing running behind it,
 // except what a bash command deliberately left in the background on a normal
-// exit, or moved out of its process group (setsid); see bash.md.
+// exit, or moved out of its process group (setsid); see bash.md; and a
+// fetch_content conversion that a cancel interrupted, which ends by itself
+// within milliseconds (see package fetch).
 package tools

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/mm-agent/mm/tools/fetch"
@@ -40,7 +41,10 @@ func (fetchContentTool) params() []param {
 
 // prepare: reading a page changes nothing and never asks; saving it is a
 // write like write_file's, with its permission and its sensitive and
-// outside-the-cwd rules (its location is the file written).
+// outside-the-cwd rules (its location is the file written). A save names
+// the file in its title, as the model gave it, and its Effect says the
+// absolute path and whether an existing file is replaced: the user
+// approves a write, and the URL alone does not say where it goes.
 func (fetchContentTool) prepare(env Env, c *Call) error {
 	u := strings.TrimSpace(strArg(c.Args, "url"))
 	c.Title = "fetch_content: " + u
@@ -48,8 +52,18 @@ func (fetchContentTool) prepare(env Env, c *Call) error {
 		return errors.New(`fetch_content: argument "url" is empty; give an http:// or https:// address`)
 	}
 	if out := strings.TrimSpace(strArg(c.Args, "output")); out != "" {
+		p := Resolve(env.Cwd, out)
+		c.Title += " → " + out
 		c.Mutating = true
-		c.Locations = []string{Resolve(env.Cwd, out)}
+		c.Locations = []string{p}
+		what := "a new file"
+		if st, err := os.Stat(p); err == nil {
+			if st.IsDir() {
+				return fmt.Errorf("fetch_content: output %s is a directory; give the path of the file to write", p)
+			}
+			what = fmt.Sprintf("replaces the existing file of %d bytes", st.Size())
+		}
+		c.Effect = fmt.Sprintf("Saves %s to %s (%s).", u, p, what)
 	}
 	return nil
 }
@@ -69,6 +83,9 @@ func (fetchContentTool) run(ctx context.Context, env Env, c *Call) Result {
 	head := fmt.Sprintf("[%s · %s · %d bytes", page.URL, what, page.Bytes)
 	if page.Truncated {
 		head += fmt.Sprintf("; cut at the %d-byte limit", page.Bytes)
+	}
+	for _, n := range page.Notes {
+		head += "; " + n
 	}
 	head += "]"
 	if len(c.Locations) == 0 {

@@ -253,3 +253,31 @@ func TestRunCapsEveryOutput(t *testing.T) {
 		t.Errorf("truncateHead cut a character: %q", got)
 	}
 }
+
+// TestFetchContentSaveNamesTheFile: a save asks like a write, so what the
+// user approves names the file, whether it is new or replaced, and a
+// directory is refused before anyone is asked.
+func TestFetchContentSaveNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	env := Env{Cwd: dir}
+	if err := os.WriteFile(filepath.Join(dir, "old.md"), []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ output, title, effect string }{
+		{"", "fetch_content: https://x.test/a", ""},
+		{"new.md", "fetch_content: https://x.test/a → new.md", "Saves https://x.test/a to " + filepath.Join(dir, "new.md") + " (a new file)."},
+		{"old.md", "fetch_content: https://x.test/a → old.md", "Saves https://x.test/a to " + filepath.Join(dir, "old.md") + " (replaces the existing file of 5 bytes)."},
+	} {
+		args := fmt.Sprintf(`{"url":"https://x.test/a","output":%q}`, tt.output)
+		c, err := Prepare(env, "fetch_content", args)
+		if err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		if c.Title != tt.title || c.Effect != tt.effect || c.Mutating != (tt.output != "") {
+			t.Errorf("%s: title %q, effect %q, mutating %v", args, c.Title, c.Effect, c.Mutating)
+		}
+	}
+	if _, err := Prepare(env, "fetch_content", `{"url":"https://x.test/a","output":"."}`); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("a directory as output: %v", err)
+	}
+}

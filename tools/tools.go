@@ -107,6 +107,11 @@ type Call struct {
 	// Mutating says the call changes something, so it needs permission
 	// when yolo is off (bash, write_file, edit_file).
 	Mutating bool
+	// Effect, when set, says in one line what the call will change where
+	// no diff can show it before it runs (fetch_content's output: the
+	// file written and whether it replaces one), for the permission
+	// request to show next to the title.
+	Effect string
 	// Proposal is set for write_file and edit_file: the edit the user
 	// approves, computed from the file as it is when Prepare runs. OldText
 	// is nil for a file that does not exist yet.

@@ -4,19 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	neturl "net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"unicode/utf8"
-
-	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
-	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/base"
-	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/commonmark"
-	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/strikethrough"
-	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/table"
-	"golang.org/x/net/html"
-	"golang.org/x/net/html/atom"
 )
 
 // kind is what Get does with a body.
@@ -209,112 +199,4 @@ func prettyJSON(s string) string {
 		return s
 	}
 	return buf.String()
-}
-
-// mdConverter is built once: the library documents its Converter as safe
-// for concurrent use, and building one registers every plugin anew.
-var mdConverter = sync.OnceValue(func() *converter.Converter {
-	conv := converter.NewConverter(converter.WithPlugins(
-		base.NewBasePlugin(),
-		commonmark.NewCommonmarkPlugin(),
-		strikethrough.NewStrikethroughPlugin(),
-		// Minimal padding, because aligned columns cost the model tokens
-		// and tell it nothing; the first row becomes the header of tables
-		// that have none, because a Markdown table cannot be without one.
-		table.NewTablePlugin(
-			table.WithCellPaddingBehavior(table.CellPaddingBehaviorMinimal),
-			table.WithSkipEmptyRows(true),
-			table.WithHeaderPromotion(true),
-		),
-	))
-	// The base plugin already drops head, script, style, noscript, iframe
-	// and form inputs. Navigation and footers repeat on every page of a site
-	// and crowd out the content the model asked for. Inline SVG is drawing,
-	// but its <title> and <text> would otherwise surface as stray words
-	// ("icon", "logo") in the middle of the text.
-	for _, tag := range []string{"nav", "footer", "svg"} {
-		conv.Register.TagType(tag, converter.TagTypeRemove, converter.PriorityStandard)
-	}
-	return conv
-})
-
-// atxHeadingRE matches text that starts with a Markdown heading.
-var atxHeadingRE = regexp.MustCompile(`^#{1,6}(?:[ \t]|$)`)
-
-// htmlToMarkdown converts a page to Markdown whose links and images are
-// absolute, so that the model can fetch them in turn. Relative references
-// resolve against the page's <base href> if it has one, and otherwise
-// against pageURL, the URL the page was finally served from. The page title
-// becomes a first heading when the content does not start with one, because
-// the title is often the only statement of what the page is.
-func htmlToMarkdown(src, pageURL string) (string, error) {
-	doc, err := html.Parse(strings.NewReader(src))
-	if err != nil {
-		return "", err
-	}
-	title := oneLine(textOf(findElement(doc, atom.Title)))
-	baseURL := pageURL
-	if b := findElement(doc, atom.Base); b != nil {
-		if href := attr(b, "href"); href != "" {
-			if pu, err := neturl.Parse(pageURL); err == nil {
-				if ref, err := neturl.Parse(strings.TrimSpace(href)); err == nil {
-					baseURL = pu.ResolveReference(ref).String()
-				}
-			}
-		}
-	}
-	md, err := mdConverter().ConvertNode(doc, converter.WithDomain(baseURL))
-	if err != nil {
-		return "", err
-	}
-	text := strings.TrimSpace(string(md))
-	if title != "" && !atxHeadingRE.MatchString(text) {
-		if text == "" {
-			return "# " + title, nil
-		}
-		text = "# " + title + "\n\n" + text
-	}
-	return text, nil
-}
-
-// findElement returns the first HTML element (not SVG or MathML, whose
-// <title> is no page title) of the given kind in document order.
-func findElement(n *html.Node, a atom.Atom) *html.Node {
-	if n.Type == html.ElementNode && n.DataAtom == a && n.Namespace == "" {
-		return n
-	}
-	for c := n.FirstChild; c != nil; c = c.NextSibling {
-		if found := findElement(c, a); found != nil {
-			return found
-		}
-	}
-	return nil
-}
-
-// textOf returns the text inside n.
-func textOf(n *html.Node) string {
-	if n == nil {
-		return ""
-	}
-	var sb strings.Builder
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.TextNode {
-			sb.WriteString(n.Data)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return sb.String()
-}
-
-func attr(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Key == key && a.Namespace == "" {
-			return a.Val
-		}
-	}
-	return ""
 }

@@ -48,8 +48,8 @@ func (f *fetch) statusError(resp *http.Response, mediaType string, params map[st
 			}
 			text := decodeText(body, charset, true)
 			if k == kindHTML {
-				if md, err := htmlToMarkdown(text, f.final); err == nil {
-					text = md
+				if c, err := toMarkdown(f.tctx, text, f.final, htmlBounds{markdown: errorBodyBytes}); err == nil {
+					text = c.md
 				}
 			}
 			snippet = "the body starts: " + cut(oneLine(text), errorSnippetRunes)
@@ -89,6 +89,19 @@ func (f *fetch) failure(err error, when string) error {
 		return fmt.Errorf("fetch_content: GET %s timed out%s: the limit is %s for the whole fetch; the server is slow or not answering, try again later or another URL", f.shown, when, f.limits.Timeout)
 	}
 	return fmt.Errorf("fetch_content: GET %s failed%s: %s", f.shown, when, oneLine(unwrapURLError(err)))
+}
+
+// convertError explains why an HTML body that was read has no Markdown:
+// the caller cancelled, the fetch's time ran out while converting, or the
+// converter failed.
+func (f *fetch) convertError(err error) error {
+	switch {
+	case f.ctx.Err() != nil:
+		return fmt.Errorf("fetch_content: GET %s cancelled while converting it to Markdown: %w", f.shown, f.ctx.Err())
+	case f.tctx.Err() != nil:
+		return fmt.Errorf("fetch_content: GET %s timed out while converting its HTML to Markdown: the limit is %s for the whole fetch; fetch it with curl in bash to read the raw HTML", f.shown, f.limits.Timeout)
+	}
+	return fmt.Errorf("fetch_content: %s is HTML that could not be converted to Markdown (%s); fetch it with curl in bash to read the raw HTML", f.shown, oneLine(err.Error()))
 }
 
 // unwrapURLError drops the `Get "url":` prefix of a *url.Error, because the

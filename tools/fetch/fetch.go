@@ -27,6 +27,10 @@ type Page struct {
 	Text      string
 	Truncated bool  // the body was longer than MaxBytes
 	Bytes     int64 // body bytes read
+	// Notes say what the conversion of an HTML page cut or simplified to
+	// stay within its bounds, each a phrase for the model ("the page is cut
+	// after 200000 HTML nodes, the limit"); none for a page converted whole.
+	Notes []string
 }
 
 const (
@@ -268,11 +272,11 @@ func (f *fetch) convert(resp *http.Response) (*Page, error) {
 	}
 	switch k {
 	case kindHTML:
-		md, err := htmlToMarkdown(text, f.final)
+		c, err := toMarkdown(f.tctx, text, f.final, htmlBounds{markdown: int(f.limits.MaxBytes)})
 		if err != nil {
-			return nil, fmt.Errorf("fetch_content: %s is HTML that could not be converted to Markdown (%s); fetch it with curl in bash to read the raw HTML", f.shown, oneLine(err.Error()))
+			return nil, f.convertError(err)
 		}
-		page.Text = md
+		page.Text, page.Notes = c.md, c.notes
 	case kindJSON:
 		page.Text = prettyJSON(text)
 	default:

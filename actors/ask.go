@@ -23,7 +23,7 @@ const ElicitationScopeKey = "mm.elicitationScope"
 func (w *toolWorker) ask(ctx context.Context, root *actor.RootContext, parent *actor.PID, qs []tools.Question) tools.Answers {
 	var a tools.Answers
 	switch {
-	case w.rt.client.Forms():
+	case w.client.Forms(w.session):
 		if !w.person(ctx, root, parent, func() { a = w.askForm(ctx, qs) }) {
 			return tools.Answers{Outcome: "cancel"}
 		}
@@ -38,7 +38,7 @@ func (w *toolWorker) ask(ctx context.Context, root *actor.RootContext, parent *a
 }
 
 func (w *toolWorker) askForm(ctx context.Context, qs []tools.Question) tools.Answers {
-	res, err := w.rt.client.Elicit(ctx, Elicitation{
+	res, err := w.client.Elicit(ctx, Elicitation{
 		SessionID: w.session, ToolCallID: w.callID, Message: tools.FormMessage(qs), Schema: tools.FormSchema(qs),
 	})
 	switch {
@@ -74,7 +74,7 @@ func (w *toolWorker) askChoices(ctx context.Context, qs []tools.Question) tools.
 			opts = append(opts, acp.PermissionOption{OptionId: acp.PermissionOptionId(strconv.Itoa(j)), Name: c, Kind: acp.PermissionOptionKindAllowOnce})
 		}
 		opts = append(opts, acp.PermissionOption{OptionId: "decline", Name: "Decline", Kind: acp.PermissionOptionKindRejectOnce})
-		resp, err := w.rt.client.RequestPermission(ctx, acp.RequestPermissionRequest{
+		resp, err := w.client.RequestPermission(ctx, acp.RequestPermissionRequest{
 			SessionId: acp.SessionId(w.session),
 			ToolCall: acp.ToolCallUpdate{
 				ToolCallId: acp.ToolCallId(w.callID),

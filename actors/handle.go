@@ -206,6 +206,20 @@ func (s *Session) RequestState() func() (*SessionState, error) {
 // State returns a copy of the session's state.
 func (s *Session) State() (*SessionState, error) { return s.RequestState()() }
 
+// Attach moves the session to another connection's writer and client (nil
+// and nil: to none), after every message sent to it before; it returns once
+// the session has moved.
+func (s *Session) Attach(out Outbox, client Client) error {
+	return s.ask(&Attach{Out: out, Client: client})
+}
+
+// Settle waits until the session has no turn running or queued: the ones
+// it had ended (after a Cancel, they end cancelled) and their answers are
+// queued. A session that stops meanwhile is settled too.
+func (s *Session) Settle() {
+	_, _ = s.rt.sys.Root.RequestFuture(s.pid, &settle{}, -1).Result()
+}
+
 // Flush writes the session file (when sessions are persisted) and returns
 // once it is on disk.
 func (s *Session) Flush() error { return s.ask(&Flush{}) }

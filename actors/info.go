@@ -28,7 +28,7 @@ func (s *session) infoUpdate() {
 		}
 	}
 	if u.UpdatedAt != nil || u.Title != nil {
-		s.rt.out.Update(s.id, acp.SessionUpdate{SessionInfoUpdate: &u})
+		s.out.Update(s.id, acp.SessionUpdate{SessionInfoUpdate: &u})
 	}
 }
 

@@ -37,6 +37,20 @@ type Replay struct{ Reply *Reply }
 // commands: a session taken up again without a replay.
 type Resume struct{ Reply *Reply }
 
+// Attach moves a session to another connection: from the message on,
+// everything it says goes to Out, and its tools ask Client. nil for both
+// detaches it (no connection holds it: its output is dropped, no one can be
+// asked). The reply is a *Done. It is an edge's control message, the one
+// message that carries interfaces rather than plain data: a connection is
+// not data.
+type Attach struct {
+	Out    Outbox
+	Client Client
+}
+
+// settle asks a session to answer, with a *Done, once it has no turn.
+type settle struct{}
+
 // GetState asks a session for a copy of its state; the reply is a
 // *SessionState.
 type GetState struct{}

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -39,8 +41,12 @@ type Outbox interface {
 // encodes the answer; Done, when set, receives the answer instead of a
 // response being written (a caller that answers the request itself).
 type Reply struct {
-	ID       []byte
-	Method   string
+	ID     []byte
+	Method string
+	// Out is the writer of the connection the request came on: its answer
+	// goes there, wherever the session is attached by then. nil: the
+	// runtime's default Outbox.
+	Out      Outbox
 	Done     chan any
 	answered atomic.Bool
 }
@@ -49,9 +55,46 @@ type Reply struct {
 // claims a reply answers it, once.
 func (r *Reply) Claim() bool { return r != nil && r.answered.CompareAndSwap(false, true) }
 
-// answer hands res to the outbox unless r was answered already.
+// answer hands res to the request's outbox unless r was answered already.
 func (rt *Runtime) answer(sessionID string, r *Reply, res any) {
 	if r.Claim() {
-		rt.out.Answer(sessionID, r, res)
+		out := r.Out
+		if out == nil {
+			out = rt.out
+		}
+		out.Answer(sessionID, r, res)
 	}
+}
+
+// discard is the Outbox of a session no connection holds: updates are
+// dropped (their budget given back), messages delivered at once, answers
+// dropped unless their caller waits on Done.
+type discard struct{ root *actor.RootContext }
+
+func (discard) Update(string, acp.SessionUpdate) {}
+
+func (discard) Stream(_ string, _ acp.SessionUpdate, b *Budget, n int) { b.Give(n) }
+
+func (d discard) Deliver(_ string, pid *actor.PID, msg any) { d.root.Send(pid, msg) }
+
+func (discard) Answer(_ string, r *Reply, res any) {
+	if r.Done != nil {
+		r.Done <- res
+	}
+}
+
+// nobody is the Client of a session no connection holds: no one can be
+// asked.
+type nobody struct{}
+
+var errNobody = errors.New("no editor is connected to this session")
+
+func (nobody) RequestPermission(context.Context, acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	return acp.RequestPermissionResponse{}, errNobody
+}
+
+func (nobody) Forms(string) bool { return false }
+
+func (nobody) Elicit(context.Context, Elicitation) (ElicitationResult, error) {
+	return ElicitationResult{}, errNobody
 }

@@ -27,6 +27,14 @@ type SessionState struct {
 	// MCP are the MCP servers the editor gave the session (not saved: a
 	// load or a resume names them again).
 	MCP []mcpclient.Server
+	// Owner names the token of `mm serve` the session belongs to ("" for
+	// mm -acp's); it is saved with the session. A state read from a file
+	// has the owner the file names only when the file is trusted.
+	Owner string
+	// Out and Client are the connection the session starts attached to;
+	// nil: the runtime's (Options.Out, Options.Client).
+	Out    Outbox
+	Client Client
 	// Untrusted, when set, says in one line why the file this state was
 	// read from is not known to be one this user's mm wrote for this
 	// folder. The session then takes from it nothing that widens what
@@ -48,6 +56,9 @@ func StateFromFile(f *store.File, path, cwd string) *SessionState {
 	st := &SessionState{
 		ID: f.ID, Cwd: cwd, Created: f.Created, Provenance: f.Provenance,
 		Mode: f.Mode, Model: f.Model, Usage: f.Usage, History: f.History, Plan: f.Plan,
+	}
+	if f.Signed && f.Cwd == cwd {
+		st.Owner = f.Owner
 	}
 	switch {
 	case !f.Signed:
@@ -86,7 +97,7 @@ func (s *session) encode(f *store.File) ([]byte, error) {
 // messages are never mutated in place, so sharing them is safe).
 func (s *session) state() *SessionState {
 	return &SessionState{
-		ID: s.id, Cwd: s.cwd, Created: s.created, Provenance: s.prov,
+		ID: s.id, Cwd: s.cwd, Created: s.created, Provenance: s.prov, Owner: s.owner,
 		Mode: s.mode, Model: s.modelID, Usage: s.usage.store(),
 		History: append([]llm.Message(nil), s.history...), Plan: s.plan,
 	}
@@ -95,7 +106,7 @@ func (s *session) state() *SessionState {
 func (s *session) file() *store.File {
 	return &store.File{
 		ID: s.id, Cwd: s.cwd, Created: s.created, Updated: time.Now(),
-		Title: store.TitleOf(s.history), Provenance: s.prov,
+		Title: store.TitleOf(s.history), Owner: s.owner, Provenance: s.prov,
 		Mode: s.mode, Model: s.modelID, Usage: s.usage.store(), History: s.history, Plan: s.plan,
 	}
 }

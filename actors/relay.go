@@ -56,7 +56,7 @@ func (r *relay) RequestPermission(ctx context.Context, p acp.RequestPermissionRe
 	var resp acp.RequestPermissionResponse
 	var err error
 	if !r.w.person(ctx, r.root, r.parent, func() {
-		resp, err = r.w.rt.client.RequestPermission(ctx, acp.RequestPermissionRequest{SessionId: acp.SessionId(r.w.session), ToolCall: tc, Options: p.Options})
+		resp, err = r.w.client.RequestPermission(ctx, acp.RequestPermissionRequest{SessionId: acp.SessionId(r.w.session), ToolCall: tc, Options: p.Options})
 	}) {
 		return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}, nil
 	}
@@ -72,7 +72,7 @@ func (r *relay) Elicit(ctx context.Context, p acp.UnstableCreateElicitationReque
 	if p.Form == nil {
 		return acp.UnstableCreateElicitationResponse{}, acp.NewInvalidParams(map[string]any{"error": "only form elicitations are relayed"})
 	}
-	if !r.w.rt.client.Forms() {
+	if !r.w.client.Forms(r.w.session) {
 		return acp.UnstableCreateElicitationResponse{}, rpcerr.Internal("no one can be asked: the editor cannot show forms", nil)
 	}
 	var schema map[string]any
@@ -85,7 +85,7 @@ func (r *relay) Elicit(ctx context.Context, p acp.UnstableCreateElicitationReque
 	}
 	var res ElicitationResult
 	if !r.w.person(ctx, r.root, r.parent, func() {
-		res, err = r.w.rt.client.Elicit(ctx, Elicitation{SessionID: r.w.session, ToolCallID: r.w.callID, Message: p.Form.Message, Schema: schema})
+		res, err = r.w.client.Elicit(ctx, Elicitation{SessionID: r.w.session, ToolCallID: r.w.callID, Message: p.Form.Message, Schema: schema})
 	}) {
 		return acp.UnstableCreateElicitationResponse{Cancel: &acp.UnstableCreateElicitationCancel{Action: "cancel"}}, nil
 	}

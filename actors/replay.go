@@ -25,7 +25,7 @@ func ProvenanceMeta(p store.Provenance) map[string]any {
 // replay.
 func (s *session) onReplay(m *Replay) {
 	meta := ProvenanceMeta(s.prov)
-	send := func(u acp.SessionUpdate) { s.rt.out.Update(s.id, u) }
+	send := func(u acp.SessionUpdate) { s.out.Update(s.id, u) }
 	h := s.history
 	for i := 1; i < len(h); i++ {
 		m := &h[i]
@@ -51,11 +51,11 @@ func (s *session) onReplay(m *Replay) {
 		}
 	}
 	if len(s.plan) > 0 {
-		s.rt.out.Update(s.id, planUpdate(s.plan, meta))
+		s.out.Update(s.id, planUpdate(s.plan, meta))
 	}
 	s.announced = true
 	s.tellNotice()
-	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
+	s.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
 		Meta: meta, AvailableCommands: Commands(s.skills, s.agents != nil),
 	}})
 	o := s.outcome()
@@ -149,7 +149,7 @@ func (s *session) onSetMode(ctx actor.Context, m *SetMode) {
 		return
 	}
 	s.mode = m.Mode
-	s.rt.out.Update(s.id, acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: acp.SessionModeId(m.Mode)}})
+	s.out.Update(s.id, acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: acp.SessionModeId(m.Mode)}})
 	s.save(ctx, false)
 	s.rt.answer(s.id, m.Reply, s.outcome())
 }

@@ -30,7 +30,10 @@ type Options struct {
 	// may switch to.
 	Model  llm.Model
 	Models []NamedModel
-	Out    Outbox
+	// Out and Client are where a session's output goes and whom its tools
+	// ask, unless the session is spawned or attached with its own (a
+	// server's connections each have theirs); nil: nowhere, and no one.
+	Out Outbox
 	// Client asks the client's user: permissions, forms (the ACP edge).
 	Client Client
 	// Hooks are the configured hooks; nil runs none.
@@ -127,6 +130,12 @@ func NewRuntime(o Options) *Runtime {
 	)
 	rt := &Runtime{sys: sys, cfg: o.Config, out: o.Out, client: o.Client, hooks: o.Hooks, log: log, key: o.Key,
 		sensitive: o.Sensitive, toolDefs: toolDefs(), runTool: tools.Run}
+	if rt.out == nil {
+		rt.out = discard{root: sys.Root}
+	}
+	if rt.client == nil {
+		rt.client = nobody{}
+	}
 	rt.window.Store(int64(o.ContextWindow))
 	rt.probe = o.Probe
 	rt.ctx, rt.stop = context.WithCancel(context.Background())

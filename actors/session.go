@@ -21,8 +21,14 @@ import (
 // fields; everything else reaches it by message. The turn flow is in
 // turn.go, the tool phase in tools.go, cancellation in cancel.go.
 type session struct {
-	rt      *Runtime
+	rt *Runtime
+	// out and client are the connection the session is attached to: where
+	// everything it says goes, and whom its tools ask. Attach moves them,
+	// in the session's order.
+	out     Outbox
+	client  Client
 	id      string
+	owner   string
 	cwd     string
 	created time.Time
 	prov    store.Provenance
@@ -100,6 +106,8 @@ type session struct {
 	// ranCommands is set once a command was started: only then can the
 	// session have left processes running.
 	ranCommands bool
+	// settlers wait for the session to have no turn (Session.Settle).
+	settlers []*actor.PID
 	// allowAlways and never hold the remembered permission answers, by
 	// tool name. They survive /new.
 	allowAlways, never map[string]bool
@@ -114,6 +122,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	s := &session{
 		rt:      rt,
 		id:      st.ID,
+		owner:   st.Owner,
 		cwd:     st.Cwd,
 		created: st.Created,
 		prov:    st.Provenance,
@@ -124,6 +133,14 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		budget:  newBudget(streamBudget),
 		plan:    st.Plan,
 		final:   final,
+		out:     st.Out,
+		client:  st.Client,
+	}
+	if s.out == nil {
+		s.out = rt.out
+	}
+	if s.client == nil {
+		s.client = rt.client
 	}
 	if st.Provenance.Kind != "fork" {
 		// A loaded session's title is the one session/list showed; a
@@ -221,6 +238,14 @@ func (s *session) Receive(ctx actor.Context) {
 		s.onResume(m)
 	case *GetState:
 		ctx.Respond(s.state())
+	case *Attach:
+		s.onAttach(ctx, m)
+	case *settle:
+		if s.cur == nil && s.held == nil && len(s.queue) == 0 {
+			ctx.Respond(&Done{})
+		} else if ctx.Sender() != nil {
+			s.settlers = append(s.settlers, ctx.Sender())
+		}
 	case *Forget:
 		s.onForget(ctx, m)
 	case *SetMode:
@@ -257,6 +282,7 @@ func (s *session) onStopping(ctx actor.Context) {
 		s.rt.answer(s.id, h.answer, h.res)
 	}
 	s.stopPersistence()
+	s.settled(ctx)
 	if pool := s.agents; pool != nil {
 		s.rt.goWork(pool.Close)
 	}
@@ -310,14 +336,27 @@ func (s *session) announce() {
 	}
 	s.announced = true
 	s.tellNotice()
-	s.rt.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
+	s.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
 		AvailableCommands: Commands(s.skills, s.agents != nil),
 	}})
 }
 
 // say streams one line from the agent to the client.
 func (s *session) say(text string) {
-	s.rt.out.Update(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{
+	s.out.Update(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{
 		Content: acp.TextBlock(text),
 	}})
+}
+
+// onAttach moves the session to another connection (or none). A tool call
+// running keeps the client it started with.
+func (s *session) onAttach(ctx actor.Context, m *Attach) {
+	s.out, s.client = m.Out, m.Client
+	if s.out == nil {
+		s.out = discard{root: ctx.ActorSystem().Root}
+	}
+	if s.client == nil {
+		s.client = nobody{}
+	}
+	ctx.Respond(&Done{})
 }

@@ -135,7 +135,7 @@ func (s *session) useSkills(set *skills.Set) {
 // setPlan keeps the plan a plan call made and shows it whole.
 func (s *session) setPlan(p []tools.PlanEntry) {
 	s.plan = p
-	s.rt.out.Update(s.id, planUpdate(p, nil))
+	s.out.Update(s.id, planUpdate(p, nil))
 }
 
 func planUpdate(p []tools.PlanEntry, meta map[string]any) acp.SessionUpdate {

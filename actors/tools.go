@@ -41,6 +41,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 	callID := fmt.Sprintf("call_%d", s.rt.nextCall.Add(1))
 	w := &toolWorker{
 		rt:      s.rt,
+		client:  s.client,
 		session: s.id,
 		turn:    t.id,
 		callID:  callID,
@@ -98,7 +99,7 @@ func (s *session) onToolPrepared(ctx actor.Context, m *toolPrepared) {
 		return
 	}
 	t.announced = true
-	s.rt.out.Update(s.id, acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{
+	s.out.Update(s.id, acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{
 		ToolCallId: acp.ToolCallId(m.CallID),
 		Title:      m.Title,
 		Kind:       m.Kind,
@@ -109,7 +110,7 @@ func (s *session) onToolPrepared(ctx actor.Context, m *toolPrepared) {
 	if m.Err == "" {
 		// The go-ahead reaches the worker after the pending tool_call is
 		// written, so a permission request never precedes its tool call.
-		s.rt.out.Deliver(s.id, pid, &toolProceed{})
+		s.out.Deliver(s.id, pid, &toolProceed{})
 	}
 }
 
@@ -140,7 +141,7 @@ func (s *session) onToolStarted(m *toolStarted) {
 	if t, _ := s.current(m.Turn, m.CallID); t == nil || t.cancelled || !t.announced {
 		return
 	}
-	s.rt.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
+	s.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
 		ToolCallId: acp.ToolCallId(m.CallID),
 		Status:     acp.Ptr(acp.ToolCallStatusInProgress),
 	}})
@@ -152,7 +153,7 @@ func (s *session) onToolProgress(m *toolProgress) {
 		s.budget.Give(m.Cost)
 		return
 	}
-	s.rt.out.Stream(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
+	s.out.Stream(s.id, acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{
 		ToolCallId: acp.ToolCallId(m.CallID),
 		Content:    []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(m.Output))},
 	}}, s.budget, m.Cost)
@@ -199,7 +200,7 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 		if m.Denied {
 			u.Title = acp.Ptr(t.toolTitle)
 		}
-		s.rt.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: u})
+		s.out.Update(s.id, acp.SessionUpdate{ToolCallUpdate: u})
 	}
 	if m.Plan != nil {
 		s.setPlan(m.Plan)

@@ -18,8 +18,8 @@ import (
 // mutating anything, questions for ask_user. The ACP edge implements it.
 type Client interface {
 	RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error)
-	// Forms says the client announced elicitation.form.
-	Forms() bool
+	// Forms says the client of the session announced elicitation.form.
+	Forms(sessionID string) bool
 	// Elicit asks the client's user a form (elicitation/create) and waits
 	// for the answer; an error means no one could be asked, except one
 	// wrapping ErrAnswerTooLarge: the answer came, too large to read.
@@ -53,7 +53,10 @@ type ElicitationResult struct {
 // actor cancels the goroutine's context: a bash command dies with its whole
 // process group, a permission request is abandoned.
 type toolWorker struct {
-	rt      *Runtime
+	rt *Runtime
+	// client is the client of the session's connection when the call
+	// started: its permission requests and forms go there.
+	client  Client
 	session string
 	turn    uint64
 	callID  string
@@ -298,7 +301,7 @@ func (w *toolWorker) allowed(ctx context.Context, root *actor.RootContext, paren
 	}
 	var resp acp.RequestPermissionResponse
 	var err error
-	if !w.person(ctx, root, parent, func() { resp, err = w.rt.client.RequestPermission(ctx, req) }) {
+	if !w.person(ctx, root, parent, func() { resp, err = w.client.RequestPermission(ctx, req) }) {
 		return false, "[cancelled]"
 	}
 	if err != nil || resp.Outcome.Selected == nil {

@@ -163,6 +163,9 @@ func (s *session) next(ctx actor.Context) {
 	if len(s.queue) == 0 {
 		s.queue = nil
 	}
+	if s.cur == nil && s.held == nil && len(s.queue) == 0 {
+		s.settled(ctx)
+	}
 }
 
 func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
@@ -204,7 +207,7 @@ func (s *session) onSlotQueue(m *slotQueue) {
 		return
 	}
 	t.toldWaiting = true
-	s.rt.out.Update(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{
+	s.out.Update(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{
 		Content: acp.TextBlock(fmt.Sprintf("⏳ waiting for another session's turn (%d ahead)\n", m.Ahead)),
 	}})
 }
@@ -295,10 +298,10 @@ func (s *session) onDelta(m *modelDelta) {
 	case llm.DeltaReasoning, llm.DeltaNotice:
 		// A notice (a retry wait) is about the call, not the answer: it
 		// shows beside the model's thoughts.
-		s.rt.out.Stream(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: block}}, s.budget, m.Cost)
+		s.out.Stream(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: block}}, s.budget, m.Cost)
 	default:
 		t.answer.WriteString(m.Delta.Text)
-		s.rt.out.Stream(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: block}}, s.budget, m.Cost)
+		s.out.Stream(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: block}}, s.budget, m.Cost)
 	}
 }
 
@@ -426,4 +429,12 @@ func (s *session) onPersisted(ctx actor.Context) {
 
 func (s *session) reply(t *turn, res *TurnResult) {
 	s.rt.answer(s.id, t.out, res)
+}
+
+// settled answers the requests waiting for the session to have no turn.
+func (s *session) settled(ctx actor.Context) {
+	for _, pid := range s.settlers {
+		ctx.Send(pid, &Done{})
+	}
+	s.settlers = nil
 }

@@ -15,7 +15,7 @@ type usageTotals struct {
 }
 
 func (s *session) usageUpdate(used int) {
-	s.rt.out.Update(s.id, acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{
+	s.out.Update(s.id, acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{
 		Used: used,
 		Size: s.rt.windowFor(s.modelID),
 	}})

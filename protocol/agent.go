@@ -25,19 +25,25 @@ var Version = "v0.1.0"
 
 // Agent implements acp.Agent for one connection. The ingress (ingress.go)
 // calls it for the requests it serves itself, the SDK's connection for the
-// others.
+// others. The sessions it serves are the Hub's that it holds.
 type Agent struct {
-	cfg  *configs.Config
-	rt   *actors.Runtime
-	box  *outbox
-	log  *slog.Logger
-	conn *acp.AgentSideConnection
+	hub *Hub
+	cfg *configs.Config
+	box *outbox
+	log *slog.Logger
+	// owner is the token the connection came with (mm serve), "" for mm
+	// -acp's; roots are the folders its sessions' cwds must be in (none:
+	// any).
+	owner string
+	roots []string
+	// shared is set for a connection on a hub it shares with others (mm
+	// serve): its sessions outlive it, detached, and can be taken up again.
+	shared bool
+	conn   *acp.AgentSideConnection
 	// ctx is the context of the requests the ingress serves: the
 	// connection's lifetime.
 	ctx context.Context
 
-	// ready is closed once rt is set; only runtime() reads rt before that.
-	ready chan struct{}
 	// creating counts the session/new and session/fork requests being
 	// served, which shutdown waits for; creators bounds them: the ingress
 	// waits for a free one, so a flood of them slows its reading down.
@@ -46,32 +52,45 @@ type Agent struct {
 	// calls are mm's own requests to the client (calls.go).
 	calls calls
 
-	mu       sync.Mutex
-	sessions map[string]*actors.Session
-	// lanes hold the requests of sessions being opened or closed
-	// (order.go).
-	lanes map[string]*lane
+	mu sync.Mutex
 	// cwds are the project folders this connection has named (new, load,
 	// resume, fork, list): where session/delete, which names no folder,
 	// looks for a stored session.
 	cwds   map[string]bool
 	client acp.ClientCapabilities
-	// folders is the index of the folders that hold saved sessions
-	// (store.Folders); nil keeps none.
-	folders *store.Folders
-	// files reads session files: no links, FIFOs or devices, at most
-	// sessions.maxFileBytes, signatures checked with the user's key.
-	files *store.Reader
 	// draining is set when the connection ends: no session creation
 	// starts any more, and prompts end cancelled; closed once those in
-	// flight are done: no session is registered any more.
+	// flight are done: no session is registered on it any more.
 	draining, closed bool
 }
 
 // runtime returns the actor runtime, waiting for it to be up.
-func (a *Agent) runtime() *actors.Runtime {
-	<-a.ready
-	return a.rt
+func (a *Agent) runtime() *actors.Runtime { return a.hub.runtime() }
+
+// isClosed says whether the connection takes no more sessions.
+func (a *Agent) isClosed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.closed
+}
+
+// live returns session id when this connection holds it.
+func (a *Agent) live(id string) *actors.Session { return a.hub.attached(id, a) }
+
+// register adds a session this connection created or opened, held by it.
+func (a *Agent) register(s *actors.Session) (*actors.Session, error) {
+	return a.hub.register(s, a.owner, a)
+}
+
+// unregister takes session id out of the table when this connection holds
+// it.
+func (a *Agent) unregister(id string) *actors.Session { return a.hub.unregister(id, a) }
+
+// attach is what a session this connection creates or takes over writes
+// to and asks.
+func (a *Agent) attach(st *actors.SessionState) *actors.SessionState {
+	st.Out, st.Client = a.box, client{conn: a.conn, a: a}
+	return st
 }
 
 var _ acp.Agent = (*Agent)(nil)
@@ -121,14 +140,14 @@ func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 func (a *Agent) serveNew(r *actors.Reply, p acp.NewSessionRequest) {
 	a.create(r, func() (string, any, error) {
 		defer a.survive("session/new", r)
-		cwd, err := checkCwd(p.Cwd)
+		cwd, err := a.checkCwd(p.Cwd)
 		if err != nil {
 			return "", nil, err
 		}
 		a.know(cwd)
 		id := actors.NewSessionID(time.Now())
 		rt := a.runtime()
-		s, err := a.register(rt.SpawnSession(&actors.SessionState{ID: id, Cwd: cwd, MCP: a.mcpServers(p.McpServers)}))
+		s, err := a.register(rt.SpawnSession(a.attach(&actors.SessionState{ID: id, Cwd: cwd, Owner: a.owner, MCP: a.mcpServers(p.McpServers)})))
 		if err != nil {
 			return "", nil, err
 		}
@@ -138,7 +157,7 @@ func (a *Agent) serveNew(r *actors.Reply, p acp.NewSessionRequest) {
 			if err := s.Flush(); err != nil {
 				a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
 			}
-			a.folders.Add(cwd)
+			a.hub.folders.Add(cwd)
 		}
 		a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) from the editor)", id, cwd, len(p.McpServers)))
 		return id, acp.NewSessionResponse{
@@ -150,9 +169,25 @@ func (a *Agent) serveNew(r *actors.Reply, p acp.NewSessionRequest) {
 	})
 }
 
-// checkCwd translates a Windows or WSL path and requires an existing,
+// checkCwd is checkCwdOf for this connection: a cwd outside every root
+// of the connection is refused, naming the roots.
+func (a *Agent) checkCwd(raw string) (string, error) {
+	cwd, err := checkCwdOf(raw)
+	if err != nil || len(a.roots) == 0 {
+		return cwd, err
+	}
+	for _, root := range a.roots {
+		if rel, err := filepath.Rel(root, cwd); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return cwd, nil
+		}
+	}
+	return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "roots": a.roots,
+		"error": fmt.Sprintf("cwd %q is outside the folders this server serves (serve.roots: %s)", raw, strings.Join(a.roots, ", "))})
+}
+
+// checkCwdOf translates a Windows or WSL path and requires an existing,
 // absolute directory.
-func checkCwd(raw string) (string, error) {
+func checkCwdOf(raw string) (string, error) {
 	cwd := tools.TranslatePath(raw)
 	bad := func(why string) error {
 		return acp.NewInvalidParams(map[string]any{"cwd": raw, "error": why})

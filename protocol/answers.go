@@ -68,7 +68,7 @@ func (a *Agent) encode(r *actors.Reply, res any) (any, *acp.RequestError) {
 // connection of its own. The ingress never goes through them.
 func call[T any](a *Agent, method string, serve func(*actors.Reply)) (T, error) {
 	var zero T
-	r := &actors.Reply{Method: method, Done: make(chan any, 1)}
+	r := &actors.Reply{Method: method, Out: a.box, Done: make(chan any, 1)}
 	serve(r)
 	result, rerr := a.encode(r, <-r.Done)
 	if rerr != nil {

@@ -120,8 +120,9 @@ func (c client) RequestPermission(ctx context.Context, p acp.RequestPermissionRe
 	return c.conn.RequestPermission(ctx, p)
 }
 
-// Forms says the client announced elicitation.form at initialize.
-func (c client) Forms() bool {
+// Forms says the client announced elicitation.form at initialize (the
+// session is this client's: a session asks the client it is attached to).
+func (c client) Forms(string) bool {
 	c.a.mu.Lock()
 	defer c.a.mu.Unlock()
 	e := c.a.client.Elicitation

@@ -45,7 +45,13 @@ func (a *Agent) serveDelete(r *actors.Reply, p acp.UnstableDeleteSessionRequest)
 		return
 	}
 	a.inOrder(id, func() {
-		s := a.unregister(id)
+		if a.hub.taken(id, a.owner) {
+			// Another token's session does not exist for this one: it is
+			// deleted already, as far as this token can tell.
+			a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
+			return
+		}
+		s := a.hub.remove(id, a.owner)
 		a.hold(id)
 		go func() {
 			defer a.release(id)
@@ -72,12 +78,17 @@ func (a *Agent) serveDelete(r *actors.Reply, p acp.UnstableDeleteSessionRequest)
 // known folder holds it; none is fine.
 func (a *Agent) removeStored(id string) error {
 	seen := map[string]bool{}
-	for _, cwd := range append(a.knownCwds(), a.folders.List(a.cfg.Sessions.Dir)...) {
+	for _, cwd := range append(a.knownCwds(), a.hub.folders.List(a.cfg.Sessions.Dir)...) {
 		if seen[cwd] {
 			continue
 		}
 		seen[cwd] = true
 		path := store.Path(cwd, a.cfg.Sessions.Dir, id)
+		if a.owner != "" {
+			if _, err := a.loadFile(id, cwd); err != nil {
+				continue // not there, or not this token's
+			}
+		}
 		err := os.Remove(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

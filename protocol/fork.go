@@ -28,7 +28,11 @@ func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
 	parent := string(p.SessionId)
 	a.inOrder(parent, func() {
 		var state func() (*actors.SessionState, error)
-		if src := a.live(parent); src != nil {
+		if a.hub.taken(parent, a.owner) {
+			a.answer(parent, r, nil, unknownSession(parent))
+			return
+		}
+		if src, _ := a.hub.owned(parent, a.owner); src != nil {
 			state = src.RequestState() // in the parent's order, now
 		} else if a.cfg.Sessions.Enabled {
 			// The stored parent is read before its next requests (a
@@ -38,19 +42,14 @@ func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
 			done := func() { once.Do(func() { a.release(parent) }) }
 			state = func() (*actors.SessionState, error) {
 				defer done()
-				cwd, err := checkCwd(p.Cwd)
+				cwd, err := a.checkCwd(p.Cwd)
 				if err != nil {
 					return nil, err
 				}
 				if err := store.CheckID(parent); err != nil {
 					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
 				}
-				path := store.Path(cwd, a.cfg.Sessions.Dir, parent)
-				f, err := a.files.Load(path)
-				if err != nil {
-					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
-				}
-				return actors.StateFromFile(f, path, cwd), nil
+				return a.loadFile(parent, cwd)
 			}
 			defer func() {
 				if r := recover(); r != nil {
@@ -75,16 +74,17 @@ func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
 
 // fork spawns the copy of st a fork request asks for.
 func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest) (string, any, error) {
-	cwd, err := checkCwd(p.Cwd)
+	cwd, err := a.checkCwd(p.Cwd)
 	if err != nil {
 		return "", nil, err
 	}
 	a.know(cwd)
 	parent := st.ID
+	st.Owner = a.owner
 	st.ID, st.Cwd, st.Created = actors.NewSessionID(time.Now()), cwd, time.Time{}
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
 	st.MCP = a.mcpServers(stableServers(p.McpServers))
-	s, err := a.register(a.runtime().SpawnSession(st))
+	s, err := a.register(a.runtime().SpawnSession(a.attach(st)))
 	if err != nil {
 		return "", nil, err
 	}
@@ -92,7 +92,7 @@ func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest) 
 		a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", s.ID, err))
 	}
 	if a.cfg.Sessions.Enabled {
-		a.folders.Add(cwd)
+		a.hub.folders.Add(cwd)
 	}
 	a.log.Info(fmt.Sprintf("[acp] session %s forked from %s (%d message(s))", s.ID, parent, len(st.History)-1))
 	mode := st.Mode

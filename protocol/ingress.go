@@ -228,7 +228,7 @@ func (in *ingress) route(line []byte) []byte {
 // A request's panic becomes its internal error.
 func (in *ingress) serve(method string, id, params json.RawMessage) bool {
 	a := in.agent
-	r := &actors.Reply{ID: id, Method: method}
+	r := &actors.Reply{ID: id, Method: method, Out: a.box}
 	defer a.survive(method, r)
 	switch method {
 	case acp.AgentMethodSessionPrompt:

@@ -29,14 +29,14 @@ type lane struct {
 // has ended and the requests read before this one have been served. serve
 // never blocks; it may call hold.
 func (a *Agent) inOrder(sid string, serve func()) {
-	a.mu.Lock()
-	if l := a.lanes[sid]; l != nil && (l.held || l.draining) {
+	a.hub.mu.Lock()
+	if l := a.hub.lanes[sid]; l != nil && (l.held || l.draining) {
 		l.waiting = append(l.waiting, serve)
 		l.lastCancel = false
-		a.mu.Unlock()
+		a.hub.mu.Unlock()
 		return
 	}
-	a.mu.Unlock()
+	a.hub.mu.Unlock()
 	serve()
 }
 
@@ -44,62 +44,62 @@ func (a *Agent) inOrder(sid string, serve func()) {
 // ingress before it serves a request: no other goroutine can start holding
 // a lane the ingress has not served a request to.
 func (a *Agent) held(sid string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	l := a.lanes[sid]
+	a.hub.mu.Lock()
+	defer a.hub.mu.Unlock()
+	l := a.hub.lanes[sid]
 	return l != nil && (l.held || l.draining)
 }
 
 // cancelInOrder is inOrder for a session/cancel: cancels in a row are one.
 func (a *Agent) cancelInOrder(sid string, cancel func()) {
-	a.mu.Lock()
-	if l := a.lanes[sid]; l != nil && (l.held || l.draining) {
+	a.hub.mu.Lock()
+	if l := a.hub.lanes[sid]; l != nil && (l.held || l.draining) {
 		if !l.lastCancel {
 			l.waiting = append(l.waiting, cancel)
 			l.lastCancel = true
 		}
-		a.mu.Unlock()
+		a.hub.mu.Unlock()
 		return
 	}
-	a.mu.Unlock()
+	a.hub.mu.Unlock()
 	cancel()
 }
 
 // hold makes the session's next requests wait until release: a serve
 // function calls it before it starts work that must end before them.
 func (a *Agent) hold(sid string) {
-	a.mu.Lock()
-	l := a.lanes[sid]
+	a.hub.mu.Lock()
+	l := a.hub.lanes[sid]
 	if l == nil {
 		l = &lane{}
-		a.lanes[sid] = l
+		a.hub.lanes[sid] = l
 	}
 	l.held = true
-	a.mu.Unlock()
+	a.hub.mu.Unlock()
 }
 
 // release ends the work hold started, and serves the requests that waited,
 // in order, until one of them holds the lane again.
 func (a *Agent) release(sid string) {
-	a.mu.Lock()
-	l := a.lanes[sid]
+	a.hub.mu.Lock()
+	l := a.hub.lanes[sid]
 	l.held = false
 	if l.draining {
 		// The request that held the lane is being served by a drain,
 		// which goes on once it returns.
-		a.mu.Unlock()
+		a.hub.mu.Unlock()
 		return
 	}
 	l.draining = true
-	a.mu.Unlock()
+	a.hub.mu.Unlock()
 	for {
-		a.mu.Lock()
+		a.hub.mu.Lock()
 		if l.held || len(l.waiting) == 0 {
 			l.draining = false
 			if !l.held {
-				delete(a.lanes, sid)
+				delete(a.hub.lanes, sid)
 			}
-			a.mu.Unlock()
+			a.hub.mu.Unlock()
 			return
 		}
 		serve := l.waiting[0]
@@ -108,7 +108,7 @@ func (a *Agent) release(sid string) {
 		if len(l.waiting) == 0 {
 			l.lastCancel = false
 		}
-		a.mu.Unlock()
+		a.hub.mu.Unlock()
 		serve()
 	}
 }

@@ -13,14 +13,11 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/llm"
-	"github.com/mm-agent/mm/store"
-	"github.com/mm-agent/mm/tools"
 )
 
-// Options wires one connection.
+// Options wires mm -acp's one connection and the hub it is alone on.
 type Options struct {
 	Config *configs.Config
 	Model  llm.Model
@@ -35,12 +32,20 @@ type Options struct {
 	// Probe asks the server for the window while it is unknown, when the
 	// connection starts and at each session/new; nil never probes.
 	Probe actors.Probe
-	// StateDir is the user's state directory (store.StateDir), where the
-	// index of the folders holding saved sessions and the key that signs
-	// session files are kept. "" keeps neither: session/list without a
-	// cwd knows only this connection's folders, session files are written
-	// unsigned, and no file is trusted to set a session's mode.
+	// StateDir is HubOptions.StateDir.
 	StateDir string
+}
+
+// ConnOptions wires one connection to a Hub.
+type ConnOptions struct {
+	In  io.Reader // the client's messages, one per line
+	Out io.Writer // mm's messages, one per line; each Write whole lines
+	Log *slog.Logger
+	// Owner names the token the client came with: the sessions it creates
+	// are its own, and it sees no other's. "" (mm -acp) sees every one.
+	Owner string
+	// Roots are the folders a session's cwd must be in; none: any.
+	Roots []string
 }
 
 // Conn is one served connection.
@@ -50,30 +55,41 @@ type Conn struct {
 	out     *outbox
 	pending *pending
 	cancel  context.CancelFunc
+	// hub is shut down by Wait when the connection owns it (mm -acp).
+	hub *Hub
 }
 
-// Start begins serving a connection; Wait ends it. It fails only on a
-// configuration the runtime cannot use.
+// Start begins serving mm -acp's connection on a hub of its own; Wait
+// ends both. It fails only on a configuration the runtime cannot use.
 func Start(o Options) (*Conn, error) {
+	h, err := NewHub(HubOptions{Config: o.Config, Model: o.Model, Models: o.Models, Log: o.Log,
+		ContextWindow: o.ContextWindow, Probe: o.Probe, StateDir: o.StateDir})
+	if err != nil {
+		return nil, err
+	}
+	c := h.connect(ConnOptions{In: o.In, Out: o.Out, Log: o.Log}, false)
+	c.hub = h
+	return c, nil
+}
+
+// Connect begins serving one connection on the hub, which it shares with
+// others; Wait ends it.
+func (h *Hub) Connect(o ConnOptions) *Conn { return h.connect(o, true) }
+
+func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	log := o.Log
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = h.log
 	}
-	sensitive, err := tools.NewSensitive(o.Config.Tools.Sensitive)
-	if err != nil {
-		return nil, fmt.Errorf("%w: tools.sensitive: %v", configs.ErrConfig, err)
-	}
-	// One writer for stdout: the SDK's responses and requests, the
+	// One writer for the connection: the SDK's responses and requests, the
 	// outbox's batches and the ingress's errors each go out whole.
 	out := &lockedWriter{w: o.Out}
 	box := newOutbox(out, log)
 	ctx, cancel := context.WithCancel(context.Background())
-	key := store.OpenKey(o.StateDir, func(w string) { log.Warn("[acp] " + w) })
-	files := &store.Reader{Key: key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }}
-	a := &Agent{cfg: o.Config, box: box, log: log, ctx: ctx, sessions: make(map[string]*actors.Session), lanes: map[string]*lane{},
-		cwds: map[string]bool{}, ready: make(chan struct{}), creators: make(chan struct{}, maxCreating), folders: store.OpenFolders(o.StateDir), files: files}
-	waiting := newPending(int(o.Config.ACP.MaxPending))
-	in := newIngress(o.In, int(o.Config.ACP.MaxLineBytes), a, out, log, waiting)
+	a := &Agent{hub: h, cfg: h.cfg, box: box, log: log, ctx: ctx, owner: o.Owner, roots: o.Roots, shared: shared,
+		cwds: map[string]bool{}, creators: make(chan struct{}, maxCreating)}
+	waiting := newPending(int(h.cfg.ACP.MaxPending))
+	in := newIngress(o.In, int(h.cfg.ACP.MaxLineBytes), a, out, log, waiting)
 	box.encode, box.answered, box.written = a.encode, in.answered, waiting.give
 	// The SDK's SetLogger is not synchronised with its reader goroutine:
 	// that goroutine's first read waits until the logger is set.
@@ -82,23 +98,10 @@ func Start(o Options) (*Conn, error) {
 	conn.SetLogger(slog.New(quietEOF{log.Handler()}).With("lib", "acp"))
 	gated.Open()
 	a.conn = conn
-	// The actor system is built while the client's initialize is read and
-	// answered, which needs none of it; the session methods wait for it.
-	go func() {
-		if o.Config.Sessions.Enabled {
-			// The key's file is read (or made) here rather than by the
-			// first save, which a session actor waits for.
-			key.Load()
-		}
-		a.rt = actors.NewRuntime(actors.Options{
-			Config: o.Config, Model: o.Model, Models: o.Models, Out: box, Client: client{conn: conn, a: a}, Sensitive: sensitive,
-			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
-			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key,
-		})
-		box.setRoot(a.rt.Root())
-		close(a.ready)
-	}()
-	return &Conn{agent: a, acp: conn, out: box, pending: waiting, cancel: cancel}, nil
+	// The outbox delivers to actors once the runtime is up; the client's
+	// initialize is read and answered meanwhile, needing none of it.
+	go func() { box.setRoot(h.runtime().Root()) }()
+	return &Conn{agent: a, acp: conn, out: box, pending: waiting, cancel: cancel}
 }
 
 // sdkWriter is the SDK's way out. The responses it writes answer requests
@@ -158,12 +161,13 @@ func (q quietEOF) WithAttrs(as []slog.Attr) slog.Handler { return quietEOF{q.Han
 func (q quietEOF) WithGroup(g string) slog.Handler { return quietEOF{q.Handler.WithGroup(g)} }
 
 // SetContextWindow records the model's context window once it is known.
-func (c *Conn) SetContextWindow(n int) { c.agent.runtime().SetContextWindow(n) }
+func (c *Conn) SetContextWindow(n int) { c.agent.hub.SetContextWindow(n) }
 
 // Wait serves until the client closes its side or ctx ends, then answers
-// every request read (prompts end cancelled), stops every session (each
-// turn cancelled, its model stream closed, its commands and what they left
-// running killed, its file final) and returns.
+// every request read (prompts end cancelled) and lets the connection's
+// sessions go: on mm -acp's own hub they stop (each turn cancelled, its
+// model stream closed, its commands and what they left running killed,
+// its file final); on a shared hub they are detached, live and loadable.
 func (c *Conn) Wait(ctx context.Context) {
 	select {
 	case <-ctx.Done():
@@ -175,14 +179,13 @@ func (c *Conn) Wait(ctx context.Context) {
 	// cancelled.
 	a.mu.Lock()
 	a.draining = true
-	live := a.liveSessions()
 	a.mu.Unlock()
 	a.creating.Wait()
-	for _, s := range live {
+	for _, s := range a.hub.heldBy(a) {
 		s.Cancel()
 	}
 	// Stdin closing is no reason to drop answers: every request read is
-	// answered before the sessions stop, unless the client stopped reading
+	// answered before the sessions go, unless the client stopped reading
 	// too (no answer written for a second).
 	if !c.pending.drain(time.Second) {
 		a.log.Warn(fmt.Sprintf("shutdown: %d request(s) left unanswered: the client does not read", c.pending.count()))
@@ -190,9 +193,16 @@ func (c *Conn) Wait(ctx context.Context) {
 	c.pending.close()
 	a.mu.Lock()
 	a.closed = true
-	sessions := a.liveSessions()
 	a.mu.Unlock()
-	actors.StopAll(sessions)
+	if c.hub != nil {
+		// The sessions' last words still reach this connection's writer.
+		c.hub.stopSessions()
+	} else {
+		for _, s := range a.hub.heldBy(a) {
+			s.Settle()
+		}
+		a.hub.detach(a)
+	}
 	a.calls.close()
 	c.cancel()
 	a.runtime() // a client may leave before the runtime is up
@@ -201,16 +211,9 @@ func (c *Conn) Wait(ctx context.Context) {
 	if !c.out.closeWithin(time.Second) {
 		a.log.Warn("shutdown: the client did not read the last updates")
 	}
-	a.rt.Shutdown()
-}
-
-// liveSessions lists the live sessions; a.mu is held.
-func (a *Agent) liveSessions() []*actors.Session {
-	out := make([]*actors.Session, 0, len(a.sessions))
-	for _, s := range a.sessions {
-		out = append(out, s)
+	if c.hub != nil {
+		c.hub.runtime().Shutdown()
 	}
-	return out
 }
 
 // isDraining says whether the connection is ending.

@@ -30,14 +30,21 @@ func (a *Agent) capabilities() acp.AgentCapabilities {
 			Fork:  &acp.SessionForkCapabilities{},
 		},
 	}
-	if a.cfg.Sessions.Enabled {
+	if a.reopens() {
 		caps.LoadSession = true
-		caps.SessionCapabilities.List = &acp.SessionListCapabilities{}
 		caps.SessionCapabilities.Resume = &acp.SessionResumeCapabilities{}
+	}
+	if a.cfg.Sessions.Enabled {
+		caps.SessionCapabilities.List = &acp.SessionListCapabilities{}
 		caps.SessionCapabilities.Delete = &acp.SessionDeleteCapabilities{}
 	}
 	return caps
 }
+
+// reopens says whether a session can be taken up again: from its file
+// when sessions are saved, or, on a shared hub (mm serve), live from
+// another connection of its owner, saved or not.
+func (a *Agent) reopens() bool { return a.cfg.Sessions.Enabled || a.shared }
 
 func provenanceMeta(p store.Provenance) map[string]any { return actors.ProvenanceMeta(p) }
 
@@ -71,48 +78,41 @@ func (a *Agent) configOptions(current string) []acp.SessionConfigOption {
 // errShuttingDown refuses sessions once the connection is closing.
 var errShuttingDown = rpcerr.Internal("mm is shutting down", nil)
 
-// register adds a live session and returns it; once the connection is
-// closing, the session is stopped and refused.
-func (a *Agent) register(s *actors.Session) (*actors.Session, error) {
-	a.mu.Lock()
-	closed := a.closed
-	if !closed {
-		a.sessions[s.ID] = s
-	}
-	a.mu.Unlock()
-	if closed {
-		s.Stop()
-		return nil, errShuttingDown
-	}
-	return s, nil
-}
-
-func (a *Agent) live(id string) *actors.Session {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sessions[id]
-}
-
 // openFile spawns session id from its file in cwd. It reads the disk: it
 // runs off the ingress, with the session's lane held.
 func (a *Agent) openFile(id, rawCwd string, servers []acp.McpServer) (*actors.Session, error) {
-	cwd, err := checkCwd(rawCwd)
+	cwd, err := a.checkCwd(rawCwd)
 	if err != nil {
 		return nil, err
 	}
 	a.know(cwd)
+	st, err := a.loadFile(id, cwd)
+	if err != nil {
+		return nil, err
+	}
+	a.hub.folders.Add(cwd)
+	st.MCP = a.mcpServers(servers)
+	return a.register(a.runtime().SpawnSession(a.attach(st)))
+}
+
+// loadFile reads stored session id of cwd as this connection may see it:
+// a server's token sees only its own sessions, the others are not there.
+func (a *Agent) loadFile(id, cwd string) (*actors.SessionState, error) {
 	path := store.Path(cwd, a.cfg.Sessions.Dir, id)
-	f, err := a.files.Load(path)
+	f, err := a.hub.files.Load(path)
 	if err == nil && f.ID != id {
 		err = fmt.Errorf("%w: the file holds session %q", store.ErrCorrupt, f.ID)
 	}
 	if err != nil {
 		return nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()})
 	}
-	a.folders.Add(cwd)
 	st := actors.StateFromFile(f, path, cwd)
-	st.MCP = a.mcpServers(servers)
-	return a.register(a.runtime().SpawnSession(st))
+	if a.owner != "" {
+		if st.Owner != a.owner {
+			return nil, unknownSession(id)
+		}
+	}
+	return st, nil
 }
 
 // LoadSession serves session/load for a caller that serves the Agent
@@ -143,7 +143,7 @@ func (a *Agent) serveResume(r *actors.Reply, p acp.ResumeSessionRequest) {
 // off the ingress, its next requests waiting until it is. then hands the
 // request to the session.
 func (a *Agent) serveOpen(r *actors.Reply, id, cwd string, servers []acp.McpServer, then func(s *actors.Session)) {
-	if !a.cfg.Sessions.Enabled {
+	if !a.reopens() {
 		a.answer(id, r, nil, acp.NewMethodNotFound(r.Method))
 		return
 	}
@@ -156,7 +156,37 @@ func (a *Agent) serveOpen(r *actors.Reply, id, cwd string, servers []acp.McpServ
 			then(s)
 			return
 		}
+		if a.hub.taken(id, a.owner) {
+			// Another token's session does not exist for this one.
+			a.answer(id, r, nil, unknownSession(id))
+			return
+		}
 		a.hold(id)
+		if s, from := a.hub.owned(id, a.owner); s != nil {
+			// Live, held by another connection of its owner or by none:
+			// it moves here, its turns there ending cancelled first.
+			a.hub.move(id, a)
+			go func() {
+				defer a.release(id)
+				defer a.survive(r.Method, r)
+				if from != nil {
+					s.Cancel()
+					s.Settle()
+					a.log.Info(fmt.Sprintf("[acp] session %s moved to this connection from another", id))
+				}
+				if err := s.Attach(a.box, client{conn: a.conn, a: a}); err != nil {
+					a.answer(id, r, nil, a.internal(r.Method, err))
+					return
+				}
+				then(s)
+			}()
+			return
+		}
+		if !a.cfg.Sessions.Enabled {
+			a.release(id)
+			a.answer(id, r, nil, unknownSession(id))
+			return
+		}
 		go func() {
 			defer a.release(id)
 			defer a.survive(r.Method, r)
@@ -182,7 +212,7 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	}
 	var cwds []string
 	if p.Cwd != nil {
-		cwd, err := checkCwd(*p.Cwd)
+		cwd, err := a.checkCwd(*p.Cwd)
 		if err != nil {
 			return acp.ListSessionsResponse{}, err
 		}
@@ -196,25 +226,29 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 				cwds = append(cwds, cwd)
 			}
 		}
-		for _, cwd := range a.folders.List(a.cfg.Sessions.Dir) {
+		for _, cwd := range a.hub.folders.List(a.cfg.Sessions.Dir) {
 			add(cwd)
 		}
 		for _, cwd := range a.knownCwds() {
 			add(cwd)
 		}
-		a.mu.Lock()
-		for _, s := range a.sessions {
-			add(s.Cwd)
+		for _, cwd := range a.hub.cwdsOf(a.owner) {
+			add(cwd)
 		}
-		a.mu.Unlock()
 	}
 	var all []store.Summary
 	for _, cwd := range cwds {
-		list, err := a.files.List(cwd, a.cfg.Sessions.Dir)
+		list, err := a.hub.files.List(cwd, a.cfg.Sessions.Dir)
 		if err != nil {
 			return acp.ListSessionsResponse{}, a.internal("session/list", err)
 		}
-		all = append(all, list...)
+		for _, s := range list {
+			// A server's token lists its own sessions (as the files
+			// claim; loading one checks the claim).
+			if a.owner == "" || s.Owner == a.owner {
+				all = append(all, s)
+			}
+		}
 	}
 	sortSummaries(all)
 	out := acp.ListSessionsResponse{Sessions: make([]acp.SessionInfo, 0, len(all))}
@@ -254,15 +288,6 @@ func (a *Agent) serveClose(r *actors.Reply, p acp.CloseSessionRequest) {
 			a.answer(id, r, acp.CloseSessionResponse{}, nil)
 		}()
 	})
-}
-
-// unregister removes a live session from the table and returns it.
-func (a *Agent) unregister(id string) *actors.Session {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s := a.sessions[id]
-	delete(a.sessions, id)
-	return s
 }
 
 // SetSessionMode serves session/set_mode for a caller that serves the

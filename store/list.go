@@ -17,7 +17,9 @@ import (
 // Summary is what List tells of one session file.
 type Summary struct {
 	ID, Cwd, Title string
-	Updated        time.Time
+	// Owner is the owner the file claims (File.Owner), unverified.
+	Owner   string
+	Updated time.Time
 }
 
 // List returns the sessions stored in Path(cwd, dir, ""), newest Updated
@@ -106,7 +108,7 @@ func (r *Reader) summarize(path, id, cwd string, verify bool, br *bufio.Reader) 
 	if err != nil || !h.hasVersion || h.version < 1 || h.version > Version || h.id != id {
 		return Summary{}, errSkip
 	}
-	s := Summary{ID: h.id, Cwd: cwd, Title: h.title, Updated: h.updated}
+	s := Summary{ID: h.id, Cwd: cwd, Title: h.title, Owner: h.owner, Updated: h.updated}
 	if verify && h.cwd != "" && r.Key.verify(f, size) {
 		s.Cwd = h.cwd
 	}
@@ -119,8 +121,9 @@ type header struct {
 	hasVersion bool
 	id, cwd    string
 	title      string
+	owner      string
 	updated    time.Time
-	seen       uint8 // which of id, cwd, title and updated were read
+	seen       uint8 // which of id, cwd, title, owner and updated were read
 }
 
 // The bits of header.seen.
@@ -129,11 +132,12 @@ const (
 	seenCwd
 	seenTitle
 	seenUpdated
-	seenAll = seenID | seenCwd | seenTitle | seenUpdated
+	seenOwner
+	seenAll = seenID | seenCwd | seenTitle | seenUpdated | seenOwner
 )
 
 // readHeader decodes the top-level fields of a session file token by token
-// and stops as soon as id, cwd, title and updated are read, or at the
+// and stops as soon as id, cwd, title, owner and updated are read, or at the
 // "history" key (a file without a title), never reading the history itself.
 // Marshal writes every header field before the history, so this reads a few
 // hundred bytes of even a huge file. On an error, the fields read so far are
@@ -171,6 +175,9 @@ func readHeader(dec *json.Decoder) (header, error) {
 		case "updated":
 			err = dec.Decode(&h.updated)
 			h.seen |= seenUpdated
+		case "owner":
+			err = dec.Decode(&h.owner)
+			h.seen |= seenOwner
 		default:
 			// Provenance, usage and anything a later version adds to the
 			// header are small; skipping them whole is simplest.

@@ -63,12 +63,15 @@ type Usage struct {
 // on finding id, cwd, title and updated before the (possibly huge) history so
 // that it can stop reading there.
 type File struct {
-	Version    int           `json:"version"`
-	ID         string        `json:"id"`
-	Cwd        string        `json:"cwd"`
-	Created    time.Time     `json:"created"`
-	Updated    time.Time     `json:"updated"`
-	Title      string        `json:"title,omitempty"` // TitleOf(History) unless set
+	Version int       `json:"version"`
+	ID      string    `json:"id"`
+	Cwd     string    `json:"cwd"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	Title   string    `json:"title,omitempty"` // TitleOf(History) unless set
+	// Owner names the token of `mm serve` whose session this is; "" for a
+	// session of mm -acp (its user's).
+	Owner      string        `json:"owner,omitempty"`
 	Provenance Provenance    `json:"provenance"`
 	Mode       string        `json:"mode,omitempty"`  // "ask" | "yolo" ("" = config default)
 	Model      string        `json:"model,omitempty"` // selected model id ("" = default)

@@ -96,6 +96,21 @@ func InProcessWith(o protocol.Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	return wire(c, inR, inW, outR, outW, stdout, stderr), nil
+}
+
+// OnHub connects a client to a hub shared with other connections, as one
+// client of `mm serve`; In, Out and Log are set here.
+func OnHub(h *protocol.Hub, o protocol.ConnOptions) *Conn {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stdout, stderr := &SyncBuffer{}, &SyncBuffer{}
+	o.In, o.Out, o.Log = inR, outW, logs.New(stderr, slog.LevelInfo)
+	return wire(h.Connect(o), inR, inW, outR, outW, stdout, stderr)
+}
+
+// wire is the client side of an in-process connection.
+func wire(c *protocol.Conn, _ *io.PipeReader, inW *io.PipeWriter, outR *io.PipeReader, outW *io.PipeWriter, stdout, stderr *SyncBuffer) *Conn {
 	done := make(chan struct{})
 	go func() {
 		c.Wait(context.Background())
@@ -116,7 +131,7 @@ func InProcessWith(o protocol.Options) (*Conn, error) {
 			<-done
 			return nil
 		},
-	}, nil
+	}
 }
 
 // Process starts cmd (an `mm -acp` command line) and connects to its stdio.

@@ -1,0 +1,259 @@
+package protocol
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/hooks"
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/store"
+	"github.com/mm-agent/mm/tools"
+)
+
+// A Hub is what every connection of a process shares: one actor runtime
+// (its turn serializer, its sessions) and the table of the live sessions,
+// each owned by the token that created it and attached to at most one
+// connection. `mm -acp` has one connection on it; `mm serve` one per
+// client. A session's requests are served by the connection it is
+// attached to; a connection of the same owner takes it over with
+// session/load or session/resume (its turns on the old connection end
+// cancelled first), and a connection that ends leaves its sessions
+// detached, live and loadable. Everything a session says goes to the
+// outbox of the connection it is attached to: the session actor holds it,
+// and moves it in its mailbox's order (actors.Session.Attach).
+type Hub struct {
+	cfg     *configs.Config
+	log     *slog.Logger
+	folders *store.Folders
+	files   *store.Reader
+
+	// ready is closed once rt is set; only runtime() reads rt before that.
+	rt    *actors.Runtime
+	ready chan struct{}
+
+	mu       sync.Mutex
+	sessions map[string]*entry
+	// lanes hold the requests of sessions being opened or closed
+	// (order.go).
+	lanes map[string]*lane
+	// closed is set once the hub shuts down: no session is registered any
+	// more.
+	closed bool
+}
+
+// entry is a live session: whose it is, and which connection holds it.
+type entry struct {
+	s     *actors.Session
+	owner string
+	conn  *Agent // nil: detached
+}
+
+// HubOptions wires a Hub.
+type HubOptions struct {
+	Config *configs.Config
+	Model  llm.Model
+	// Models are the other models sessions may select (config models).
+	Models []actors.NamedModel
+	Log    *slog.Logger
+	// ContextWindow is the model's window, 0 if unknown.
+	ContextWindow int
+	// Probe asks the server for the window while it is unknown, at start
+	// and at each session/new; nil never probes.
+	Probe actors.Probe
+	// StateDir is the user's state directory (store.StateDir), where the
+	// index of the folders holding saved sessions and the key that signs
+	// session files are kept. "" keeps neither: session/list without a
+	// cwd knows only a connection's folders, session files are written
+	// unsigned, and no file is trusted to set a session's mode.
+	StateDir string
+}
+
+// NewHub starts the actor runtime in the background (it takes a few
+// milliseconds, which the first connection's initialize does not wait
+// for). It fails only on a configuration the runtime cannot use.
+func NewHub(o HubOptions) (*Hub, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sensitive, err := tools.NewSensitive(o.Config.Tools.Sensitive)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tools.sensitive: %v", configs.ErrConfig, err)
+	}
+	key := store.OpenKey(o.StateDir, func(w string) { log.Warn("[acp] " + w) })
+	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}), sessions: map[string]*entry{}, lanes: map[string]*lane{},
+		folders: store.OpenFolders(o.StateDir),
+		files:   &store.Reader{Key: key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }}}
+	go func() {
+		if o.Config.Sessions.Enabled {
+			// The key's file is read (or made) here rather than by the
+			// first save, which a session actor waits for.
+			key.Load()
+		}
+		h.rt = actors.NewRuntime(actors.Options{
+			Config: o.Config, Model: o.Model, Models: o.Models, Sensitive: sensitive,
+			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
+			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key,
+		})
+		close(h.ready)
+	}()
+	return h, nil
+}
+
+// runtime returns the actor runtime, waiting for it to be up.
+func (h *Hub) runtime() *actors.Runtime {
+	<-h.ready
+	return h.rt
+}
+
+// SetContextWindow records the model's context window once it is known.
+func (h *Hub) SetContextWindow(n int) { h.runtime().SetContextWindow(n) }
+
+// Shutdown stops every session (each turn cancelled, its commands killed,
+// its file final) and the runtime. The hub's connections must be over.
+func (h *Hub) Shutdown() {
+	h.stopSessions()
+	h.runtime().Shutdown()
+}
+
+// stopSessions stops every session and registers none any more.
+func (h *Hub) stopSessions() {
+	h.mu.Lock()
+	h.closed = true
+	all := make([]*actors.Session, 0, len(h.sessions))
+	for _, e := range h.sessions {
+		all = append(all, e.s)
+	}
+	clear(h.sessions)
+	h.mu.Unlock()
+	actors.StopAll(all)
+}
+
+// register adds a session a connection created or opened, attached to it;
+// once the hub or the connection is closing, the session is stopped and
+// refused.
+func (h *Hub) register(s *actors.Session, owner string, a *Agent) (*actors.Session, error) {
+	h.mu.Lock()
+	closed := h.closed || a.isClosed()
+	if !closed {
+		h.sessions[s.ID] = &entry{s: s, owner: owner, conn: a}
+	}
+	h.mu.Unlock()
+	if closed {
+		s.Stop()
+		return nil, errShuttingDown
+	}
+	return s, nil
+}
+
+// attached returns session id when connection a holds it.
+func (h *Hub) attached(id string, a *Agent) *actors.Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.sessions[id]; e != nil && e.conn == a {
+		return e.s
+	}
+	return nil
+}
+
+// owned returns live session id when it belongs to owner ("" owns every
+// session: mm -acp's user), with the connection that holds it, if any.
+// Another owner's session does not exist for them.
+func (h *Hub) owned(id, owner string) (*actors.Session, *Agent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.sessions[id]
+	if e == nil || (owner != "" && e.owner != owner) {
+		return nil, nil
+	}
+	return e.s, e.conn
+}
+
+// taken says whether live session id belongs to someone else than owner.
+func (h *Hub) taken(id, owner string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.sessions[id]
+	return e != nil && owner != "" && e.owner != owner
+}
+
+// move records that connection a now holds session id.
+func (h *Hub) move(id string, a *Agent) {
+	h.mu.Lock()
+	if e := h.sessions[id]; e != nil {
+		e.conn = a
+	}
+	h.mu.Unlock()
+}
+
+// unregister removes session id from the table when connection a holds
+// it, and returns it.
+func (h *Hub) unregister(id string, a *Agent) *actors.Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.sessions[id]
+	if e == nil || e.conn != a {
+		return nil
+	}
+	delete(h.sessions, id)
+	return e.s
+}
+
+// remove takes live session id out of the table when it belongs to owner,
+// whichever connection holds it, and returns it.
+func (h *Hub) remove(id, owner string) *actors.Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.sessions[id]
+	if e == nil || (owner != "" && e.owner != owner) {
+		return nil
+	}
+	delete(h.sessions, id)
+	return e.s
+}
+
+// heldBy lists the sessions connection a holds.
+func (h *Hub) heldBy(a *Agent) []*actors.Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*actors.Session
+	for _, e := range h.sessions {
+		if e.conn == a {
+			out = append(out, e.s)
+		}
+	}
+	return out
+}
+
+// detach leaves the sessions connection a holds to no connection: live,
+// loadable by their owner from another connection.
+func (h *Hub) detach(a *Agent) {
+	for _, s := range h.heldBy(a) {
+		h.mu.Lock()
+		e := h.sessions[s.ID]
+		mine := e != nil && e.conn == a
+		if mine {
+			e.conn = nil
+		}
+		h.mu.Unlock()
+		if mine {
+			_ = s.Attach(nil, nil)
+		}
+	}
+}
+
+// cwdsOf lists the folders of the live sessions owner may see.
+func (h *Hub) cwdsOf(owner string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, e := range h.sessions {
+		if owner == "" || e.owner == owner {
+			out = append(out, e.s.Cwd)
+		}
+	}
+	return out
+}

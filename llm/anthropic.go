@@ -26,6 +26,7 @@ type anthropicModel struct {
 func newAnthropic(c Config) (Model, error) {
 	base := c.baseURL(anthropicBaseURL)
 	g := &guard{baseURL: base, sse: true, finished: anthropicFinished, temperaturePath: "temperature",
+		lineLimit: sseLineLimit, split: splitAnthropic,
 		canned: anthropicCanned, cannedType: "text/event-stream"}
 	client, err := anthropic.New(
 		anthropic.WithToken(c.apiKey()),

@@ -32,13 +32,17 @@
 // reads slowly pauses the stream; it does not silence the server); a stream
 // that ends without its finish (OpenAI's [DONE] or finish_reason,
 // Anthropic's message_stop, Ollama's done) fails as ended early, the text
-// streamed so far staying streamed; a request refused before any byte of
-// its answer (HTTP 429, 502, 503, 529, connection refused) is sent again up
-// to Config.Retries times, each wait announced as a DeltaNotice through
-// emit, on the calling goroutine. Connections are kept alive in one pool,
-// and a Warmer opens one ahead of a session's first call. The scripted
-// model keeps the same idle timer, so that a script's stall or long sleep
-// ends as a quiet server's call does.
+// streamed so far staying streamed; an event longer than langchaingo reads
+// in one line (64 KiB; 512,000 bytes for Ollama), which a server that
+// buffers sends, reaches it cut into events that mean the same when it is
+// text, reasoning or tool-call arguments, and otherwise fails the call in
+// one line, as does an event over 8 MiB (oversize.go); a request refused
+// before any byte of its answer (HTTP 429, 502, 503, 529, connection
+// refused) is sent again up to Config.Retries times, each wait announced as
+// a DeltaNotice through emit, on the calling goroutine. Connections are
+// kept alive in one pool, and a Warmer opens one ahead of a session's
+// first call. The scripted model keeps the same idle timer, so that a
+// script's stall or long sleep ends as a quiet server's call does.
 //
 // Concurrency: Model values and Scripts are safe for concurrent use by many
 // goroutines; a Model holds no per-call state, and its calls share one pool

@@ -64,7 +64,7 @@ func TestStreamBodySplitLines(t *testing.T) {
 		"data: {\"choices\":[{\"delta\":{\"content\":\"\\\"finish_reason\\\":\\\"x\\\"\"}}]}\n\n": "ended the stream early",
 	} {
 		c := &call{}
-		b := &streamBody{ReadCloser: io.NopCloser(iotest.OneByteReader(strings.NewReader(body))), call: c, sse: true, finished: openAIFinished}
+		b := (&guard{sse: true, finished: openAIFinished, lineLimit: sseLineLimit, split: splitOpenAI}).watch(io.NopCloser(iotest.OneByteReader(strings.NewReader(body))), c)
 		_, err := io.ReadAll(b)
 		switch {
 		case wantErr == "" && err != nil:

@@ -39,6 +39,7 @@ func newOllama(c Config) (Model, error) {
 		return nil, fmt.Errorf("llm: ollama: invalid base URL %q", base)
 	}
 	g := &guard{baseURL: base, finished: ollamaFinished, temperaturePath: "options.temperature",
+		lineLimit: ollamaLineLimit, split: splitOllama,
 		canned: ollamaCanned, cannedType: "application/x-ndjson"}
 	client, err := ollama.New(
 		ollama.WithServerURL(base),

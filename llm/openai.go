@@ -36,6 +36,7 @@ func newOpenAI(c Config) (Model, error) {
 		return nil, fmt.Errorf("llm: openai: invalid base URL %q", base)
 	}
 	g := &guard{baseURL: base, sse: true, finished: openAIFinished, temperaturePath: "temperature",
+		lineLimit: sseLineLimit, split: splitOpenAI,
 		canned: openAICanned, cannedType: "text/event-stream"}
 	client, err := openai.New(
 		openai.WithToken(c.apiKey()),

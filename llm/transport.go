@@ -213,6 +213,11 @@ type guard struct {
 	// line) ends the stream as a complete answer. A stream that reaches
 	// its end without such a line was cut short.
 	finished func(line []byte) bool
+	// lineLimit is the longest line, its newline included, that the
+	// provider's library reads; split rewrites a longer event into
+	// several it reads (oversize.go).
+	lineLimit int
+	split     splitter
 	// temperaturePath is where the request body holds the temperature.
 	temperaturePath string
 	// canned is the provider's complete answer to a rehearsal (warm.go),
@@ -276,7 +281,7 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		c.activity() // the status line and headers count as an answer
 		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-			resp.Body = &streamBody{ReadCloser: resp.Body, call: c, sse: g.sse, finished: g.finished, base: g.baseURL}
+			resp.Body = g.watch(resp.Body, c)
 			return resp, nil
 		}
 		body := discard(resp.Body)

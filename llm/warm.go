@@ -121,11 +121,12 @@ func (g *guard) rehearsed(req *http.Request, c *call) *http.Response {
 		_, _ = io.Copy(io.Discard, req.Body)
 		req.Body.Close()
 	}
-	body := io.NopCloser(strings.NewReader(g.canned))
+	body := g.watch(io.NopCloser(strings.NewReader(g.canned)), c)
+	body.base = "" // no connection was used
 	return &http.Response{
 		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header:  http.Header{"Content-Type": {g.cannedType}},
-		Body:    &streamBody{ReadCloser: body, call: c, sse: g.sse, finished: g.finished},
+		Body:    body,
 		Request: req,
 	}
 }

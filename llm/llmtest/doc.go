@@ -5,7 +5,9 @@
 // Server streams as llama-server and vLLM do: server-sent events with
 // content, reasoning_content and tool-call fragments (a header with id and
 // name, then the arguments in pieces), a finish chunk, a usage chunk when
-// stream_options.include_usage asks for it, then [DONE]. Scripted error
+// stream_options.include_usage asks for it, then [DONE]; or, once
+// SetBuffered, as a server that buffers does: the reasoning, the text and
+// each whole tool call in one event apiece, however long. Scripted error
 // steps answer HTTP 500 with an OpenAI error body, garbage steps a malformed
 // stream, stall steps hang after their first word, truncate steps end the
 // stream without its finish; latency, token rate and sleep are honoured and

@@ -38,6 +38,8 @@ type Server struct {
 	maxPrompt atomic.Int64
 	// sent counts the bytes of streamed answers written to clients.
 	sent atomic.Int64
+	// buffered is set by SetBuffered.
+	buffered atomic.Bool
 
 	mu   sync.Mutex
 	last []byte // body of the last chat request
@@ -110,6 +112,13 @@ func (s *Server) SetContextWindow(n int) {
 	s.nCtx.Store(int64(n))
 	s.enforce.Store(true)
 }
+
+// SetBuffered makes the server stream, from its next answer on, as one
+// that buffers: each answer's reasoning, its text, and each tool call (id,
+// name and whole arguments) in one event apiece, however long, as vLLM
+// does with a tool parser and as some proxies do with whatever they relay.
+// Each event comes when its last word would have at the step's token rate.
+func (s *Server) SetBuffered(on bool) { s.buffered.Store(on) }
 
 // Oversized is how many chat requests were refused for exceeding the
 // context window.

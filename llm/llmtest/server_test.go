@@ -472,3 +472,31 @@ func TestConnections(t *testing.T) {
 		t.Errorf("a second client: %d connections, want 2", n)
 	}
 }
+
+// TestBuffered streams each part of the answer in one chunk: the
+// reasoning, the text, and each tool call with its id, name and whole
+// arguments.
+func TestBuffered(t *testing.T) {
+	srv := newServer(t)
+	srv.SetBuffered(true)
+	chunks, done := readStream(t, post(t, srv, request("tools", true, true)).Body)
+	if !done || len(chunks) != 7 {
+		t.Fatalf("%d chunks, [DONE] %v; want 7: role, reasoning, text, two calls, finish, usage", len(chunks), done)
+	}
+	if d := chunks[1].Choices[0].Delta; d.ReasoningContent != "Plan." {
+		t.Errorf("chunk 1 %+v, want the whole reasoning", d)
+	}
+	if d := chunks[2].Choices[0].Delta; d.Content != "Running." {
+		t.Errorf("chunk 2 %+v, want the whole text", d)
+	}
+	for i, want := range []string{`bash {"command":"echo hi"}`, `read {"path":"/tmp/a"}`} {
+		calls := chunks[3+i].Choices[0].Delta.ToolCalls
+		if len(calls) != 1 || calls[0].Index != i || calls[0].ID == "" || calls[0].Type != "function" || calls[0].Function.Name == nil ||
+			*calls[0].Function.Name+" "+calls[0].Function.Arguments != want {
+			t.Errorf("chunk %d: %+v, want call %d whole: %s", 3+i, calls, i, want)
+		}
+	}
+	if f := chunks[5].Choices[0].FinishReason; f == nil || *f != llm.FinishToolCalls || chunks[6].Usage == nil {
+		t.Errorf("finish %v, usage %+v", f, chunks[6].Usage)
+	}
+}

@@ -162,9 +162,11 @@ func completion(req chatRequest, step llm.Step) map[string]any {
 // streamStep answers as server-sent events the way llama-server and vLLM do:
 // a role chunk at once, then (after the scripted sleep) reasoning and text a
 // word per chunk, each tool call as a header fragment and argument pieces, a
-// finish chunk, a usage chunk if asked for, and [DONE]. A stall step stops
-// after the first word of its text until the client or the server goes; a
-// truncate step stops after its text.
+// finish chunk, a usage chunk if asked for, and [DONE]. A buffered server
+// (SetBuffered) sends the reasoning, the text and each whole tool call in
+// one chunk apiece instead. A stall step stops after the first word of its
+// text until the client or the server goes; a truncate step stops after its
+// text.
 func (s *Server) streamStep(ctx context.Context, w http.ResponseWriter, req chatRequest, step llm.Step) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -185,10 +187,22 @@ func (s *Server) streamStep(ctx context.Context, w http.ResponseWriter, req chat
 		return
 	}
 	pace := step.WordGap()
+	buffered := s.buffered.Load()
 	for _, part := range []struct {
 		text      string
 		reasoning bool
 	}{{step.Reasoning, true}, {step.Text, false}} {
+		if buffered && part.text != "" {
+			// The whole part at once, when its last word would have come.
+			d := delta{Content: part.text}
+			if part.reasoning {
+				d = delta{ReasoningContent: part.text}
+			}
+			if llm.Pause(ctx, time.Duration(wordCount(part.text))*pace) != nil || e.send(d, nil, nil) != nil {
+				return
+			}
+			continue
+		}
 		for rest := part.text; rest != ""; {
 			var word string
 			word, rest = llm.NextWord(rest)
@@ -208,6 +222,13 @@ func (s *Server) streamStep(ctx context.Context, w http.ResponseWriter, req chat
 	}
 	for i, tc := range step.ToolCalls {
 		head := toolCallDelta{Index: i, ID: tc.ID, Type: "function", Function: functionDelta{Name: tc.Name}}
+		if buffered {
+			head.Function.Arguments = tc.Arguments
+			if e.send(delta{ToolCalls: []toolCallDelta{head}}, nil, nil) != nil {
+				return
+			}
+			continue
+		}
 		if e.send(delta{ToolCalls: []toolCallDelta{head}}, nil, nil) != nil {
 			return
 		}
@@ -283,11 +304,14 @@ func pieces(args string) []string {
 
 // words is the number of streamed chunks of a step's reasoning and text.
 func words(step llm.Step) int {
+	return wordCount(step.Reasoning) + wordCount(step.Text)
+}
+
+// wordCount is the number of words llm.NextWord cuts text into.
+func wordCount(text string) int {
 	n := 0
-	for _, text := range []string{step.Reasoning, step.Text} {
-		for rest := text; rest != ""; n++ {
-			_, rest = llm.NextWord(rest)
-		}
+	for rest := text; rest != ""; n++ {
+		_, rest = llm.NextWord(rest)
 	}
 	return n
 }

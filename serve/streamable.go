@@ -83,11 +83,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// readBody reads a POST's body, at most acp.maxLineBytes, and no slower
-// than the stall timeout allows.
+// readBody reads a POST's body, at most acp.maxLineBytes; a client that
+// sends none of it for the stall timeout is cut off.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.o.StallTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.o.MaxMessageBytes)))
+	rc := http.NewResponseController(w)
+	// The deadline goes once the body is read: the request may then wait
+	// for mm, and the connection may carry other requests.
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	body, err := io.ReadAll(http.MaxBytesReader(w, &deadlineReader{r: r.Body, rc: rc, d: s.o.StallTimeout}, int64(s.o.MaxMessageBytes)))
 	var tooLong *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLong):
@@ -245,6 +248,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil {
 		return
 	}
+	// A write deadline outlives the response on HTTP/1.1: the next
+	// request of this TCP connection must not inherit it.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
@@ -284,6 +290,20 @@ func (s *Server) writeSSE(w http.ResponseWriter, rc *http.ResponseController, pa
 	_ = rc.SetWriteDeadline(time.Now().Add(s.o.StallTimeout))
 	return rc.Flush()
 }
+
+// deadlineReader gives each read of a body the stall timeout.
+type deadlineReader struct {
+	r  io.ReadCloser
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	_ = d.rc.SetReadDeadline(time.Now().Add(d.d))
+	return d.r.Read(p)
+}
+
+func (d *deadlineReader) Close() error { return d.r.Close() }
 
 // delete ends a connection at its client's request.
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {

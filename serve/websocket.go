@@ -95,6 +95,8 @@ func (t *wsConn) closer(read, closed chan struct{}) {
 	t.mu.Unlock()
 	if connected {
 		<-t.c.done
+	} else if code != 0 {
+		t.c.log.Warn(fmt.Sprintf("[serve] websocket of %s closed before initialize: %s", t.c.client.Token, reason))
 	}
 	if code == 0 {
 		code, reason = websocket.StatusGoingAway, "server shutting down"

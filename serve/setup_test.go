@@ -35,9 +35,7 @@ rules:
   - match: "^ping$"
     steps: [{text: "pong"}]
   - match: "^slow$"
-    steps: [{text: "thinking ", sleep: 30s}]
-  - match: "^big$"
-    steps: [{text: "{{big}}"}]
+    steps: [{text: "thinking hard", stall: true}]
   - match: "^bash$"
     steps:
       - toolCalls: [{name: bash, args: {command: "echo ran"}}]
@@ -81,13 +79,7 @@ func newEnv(t *testing.T, edit func(*serve.Options, *configs.Config)) *env {
 	cfg.Model.Provider = "scripted"
 	cfg.Skills.Dirs = []string{".mm/skills"}
 	cfg.Model.WarmUp = false
-	dir := t.TempDir()
-	big := strings.Repeat("word ", 2<<20) // 10 MB: more than any socket holds
-	path := filepath.Join(dir, "script.yaml")
-	if err := os.WriteFile(path, []byte(strings.Replace(script, "{{big}}", big, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Model.Script = path
+	cfg.Model.Script = writeScript(t, script)
 	o := serve.Options{Tokens: []serve.Token{{Name: "alice", Secret: token}, {Name: "bob", Secret: token + "-bob"}},
 		StallTimeout: 5 * time.Second, DrainTimeout: 5 * time.Second}
 	if edit != nil {
@@ -188,3 +180,36 @@ func (c *client) ask(ctx context.Context, sid acp.SessionId, text string) (acp.P
 }
 
 var transports = []string{serve.WebSocket, serve.HTTP}
+
+const timeMillisecond = time.Millisecond // (a short stall timeout)
+
+// waitFor polls ok for 10 s.
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// writeScript writes a model script and returns its path.
+func writeScript(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "script.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// bigScript answers "big" with 12 MB in 4 kB messages: more than the
+// sockets hold, each message small, so that a client that stops reading
+// takes no more of it.
+func bigScript() string {
+	return script + `  - match: "^big$"
+    steps: [{text: "` + strings.Repeat(strings.Repeat("w", 4000)+" ", 3000) + `", tokensPerSec: 100000}]
+`
+}

@@ -35,6 +35,12 @@ type WebSocket struct {
 // bearer token (none when empty) and header's fields. On a refused upgrade
 // it returns the server's response with the error.
 func DialWebSocket(ctx context.Context, url, token string, header http.Header) (*WebSocket, *http.Response, error) {
+	return DialWebSocketWith(ctx, url, token, header, nil)
+}
+
+// DialWebSocketWith is DialWebSocket through client (nil is
+// http.DefaultClient), e.g. one that trusts a test certificate.
+func DialWebSocketWith(ctx context.Context, url, token string, header http.Header, client *http.Client) (*WebSocket, *http.Response, error) {
 	h := header.Clone()
 	if h == nil {
 		h = http.Header{}
@@ -42,7 +48,7 @@ func DialWebSocket(ctx context.Context, url, token string, header http.Header) (
 	if token != "" {
 		h.Set("Authorization", "Bearer "+token)
 	}
-	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: client})
 	if err != nil {
 		return nil, resp, err
 	}

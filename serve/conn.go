@@ -14,13 +14,13 @@ import (
 // mm's side of it, and the client's requests that mm has not answered yet.
 //
 // Concurrency: its methods may be called from any goroutine; mu guards
-// pending and ending.
+// the fields below it.
 type connection struct {
 	s      *Server
 	id     string // Acp-Connection-Id
 	client Client
 	in     *inbox
-	ctx    context.Context // ends once mm's side has ended
+	ctx    context.Context // mm's side's; cancelled when the place is given back
 	cancel context.CancelFunc
 	done   chan struct{} // closed once mm's Wait has returned
 	endc   chan struct{} // closed by the first end
@@ -31,6 +31,7 @@ type connection struct {
 	why      string            // why the connection ends; "" while it does not
 	draining bool
 	drain    *time.Timer // ends a draining connection at serve.drainTimeout
+	over     bool        // mm's side has ended
 }
 
 // open reserves a place for a new connection, or says why there is none:
@@ -68,6 +69,7 @@ func (c *connection) connect(out io.Writer) error {
 	go func() {
 		mm.Wait(c.ctx)
 		c.mu.Lock()
+		c.over = true
 		why := c.why
 		if c.drain != nil {
 			c.drain.Stop()
@@ -111,13 +113,6 @@ func (c *connection) end(why string) {
 	}
 }
 
-// ending says why the connection ends, "" while it does not.
-func (c *connection) ending() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.why
-}
-
 // sent records a request of the client's on its way to mm, and where
 // its answer goes. The entry stays until the answer is written; Send's
 // failure takes it back (unsent).
@@ -153,6 +148,10 @@ func (c *connection) answered(key string) string {
 // whichever comes first: a turn in flight gets that long to finish.
 func (c *connection) startDrain(timeout time.Duration) {
 	c.mu.Lock()
+	if c.over {
+		c.mu.Unlock()
+		return // no timer may outlive the connection
+	}
 	c.draining = true
 	idle := len(c.pending) == 0
 	if !idle {

@@ -229,11 +229,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s.serveWebSocket(w, r, owner)
 				return
 			}
-			s.get(w, r)
+			s.get(w, r, owner)
 		case http.MethodPost:
 			s.post(w, r, owner)
 		case http.MethodDelete:
-			s.delete(w, r)
+			s.delete(w, r, owner)
 		default:
 			text(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 		}

@@ -207,7 +207,7 @@ func (h *httpConn) send(ctx context.Context, m message, key string) (int, string
 }
 
 // get serves a stream as SSE.
-func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string) {
 	if !strings.Contains(strings.ToLower(r.Header.Get("Accept")), "text/event-stream") {
 		text(w, http.StatusNotAcceptable, "Not Acceptable")
 		return
@@ -217,7 +217,6 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		text(w, http.StatusBadRequest, "Missing Acp-Connection-Id")
 		return
 	}
-	owner, _ := s.keys.owner(r)
 	h := s.lookup(id, owner)
 	if h == nil {
 		text(w, http.StatusNotFound, "Unknown Acp-Connection-Id")
@@ -306,13 +305,12 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 func (d *deadlineReader) Close() error { return d.r.Close() }
 
 // delete ends a connection at its client's request.
-func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, owner string) {
 	id := r.Header.Get(headerConnectionID)
 	if id == "" {
 		text(w, http.StatusBadRequest, "Missing Acp-Connection-Id")
 		return
 	}
-	owner, _ := s.keys.owner(r)
 	h := s.lookup(id, owner)
 	if h == nil {
 		text(w, http.StatusNotFound, "Unknown Acp-Connection-Id")

@@ -101,7 +101,7 @@ func (t *wsConn) closer(read, closed chan struct{}) {
 	if code == 0 {
 		code, reason = websocket.StatusGoingAway, "server shutting down"
 	}
-	if t.broken.Load() || code == websocket.StatusAbnormalClosure {
+	if t.broken.Load() || code == dropSocket {
 		_ = t.ws.CloseNow()
 		return
 	}
@@ -109,6 +109,10 @@ func (t *wsConn) closer(read, closed chan struct{}) {
 	// for each half.
 	_ = t.ws.Close(code, reason)
 }
+
+// dropSocket is the code of an end without a close frame: the socket is
+// dropped (a client that reads nothing would not read one).
+const dropSocket = websocket.StatusAbnormalClosure
 
 // close ends the connection with a close frame of this code and reason.
 func (t *wsConn) close(code websocket.StatusCode, reason string) {
@@ -315,7 +319,7 @@ func (t *wsConn) writeFrame(b []byte) {
 	if err := t.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
 		t.broken.Store(true)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.close(websocket.StatusAbnormalClosure, "the client read nothing for serve.stallTimeout")
+			t.close(dropSocket, "the client read nothing for serve.stallTimeout")
 		} else {
 			t.c.end("the client left")
 		}

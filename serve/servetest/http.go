@@ -234,7 +234,11 @@ func (c *HTTP) stream(session string, ready chan error) error {
 func (c *HTTP) received(msg []byte, session string) {
 	r := gjson.ParseBytes(msg)
 	if s := r.Get("result.sessionId").Str; s != "" {
-		go func() { _ = c.openSession(s) }()
+		c.wg.Add(1) // this stream's goroutine holds one: Close's Wait is not yet free
+		go func() {
+			defer c.wg.Done()
+			_ = c.openSession(s)
+		}()
 	}
 	if session != "" && r.Get("method").Exists() && r.Get("id").Exists() {
 		c.mu.Lock()

@@ -57,6 +57,13 @@ type served struct {
 // line naming its address.
 func startServe(t *testing.T, extra string) *served {
 	t.Helper()
+	return startServeEnv(t, extra, "MM_SERVE_TOKEN="+serveToken)
+}
+
+// startServeEnv is startServe with env added to the process's environment
+// (HOME and PATH only otherwise).
+func startServeEnv(t *testing.T, extra string, env ...string) *served {
+	t.Helper()
 	dir := t.TempDir()
 	// 12 MB in 4 kB messages: more than the sockets hold, and each message
 	// small, so that a client that stops reading takes no more of it.
@@ -70,7 +77,7 @@ func startServe(t *testing.T, extra string) *served {
 	}
 	cmd := exec.Command(mmBin, "serve", "-listen", "127.0.0.1:0", "-config", filepath.Join(dir, "config.yaml"))
 	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "MM_SERVE_TOKEN=" + serveToken}
+	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
 	s := &served{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1), dir: dir}
 	cmd.Stdout = s.stdout
 	pipe, err := cmd.StderrPipe()
@@ -446,5 +453,67 @@ func TestServeSIGTERM(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("mm serve did not exit")
+	}
+}
+
+// TestServeMakesAToken: with no token configured, mm serve makes one,
+// prints it once on stderr, and lets in that token only.
+func TestServeMakesAToken(t *testing.T) {
+	s := startServeEnv(t, "")
+	m := regexp.MustCompile(`this run's token is (\S+)`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no token on stderr:\n%s", s.stderr.String())
+	}
+	if strings.Count(s.stderr.String(), m[1]) != 1 {
+		t.Error("the token was printed more than once")
+	}
+	for tok, want := range map[string]int{m[1]: http.StatusOK, serveToken: http.StatusUnauthorized} {
+		req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.url, "/acp")+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("token %q: %d, want %d", tok, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestServeCommandLine: mm serve's flags and the errors it stops on.
+func TestServeCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	for _, c := range []struct {
+		name   string
+		args   []string
+		config string
+		env    string
+		code   int
+		want   string
+	}{
+		{"help", []string{"-h"}, "", "", 0, "-listen ADDR"},
+		{"an argument", []string{"extra"}, "", "", 2, `unexpected argument "extra"`},
+		{"a bad key", []string{"-config", cfg}, "serve:\n  maxConnections: 0\n", "", 1, "serve.maxConnections"},
+		{"a short MM_SERVE_TOKEN", []string{"-config", cfg}, "model:\n  provider: scripted\n", "MM_SERVE_TOKEN=short", 1, "MM_SERVE_TOKEN"},
+		{"a bad address", []string{"-config", cfg, "-listen", "256.0.0.1:1"}, "model:\n  provider: scripted\n", "", 1, "serve.listen"},
+		{"a missing certificate", []string{"-config", cfg}, "model:\n  provider: scripted\nserve:\n  tls: {cert: c.pem, key: k.pem}\n", "", 1, "serve.tls"},
+	} {
+		if err := os.WriteFile(cfg, []byte(c.config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(mmBin, append([]string{"serve"}, c.args...)...)
+		cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), c.env}
+		var stderr, stdout strings.Builder
+		cmd.Stderr, cmd.Stdout = &stderr, &stdout
+		err := cmd.Run()
+		code := 0
+		if err != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		if code != c.code || !strings.Contains(stderr.String(), c.want) || stdout.String() != "" {
+			t.Errorf("%s: exit %d, stderr %q, stdout %q; want exit %d and %q", c.name, code, stderr.String(), stdout.String(), c.code, c.want)
+		}
 	}
 }

@@ -158,11 +158,8 @@ func (t *wsConn) read(initTimeout time.Duration) {
 		}
 		if !started {
 			var ok bool
-			if started, ok = t.initialize(raw); !ok {
+			if started, ok = t.initialize(raw, noInit); !ok {
 				return
-			}
-			if started {
-				noInit.Stop()
 			}
 			continue
 		}
@@ -209,7 +206,7 @@ func (t *wsConn) tooLong(head []byte, size int) {
 // is answered -32600, and the first request must be initialize with an id,
 // else the socket closes with 1002. started says mm's side is open; ok
 // false stops the reader.
-func (t *wsConn) initialize(raw []byte) (started, ok bool) {
+func (t *wsConn) initialize(raw []byte, noInit *time.Timer) (started, ok bool) {
 	m, err := parseMessage(raw)
 	if err != nil {
 		t.badMessage(err)
@@ -227,6 +224,9 @@ func (t *wsConn) initialize(raw []byte) (started, ok bool) {
 	case m.id().Type == gjson.Null:
 		t.close(websocket.StatusProtocolError, "Initialize request must include an ID")
 		return false, false
+	}
+	if !noInit.Stop() {
+		return false, false // too late: the socket is closing
 	}
 	t.mu.Lock()
 	if t.closing {

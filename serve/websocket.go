@@ -41,12 +41,15 @@ type wsConn struct {
 	ws  *websocket.Conn
 	max int // acp.maxLineBytes
 
-	// mu orders the start of mm's side with the end of the connection.
-	mu        sync.Mutex
-	connected bool // mm's side is open: done will close
-	closing   bool
-	code      websocket.StatusCode
-	reason    string
+	// mu orders the start of mm's side with the end of the connection;
+	// it is not held while mm's side opens (Connect may write).
+	mu         sync.Mutex
+	opened     *sync.Cond // signalled when an opening is over
+	connecting bool       // mm's side is opening
+	connected  bool       // mm's side is open: done will close
+	closing    bool
+	code       websocket.StatusCode
+	reason     string
 
 	broken atomic.Bool // a write failed: the client is gone, output is dropped
 }
@@ -71,6 +74,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, owner st
 	}
 	ws.SetReadLimit(-1) // readMessage bounds each message
 	t := &wsConn{c: c, ws: ws, max: s.o.MaxMessageBytes}
+	t.opened = sync.NewCond(&t.mu)
 	read := make(chan struct{})
 	closed := make(chan struct{})
 	go t.closer(read, closed)
@@ -91,6 +95,9 @@ func (t *wsConn) closer(read, closed chan struct{}) {
 	}
 	t.mu.Lock()
 	t.closing = true
+	for t.connecting {
+		t.opened.Wait()
+	}
 	connected, code, reason := t.connected, t.code, t.reason
 	t.mu.Unlock()
 	if connected {
@@ -233,8 +240,12 @@ func (t *wsConn) initialize(raw []byte, noInit *time.Timer) (started, ok bool) {
 		t.mu.Unlock()
 		return false, false
 	}
+	t.connecting = true
+	t.mu.Unlock()
 	err = t.c.connect(t)
-	t.connected = err == nil
+	t.mu.Lock()
+	t.connecting, t.connected = false, err == nil
+	t.opened.Broadcast()
 	t.mu.Unlock()
 	if err != nil {
 		t.reply(errorResponse(m.id().Raw, codeInternal, "Initialize failed", err.Error()))

@@ -39,6 +39,8 @@ type Config struct {
 	// Models are the other models a session may switch to
 	// (session/set_config_option); the model above is "default".
 	Models []NamedModel `yaml:"models"`
+	// Serve configures `mm serve`, ACP over the network.
+	Serve Serve `yaml:"serve"`
 
 	// Path is the user file that was layered on the defaults, "" if none.
 	Path string `yaml:"-"`
@@ -196,6 +198,52 @@ type Tools struct {
 	Bash      Bash     `yaml:"bash"`
 	Fetch     Fetch    `yaml:"fetch"`
 	Sensitive []string `yaml:"sensitive"`
+}
+
+// Serve configures `mm serve`: where it listens, who may connect, and the
+// bounds of each connection.
+type Serve struct {
+	Listen string `yaml:"listen"`
+	// Tokens are the bearer tokens let in, each with the name that owns
+	// the sessions it creates.
+	Tokens []ServeToken `yaml:"tokens"`
+	// Roots are the folders a session's cwd must be in (absolute once
+	// loaded from a file); empty means the directory mm serve starts in
+	// (ServeRoots).
+	Roots []string `yaml:"roots"`
+	// AllowedOrigins are the Origin header values let in
+	// (scheme://host[:port]); a request with any other is refused.
+	AllowedOrigins []string      `yaml:"allowedOrigins"`
+	MaxConnections int           `yaml:"maxConnections"`
+	StallTimeout   time.Duration `yaml:"stallTimeout"`
+	DrainTimeout   time.Duration `yaml:"drainTimeout"`
+	TLS            ServeTLS      `yaml:"tls"`
+}
+
+// ServeToken is one bearer token and its owner's name.
+type ServeToken struct {
+	Name  string `yaml:"name"`
+	Token string `yaml:"token"`
+}
+
+// ServeTLS names the certificate and key of https and wss; both empty
+// serves plain HTTP.
+type ServeTLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// ServeRoots returns the folders served sessions must stay in: the
+// configured roots, or dir (the directory mm serve starts in) when none is.
+func (s Serve) ServeRoots(dir string) []string {
+	if len(s.Roots) == 0 {
+		return []string{filepath.Clean(dir)}
+	}
+	out := make([]string, len(s.Roots))
+	for i, r := range s.Roots {
+		out[i] = filepath.Clean(r)
+	}
+	return out
 }
 
 // Fetch configures fetch_content.

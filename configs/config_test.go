@@ -85,6 +85,13 @@ func TestErrors(t *testing.T) {
 		{"model:\n  provider: gpt\n", `unknown provider "gpt"`},
 		{"turns: [1, 2]\n", "user.yaml"},
 		{"tools:\n  bash:\n    timeout: soon\n", "user.yaml"},
+		{"serve:\n  listen: 8765\n", "serve.listen"},
+		{"serve:\n  tokens: [{name: a, token: short}]\n", "serve.tokens[0].token: must be unique and at least 16"},
+		{"serve:\n  tokens: [{name: a, token: 0123456789abcdef}, {name: a, token: 0123456789abcdeg}]\n", "serve.tokens[1].name"},
+		{"serve:\n  allowedOrigins: [\"https://x.example/app\"]\n", "serve.allowedOrigins[0]"},
+		{"serve:\n  maxConnections: 0\n", "serve.maxConnections"},
+		{"serve:\n  stallTimeout: 0s\n", "serve.stallTimeout"},
+		{"serve:\n  tls: {cert: c.pem}\n", "serve.tls: give both"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "user.yaml")
 		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "user.yaml") {
@@ -290,5 +297,23 @@ func TestExampleScriptsExist(t *testing.T) {
 		if _, err := os.Stat(c.Model.Script); err != nil {
 			t.Errorf("%s: model.script: %v", f, err)
 		}
+	}
+}
+
+// TestServePaths: serve's files and roots are found next to the config
+// file that names them, and no root means the start directory.
+func TestServePaths(t *testing.T) {
+	c, err := Parse([]byte("serve:\n  roots: [proj, /abs]\n  tls: {cert: c.pem, key: /k.pem}\n"), "/etc/mm/user.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Serve.TLS.Cert != "/etc/mm/c.pem" || c.Serve.TLS.Key != "/k.pem" {
+		t.Errorf("tls = %+v", c.Serve.TLS)
+	}
+	if got := c.Serve.ServeRoots("/start"); strings.Join(got, ",") != "/etc/mm/proj,/abs" {
+		t.Errorf("roots = %v", got)
+	}
+	if got := Default().Serve.ServeRoots("/start/"); len(got) != 1 || got[0] != "/start" {
+		t.Errorf("default roots = %v", got)
 	}
 }

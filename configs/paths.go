@@ -34,6 +34,17 @@ func resolvePaths(c *Config, file string) error {
 			return err
 		}
 	}
+	if err := resolve("serve.tls.cert", &c.Serve.TLS.Cert); err != nil {
+		return err
+	}
+	if err := resolve("serve.tls.key", &c.Serve.TLS.Key); err != nil {
+		return err
+	}
+	for i := range c.Serve.Roots {
+		if err := resolve(fmt.Sprintf("serve.roots[%d]", i), &c.Serve.Roots[i]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

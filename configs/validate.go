@@ -2,6 +2,8 @@ package configs
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 )
 
@@ -95,6 +97,9 @@ func (c *Config) validate() error {
 			return bad(key+".timeout", "must not be negative (unset = mcp.timeout)")
 		}
 	}
+	if err := c.validateServe(bad); err != nil {
+		return err
+	}
 	seen := map[string]bool{"default": true}
 	for i := range c.Models {
 		m := &c.Models[i]
@@ -120,6 +125,50 @@ func (c *Config) validate() error {
 		default:
 			return bad(key+".provider", fmt.Sprintf("unknown provider %q", m.Provider))
 		}
+	}
+	return nil
+}
+
+// minTokenLen is the shortest bearer token accepted: a short one is
+// guessed.
+const minTokenLen = 16
+
+// validateServe checks the serve section.
+func (c *Config) validateServe(bad func(key, why string) error) error {
+	s := c.Serve
+	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+		return bad("serve.listen", fmt.Sprintf("%q is not host:port", s.Listen))
+	}
+	names, tokens := map[string]bool{}, map[string]bool{}
+	for i, t := range s.Tokens {
+		key := fmt.Sprintf("serve.tokens[%d]", i)
+		if t.Name == "" || names[t.Name] || strings.ContainsAny(t.Name, " \t") {
+			return bad(key+".name", fmt.Sprintf("%q must be set, unique and without spaces", t.Name))
+		}
+		names[t.Name] = true
+		// The error never quotes the token: it would land in a log.
+		if len(t.Token) < minTokenLen || tokens[t.Token] {
+			return bad(key+".token", fmt.Sprintf("must be unique and at least %d characters", minTokenLen))
+		}
+		tokens[t.Token] = true
+	}
+	for i, o := range s.AllowedOrigins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return bad(fmt.Sprintf("serve.allowedOrigins[%d]", i), fmt.Sprintf("%q is not an origin (scheme://host[:port], e.g. https://editor.example.com)", o))
+		}
+	}
+	if s.MaxConnections < 1 {
+		return bad("serve.maxConnections", "must be at least 1")
+	}
+	if s.StallTimeout <= 0 {
+		return bad("serve.stallTimeout", "must be positive")
+	}
+	if s.DrainTimeout < 0 {
+		return bad("serve.drainTimeout", "must not be negative (0 = cancel at once)")
+	}
+	if (s.TLS.Cert == "") != (s.TLS.Key == "") {
+		return bad("serve.tls", "give both cert and key, or neither (plain HTTP)")
 	}
 	return nil
 }

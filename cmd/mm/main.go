@@ -1,5 +1,5 @@
 // Command mm is a bash-first coding agent that editors drive over the Agent
-// Client Protocol on stdin/stdout.
+// Client Protocol on stdin/stdout, or, with `mm serve`, over the network.
 package main
 
 import (
@@ -31,6 +31,9 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "serve" {
+		return runServe(args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("mm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	serveACP := fs.Bool("acp", false, "serve the Agent Client Protocol on stdin/stdout")
@@ -40,7 +43,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	askAgent := fs.String("ask", "", "`AGENT_CMD`: ask the ACP agent this shell command starts the question given after it, print its answer")
 	allow := fs.Bool("allow", false, "with --ask: allow the asked agent's permission requests (refused otherwise)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm --ask AGENT_CMD [--allow] \"question\" | mm --version\n\n")
+		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm serve [-listen ADDR] [-config FILE] | mm --ask AGENT_CMD [--allow] \"question\" | mm --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -102,23 +105,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Error(err.Error())
 		return 1
 	}
-	model, err := llm.New(modelConfig(cfg.Model))
+	model, models, err := loadModels(cfg)
 	if err != nil {
 		log.Error(err.Error())
 		return 1
-	}
-	var models []actors.NamedModel
-	for _, m := range cfg.Models {
-		lm, err := llm.New(modelConfig(m.Model))
-		if err != nil {
-			log.Error(fmt.Sprintf("models %s: %v", m.ID, err))
-			return 1
-		}
-		name := m.Name
-		if name == "" {
-			name = m.ID
-		}
-		models = append(models, actors.NamedModel{ID: m.ID, Name: name, Model: lm, ContextWindow: m.ContextWindow, Vision: m.Vision})
 	}
 	banner(log, cfg)
 
@@ -145,13 +135,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	var probe actors.Probe
-	if cfg.Model.ContextWindow == 0 {
-		probe = func(ctx context.Context) int { return llm.ProbeContextWindow(ctx, modelConfig(cfg.Model)) }
-	}
 	conn, err := protocol.Start(protocol.Options{
 		Config: cfg, Model: model, Models: models, In: stdin, Out: stdout, Log: log,
-		ContextWindow: cfg.Model.ContextWindow, Probe: probe, StateDir: store.StateDir(),
+		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
 	})
 	if err != nil {
 		log.Error(err.Error())
@@ -159,6 +145,37 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	conn.Wait(ctx)
 	return 0
+}
+
+// loadModels builds the main model and the other models sessions may
+// select.
+func loadModels(cfg *configs.Config) (llm.Model, []actors.NamedModel, error) {
+	model, err := llm.New(modelConfig(cfg.Model))
+	if err != nil {
+		return nil, nil, err
+	}
+	var models []actors.NamedModel
+	for _, m := range cfg.Models {
+		lm, err := llm.New(modelConfig(m.Model))
+		if err != nil {
+			return nil, nil, fmt.Errorf("models %s: %v", m.ID, err)
+		}
+		name := m.Name
+		if name == "" {
+			name = m.ID
+		}
+		models = append(models, actors.NamedModel{ID: m.ID, Name: name, Model: lm, ContextWindow: m.ContextWindow, Vision: m.Vision})
+	}
+	return model, models, nil
+}
+
+// probe asks the model server for its context window while the config
+// does not give it.
+func probe(cfg *configs.Config) actors.Probe {
+	if cfg.Model.ContextWindow != 0 {
+		return nil
+	}
+	return func(ctx context.Context) int { return llm.ProbeContextWindow(ctx, modelConfig(cfg.Model)) }
 }
 
 func modelConfig(m configs.Model) llm.Config {

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/procs"
+	"github.com/mm-agent/mm/logs"
+	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/serve"
+	"github.com/mm-agent/mm/store"
+)
+
+// runServe is `mm serve [-listen ADDR] [-config FILE]`: ACP over the
+// network until SIGTERM or SIGINT, then a drain. It writes nothing on
+// stdout; its log, the token it made (if it made one) and the line naming
+// its address go to stderr.
+func runServe(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mm serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "", "`ADDR` to listen on, host:port; port 0 picks a free one (default serve.listen)")
+	configPath := fs.String("config", "", "config file (default $MM_CONFIG, then ~/.config/mm/config.yaml)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mm serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	errw := logs.NewBatchWriter(stderr)
+	defer errw.Close()
+	log := logs.New(errw, slog.LevelInfo)
+	cfg, err := configs.Load(*configPath)
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	model, models, err := loadModels(cfg)
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	tokens, made, err := serveTokens(cfg.Serve.Tokens, os.Getenv("MM_SERVE_TOKEN"))
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	addr := cfg.Serve.Listen
+	if *listen != "" {
+		addr = *listen
+	}
+	banner(log, cfg)
+	cwd, _ := os.Getwd()
+	log.Info("serve: roots " + strings.Join(cfg.Serve.ServeRoots(cwd), ", "))
+	srv, err := serve.New(serve.Options{
+		Connector: stdioConnector{protocol.Options{
+			Config: cfg, Model: model, Models: models, Log: log,
+			ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
+		}},
+		Tokens: tokens, AllowedOrigins: cfg.Serve.AllowedOrigins,
+		MaxConnections: cfg.Serve.MaxConnections, MaxMessageBytes: int(cfg.ACP.MaxLineBytes),
+		StallTimeout: cfg.Serve.StallTimeout, DrainTimeout: cfg.Serve.DrainTimeout,
+		CertFile: cfg.Serve.TLS.Cert, KeyFile: cfg.Serve.TLS.Key,
+		Log: log,
+	})
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error(fmt.Sprintf("serve.listen: %v", err))
+		return 1
+	}
+	if made != "" {
+		fmt.Fprintf(errw, "mm serve: no token is configured (serve.tokens, MM_SERVE_TOKEN); this run's token is %s\n", made)
+	}
+	scheme := "http"
+	if srv.TLS() {
+		scheme = "https"
+	}
+	fmt.Fprintf(errw, "mm serve: listening on %s://%s/acp\n", scheme, ln.Addr())
+
+	signal.Ignore(syscall.SIGPIPE) // a client gone mid-write is an error, not a death
+	stopReaper, err := procs.BecomeSubreaper(log)
+	if err != nil {
+		log.Warn(fmt.Sprintf("cannot become the subreaper of commands' orphans: %v", err))
+	}
+	defer func() {
+		stopReaper()
+		if n := procs.KillDescendants(); n > 0 {
+			log.Info(fmt.Sprintf("exit: killed %d process(es) that commands left running", n))
+		}
+	}()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		// A second signal ends the process at once, drain or not.
+		stop()
+	}()
+	if err := srv.Serve(ctx, ln); err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	log.Info("serve: stopped")
+	return 0
+}
+
+// serveTokens returns the tokens let in: serve.tokens, plus MM_SERVE_TOKEN
+// named default. With neither, it makes one (named default) and returns
+// its secret as made, to be shown once.
+func serveTokens(configured []configs.ServeToken, env string) (tokens []serve.Token, made string, err error) {
+	for _, t := range configured {
+		if env != "" && t.Name == "default" {
+			return nil, "", errors.New("MM_SERVE_TOKEN is the token named default, which serve.tokens names too")
+		}
+		tokens = append(tokens, serve.Token{Name: t.Name, Secret: t.Token})
+	}
+	if env != "" {
+		if len(env) < 16 {
+			return nil, "", errors.New("MM_SERVE_TOKEN: must be at least 16 characters")
+		}
+		tokens = append(tokens, serve.Token{Name: "default", Secret: env})
+	}
+	if len(tokens) == 0 {
+		made = serve.NewSecret()
+		tokens = []serve.Token{{Name: "default", Secret: made}}
+	}
+	return tokens, made, nil
+}
+
+// stdioConnector opens each served connection as `mm -acp` opens stdio,
+// with a protocol.Start of its own: a whole runtime per connection. The
+// shared runtime (sessions owned by a token, roots, takeover) replaces it.
+type stdioConnector struct{ o protocol.Options }
+
+func (c stdioConnector) Connect(_ context.Context, _ serve.Client, in io.Reader, out io.Writer) (serve.Conn, error) {
+	o := c.o
+	o.In, o.Out = in, out
+	conn, err := protocol.Start(o)
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}

@@ -1,0 +1,519 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/serve/servetest"
+)
+
+// serveToken is the token of the served mm in these tests.
+const serveToken = "serve-test-token-0123456789"
+
+// serveScript is the scripted model of `mm serve` in these tests.
+const serveScript = `
+rules:
+  - match: "^ping$"
+    steps: [{text: "pong"}]
+  - match: "^slow$"
+    steps: [{text: "thinking hard", stall: true}]
+  - match: "^big$"
+    steps: [{text: "BIG", tokensPerSec: 100000}]
+  - match: "^bash$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "echo ran-in-bash"}}]
+      - {text: "bash said: {{last_tool_output}}"}
+`
+
+// served is one `mm serve` process.
+type served struct {
+	url    string // http://127.0.0.1:PORT/acp
+	ws     string // ws://…/acp
+	cmd    *exec.Cmd
+	stdout *syncbuf.Buffer
+	stderr *syncbuf.Buffer
+	exited chan error
+	dir    string // HOME and the start directory
+}
+
+// startServe runs `mm serve -listen 127.0.0.1:0` on the scripted model,
+// with extra config text appended (top-level sections), and waits for the
+// line naming its address.
+func startServe(t *testing.T, extra string) *served {
+	t.Helper()
+	return startServeEnv(t, extra, "MM_SERVE_TOKEN="+serveToken)
+}
+
+// startServeEnv is startServe with env added to the process's environment
+// (HOME and PATH only otherwise).
+func startServeEnv(t *testing.T, extra string, env ...string) *served {
+	t.Helper()
+	dir := t.TempDir()
+	// 12 MB in 4 kB messages: more than the sockets hold, and each message
+	// small, so that a client that stops reading takes no more of it.
+	big := strings.Repeat(strings.Repeat("w", 4000)+" ", 3000)
+	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(strings.Replace(serveScript, "BIG", big, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "model:\n  provider: scripted\n  script: script.yaml\n  warmUp: false\nskills:\n  dirs: []\n" + extra
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(mmBin, "serve", "-listen", "127.0.0.1:0", "-config", filepath.Join(dir, "config.yaml"))
+	cmd.Dir = dir
+	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
+	s := &served{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1), dir: dir}
+	cmd.Stdout = s.stdout
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`^mm serve: listening on (http://\S+)$`)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			s.stderr.Write(append(sc.Bytes(), '\n'))
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+		_, _ = io.Copy(s.stderr, pipe)
+		s.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-s.exited
+		s.exited <- nil
+		if t.Failed() {
+			t.Logf("mm serve's stderr:\n%s", s.stderr.String())
+		}
+	})
+	select {
+	case s.url = <-addr:
+	case err := <-s.exited:
+		t.Fatalf("mm serve exited: %v\n%s", err, s.stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("mm serve did not say where it listens:\n%s", s.stderr.String())
+	}
+	s.ws = "ws" + strings.TrimPrefix(s.url, "http")
+	return s
+}
+
+// serveClient is an ACP client of a served mm.
+type serveClient struct {
+	*acp.ClientSideConnection
+	rec    *acptest.Client
+	stream servetest.Stream
+}
+
+// dial connects over transport ("websocket" or "http") with the test's
+// token.
+func (s *served) dial(t *testing.T, transport string) *serveClient {
+	t.Helper()
+	var st servetest.Stream
+	if transport == "websocket" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = ws
+	} else {
+		st = servetest.DialHTTP(s.url, serveToken, nil)
+	}
+	rec := acptest.NewClient()
+	conn := acp.NewClientSideConnection(rec, st, st)
+	conn.SetLogger(slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { _ = st.Close() })
+	return &serveClient{ClientSideConnection: conn, rec: rec, stream: st}
+}
+
+// open initializes c and opens a session in a temp dir.
+func (c *serveClient) open(t *testing.T, ctx context.Context) acp.SessionId {
+	t.Helper()
+	if _, err := c.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess.SessionId
+}
+
+func (c *serveClient) ask(ctx context.Context, sid acp.SessionId, text string) (acp.PromptResponse, error) {
+	return c.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
+}
+
+// TestServe: `mm serve` serves both transports of the RFD to Go clients, a
+// whole turn each, and writes nothing on stdout.
+func TestServe(t *testing.T) {
+	s := startServe(t, "")
+	for _, tr := range []string{"websocket", "http"} {
+		t.Run(tr, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c := s.dial(t, tr)
+			sid := c.open(t, ctx)
+			resp, err := c.ask(ctx, sid, "ping")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := acptest.Text(c.rec.Updates(sid)); resp.StopReason != acp.StopReasonEndTurn || got != "pong" {
+				t.Errorf("stop %s, text %q", resp.StopReason, got)
+			}
+		})
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exited:
+		s.exited <- err
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("mm serve did not exit on SIGTERM")
+	}
+	if s.stdout.String() != "" {
+		t.Errorf("mm serve wrote on stdout: %q", s.stdout.String())
+	}
+}
+
+// TestServeRefuses: no token, a wrong token and a foreign Origin are
+// refused before any ACP; a connection past serve.maxConnections gets 503.
+func TestServeRefuses(t *testing.T) {
+	s := startServe(t, "serve:\n  maxConnections: 1\n  allowedOrigins: [\"https://editor.example\"]\n")
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
+	post := func(token, origin string) int {
+		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	upgrade := func(token, origin string) int {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h := http.Header{}
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		ws, resp, err := servetest.DialWebSocket(ctx, s.ws, token, h)
+		if err == nil {
+			ws.Close()
+			return http.StatusSwitchingProtocols
+		}
+		if resp == nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		name          string
+		token, origin string
+		want          int
+	}{
+		{"no token", "", "", http.StatusUnauthorized},
+		{"wrong token", serveToken + "x", "", http.StatusUnauthorized},
+		{"foreign origin", serveToken, "https://evil.example", http.StatusForbidden},
+	} {
+		if got := post(c.token, c.origin); got != c.want {
+			t.Errorf("POST, %s: %d, want %d", c.name, got, c.want)
+		}
+		if got := upgrade(c.token, c.origin); got != c.want {
+			t.Errorf("upgrade, %s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	// The listed origin gets in; it holds the one place, so the next
+	// connection of either transport is refused.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, http.Header{"Origin": {"https://editor.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := post(serveToken, ""); got != http.StatusServiceUnavailable {
+		t.Errorf("POST initialize past maxConnections: %d", got)
+	}
+	if got := upgrade(serveToken, ""); got != http.StatusServiceUnavailable {
+		t.Errorf("upgrade past maxConnections: %d", got)
+	}
+	ws.Close()
+	// Its place comes back once it is closed.
+	deadline := time.Now().Add(10 * time.Second)
+	for post(serveToken, "") != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the place of a closed connection did not come back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServeStall: a client that stops reading in the middle of a large
+// answer is disconnected after serve.stallTimeout, and the server goes on
+// serving others.
+func TestServeStall(t *testing.T) {
+	s := startServe(t, "serve:\n  stallTimeout: 1s\n")
+	const stalled = "closed: the client read nothing for serve.stallTimeout"
+	for i, tr := range []string{"websocket", "http"} {
+		t.Run(tr, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st, conn := stallingClient(t, s, tr)
+			if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+				t.Fatal(err)
+			}
+			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.pause()
+			start := time.Now()
+			answered := make(chan error, 1)
+			go func() {
+				_, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("big")}})
+				answered <- err
+			}()
+			waitLog(t, s, stalled, i+1)
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("cut after %v", d)
+			}
+			st.resume()
+			if err := <-answered; err == nil {
+				t.Error("the prompt of a client cut off was answered")
+			}
+			// Others are still served.
+			c := s.dial(t, tr)
+			sid := c.open(t, ctx)
+			if resp, err := c.ask(ctx, sid, "ping"); err != nil || resp.StopReason != acp.StopReasonEndTurn {
+				t.Errorf("after a stall: %v %v", resp, err)
+			}
+		})
+	}
+}
+
+// stallable is a client stream whose reading can be paused, as an editor
+// that hangs: while paused, nothing more is taken from the socket.
+type stallable struct {
+	servetest.Stream
+	mu     sync.Mutex
+	paused chan struct{} // nil when reading
+}
+
+func (s *stallable) pause() {
+	s.mu.Lock()
+	s.paused = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *stallable) resume() {
+	s.mu.Lock()
+	if s.paused != nil {
+		close(s.paused)
+		s.paused = nil
+	}
+	s.mu.Unlock()
+}
+
+func (s *stallable) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	paused := s.paused
+	s.mu.Unlock()
+	if paused != nil {
+		<-paused
+	}
+	return s.Stream.Read(p)
+}
+
+func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acp.ClientSideConnection) {
+	t.Helper()
+	var inner servetest.Stream
+	if transport == "websocket" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner = ws
+	} else {
+		inner = servetest.DialHTTP(s.url, serveToken, nil)
+	}
+	st := &stallable{Stream: inner}
+	conn := acp.NewClientSideConnection(acptest.NewClient(), st, st)
+	conn.SetLogger(slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { st.resume(); _ = inner.Close() })
+	return st, conn
+}
+
+// waitLog waits until mm serve's stderr holds want n times.
+func waitLog(t *testing.T, s *served, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for strings.Count(s.stderr.String(), want) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr lacks %q", want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServeSIGTERM: SIGTERM during a turn drains: /readyz answers 503, a
+// new connection is refused, the turn gets serve.drainTimeout and then
+// ends cancelled, and mm serve exits 0.
+func TestServeSIGTERM(t *testing.T) {
+	s := startServe(t, "serve:\n  drainTimeout: 2s\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the client reads, as it came: acp-go-sdk may report the
+	// socket's close rather than an answer that came just before it.
+	read := &syncbuf.Buffer{}
+	rec := acptest.NewClient()
+	conn := acp.NewClientSideConnection(rec, ws, io.TeeReader(ws, read))
+	conn.SetLogger(slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { _ = ws.Close() })
+	c := &serveClient{ClientSideConnection: conn, rec: rec, stream: ws}
+	sid := c.open(t, ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.ask(ctx, sid, "slow")
+	}()
+	if err := c.rec.WaitUpdate(ctx, sid, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
+		t.Fatal(err)
+	}
+	signalled := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, s, "[serve] draining", 1)
+	ready, err := http.Get(strings.TrimSuffix(s.url, "/acp") + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready.Body.Close()
+	if ready.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while draining: %d", ready.StatusCode)
+	}
+	if _, resp, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil); err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a new connection while draining: %v %v", resp, err)
+	}
+	select {
+	case <-done:
+		if !strings.Contains(read.String(), `"stopReason":"cancelled"`) {
+			t.Errorf("the turn did not end cancelled; the client read:\n%s", read.String())
+		}
+		if d := time.Since(signalled); d < 1500*time.Millisecond {
+			t.Errorf("the turn was cancelled after %v, before serve.drainTimeout", d)
+		}
+	case <-ctx.Done():
+		t.Fatal("the turn did not end")
+	}
+	select {
+	case err := <-s.exited:
+		s.exited <- err
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("mm serve did not exit")
+	}
+}
+
+// TestServeMakesAToken: with no token configured, mm serve makes one,
+// prints it once on stderr, and lets in that token only.
+func TestServeMakesAToken(t *testing.T) {
+	s := startServeEnv(t, "")
+	m := regexp.MustCompile(`this run's token is (\S+)`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no token on stderr:\n%s", s.stderr.String())
+	}
+	if strings.Count(s.stderr.String(), m[1]) != 1 {
+		t.Error("the token was printed more than once")
+	}
+	for tok, want := range map[string]int{m[1]: http.StatusOK, serveToken: http.StatusUnauthorized} {
+		req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.url, "/acp")+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("token %q: %d, want %d", tok, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestServeCommandLine: mm serve's flags and the errors it stops on.
+func TestServeCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	for _, c := range []struct {
+		name   string
+		args   []string
+		config string
+		env    string
+		code   int
+		want   string
+	}{
+		{"help", []string{"-h"}, "", "", 0, "-listen ADDR"},
+		{"an argument", []string{"extra"}, "", "", 2, `unexpected argument "extra"`},
+		{"a bad key", []string{"-config", cfg}, "serve:\n  maxConnections: 0\n", "", 1, "serve.maxConnections"},
+		{"a short MM_SERVE_TOKEN", []string{"-config", cfg}, "model:\n  provider: scripted\n", "MM_SERVE_TOKEN=short", 1, "MM_SERVE_TOKEN"},
+		{"a bad address", []string{"-config", cfg, "-listen", "256.0.0.1:1"}, "model:\n  provider: scripted\n", "", 1, "serve.listen"},
+		{"a missing certificate", []string{"-config", cfg}, "model:\n  provider: scripted\nserve:\n  tls: {cert: c.pem, key: k.pem}\n", "", 1, "serve.tls"},
+	} {
+		if err := os.WriteFile(cfg, []byte(c.config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(mmBin, append([]string{"serve"}, c.args...)...)
+		cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), c.env}
+		var stderr, stdout strings.Builder
+		cmd.Stderr, cmd.Stdout = &stderr, &stdout
+		err := cmd.Run()
+		code := 0
+		if err != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		if code != c.code || !strings.Contains(stderr.String(), c.want) || stdout.String() != "" {
+			t.Errorf("%s: exit %d, stderr %q, stdout %q; want exit %d and %q", c.name, code, stderr.String(), stdout.String(), c.code, c.want)
+		}
+	}
+}

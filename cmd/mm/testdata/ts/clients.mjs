@@ -1,0 +1,150 @@
+// The official TypeScript ACP SDK's two network clients, unmodified,
+// against a running `mm serve`: cmd/mm/serve_node_test.go runs this with
+//
+//   node clients.mjs URL TOKEN WORKDIR
+//
+// where URL is http://HOST:PORT/acp. For each transport it does what an
+// editor does: initialize, session/new, a turn, a bash turn whose
+// permission request it answers, a cancelled turn, two sessions on one
+// connection, and session/load after a reconnect. It prints one line per
+// step passed and exits 0, or prints why on stderr and exits 1.
+import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { join } from "node:path";
+
+import { client } from "@agentclientprotocol/sdk";
+import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import WebSocket from "ws";
+
+const [url, token, workDir] = process.argv.slice(2);
+if (!url || !token || !workDir) {
+  console.error("usage: node clients.mjs URL TOKEN WORKDIR");
+  process.exit(2);
+}
+const headers = { Authorization: `Bearer ${token}` };
+const timeout = setTimeout(() => {
+  console.error("timed out");
+  process.exit(1);
+}, 60_000);
+
+// connect opens one ACP connection over transport, with a client that
+// records every update and answers permission requests with "allow once".
+function connect(transport) {
+  const stream =
+    transport === "websocket"
+      ? createWebSocketStream(url.replace(/^http/, "ws"), { WebSocket, headers })
+      : createHttpStream(url, { headers });
+  const updates = [];
+  const waiters = [];
+  const permissions = [];
+  const app = client({ name: "mm-serve-ts-test" })
+    .onNotification("session/update", ({ params }) => {
+      updates.push(params);
+      for (const w of [...waiters]) {
+        if (w.ok(params)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(params);
+        }
+      }
+    })
+    .onRequest("session/request_permission", ({ params }) => {
+      permissions.push(params);
+      const allow = params.options.find((o) => o.kind === "allow_once") ?? params.options[0];
+      return { outcome: { outcome: "selected", optionId: allow.optionId } };
+    });
+  const conn = app.connect(stream);
+  return {
+    conn,
+    agent: conn.agent,
+    updates,
+    permissions,
+    // text is what the agent said in a session, so far.
+    text(sessionId) {
+      return updates
+        .filter((n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk")
+        .map((n) => n.update.content.text ?? "")
+        .join("");
+    },
+    // waitUpdate resolves with the first update of a session that ok accepts.
+    waitUpdate(sessionId, ok) {
+      const seen = updates.find((n) => n.sessionId === sessionId && ok(n));
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve) => waiters.push({ ok: (n) => n.sessionId === sessionId && ok(n), resolve }));
+    },
+  };
+}
+
+function prompt(c, sessionId, text) {
+  return c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+}
+
+async function initialize(c) {
+  const init = await c.agent.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+  assert.equal(init.protocolVersion, 1);
+  assert.ok(init.agentCapabilities?.loadSession, "mm loads sessions");
+  return init;
+}
+
+async function run(transport) {
+  const step = (name) => console.log(`ok ${transport} ${name}`);
+  const cwd = mkdtempSync(join(workDir, `${transport}-`));
+  let c = connect(transport);
+  await initialize(c);
+  step("initialize");
+
+  const { sessionId } = await c.agent.request("session/new", { cwd, mcpServers: [] });
+  assert.ok(sessionId);
+  step("session/new");
+
+  let r = await prompt(c, sessionId, "ping");
+  assert.equal(r.stopReason, "end_turn");
+  assert.equal(c.text(sessionId), "pong");
+  step("pong turn");
+
+  r = await prompt(c, sessionId, "bash");
+  assert.equal(r.stopReason, "end_turn");
+  assert.equal(c.permissions.length, 1, "one permission request");
+  assert.equal(c.permissions[0].sessionId, sessionId);
+  assert.match(c.text(sessionId), /bash said: ran-in-bash/);
+  step("bash turn with a permission answered");
+
+  const slow = prompt(c, sessionId, "slow");
+  await c.waitUpdate(sessionId, (n) => n.update.sessionUpdate === "agent_message_chunk" && n.update.content.text === "thinking");
+  await c.agent.notify("session/cancel", { sessionId });
+  r = await slow;
+  assert.equal(r.stopReason, "cancelled");
+  step("cancel");
+
+  const second = await c.agent.request("session/new", { cwd, mcpServers: [] });
+  assert.notEqual(second.sessionId, sessionId);
+  const [a, b] = await Promise.all([prompt(c, sessionId, "ping"), prompt(c, second.sessionId, "ping")]);
+  assert.equal(a.stopReason, "end_turn");
+  assert.equal(b.stopReason, "end_turn");
+  assert.equal(c.text(second.sessionId), "pong");
+  step("two sessions on one connection");
+
+  c.conn.close();
+  await c.conn.closed;
+  c = connect(transport);
+  await initialize(c);
+  await c.agent.request("session/load", { sessionId, cwd, mcpServers: [] });
+  // Over HTTP the replay comes on the session's stream and the answer on
+  // the connection's: either may be read first.
+  await c.waitUpdate(sessionId, (n) => n.update.sessionUpdate === "user_message_chunk" && n.update.content.text === "ping");
+  r = await prompt(c, sessionId, "ping");
+  assert.equal(r.stopReason, "end_turn");
+  step("session/load after a reconnect");
+  c.conn.close();
+  await c.conn.closed;
+}
+
+try {
+  for (const transport of ["websocket", "http"]) {
+    await run(transport);
+  }
+  clearTimeout(timeout);
+} catch (err) {
+  console.error(err?.stack ?? String(err));
+  process.exit(1);
+}

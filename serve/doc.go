@@ -1,0 +1,42 @@
+// Package serve is mm's network transport: ACP over WebSocket and
+// streamable HTTP on one endpoint, /acp, as the RFD "Streamable HTTP &
+// WebSocket Transport" has it and the TypeScript SDK 2.4.0's AcpServer
+// answers it; plus /healthz, /readyz and /metrics. It knows nothing of
+// sessions: each connection is handed to a Connector as a line stream,
+// the same one stdio gives mm — the client's messages in, one per line;
+// mm's out, one per line — and mm's ingress, order, bounds and errors
+// apply to it unchanged.
+//
+// Files: connector.go (what the transport asks of mm), server.go (options,
+// routing, the drain), auth.go (tokens and origins), conn.go (one
+// connection, whatever its transport: its place, mm's side, the requests
+// mm owes an answer), inbox.go (the line stream into mm), message.go (a
+// client message made one line, and checked as the TypeScript SDK checks
+// it), websocket.go, streamable.go (POST, GET, DELETE), streams.go (the
+// routing of mm's output to an HTTP connection's streams and their
+// bounds), metrics.go.
+//
+// Admission. Every request to /acp and /metrics needs an allowed Origin
+// (or none; 403 otherwise) and a known bearer token (401 otherwise),
+// checked before its body is read or its upgrade accepted. The token's
+// name is the connection's owner (Client.Token); an HTTP connection is
+// found only by the token that opened it. /healthz and /readyz need
+// nothing: they say only whether the process serves.
+//
+// Bounds. At most Options.MaxConnections connections are open (503 past
+// it). What a client sends waits for mm to take it: the inbox holds no
+// message, so a client faster than mm is pushed back by its socket. What
+// mm writes waits for the client to read: on the socket (WebSocket), or in
+// the connection's streams up to MaxBufferedBytes (HTTP); past that mm's
+// writer waits. A client that takes nothing for StallTimeout is
+// disconnected: its inbox closes and mm winds the connection down as when
+// an editor closes stdin.
+//
+// Concurrency. Server's methods may be called from any goroutine. Per
+// connection: one goroutine reads the client (the WebSocket handler, or
+// the POST handlers, each with its own request), mm's writer calls the
+// transport's Write one call at a time, and a goroutine waits for mm's
+// side to end (connection.connect). Send never holds a lock while it
+// waits; Write holds none while the client is slow. Locks: httpConn.mu
+// before Server.mu and connection.mu; no other nesting.
+package serve

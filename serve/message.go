@@ -1,0 +1,169 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// A client's message is checked here the way the TypeScript SDK's AcpServer
+// checks it (its core/jsonrpc.js predicates), only as far as the transport
+// needs: what is an initialize, what needs an answer, where the answer
+// goes. Everything else about a message — a bad method, bad params, a member
+// twice — is mm's ingress's to answer, as on stdio.
+
+// Errors of a message the transport cannot pass on.
+var (
+	errNotJSON  = errors.New("not valid JSON")
+	errBatch    = errors.New("a JSON-RPC batch")
+	errNotAnObj = errors.New("not a JSON object")
+)
+
+// message is one client message, made one line.
+type message struct {
+	line []byte       // compact JSON, no newline
+	v    gjson.Result // line, parsed
+}
+
+// parseMessage checks raw (a frame or a POST body, maybe pretty-printed)
+// and makes it one line: json.Compact drops the whitespace between tokens,
+// and a newline cannot occur inside a JSON string, so the line stream
+// that mm reads keeps one message per line.
+func parseMessage(raw []byte) (message, error) {
+	var b bytes.Buffer
+	b.Grow(len(raw))
+	if err := json.Compact(&b, raw); err != nil {
+		return message{}, errNotJSON
+	}
+	line := b.Bytes()
+	switch line[0] {
+	case '[':
+		return message{}, errBatch
+	case '{':
+	default:
+		return message{}, errNotAnObj
+	}
+	return message{line: line, v: gjson.ParseBytes(line)}, nil
+}
+
+func (m message) has(key string) bool { return m.v.Get(key).Exists() }
+
+func (m message) method() (string, bool) {
+	v := m.v.Get("method")
+	return v.Str, v.Type == gjson.String
+}
+
+func (m message) id() gjson.Result { return m.v.Get("id") }
+
+// envelope: jsonrpc is "2.0".
+func (m message) envelope() bool {
+	v := m.v.Get("jsonrpc")
+	return v.Type == gjson.String && v.Str == "2.0"
+}
+
+// isRequest: an envelope with a usable id and a method.
+func (m message) isRequest() bool {
+	_, ok := m.method()
+	return m.envelope() && ok && validID(m.id())
+}
+
+// isNotification: an envelope with a method and no id.
+func (m message) isNotification() bool {
+	_, ok := m.method()
+	return m.envelope() && ok && !m.id().Exists()
+}
+
+// isResponse: an envelope without a method, with a usable id and either a
+// result or a well-formed error.
+func (m message) isResponse() bool {
+	if !m.envelope() || m.has("method") || !validID(m.id()) {
+		return false
+	}
+	res, e := m.v.Get("result"), m.v.Get("error")
+	if res.Exists() == e.Exists() {
+		return false
+	}
+	if !e.Exists() {
+		return true
+	}
+	code := e.Get("code")
+	return e.IsObject() && code.Type == gjson.Number && code.Num == float64(int64(code.Num)) && e.Get("message").Type == gjson.String
+}
+
+// isResponseShaped: anything without a method that looks like an answer,
+// well-formed or not; it is never answered.
+func (m message) isResponseShaped() bool {
+	return !m.has("method") && (m.has("id") || m.has("result") || m.has("error"))
+}
+
+// isInitialize: an initialize request, its id null or not.
+func (m message) isInitialize() bool {
+	meth, _ := m.method()
+	return m.envelope() && m.has("id") && meth == "initialize"
+}
+
+// sessionID is params.sessionId when it is a string.
+func (m message) sessionID() (string, bool) {
+	v := m.v.Get("params.sessionId")
+	return v.Str, v.Type == gjson.String && m.v.Get("params").IsObject()
+}
+
+func validID(v gjson.Result) bool {
+	return v.Type == gjson.Null && v.Exists() || v.Type == gjson.String || v.Type == gjson.Number
+}
+
+// idKey is how an id is compared: by type and value, 1 and 1.0 alike.
+func idKey(v gjson.Result) (string, bool) {
+	switch {
+	case v.Type == gjson.String:
+		return "s:" + v.Str, true
+	case v.Type == gjson.Number:
+		return "n:" + strconv.FormatFloat(v.Num, 'g', -1, 64), true
+	case v.Type == gjson.Null && v.Exists():
+		return "null", true
+	}
+	return "", false
+}
+
+// outMessage is what the routing needs of a line mm wrote.
+type outMessage struct {
+	response  bool   // no method: an answer to the client
+	id        string // idKey of its id; "" when it has none
+	sessionID string // params.sessionId of a request or notification
+	result    string // result.sessionId of a response
+}
+
+func parseOut(line []byte) outMessage {
+	r := gjson.GetManyBytes(line, "method", "id", "params.sessionId", "result.sessionId")
+	var o outMessage
+	o.response = !r[0].Exists()
+	o.id, _ = idKey(r[1])
+	if r[2].Type == gjson.String {
+		o.sessionID = r[2].Str
+	}
+	if r[3].Type == gjson.String {
+		o.result = r[3].Str
+	}
+	return o
+}
+
+// The transport's own JSON-RPC errors, as the TypeScript SDK words them.
+const (
+	codeParse          = -32700
+	codeInvalidRequest = -32600
+	codeInternal       = -32603
+)
+
+// errorResponse is a JSON-RPC error response; id is raw JSON ("null" when
+// the request's id cannot be known).
+func errorResponse(id string, code int, msg string, data any) []byte {
+	e := map[string]any{"code": code, "message": msg}
+	if data != nil {
+		e["data"] = data
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "error": e})
+	return b
+}

@@ -1,0 +1,45 @@
+package serve
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the transport's own figures on /metrics. The registry they
+// live in is Server.Registry: the runtime behind the Connector registers
+// its own there (sessions, turns, tools, tokens, retries).
+type metrics struct {
+	open    *prometheus.GaugeVec
+	total   *prometheus.CounterVec
+	refused *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mm_connections_open", Help: "ACP connections open, by transport.",
+		}, []string{"transport"}),
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm_connections_total", Help: "ACP connections opened since start, by transport.",
+		}, []string{"transport"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm_requests_refused_total", Help: "HTTP requests and upgrades refused before any ACP was read, by reason (token, origin, limit, draining).",
+		}, []string{"reason"}),
+	}
+	// Both transports show from the start, at 0.
+	for _, t := range []string{WebSocket, HTTP} {
+		m.open.WithLabelValues(t)
+		m.total.WithLabelValues(t)
+	}
+	reg.MustRegister(m.open, m.total, m.refused)
+	return m
+}
+
+// newRegistry is the registry of a server that was given none: the
+// transport's metrics, the Go runtime's and the process's (memory, CPU,
+// open files).
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}

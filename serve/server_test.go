@@ -1,0 +1,396 @@
+package serve_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/serve"
+	"github.com/mm-agent/mm/serve/servetest"
+)
+
+// get fetches path of the server with the headers given (name, value
+// pairs) and returns the status and body.
+func (e *env) get(path string, headers ...string) (int, string) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(e.url, "/acp")+path, nil)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestAdmission: /acp and /metrics need a known token and an allowed
+// Origin (or none), the upgrade too; /healthz and /readyz need nothing.
+// The token's name is the connection's owner.
+func TestAdmission(t *testing.T) {
+	e := newEnv(t, func(o *serve.Options, _ *configs.Config) {
+		o.AllowedOrigins = []string{"https://editor.example"}
+	})
+	e.conn.clients = make(chan serve.Client, 4)
+	r := e.raw()
+	for _, c := range []struct {
+		name    string
+		headers []string
+		status  int
+	}{
+		{"no token", []string{"Authorization", ""}, 401},
+		{"another scheme", []string{"Authorization", "Basic " + token}, 401},
+		{"a wrong token", []string{"Authorization", "Bearer " + token + "x"}, 401},
+		{"a prefix of a token", []string{"Authorization", "Bearer " + token[:10]}, 401},
+		{"a foreign origin", []string{"Origin", "https://evil.example"}, 403},
+		{"a foreign origin and no token", []string{"Origin", "https://evil.example", "Authorization", ""}, 403},
+		{"the null origin", []string{"Origin", "null"}, 403},
+		{"the allowed origin", []string{"Origin", "https://editor.example"}, 200},
+		{"the scheme in lower case", []string{"Authorization", "bearer " + token}, 200},
+	} {
+		resp, body := r.do(http.MethodPost, initialize, c.headers...)
+		if resp.StatusCode != c.status {
+			t.Errorf("POST, %s: %d %q, want %d", c.name, resp.StatusCode, body, c.status)
+		}
+		if c.status == 401 && resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: a 401 without WWW-Authenticate", c.name)
+		}
+		if resp.StatusCode == 200 {
+			r.id = resp.Header.Get("Acp-Connection-Id")
+			r.do(http.MethodDelete, "")
+			r.id = ""
+		}
+		status, _ := e.get("/metrics", append([]string{"Authorization", "Bearer " + token}, c.headers...)...)
+		if status != c.status {
+			t.Errorf("/metrics, %s: %d, want %d", c.name, status, c.status)
+		}
+	}
+	for _, c := range []struct {
+		name, token, origin string
+		status              int
+	}{
+		{"no token", "", "", 401},
+		{"a wrong token", "nope", "", 401},
+		{"a foreign origin", token, "https://evil.example", 403},
+		{"bob", token + "-bob", "", 101},
+	} {
+		h := http.Header{}
+		if c.origin != "" {
+			h.Set("Origin", c.origin)
+		}
+		ws, resp, err := servetest.DialWebSocket(context.Background(), e.ws, c.token, h)
+		status := 101
+		if err != nil {
+			if resp == nil {
+				t.Fatal(err)
+			}
+			status = resp.StatusCode
+		}
+		if status != c.status {
+			t.Errorf("upgrade, %s: %d, want %d", c.name, status, c.status)
+		}
+		if ws != nil {
+			ws.WriteFrame(1, []byte(initialize))
+			ws.Read(make([]byte, 1))
+			ws.Close()
+		}
+	}
+	for _, want := range []serve.Client{{Token: "alice", Transport: "http"}, {Token: "alice", Transport: "http"}, {Token: "bob", Transport: "websocket"}} {
+		if got := <-e.conn.clients; got != want {
+			t.Errorf("Connect got %+v, want %+v", got, want)
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if status, _ := e.get(path, "Origin", "https://evil.example"); status != 200 {
+			t.Errorf("%s: %d", path, status)
+		}
+	}
+}
+
+// TestMaxConnections: past serve.maxConnections a new connection of
+// either transport gets 503, and a closed one gives its place back.
+func TestMaxConnections(t *testing.T) {
+	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.MaxConnections = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := e.dial(serve.WebSocket, token)
+	a.start(t, ctx)
+	b := e.raw()
+	b.init()
+	if _, resp, err := servetest.DialWebSocket(ctx, e.ws, token, nil); err == nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("upgrade past the limit: %v", err)
+	}
+	e.raw().post(initialize, 503)
+	b.do(http.MethodDelete, "")
+	waitFor(t, func() bool {
+		resp, _ := e.raw().do(http.MethodPost, initialize)
+		return resp.StatusCode == 200
+	})
+	_ = a.stream.Close()
+}
+
+// TestMetrics: /metrics counts connections by transport.
+func TestMetrics(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := e.dial(serve.WebSocket, token)
+	c.start(t, ctx)
+	_, body := e.get("/metrics", "Authorization", "Bearer "+token)
+	for _, want := range []string{
+		`mm_connections_open{transport="websocket"} 1`,
+		`mm_connections_open{transport="http"} 0`,
+		`mm_connections_total{transport="websocket"} 1`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	e.raw().do(http.MethodPost, initialize, "Authorization", "")
+	if _, body = e.get("/metrics", "Authorization", "Bearer "+token); !strings.Contains(body, `mm_requests_refused_total{reason="token"} 1`) {
+		t.Errorf("the refusal is not counted:\n%s", body)
+	}
+}
+
+// TestDrain: once Serve's context ends, /readyz answers 503 and new
+// connections are refused; an idle connection ends at once, one with a
+// turn in flight after DrainTimeout, its turn cancelled; Serve returns.
+func TestDrain(t *testing.T) {
+	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.DrainTimeout = time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	idle := e.raw()
+	idle.init()
+	idleStream := idle.stream("", 200)
+	busy := e.dial(serve.WebSocket, token)
+	sid := busy.start(t, ctx)
+	answered := make(chan acp.PromptResponse, 1)
+	go func() {
+		resp, _ := busy.ask(ctx, sid, "slow")
+		answered <- resp
+	}()
+	if err := busy.rec.WaitUpdate(ctx, sid, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	served := make(chan error, 1)
+	go func() { served <- e.stop(20 * time.Second) }()
+	waitFor(t, func() bool { s, _ := e.get("/readyz"); return s == 503 })
+	if !idleStream.ended() {
+		t.Error("the idle connection was not ended at once")
+	}
+	if d := time.Since(start); d > 900*time.Millisecond {
+		t.Errorf("the idle connection ended after %v", d)
+	}
+	if _, resp, err := servetest.DialWebSocket(ctx, e.ws, token, nil); err == nil || resp.StatusCode != 503 {
+		t.Errorf("a new connection while draining: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("Serve returned after %v, before DrainTimeout", d)
+	}
+	select {
+	case resp := <-answered:
+		if resp.StopReason != acp.StopReasonCancelled && !strings.Contains(acptest.Text(busy.rec.Updates(sid)), "thinking") {
+			t.Errorf("the turn ended %q", resp.StopReason)
+		}
+	case <-ctx.Done():
+		t.Fatal("the turn was not answered")
+	}
+}
+
+// TestHTTP2: the streamable HTTP transport works over HTTP/2 without TLS
+// (h2c with prior knowledge).
+func TestHTTP2(t *testing.T) {
+	e := newEnv(t, nil)
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: &protoCheck{t: t, rt: tr}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newClient(t, servetest.DialHTTP(e.url, token, client))
+	sid := c.start(t, ctx)
+	if resp, err := c.ask(ctx, sid, "ping"); err != nil || resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("%v %v", resp, err)
+	}
+}
+
+// protoCheck fails the test on a response that is not HTTP/2.
+type protoCheck struct {
+	t  *testing.T
+	rt http.RoundTripper
+}
+
+func (p *protoCheck) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := p.rt.RoundTrip(r)
+	if err == nil && resp.ProtoMajor != 2 {
+		p.t.Errorf("%s %s over %s", r.Method, r.URL, resp.Proto)
+	}
+	return resp, err
+}
+
+// TestTLS: with a certificate, both transports are served over TLS
+// (https, wss), HTTP/2 negotiated for the HTTP one.
+func TestTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t)
+	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.CertFile, o.KeyFile = certFile, keyFile })
+	if !e.srv.TLS() {
+		t.Fatal("TLS() is false")
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: &protoCheck{t: t, rt: tr}}
+	https := "https" + strings.TrimPrefix(e.url, "http")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newClient(t, servetest.DialHTTP(https, token, client))
+	sid := c.start(t, ctx)
+	if resp, err := c.ask(ctx, sid, "ping"); err != nil || resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("https: %v %v", resp, err)
+	}
+	wsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	ws, _, err := servetest.DialWebSocketWith(ctx, "wss"+strings.TrimPrefix(e.ws, "ws"), token, nil, wsClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = newClient(t, ws)
+	sid = c.start(t, ctx)
+	if resp, err := c.ask(ctx, sid, "ping"); err != nil || resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("wss: %v %v", resp, err)
+	}
+	// Plain HTTP on the TLS port is no way in.
+	if resp, err := http.Post(e.url, "application/json", strings.NewReader(initialize)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Error("plain HTTP was served on the TLS port")
+		}
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key.
+func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mm test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	kb, _ := x509.MarshalECPrivateKey(key)
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	return certFile, keyFile, pool
+}
+
+// TestStall: a client that stops reading in the middle of a large answer
+// is disconnected after the stall timeout, on either transport; over HTTP
+// mm's writer waits once the connection's streams hold MaxBufferedBytes.
+func TestStall(t *testing.T) {
+	e := newEnv(t, func(o *serve.Options, c *configs.Config) {
+		o.StallTimeout = 500 * time.Millisecond
+		o.MaxBufferedBytes = 64 << 10
+		c.Model.Script = writeScript(t, bigScript())
+	})
+	for i, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			p := &pausable{}
+			var s servetest.Stream
+			if tr == serve.WebSocket {
+				ws, _, err := servetest.DialWebSocket(ctx, e.ws, token, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s = ws
+			} else {
+				s = servetest.DialHTTP(e.url, token, nil)
+			}
+			p.Stream = s
+			c := newClient(t, p)
+			sid := c.start(t, ctx)
+			p.pause()
+			answered := make(chan error, 1)
+			go func() {
+				_, err := c.ask(ctx, sid, "big")
+				answered <- err
+			}()
+			waitFor(t, func() bool {
+				return strings.Count(e.stderr.String(), "closed: the client read nothing for serve.stallTimeout") > i
+			})
+			p.resume()
+			if err := <-answered; err == nil {
+				t.Error("a client cut off got its answer")
+			}
+		})
+	}
+}
+
+// pausable is a stream whose reading can be held.
+type pausable struct {
+	servetest.Stream
+	mu   sync.Mutex
+	held chan struct{}
+}
+
+func (p *pausable) pause() {
+	p.mu.Lock()
+	p.held = make(chan struct{})
+	p.mu.Unlock()
+}
+
+func (p *pausable) resume() {
+	p.mu.Lock()
+	close(p.held)
+	p.held = nil
+	p.mu.Unlock()
+}
+
+func (p *pausable) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	h := p.held
+	p.mu.Unlock()
+	if h != nil {
+		<-h
+	}
+	return p.Stream.Read(b)
+}

@@ -1,0 +1,359 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// The streamable HTTP transport, as the TypeScript SDK's AcpServer answers
+// it. POST /acp carries one client message: initialize opens a connection
+// and is answered inline, with its Acp-Connection-Id; every later message
+// names that id and is answered 202 once mm has taken it, mm's replies
+// coming on SSE. GET /acp with Accept: text/event-stream opens the
+// connection's stream, or with Acp-Session-Id a session's (streams.go).
+// DELETE /acp ends the connection. Statuses: 400 a bad request (no or a
+// second initialize, a missing or mismatched header, a batch answered
+// -32600, an id too long), 404 an unknown connection, 406 a GET without
+// text/event-stream, 409 a stream already read, 413 a body longer than
+// acp.maxLineBytes, 415 a body that is not JSON, 499 a client that gave up
+// waiting, 503 no place for a new connection.
+
+// sessionScoped are the methods whose POST must name their session in
+// Acp-Session-Id (the TypeScript SDK's SESSION_SCOPED_METHODS).
+var sessionScoped = map[string]bool{
+	"session/cancel": true, "session/close": true, "session/delete": true, "session/fork": true,
+	"session/load": true, "session/prompt": true, "session/resume": true,
+	"session/set_config_option": true, "session/set_mode": true, "session/set_model": true,
+}
+
+// keepAlive is how often an idle SSE stream gets a comment line, so that
+// proxies keep it open.
+const keepAlive = 15 * time.Second
+
+func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		text(w, http.StatusUnsupportedMediaType, "Unsupported Media Type")
+		return
+	}
+	body, status := s.readBody(w, r)
+	if status != 0 {
+		text(w, status, http.StatusText(status))
+		return
+	}
+	m, err := parseMessage(body)
+	switch err {
+	case errNotJSON:
+		text(w, http.StatusBadRequest, "Invalid JSON")
+		return
+	case errBatch:
+		jsonBody(w, http.StatusBadRequest, errorResponse("null", codeInvalidRequest, "Invalid request: JSON-RPC batches are not supported", nil))
+		return
+	case errNotAnObj:
+		text(w, http.StatusBadRequest, "Invalid JSON-RPC message")
+		return
+	}
+	id := r.Header.Get(headerConnectionID)
+	if m.isInitialize() {
+		if id != "" {
+			text(w, http.StatusBadRequest, "Initialize not allowed on existing connection")
+			return
+		}
+		s.initialize(w, r, m, owner)
+		return
+	}
+	if id == "" {
+		text(w, http.StatusBadRequest, "Missing Acp-Connection-Id")
+		return
+	}
+	h := s.lookup(id, owner)
+	if h == nil {
+		text(w, http.StatusNotFound, "Unknown Acp-Connection-Id")
+		return
+	}
+	if status, msg := h.accept(r.Context(), m, r.Header.Get(headerSessionID)); status != http.StatusAccepted {
+		text(w, status, msg)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// readBody reads a POST's body, at most acp.maxLineBytes; a client that
+// sends none of it for the stall timeout is cut off.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
+	rc := http.NewResponseController(w)
+	// The deadline goes once the body is read: the request may then wait
+	// for mm, and the connection may carry other requests.
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	body, err := io.ReadAll(http.MaxBytesReader(w, &deadlineReader{r: r.Body, rc: rc, d: s.o.StallTimeout}, int64(s.o.MaxMessageBytes)))
+	var tooLong *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLong):
+		return nil, http.StatusRequestEntityTooLarge
+	case err != nil:
+		return nil, http.StatusBadRequest
+	}
+	return body, 0
+}
+
+// initialize opens a connection with mm and answers its initialize inline.
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m message, owner string) {
+	if !validID(m.id()) || m.id().Raw == "null" {
+		text(w, http.StatusBadRequest, "Initialize request must include an ID")
+		return
+	}
+	c, why := s.open(HTTP, Client{Token: owner, Transport: HTTP})
+	if c == nil {
+		s.refuse(w, why)
+		return
+	}
+	h := newHTTPConn(s, c)
+	if err := c.connect(h); err != nil {
+		c.release()
+		jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, codeInternal, "Initialize failed", err.Error()))
+		return
+	}
+	go h.run()
+	key, _ := idKey(m.id())
+	c.sent(key, "")
+	if err := c.in.Send(r.Context(), m.line); err != nil {
+		h.stop("the client gave up on initialize")
+		text(w, 499, "Request aborted")
+		return
+	}
+	select {
+	case first := <-h.initial:
+		if o := parseOut(first); !o.response || o.id != key {
+			h.stop("mm did not answer initialize first")
+			jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, codeInternal, "Initialize failed", "Expected initialize response from agent"))
+			return
+		}
+		s.register(h)
+		w.Header().Set(headerConnectionID, c.id)
+		jsonBody(w, http.StatusOK, first)
+	case <-r.Context().Done():
+		h.stop("the client gave up on initialize")
+		text(w, 499, "Request aborted")
+	case <-c.done:
+		jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, codeInternal, "Initialize failed", "the agent ended the connection"))
+	}
+}
+
+// accept passes one message of an open connection to mm, after the checks
+// of the TypeScript SDK's server; it returns 202, or the status refusing
+// it.
+func (h *httpConn) accept(ctx context.Context, m message, header string) (int, string) {
+	c := h.c
+	if m.isResponse() {
+		key, _ := idKey(m.id())
+		if status, msg := h.answer(key, header); status != 0 {
+			return status, msg
+		}
+		return h.send(ctx, m, "")
+	}
+	method, _ := m.method()
+	sid, hasSID := m.sessionID()
+	if (sessionScoped[method] || hasSID) && header == "" {
+		return http.StatusBadRequest, "Missing Acp-Session-Id"
+	}
+	if header != "" && hasSID && header != sid {
+		return http.StatusBadRequest, "Mismatched Acp-Session-Id"
+	}
+	route := header
+	if route == "" {
+		route = sid
+	}
+	if err := c.s.checkIDs(m, route); err != nil {
+		return http.StatusBadRequest, err.Error()
+	}
+	key := ""
+	if !m.isNotification() {
+		// A reply adds output: a client that does not read what it has
+		// cannot make mm produce more.
+		if err := h.waitRoom(ctx); err != nil {
+			if ctx.Err() != nil {
+				return 499, "Request aborted"
+			}
+			return http.StatusNotFound, "Unknown Acp-Connection-Id"
+		}
+		if m.isRequest() {
+			key, _ = idKey(m.id())
+			if method == "session/load" {
+				route = "" // as the TypeScript SDK routes it
+			}
+			c.sent(key, route)
+		}
+	}
+	return h.send(ctx, m, key)
+}
+
+// send hands m to mm.
+func (h *httpConn) send(ctx context.Context, m message, key string) (int, string) {
+	if err := h.c.in.Send(ctx, m.line); err != nil {
+		if key != "" {
+			h.c.unsent(key)
+		}
+		if ctx.Err() != nil {
+			return 499, "Request aborted"
+		}
+		return http.StatusNotFound, "Unknown Acp-Connection-Id"
+	}
+	return http.StatusAccepted, ""
+}
+
+// get serves a stream as SSE.
+func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string) {
+	if !strings.Contains(strings.ToLower(r.Header.Get("Accept")), "text/event-stream") {
+		text(w, http.StatusNotAcceptable, "Not Acceptable")
+		return
+	}
+	id := r.Header.Get(headerConnectionID)
+	if id == "" {
+		text(w, http.StatusBadRequest, "Missing Acp-Connection-Id")
+		return
+	}
+	h := s.lookup(id, owner)
+	if h == nil {
+		text(w, http.StatusNotFound, "Unknown Acp-Connection-Id")
+		return
+	}
+	session := r.Header.Get(headerSessionID)
+	if len(session) > maxIDLength {
+		text(w, http.StatusBadRequest, "Session ID exceeds maxIdLength (1024)")
+		return
+	}
+	st, busy, gone := h.acquire(session)
+	switch {
+	case gone:
+		text(w, http.StatusNotFound, "Unknown Acp-Connection-Id")
+		return
+	case busy:
+		text(w, http.StatusConflict, "Outbound stream already has an active receiver")
+		return
+	}
+	defer h.release(st, session)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "keep-alive")
+	}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	// A write deadline outlives the response on HTTP/1.1: the next
+	// request of this TCP connection must not inherit it.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		line, ok := h.next(r.Context(), st, tick.C)
+		if !ok {
+			return
+		}
+		var err error
+		if line == nil {
+			err = s.writeSSE(w, rc, []byte(":\n\n"))
+		} else {
+			err = s.writeSSE(w, rc, []byte("data: "), line, []byte("\n\n"))
+		}
+		if err != nil {
+			if r.Context().Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+				h.stop("the client read nothing for serve.stallTimeout")
+			}
+			return
+		}
+	}
+}
+
+// writeSSE writes an event in pieces, each under a write deadline of the
+// stall timeout, and flushes it.
+func (s *Server) writeSSE(w http.ResponseWriter, rc *http.ResponseController, parts ...[]byte) error {
+	for _, p := range parts {
+		for len(p) > 0 {
+			piece := p[:min(len(p), stallPiece)]
+			_ = rc.SetWriteDeadline(time.Now().Add(s.o.StallTimeout))
+			n, err := w.Write(piece)
+			if err != nil {
+				return err
+			}
+			p = p[n:]
+		}
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(s.o.StallTimeout))
+	return rc.Flush()
+}
+
+// deadlineReader gives each read of a body the stall timeout.
+type deadlineReader struct {
+	r  io.ReadCloser
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	_ = d.rc.SetReadDeadline(time.Now().Add(d.d))
+	return d.r.Read(p)
+}
+
+func (d *deadlineReader) Close() error { return d.r.Close() }
+
+// delete ends a connection at its client's request.
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.Header.Get(headerConnectionID)
+	if id == "" {
+		text(w, http.StatusBadRequest, "Missing Acp-Connection-Id")
+		return
+	}
+	h := s.lookup(id, owner)
+	if h == nil {
+		text(w, http.StatusNotFound, "Unknown Acp-Connection-Id")
+		return
+	}
+	h.stop("the client ended it (DELETE)")
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// register makes an initialized connection reachable by its id.
+func (s *Server) register(h *httpConn) {
+	s.mu.Lock()
+	s.byID[h.c.id] = h
+	s.mu.Unlock()
+	h.mu.Lock()
+	if !h.stopped && !h.finished && !h.conn.leased {
+		h.watchAbandon()
+	}
+	h.mu.Unlock()
+}
+
+func (s *Server) unregister(h *httpConn) {
+	s.mu.Lock()
+	if s.byID[h.c.id] == h {
+		delete(s.byID, h.c.id)
+	}
+	s.mu.Unlock()
+}
+
+// lookup finds a connection by id for the token that opened it: to any
+// other token, it does not exist.
+func (s *Server) lookup(id, owner string) *httpConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.byID[id]
+	if h == nil || h.c.client.Token != owner {
+		return nil
+	}
+	return h
+}
+
+func jsonBody(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,344 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+)
+
+// The outbound side of a streamable HTTP connection, as the TypeScript
+// SDK's ConnectionState routes it. Every line mm writes goes to one stream:
+//
+//   - a response goes where its request's route says (connection.pending):
+//     the stream of the session its request named (Acp-Session-Id or
+//     params.sessionId), else the connection's; session/load's response
+//     goes to the connection's stream, whatever session it loads;
+//   - a request or notification with a params.sessionId goes to that
+//     session's stream, created if the client has not opened it yet; mm's
+//     requests record their route (calls), so that the client's answer
+//     must name the same session;
+//   - anything else goes to the connection's stream.
+//
+// A stream is read by at most one GET at a time (SSE). What waits in the
+// streams is bounded: in bytes (MaxBufferedBytes, all streams together;
+// when they hold that much, mm's Write waits, and with it mm's ordered
+// writer, until a reader takes a message), and in session streams that
+// hold messages without a reader (MaxBufferedSessionStreams; one more
+// ends the connection). A connection whose writer has waited
+// serve.stallTimeout with no message taken, or whose connection stream
+// has had no reader that long, ends: the client is not coming back for
+// it.
+//
+// Concurrency: Write is called by mm's writer (one at a time); the GET,
+// POST and DELETE handlers call the rest from their own goroutines. mu
+// guards every field below it; it is taken before Server.mu and
+// connection.mu, never after.
+type httpConn struct {
+	s *Server
+	c *connection
+
+	mu       sync.Mutex
+	initial  chan []byte // the first line mm writes: initialize's answer, which the POST returns
+	gotFirst bool
+	conn     *stream
+	sessions map[string]*stream
+	unread   int           // session streams that hold messages and have no reader
+	bytes    int           // held by all streams
+	progress chan struct{} // closed and replaced when a reader takes a message or the connection stops
+	calls    map[string]string
+	stopped  bool        // output is dropped: DELETE, a stall, a limit
+	finished bool        // mm's side has ended: a stream ends once read
+	abandon  *time.Timer // runs while the connection stream has no reader
+}
+
+// stream is one SSE stream's queue.
+type stream struct {
+	queue  [][]byte
+	head   int
+	leased bool
+	wake   chan struct{} // a message, or the end
+}
+
+func newStream() *stream { return &stream{wake: make(chan struct{}, 1)} }
+
+func (st *stream) signal() {
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (st *stream) held() bool { return st.head < len(st.queue) }
+
+func newHTTPConn(s *Server, c *connection) *httpConn {
+	return &httpConn{s: s, c: c, initial: make(chan []byte, 1), conn: newStream(), sessions: map[string]*stream{},
+		progress: make(chan struct{}), calls: map[string]string{}}
+}
+
+// run ends the connection's streams once mm's side is over and gives its
+// place back.
+func (h *httpConn) run() {
+	<-h.c.done
+	h.mu.Lock()
+	h.finished = true
+	h.wakeAll()
+	if h.abandon != nil {
+		h.abandon.Stop()
+	}
+	h.mu.Unlock()
+	h.s.unregister(h)
+	h.c.release()
+}
+
+// Write is mm's way out: each line routed to its stream. It returns once
+// the streams hold less than MaxBufferedBytes, the client having read
+// enough, or once the connection is stopped (what mm writes then is
+// dropped, as on a closed pipe).
+func (h *httpConn) Write(p []byte) (int, error) {
+	for line := range bytes.Lines(p) {
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) > 0 {
+			h.route(bytes.Clone(line))
+		}
+	}
+	_ = h.waitRoom(context.Background())
+	return len(p), nil
+}
+
+func (h *httpConn) route(line []byte) {
+	o := parseOut(line)
+	var session string
+	if o.response && o.id != "" {
+		session = h.c.answered(o.id)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	if !h.gotFirst {
+		h.gotFirst = true
+		h.initial <- line
+		return
+	}
+	if len(o.result) > maxIDLength {
+		h.stopLocked("mm named a session id longer than maxIdLength")
+		return
+	}
+	if !o.response {
+		session = o.sessionID
+		if o.id != "" {
+			h.calls[o.id] = session
+		}
+	}
+	st := h.conn
+	if session != "" {
+		st = h.sessions[session]
+		if st == nil {
+			if h.unread >= h.s.o.MaxBufferedSessionStreams {
+				h.stopLocked("more session streams unread than maxBufferedSessionStreams")
+				return
+			}
+			st = newStream()
+			h.sessions[session] = st
+			h.unread++
+		}
+	}
+	st.queue = append(st.queue, line)
+	h.bytes += len(line)
+	st.signal()
+}
+
+// waitRoom waits while the streams hold MaxBufferedBytes or more. A wait
+// with nothing taken for the stall timeout stops the connection.
+func (h *httpConn) waitRoom(ctx context.Context) error {
+	h.mu.Lock()
+	for h.bytes >= h.s.o.MaxBufferedBytes && !h.stopped && !h.finished {
+		progress := h.progress
+		h.mu.Unlock()
+		t := time.NewTimer(h.s.o.StallTimeout)
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+			h.stop("the client read nothing for serve.stallTimeout")
+		}
+		t.Stop()
+		h.mu.Lock()
+	}
+	stopped := h.stopped
+	h.mu.Unlock()
+	if stopped {
+		return errClosed
+	}
+	return nil
+}
+
+// stop ends the connection now, dropping what waits for the client: the
+// client ended it, stalled, or broke a limit. mm's inbox closes; mm winds
+// down, its last messages dropped.
+func (h *httpConn) stop(why string) {
+	h.mu.Lock()
+	h.stopLocked(why)
+	h.mu.Unlock()
+}
+
+func (h *httpConn) stopLocked(why string) {
+	if h.stopped {
+		return
+	}
+	h.stopped = true
+	h.conn.queue, h.conn.head = nil, 0
+	for _, st := range h.sessions {
+		st.queue, st.head = nil, 0
+	}
+	h.bytes = 0
+	if h.abandon != nil {
+		h.abandon.Stop()
+	}
+	h.wakeAll()
+	h.s.unregister(h)
+	h.c.end(why)
+}
+
+// wakeAll wakes every reader and writer; h.mu is held.
+func (h *httpConn) wakeAll() {
+	h.conn.signal()
+	for _, st := range h.sessions {
+		st.signal()
+	}
+	close(h.progress)
+	h.progress = make(chan struct{})
+}
+
+// acquire gives a GET the stream it asks for: the connection's (session
+// "") or a session's, made if need be. busy: another GET reads it; gone:
+// the connection is over.
+func (h *httpConn) acquire(session string) (st *stream, busy, gone bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped || h.finished {
+		return nil, false, true
+	}
+	if session == "" {
+		st = h.conn
+	} else if st = h.sessions[session]; st == nil {
+		st = newStream()
+		h.sessions[session] = st
+		h.unread++
+	}
+	if st.leased {
+		return nil, true, false
+	}
+	st.leased = true
+	if session == "" {
+		if h.abandon != nil {
+			h.abandon.Stop()
+		}
+	} else {
+		h.unread--
+	}
+	return st, false, false
+}
+
+// release gives a stream back when its GET ends. A session stream with
+// nothing held is dropped; one that holds messages counts as unread again.
+func (h *httpConn) release(st *stream, session string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st.leased = false
+	if h.stopped || h.finished {
+		return
+	}
+	if session == "" {
+		h.watchAbandon()
+		return
+	}
+	if !st.held() {
+		delete(h.sessions, session)
+		return
+	}
+	h.unread++
+	if h.unread > h.s.o.MaxBufferedSessionStreams {
+		h.stopLocked("more session streams unread than maxBufferedSessionStreams")
+	}
+}
+
+// watchAbandon starts the clock of a connection stream without a reader;
+// h.mu is held.
+func (h *httpConn) watchAbandon() {
+	if h.abandon == nil {
+		h.abandon = time.AfterFunc(h.s.o.StallTimeout, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if !h.conn.leased {
+				h.stopLocked("the client has had no stream open for serve.stallTimeout")
+			}
+		})
+		return
+	}
+	h.abandon.Reset(h.s.o.StallTimeout)
+}
+
+// next waits for st's next message. It returns nil, false once the stream
+// is over (the connection stopped, or finished and st read to its end),
+// and nil, true when tick fires first (time for a keep-alive).
+func (h *httpConn) next(ctx context.Context, st *stream, tick <-chan time.Time) ([]byte, bool) {
+	for {
+		h.mu.Lock()
+		switch {
+		case h.stopped:
+			h.mu.Unlock()
+			return nil, false
+		case st.held():
+			line := st.queue[st.head]
+			st.queue[st.head] = nil
+			st.head++
+			// Taken messages are dropped from the front once they are
+			// most of the queue, so that a queue that never empties does
+			// not keep them all.
+			if st.head == len(st.queue) {
+				st.queue, st.head = st.queue[:0], 0
+			} else if st.head >= 1024 && 2*st.head >= len(st.queue) {
+				st.queue, st.head = append([][]byte(nil), st.queue[st.head:]...), 0
+			}
+			h.bytes -= len(line)
+			close(h.progress)
+			h.progress = make(chan struct{})
+			h.mu.Unlock()
+			return line, true
+		case h.finished:
+			h.mu.Unlock()
+			return nil, false
+		}
+		h.mu.Unlock()
+		select {
+		case <-st.wake:
+		case <-ctx.Done():
+			return nil, false
+		case <-tick:
+			return nil, true
+		}
+	}
+}
+
+// answer checks the client's answer to one of mm's requests against the
+// session its request went to, and forgets the request.
+func (h *httpConn) answer(key, header string) (status int, msg string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	session, ok := h.calls[key]
+	if ok && session != "" {
+		if header == "" {
+			return 400, "Missing Acp-Session-Id"
+		}
+		if header != session {
+			return 400, "Mismatched Acp-Session-Id"
+		}
+	}
+	delete(h.calls, key)
+	return 0, ""
+}

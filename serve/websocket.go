@@ -1,0 +1,383 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/tidwall/gjson"
+
+	"github.com/mm-agent/mm/configs"
+)
+
+// The WebSocket transport: GET /acp with Upgrade: websocket, then one
+// JSON-RPC message per text frame each way. The first message must be
+// initialize; mm's side of the connection opens with it. Every frame after
+// it is made one line and handed to mm's inbox in the order read; every
+// line mm writes is one frame. As in the TypeScript SDK's server, nothing
+// is routed: the socket carries all of it, in mm's order.
+//
+// Bounds. The reader takes one frame at a time and does not read the next
+// until mm has taken it, so a client that writes faster than mm reads is
+// pushed back by TCP. mm's writes go straight to the socket; when the
+// client does not read, they wait, and so does mm's ordered writer behind
+// them. A write that moves nothing for serve.stallTimeout ends the
+// connection (stallConn). A message longer than acp.maxLineBytes is read
+// to its end, dropped, and answered with the error stdio gives it.
+
+// wsConn is one WebSocket connection.
+type wsConn struct {
+	c   *connection
+	ws  *websocket.Conn
+	max int // acp.maxLineBytes
+
+	// mu orders the start of mm's side with the end of the connection;
+	// it is not held while mm's side opens (Connect may write).
+	mu         sync.Mutex
+	opened     *sync.Cond // signalled when an opening is over
+	connecting bool       // mm's side is opening
+	connected  bool       // mm's side is open: done will close
+	closing    bool
+	code       websocket.StatusCode
+	reason     string
+
+	broken atomic.Bool // a write failed: the client is gone, output is dropped
+}
+
+func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, owner string) {
+	c, why := s.open(WebSocket, Client{Token: owner, Transport: WebSocket})
+	if c == nil {
+		s.refuse(w, why)
+		return
+	}
+	defer c.release()
+	// The TypeScript SDK's adapter names the connection in the 101.
+	w.Header().Set(headerConnectionID, c.id)
+	ws, err := websocket.Accept(stallHijacker{w, s.o.StallTimeout}, r, &websocket.AcceptOptions{
+		// The Origin header was checked against serve.allowedOrigins
+		// before the token; Accept's own check (same host only) would
+		// refuse a listed origin.
+		InsecureSkipVerify: true,
+	})
+	if err != nil {
+		return // Accept has answered
+	}
+	ws.SetReadLimit(-1) // readMessage bounds each message
+	t := &wsConn{c: c, ws: ws, max: s.o.MaxMessageBytes}
+	t.opened = sync.NewCond(&t.mu)
+	read := make(chan struct{})
+	closed := make(chan struct{})
+	go t.closer(read, closed)
+	t.read(s.o.StallTimeout)
+	close(read)
+	t.c.end("the client left")
+	<-closed
+	_ = ws.CloseNow()
+}
+
+// closer closes the socket once the connection ends from this side (a
+// drain, a stall, a limit, mm's end), after mm's last answers are out.
+func (t *wsConn) closer(read, closed chan struct{}) {
+	defer close(closed)
+	select {
+	case <-read:
+	case <-t.c.endc:
+	}
+	t.mu.Lock()
+	t.closing = true
+	for t.connecting {
+		t.opened.Wait()
+	}
+	connected, code, reason := t.connected, t.code, t.reason
+	t.mu.Unlock()
+	if connected {
+		<-t.c.done
+	} else if code != 0 {
+		t.c.log.Warn(fmt.Sprintf("[serve] websocket of %s closed before initialize: %s", t.c.client.Token, reason))
+	}
+	if code == 0 {
+		code, reason = websocket.StatusGoingAway, "server shutting down"
+	}
+	if t.broken.Load() || code == dropSocket {
+		_ = t.ws.CloseNow()
+		return
+	}
+	// The close handshake waits for the client's close frame, 5 s at most
+	// for each half.
+	_ = t.ws.Close(code, reason)
+}
+
+// dropSocket is the code of an end without a close frame: the socket is
+// dropped (a client that reads nothing would not read one).
+const dropSocket = websocket.StatusAbnormalClosure
+
+// close ends the connection with a close frame of this code and reason.
+func (t *wsConn) close(code websocket.StatusCode, reason string) {
+	t.mu.Lock()
+	if t.code == 0 {
+		t.code, t.reason = code, reason
+	}
+	t.mu.Unlock()
+	t.c.end(reason)
+}
+
+// read serves the client's frames until the socket closes.
+func (t *wsConn) read(initTimeout time.Duration) {
+	// A socket that never initializes would hold a place for nothing.
+	noInit := time.AfterFunc(initTimeout, func() {
+		t.close(websocket.StatusPolicyViolation, "no initialize within serve.stallTimeout")
+	})
+	defer noInit.Stop()
+	started := false
+	warned := false
+	for {
+		typ, r, err := t.ws.Reader(context.Background())
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			if !warned {
+				t.c.log.Warn("[serve] binary WebSocket frames are ignored: ACP messages are text")
+				warned = true
+			}
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return
+			}
+			continue
+		}
+		raw, head, size, err := readMessage(r, t.max)
+		if err != nil {
+			return
+		}
+		if size > t.max {
+			t.tooLong(head, size)
+			continue
+		}
+		if !started {
+			var ok bool
+			if started, ok = t.initialize(raw, noInit); !ok {
+				return
+			}
+			continue
+		}
+		if !t.forward(raw) {
+			return
+		}
+	}
+}
+
+// readMessage reads one message of at most max bytes. A longer one is read
+// to its end and dropped: only its size and its first headBytes are kept,
+// to answer with its id.
+func readMessage(r io.Reader, max int) (msg, head []byte, size int, err error) {
+	var b bytes.Buffer
+	n, err := b.ReadFrom(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if n <= int64(max) {
+		return b.Bytes(), nil, int(n), nil
+	}
+	head = b.Bytes()[:min(b.Len(), headBytes)]
+	rest, err := io.Copy(io.Discard, r)
+	return nil, head, int(n + rest), err
+}
+
+// headBytes is how much of a message too long to read is kept to find its
+// id.
+const headBytes = 4 << 10
+
+// tooLong answers a message longer than acp.maxLineBytes as mm's ingress
+// answers such a line on stdio.
+func (t *wsConn) tooLong(head []byte, size int) {
+	id := "null"
+	if v := gjson.GetBytes(head, "id"); v.Type == gjson.String || v.Type == gjson.Number {
+		id = v.Raw
+	}
+	t.reply(errorResponse(id, codeInvalidRequest, "Invalid request", map[string]string{"error": fmt.Sprintf(
+		"the message is %d bytes, longer than acp.maxLineBytes (%s); it was skipped", size, configs.Bytes(t.max))}))
+}
+
+// initialize serves a message read before initialize, as the TypeScript
+// SDK's server does: answers to nothing are ignored, what is not a request
+// is answered -32600, and the first request must be initialize with an id,
+// else the socket closes with 1002. started says mm's side is open; ok
+// false stops the reader.
+func (t *wsConn) initialize(raw []byte, noInit *time.Timer) (started, ok bool) {
+	m, err := parseMessage(raw)
+	if err != nil {
+		t.badMessage(err)
+		return false, true
+	}
+	switch {
+	case m.isResponseShaped():
+		return false, true
+	case !m.isRequest() && !m.isNotification():
+		t.reply(errorResponse("null", codeInvalidRequest, "Invalid request", nil))
+		return false, true
+	case !m.isInitialize():
+		t.close(websocket.StatusProtocolError, "First message must be initialize")
+		return false, false
+	case m.id().Type == gjson.Null:
+		t.close(websocket.StatusProtocolError, "Initialize request must include an ID")
+		return false, false
+	}
+	if !noInit.Stop() {
+		return false, false // too late: the socket is closing
+	}
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		return false, false
+	}
+	t.connecting = true
+	t.mu.Unlock()
+	err = t.c.connect(t)
+	t.mu.Lock()
+	t.connecting, t.connected = false, err == nil
+	t.opened.Broadcast()
+	t.mu.Unlock()
+	if err != nil {
+		t.reply(errorResponse(m.id().Raw, codeInternal, "Initialize failed", err.Error()))
+		t.close(websocket.StatusInternalError, "Initialize failed")
+		return false, false
+	}
+	return true, t.send(m)
+}
+
+// forward passes one message of an initialized connection to mm.
+func (t *wsConn) forward(raw []byte) bool {
+	m, err := parseMessage(raw)
+	if err != nil {
+		t.badMessage(err)
+		return true
+	}
+	if m.isRequest() && m.isInitialize() {
+		t.reply(errorResponse(m.id().Raw, codeInvalidRequest, "Initialize not allowed on existing connection", nil))
+		return true
+	}
+	return t.send(m)
+}
+
+// send hands m to mm, recording a request's id until mm answers it.
+func (t *wsConn) send(m message) bool {
+	sid, _ := m.sessionID()
+	if err := t.c.s.checkIDs(m, sid); err != nil {
+		t.close(websocket.StatusPolicyViolation, err.Error())
+		return false
+	}
+	key := ""
+	if m.isRequest() {
+		key, _ = idKey(m.id())
+		t.c.sent(key, sid)
+	}
+	if err := t.c.in.Send(context.Background(), m.line); err != nil {
+		if key != "" {
+			t.c.unsent(key)
+		}
+		return false
+	}
+	return true
+}
+
+// badMessage answers a frame that is not one JSON-RPC object.
+func (t *wsConn) badMessage(err error) {
+	switch err {
+	case errNotJSON:
+		t.reply(errorResponse("null", codeParse, "Parse error", nil))
+	case errBatch:
+		t.reply(errorResponse("null", codeInvalidRequest, "Invalid request: JSON-RPC batches are not supported", nil))
+	default:
+		t.reply(errorResponse("null", codeInvalidRequest, "Invalid request", nil))
+	}
+}
+
+// reply writes one message of the transport's own.
+func (t *wsConn) reply(b []byte) { t.writeFrame(b) }
+
+// Write is mm's way out: each line one text frame, in order. It waits
+// while the client does not read; once the client is gone (a write
+// failed), what mm writes is dropped, as on a closed pipe, so that mm's
+// shutdown does not wait on it.
+func (t *wsConn) Write(p []byte) (int, error) {
+	for line := range bytes.Lines(p) {
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			continue
+		}
+		t.writeFrame(line)
+		if o := parseOut(line); o.response && o.id != "" {
+			t.c.answered(o.id)
+		}
+	}
+	return len(p), nil
+}
+
+func (t *wsConn) writeFrame(b []byte) {
+	if t.broken.Load() {
+		return
+	}
+	if err := t.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+		t.broken.Store(true)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.close(dropSocket, "the client read nothing for serve.stallTimeout")
+		} else {
+			t.c.end("the client left")
+		}
+		_ = t.ws.CloseNow()
+	}
+}
+
+// stallHijacker hands the WebSocket library a connection whose writes
+// fail once the client has taken nothing for the stall timeout.
+type stallHijacker struct {
+	http.ResponseWriter
+	stall time.Duration
+}
+
+func (h stallHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	sc := &stallConn{Conn: conn, stall: h.stall}
+	return sc, bufio.NewReadWriter(brw.Reader, bufio.NewWriter(sc)), nil
+}
+
+// stallConn writes in pieces, each with a deadline of the stall timeout
+// from its start: a client that reads, however slowly, keeps its socket;
+// one that reads nothing for that long makes the write fail. The kernel's
+// socket buffers are what waits for the client, besides the frame being
+// written.
+type stallConn struct {
+	net.Conn
+	stall time.Duration
+}
+
+// stallPiece is the most written under one deadline.
+const stallPiece = 32 << 10
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		piece := p[:min(len(p), stallPiece)]
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.stall))
+		m, err := c.Conn.Write(piece)
+		n += m
+		p = p[m:]
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,136 @@
+package serve_test
+
+import (
+	"bufio"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/tidwall/gjson"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/serve"
+	"github.com/mm-agent/mm/serve/servetest"
+)
+
+// wsRaw is a WebSocket spoken by hand.
+type wsRaw struct {
+	t  *testing.T
+	ws *servetest.WebSocket
+	r  *bufio.Reader
+}
+
+func (e *env) wsRaw() *wsRaw {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, resp, err := servetest.DialWebSocket(ctx, e.ws, token, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.Header.Get("Acp-Connection-Id") == "" {
+		e.t.Error("the 101 names no Acp-Connection-Id")
+	}
+	e.t.Cleanup(func() { _ = ws.Close() })
+	return &wsRaw{t: e.t, ws: ws, r: bufio.NewReaderSize(ws, 1<<20)}
+}
+
+func (w *wsRaw) send(frame string) {
+	w.t.Helper()
+	if err := w.ws.WriteFrame(websocket.MessageText, []byte(frame)); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// read returns the next message, or the error that ended the socket.
+func (w *wsRaw) read() (string, error) {
+	line, err := w.r.ReadString('\n')
+	return strings.TrimSuffix(line, "\n"), err
+}
+
+// TestWebSocketBeforeInitialize: as in the TypeScript SDK's server, the
+// first request must be initialize with an id.
+func TestWebSocketBeforeInitialize(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []struct {
+		name, frame string
+		code        int
+	}{
+		{"another request first", `{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}`, int(websocket.StatusProtocolError)},
+		{"initialize with a null id", `{"jsonrpc":"2.0","id":null,"method":"initialize","params":{}}`, int(websocket.StatusProtocolError)},
+	} {
+		w := e.wsRaw()
+		w.send(`{"jsonrpc":"2.0","id":5,"result":{}}`) // an answer to nothing: ignored
+		w.send(`{"jsonrpc":"2.0"}`)                    // not a message: answered
+		if m, err := w.read(); err != nil || gjson.Get(m, "error.code").Int() != -32600 || gjson.Get(m, "id").Type != gjson.Null {
+			t.Errorf("%s: not a message: %s %v", c.name, m, err)
+		}
+		w.send(c.frame)
+		if _, err := w.read(); servetest.CloseStatus(err) != c.code {
+			t.Errorf("%s: the socket ended with %v, want close %d", c.name, err, c.code)
+		}
+	}
+}
+
+// TestWebSocketFrames: frames that are not one JSON-RPC message are
+// answered, and the connection goes on; a message may be pretty-printed.
+func TestWebSocketFrames(t *testing.T) {
+	e := newEnv(t, func(o *serve.Options, c *configs.Config) {
+		o.MaxMessageBytes = 4 << 10
+		c.Sessions.Enabled = true
+	})
+	w := e.wsRaw()
+	w.send("{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"method\": \"initialize\",\n  \"params\": {\"protocolVersion\": 1}\n}")
+	if m, _ := w.read(); gjson.Get(m, "result.protocolVersion").Int() != 1 {
+		t.Fatalf("initialize: %s", m)
+	}
+	if err := w.ws.WriteFrame(websocket.MessageBinary, []byte(`{"jsonrpc":"2.0","id":9,"method":"session/list"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, frame, want string
+	}{
+		{"not JSON", `{"jsonrpc":`, `"code":-32700`},
+		{"a batch", `[{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}]`, `"code":-32600`},
+		{"a second initialize", `{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":1}}`, `Initialize not allowed on existing connection`},
+		{"too long", `{"jsonrpc":"2.0","id":4,"method":"session/list","params":{"x":"` + strings.Repeat("a", 8<<10) + `"}}`, `acp.maxLineBytes (4KiB)`},
+		{"mm's own errors", `{"jsonrpc":"2.0","id":5,"method":"no/such","params":{}}`, `"code":-32601`},
+		{"pretty-printed", "{\n\t\"jsonrpc\": \"2.0\",\n\t\"id\": 6,\n\t\"method\": \"session/list\",\n\t\"params\": {}\n}", `"sessions":`},
+	} {
+		w.send(c.frame)
+		m, err := w.read()
+		if err != nil || !strings.Contains(m, c.want) {
+			t.Errorf("%s: %s %v, want %s", c.name, m, err, c.want)
+		}
+		if c.name == "too long" && gjson.Get(m, "id").Int() != 4 {
+			t.Errorf("too long: answered with id %s", gjson.Get(m, "id").Raw)
+		}
+	}
+	if m := e.stderr.String(); !strings.Contains(m, "binary WebSocket frames are ignored") {
+		t.Errorf("the binary frame was not noted:\n%s", m)
+	}
+}
+
+// TestWebSocketNoInitialize: a socket that sends no initialize within the
+// stall timeout is closed with 1008, giving its place back.
+func TestWebSocketNoInitialize(t *testing.T) {
+	e := newEnv(t, func(o *serve.Options, _ *configs.Config) {
+		o.StallTimeout = 300 * time.Millisecond
+		o.MaxConnections = 1
+	})
+	w := e.wsRaw()
+	if _, err := w.read(); servetest.CloseStatus(err) != int(websocket.StatusPolicyViolation) {
+		t.Errorf("ended with %v, want 1008", err)
+	}
+	waitFor(t, func() bool { return strings.Contains(e.stderr.String(), "no initialize within serve.stallTimeout") })
+	// The place comes back.
+	waitFor(t, func() bool {
+		ws, _, err := servetest.DialWebSocket(context.Background(), e.ws, token, nil)
+		if err == nil {
+			ws.Close()
+		}
+		return err == nil
+	})
+}

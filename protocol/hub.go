@@ -41,7 +41,8 @@ type Hub struct {
 	lanes map[string]*lane
 	// closed is set once the hub shuts down: no session is registered any
 	// more.
-	closed bool
+	closed   bool
+	shutdown sync.Once
 }
 
 // entry is a live session: whose it is, and which connection holds it.
@@ -114,9 +115,12 @@ func (h *Hub) SetContextWindow(n int) { h.runtime().SetContextWindow(n) }
 
 // Shutdown stops every session (each turn cancelled, its commands killed,
 // its file final) and the runtime. The hub's connections must be over.
+// A second call does nothing.
 func (h *Hub) Shutdown() {
-	h.stopSessions()
-	h.runtime().Shutdown()
+	h.shutdown.Do(func() {
+		h.stopSessions()
+		h.runtime().Shutdown()
+	})
 }
 
 // stopSessions stops every session and registers none any more.

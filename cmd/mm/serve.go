@@ -64,13 +64,23 @@ func runServe(args []string, stderr io.Writer) int {
 	}
 	banner(log, cfg)
 	cwd, _ := os.Getwd()
-	log.Info("serve: roots " + strings.Join(cfg.Serve.ServeRoots(cwd), ", "))
+	roots := cfg.Serve.ServeRoots(cwd)
+	log.Info("serve: roots " + strings.Join(roots, ", "))
+	// One hub for every connection: one turn serializer, one table of
+	// sessions, each owned by the token that made it.
+	hub, err := protocol.NewHub(protocol.HubOptions{
+		Config: cfg, Model: model, Models: models, Log: log,
+		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
+	})
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	// Every session is stopped and saved once the connections are over.
+	defer hub.Shutdown()
 	srv, err := serve.New(serve.Options{
-		Connector: stdioConnector{protocol.Options{
-			Config: cfg, Model: model, Models: models, Log: log,
-			ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
-		}},
-		Tokens: tokens, AllowedOrigins: cfg.Serve.AllowedOrigins,
+		Connector: hubConnector{hub: hub, roots: roots},
+		Tokens:    tokens, AllowedOrigins: cfg.Serve.AllowedOrigins,
 		MaxConnections: cfg.Serve.MaxConnections, MaxMessageBytes: int(cfg.ACP.MaxLineBytes),
 		StallTimeout: cfg.Serve.StallTimeout, DrainTimeout: cfg.Serve.DrainTimeout,
 		CertFile: cfg.Serve.TLS.Cert, KeyFile: cfg.Serve.TLS.Key,
@@ -112,7 +122,11 @@ func runServe(args []string, stderr io.Writer) int {
 		// A second signal ends the process at once, drain or not.
 		stop()
 	}()
-	if err := srv.Serve(ctx, ln); err != nil {
+	err = srv.Serve(ctx, ln)
+	// The connections are over: every session stops, its turn cancelled,
+	// its file saved, before what commands left running is killed.
+	hub.Shutdown()
+	if err != nil {
 		log.Error(err.Error())
 		return 1
 	}
@@ -143,17 +157,13 @@ func serveTokens(configured []configs.ServeToken, env string) (tokens []serve.To
 	return tokens, made, nil
 }
 
-// stdioConnector opens each served connection as `mm -acp` opens stdio,
-// with a protocol.Start of its own: a whole runtime per connection. The
-// shared runtime (sessions owned by a token, roots, takeover) replaces it.
-type stdioConnector struct{ o protocol.Options }
+// hubConnector opens each served connection on the server's hub, as its
+// token's.
+type hubConnector struct {
+	hub   *protocol.Hub
+	roots []string
+}
 
-func (c stdioConnector) Connect(_ context.Context, _ serve.Client, in io.Reader, out io.Writer) (serve.Conn, error) {
-	o := c.o
-	o.In, o.Out = in, out
-	conn, err := protocol.Start(o)
-	if err != nil {
-		return nil, err
-	}
-	return conn, nil
+func (c hubConnector) Connect(_ context.Context, cl serve.Client, in io.Reader, out io.Writer) (serve.Conn, error) {
+	return c.hub.Connect(protocol.ConnOptions{In: in, Out: out, Owner: cl.Token, Roots: c.roots}), nil
 }

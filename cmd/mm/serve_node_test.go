@@ -49,7 +49,7 @@ func TestServeTypeScriptClients(t *testing.T) {
 	s := startServe(t, "yolo: false\nsessions:\n  enabled: true\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "clients.mjs", s.url, serveToken, t.TempDir())
+	cmd := exec.CommandContext(ctx, node, "clients.mjs", s.url, serveToken, s.project(t))
 	cmd.Dir = tsClients
 	out, err = cmd.CombinedOutput()
 	if err != nil {

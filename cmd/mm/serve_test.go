@@ -119,9 +119,21 @@ func startServeEnv(t *testing.T, extra string, env ...string) *served {
 	return s
 }
 
+// project makes a project folder for a session, inside the folder mm
+// serve started in: its default serve.roots.
+func (s *served) project(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(s.dir, "project-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // serveClient is an ACP client of a served mm.
 type serveClient struct {
 	*acp.ClientSideConnection
+	served *served
 	rec    *acptest.Client
 	stream servetest.Stream
 }
@@ -146,7 +158,7 @@ func (s *served) dial(t *testing.T, transport string) *serveClient {
 	conn := acp.NewClientSideConnection(rec, st, st)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { _ = st.Close() })
-	return &serveClient{ClientSideConnection: conn, rec: rec, stream: st}
+	return &serveClient{ClientSideConnection: conn, served: s, rec: rec, stream: st}
 }
 
 // open initializes c and opens a session in a temp dir.
@@ -155,7 +167,7 @@ func (c *serveClient) open(t *testing.T, ctx context.Context) acp.SessionId {
 	if _, err := c.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
 		t.Fatal(err)
 	}
-	sess, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	sess, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: c.served.project(t), McpServers: []acp.McpServer{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +307,7 @@ func TestServeStall(t *testing.T) {
 			if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
 				t.Fatal(err)
 			}
-			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -408,7 +420,7 @@ func TestServeSIGTERM(t *testing.T) {
 	conn := acp.NewClientSideConnection(rec, ws, io.TeeReader(ws, read))
 	conn.SetLogger(slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { _ = ws.Close() })
-	c := &serveClient{ClientSideConnection: conn, rec: rec, stream: ws}
+	c := &serveClient{ClientSideConnection: conn, served: s, rec: rec, stream: ws}
 	sid := c.open(t, ctx)
 	done := make(chan struct{})
 	go func() {

@@ -34,7 +34,9 @@ func (s *session) onCancel(ctx actor.Context, m *CancelTurns) {
 	kept := s.queue[:0]
 	for _, q := range s.queue {
 		if m.covers(q.seq) {
-			s.reply(q, &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()})
+			res := &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()}
+			s.turnEnded(q, res)
+			s.reply(q, res)
 			continue
 		}
 		kept = append(kept, q)

@@ -40,6 +40,8 @@ type Options struct {
 	Hooks *hooks.Runner
 	// Sensitive matches the paths that always ask (tools.sensitive).
 	Sensitive *tools.Sensitive
+	// Metrics is told of turns, tool calls, tokens and retries; nil: none.
+	Metrics Metrics
 	// Log receives every log line, protoactor's included; it must not write
 	// to stdout, which carries JSON-RPC only.
 	Log *slog.Logger
@@ -80,8 +82,9 @@ type Runtime struct {
 	// key signs the session files (nil: unsigned).
 	key *store.Key
 
-	client Client
-	hooks  *hooks.Runner
+	client  Client
+	metrics Metrics
+	hooks   *hooks.Runner
 	// http is fetch_content's client, shared by the sessions so that
 	// connections are kept alive.
 	http      *http.Client
@@ -135,6 +138,10 @@ func NewRuntime(o Options) *Runtime {
 	}
 	if rt.client == nil {
 		rt.client = nobody{}
+	}
+	rt.metrics = o.Metrics
+	if rt.metrics == nil {
+		rt.metrics = noMetrics{}
 	}
 	rt.window.Store(int64(o.ContextWindow))
 	rt.probe = o.Probe

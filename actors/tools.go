@@ -175,6 +175,11 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 	if m.Denied {
 		t.toolTitle += " — denied by a hook"
 	}
+	if m.Failed {
+		s.rt.metrics.ToolCall(m.Tool, string(acp.ToolCallStatusFailed))
+	} else {
+		s.rt.metrics.ToolCall(m.Tool, string(acp.ToolCallStatusCompleted))
+	}
 	if t.announced {
 		status := acp.ToolCallStatusCompleted
 		if m.Failed {

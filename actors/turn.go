@@ -31,6 +31,8 @@ const (
 type turn struct {
 	id  uint64 // process-wide, for the serializer
 	seq uint64 // the prompt's sequence in its session
+	// arrived is when the prompt reached its session.
+	arrived time.Time
 	// text is what the user typed; extra (pasted files, notes) and images
 	// join it in the user message (promptContent).
 	text   string
@@ -90,9 +92,10 @@ type turn struct {
 
 func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 	t := &turn{
-		id:  s.rt.nextTurn.Add(1),
-		seq: m.Seq,
-		out: m.Reply,
+		id:      s.rt.nextTurn.Add(1),
+		seq:     m.Seq,
+		out:     m.Reply,
+		arrived: time.Now(),
 	}
 	limit := int(s.rt.cfg.Prompt.MaxResourceBytes)
 	if t.tooLarge = promptTooMuchText(m.Prompt, limit, int(s.rt.cfg.Prompt.MaxTextBytes)); t.tooLarge == "" {
@@ -101,7 +104,9 @@ func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 	s.lastSeq = max(s.lastSeq, m.Seq)
 	if s.cancelOne[m.Seq] || (m.Seq != 0 && m.Seq <= s.cancelUpTo) || s.closing {
 		delete(s.cancelOne, m.Seq)
-		s.reply(t, &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()})
+		res := &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()}
+		s.turnEnded(t, res)
+		s.reply(t, res)
 		return
 	}
 	s.rt.turnStarted(s.modelID)
@@ -294,6 +299,9 @@ func (s *session) onDelta(m *modelDelta) {
 		return
 	}
 	block := acp.TextBlock(m.Delta.Text)
+	if m.Delta.Kind == llm.DeltaNotice {
+		s.rt.metrics.Retry() // a notice is a retry's wait
+	}
 	switch m.Delta.Kind {
 	case llm.DeltaReasoning, llm.DeltaNotice:
 		// A notice (a retry wait) is about the call, not the answer: it
@@ -324,6 +332,7 @@ func (s *session) onModelDone(ctx actor.Context, m *modelDone) {
 	}
 	r := m.Response
 	if r.Usage != nil {
+		s.rt.metrics.Tokens(r.Usage.InputTokens, r.Usage.OutputTokens)
 		s.usage.add(r.Usage)
 		s.lastUsed = r.Usage.InputTokens + r.Usage.OutputTokens
 		s.usageUpdate(s.lastUsed)
@@ -395,6 +404,7 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 	if t.slash {
 		res.Provenance = s.prov
 	}
+	s.turnEnded(t, res)
 	if s.writer != nil && stop == acp.StopReasonCancelled {
 		// A cancel answers at once; the file follows in the background,
 		// encoded after the answer is queued.

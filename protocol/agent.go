@@ -144,6 +144,9 @@ func (a *Agent) serveNew(r *actors.Reply, p acp.NewSessionRequest) {
 		if err != nil {
 			return "", nil, err
 		}
+		if err := a.checkDirs(p.AdditionalDirectories); err != nil {
+			return "", nil, err
+		}
 		a.know(cwd)
 		id := actors.NewSessionID(time.Now())
 		rt := a.runtime()
@@ -183,6 +186,18 @@ func (a *Agent) checkCwd(raw string) (string, error) {
 	}
 	return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "roots": a.roots,
 		"error": fmt.Sprintf("cwd %q is outside the folders this server serves (serve.roots: %s)", raw, strings.Join(a.roots, ", "))})
+}
+
+// checkDirs checks a request's additionalDirectories as cwds: mm works in
+// its cwd only (it does not advertise additional directories), but one
+// outside the roots is refused all the same.
+func (a *Agent) checkDirs(dirs []string) error {
+	for _, d := range dirs {
+		if _, err := a.checkCwd(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkCwdOf translates a Windows or WSL path and requires an existing,

@@ -64,6 +64,8 @@ type HubOptions struct {
 	// Probe asks the server for the window while it is unknown, at start
 	// and at each session/new; nil never probes.
 	Probe actors.Probe
+	// Metrics is told of turns, tool calls, tokens and retries; nil: none.
+	Metrics actors.Metrics
 	// StateDir is the user's state directory (store.StateDir), where the
 	// index of the folders holding saved sessions and the key that signs
 	// session files are kept. "" keeps neither: session/list without a
@@ -97,7 +99,7 @@ func NewHub(o HubOptions) (*Hub, error) {
 		h.rt = actors.NewRuntime(actors.Options{
 			Config: o.Config, Model: o.Model, Models: o.Models, Sensitive: sensitive,
 			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
-			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key,
+			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics,
 		})
 		close(h.ready)
 	}()
@@ -134,6 +136,13 @@ func (h *Hub) stopSessions() {
 	clear(h.sessions)
 	h.mu.Unlock()
 	actors.StopAll(all)
+}
+
+// Sessions counts the live sessions, attached or not.
+func (h *Hub) Sessions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions)
 }
 
 // register adds a session a connection created or opened, attached to it;

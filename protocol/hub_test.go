@@ -211,7 +211,14 @@ func TestRootsBoundTheCwd(t *testing.T) {
 	if !errors.As(err, &re) || re.Code != -32602 || !strings.Contains(re.Error(), root) {
 		t.Fatalf("a cwd outside the roots: %v, want invalid params naming %s", err, root)
 	}
+	if err := os.Mkdir(root+"-sibling", 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: root + "-sibling", McpServers: []acp.McpServer{}}); err == nil {
 		t.Error("a sibling folder whose name starts with the root's was taken")
+	}
+	_, err = c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: inside, AdditionalDirectories: []string{e.cwd}, McpServers: []acp.McpServer{}})
+	if !errors.As(err, &re) || re.Code != -32602 {
+		t.Errorf("an additional directory outside the roots: %v", err)
 	}
 }

@@ -124,6 +124,10 @@ func (a *Agent) LoadSession(_ context.Context, p acp.LoadSessionRequest) (acp.Lo
 // serveLoad replays a stored session, or re-attaches to a live one; the
 // session answers behind its replay.
 func (a *Agent) serveLoad(r *actors.Reply, p acp.LoadSessionRequest) {
+	if err := a.checkDirs(p.AdditionalDirectories); err != nil {
+		a.answer(string(p.SessionId), r, nil, toRequestError(err))
+		return
+	}
 	a.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Replay(r) })
 }
 
@@ -135,6 +139,10 @@ func (a *Agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (ac
 
 // serveResume is serveLoad without the replay.
 func (a *Agent) serveResume(r *actors.Reply, p acp.ResumeSessionRequest) {
+	if err := a.checkDirs(p.AdditionalDirectories); err != nil {
+		a.answer(string(p.SessionId), r, nil, toRequestError(err))
+		return
+	}
 	a.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Resume(r) })
 }
 

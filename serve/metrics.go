@@ -35,10 +35,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// newRegistry is the registry of a server that was given none: the
+// NewRegistry is the registry of a server that was given none: the
 // transport's metrics, the Go runtime's and the process's (memory, CPU,
 // open files).
-func newRegistry() *prometheus.Registry {
+func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg

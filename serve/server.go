@@ -111,7 +111,7 @@ func New(o Options) (*Server, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Registry == nil {
-		o.Registry = newRegistry()
+		o.Registry = NewRegistry()
 	}
 	s := &Server{o: o, keys: newKeyring(o.Tokens), reg: o.Registry, conns: map[*connection]struct{}{}, byID: map[string]*httpConn{}}
 	s.metrics = newMetrics(o.Registry)

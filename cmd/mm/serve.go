@@ -67,9 +67,13 @@ func runServe(args []string, stderr io.Writer) int {
 	roots := cfg.Serve.ServeRoots(cwd)
 	log.Info("serve: roots " + strings.Join(roots, ", "))
 	// One hub for every connection: one turn serializer, one table of
-	// sessions, each owned by the token that made it.
-	hub, err := protocol.NewHub(protocol.HubOptions{
-		Config: cfg, Model: model, Models: models, Log: log,
+	// sessions, each owned by the token that made it; its figures on
+	// /metrics beside the transport's.
+	reg := serve.NewRegistry()
+	var hub *protocol.Hub
+	metrics := serve.NewRuntimeMetrics(reg, func() int { return hub.Sessions() })
+	hub, err = protocol.NewHub(protocol.HubOptions{
+		Config: cfg, Model: model, Models: models, Log: log, Metrics: metrics,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
 	})
 	if err != nil {
@@ -80,6 +84,7 @@ func runServe(args []string, stderr io.Writer) int {
 	defer hub.Shutdown()
 	srv, err := serve.New(serve.Options{
 		Connector: hubConnector{hub: hub, roots: roots},
+		Registry:  reg,
 		Tokens:    tokens, AllowedOrigins: cfg.Serve.AllowedOrigins,
 		MaxConnections: cfg.Serve.MaxConnections, MaxMessageBytes: int(cfg.ACP.MaxLineBytes),
 		StallTimeout: cfg.Serve.StallTimeout, DrainTimeout: cfg.Serve.DrainTimeout,

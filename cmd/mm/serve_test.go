@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -527,5 +528,99 @@ func TestServeCommandLine(t *testing.T) {
 		if code != c.code || !strings.Contains(stderr.String(), c.want) || stdout.String() != "" {
 			t.Errorf("%s: exit %d, stderr %q, stdout %q; want exit %d and %q", c.name, code, stderr.String(), stdout.String(), c.code, c.want)
 		}
+	}
+}
+
+// metricsOf reads mm serve's /metrics with the test's token.
+func (s *served) metricsOf(t *testing.T) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.url, "/acp")+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+serveToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestServeRuntimeMetrics: /metrics counts the sessions open, the turns by
+// stop reason with their duration, and the tool calls by tool and status.
+func TestServeRuntimeMetrics(t *testing.T) {
+	s := startServe(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := s.dial(t, "websocket")
+	sid := c.open(t, ctx)
+	for _, p := range []string{"ping", "bash"} {
+		if res, err := c.ask(ctx, sid, p); err != nil || res.StopReason != acp.StopReasonEndTurn {
+			t.Fatalf("%s: %v %v", p, res, err)
+		}
+	}
+	m := s.metricsOf(t)
+	for _, want := range []string{
+		"mm_sessions_open 1",
+		`mm_turns_total{stop_reason="end_turn"} 2`,
+		"mm_turn_duration_seconds_count 2",
+		`mm_tool_calls_total{status="completed",tool="bash"} 1`,
+		`mm_connections_open{transport="websocket"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestServeTokensAndRoots: over the network, a session belongs to its
+// token (another cannot load it: it does not exist for them), a session's
+// cwd must be inside serve.roots, and a client of the same token that
+// reconnects loads its session back with its history.
+func TestServeTokensAndRoots(t *testing.T) {
+	s := startServe(t, "sessions:\n  enabled: true\nserve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\n    - {name: bob, token: bob-token-0123456789ab}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dial := func(token string) *serveClient {
+		ws, _, err := servetest.DialWebSocket(ctx, s.ws, token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := acptest.NewClient()
+		conn := acp.NewClientSideConnection(rec, ws, ws)
+		conn.SetLogger(slog.New(slog.DiscardHandler))
+		t.Cleanup(func() { _ = ws.Close() })
+		if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+			t.Fatal(err)
+		}
+		return &serveClient{ClientSideConnection: conn, served: s, rec: rec, stream: ws}
+	}
+	alice := dial("alice-token-0123456789")
+	cwd := s.project(t)
+	sess, err := alice.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.ask(ctx, sess.SessionId, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	bob := dial("bob-token-0123456789ab")
+	var re *acp.RequestError
+	if _, err := bob.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sess.SessionId, Cwd: cwd, McpServers: []acp.McpServer{}}); !errors.As(err, &re) || re.Code != -32602 {
+		t.Errorf("bob loaded alice's session: %v", err)
+	}
+	if list, err := bob.ListSessions(ctx, acp.ListSessionsRequest{Cwd: acp.Ptr(cwd)}); err != nil || len(list.Sessions) != 0 {
+		t.Errorf("bob lists %v, %v", list.Sessions, err)
+	}
+	if _, err := bob.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}}); !errors.As(err, &re) || re.Code != -32602 || !strings.Contains(re.Error(), "serve.roots") {
+		t.Errorf("a cwd outside serve.roots: %v", err)
+	}
+	// Alice's client goes away; a new one of hers takes the session up.
+	_ = alice.stream.Close()
+	again := dial("alice-token-0123456789")
+	if _, err := again.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sess.SessionId, Cwd: cwd, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("alice's reconnect: %v", err)
+	}
+	if got := acptest.Text(again.rec.Updates(sess.SessionId)); got != "pong" {
+		t.Errorf("the load replayed %q, want the earlier answer", got)
 	}
 }

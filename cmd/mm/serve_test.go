@@ -308,7 +308,8 @@ func TestServeStall(t *testing.T) {
 			if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
 				t.Fatal(err)
 			}
-			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
+			cwd := s.project(t)
+			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -327,11 +328,15 @@ func TestServeStall(t *testing.T) {
 			if err := <-answered; err == nil {
 				t.Error("the prompt of a client cut off was answered")
 			}
-			// Others are still served.
+			// Others are still served, and the session of the client cut
+			// off is loaded back by its token's next connection.
 			c := s.dial(t, tr)
 			sid := c.open(t, ctx)
 			if resp, err := c.ask(ctx, sid, "ping"); err != nil || resp.StopReason != acp.StopReasonEndTurn {
 				t.Errorf("after a stall: %v %v", resp, err)
+			}
+			if _, err := c.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sess.SessionId, Cwd: cwd, McpServers: []acp.McpServer{}}); err != nil {
+				t.Errorf("the session of the client cut off does not load: %v", err)
 			}
 		})
 	}

@@ -52,6 +52,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	// Only --ask takes words after its flags. Anything else left over is a
+	// mistake to say, not to ignore: `mm -acp serve` (an image's default
+	// argument before the caller's) would otherwise speak ACP on stdio as
+	// if nothing were wrong.
+	if *askAgent == "" && fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mm: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
 	if *showVersion {
 		fmt.Fprintln(stdout, protocol.Version)
 		return 0

@@ -1,8 +1,11 @@
-# mm in a container: `docker run -i --rm IMAGE` speaks ACP on stdio.
+# mm in a container: `docker run -i --rm IMAGE` speaks ACP on stdio
+# (mm -acp); `IMAGE serve -listen 0.0.0.0:8765` serves it on the network.
 #
 #   docker build -t mm .
 #   docker run -i --rm --user "$(id -u):$(id -g)" --network=host \
 #     -v ~/.config/mm:/home/mm/.config/mm:ro -v "$PWD:$PWD" -w "$PWD" mm
+#   docker run --rm --user "$(id -u):$(id -g)" -p 127.0.0.1:8765:8765 -e MM_SERVE_TOKEN \
+#     -v ~/.config/mm:/home/mm/.config/mm:ro -v "$PWD:$PWD" -w "$PWD" mm serve -listen 0.0.0.0:8765
 #
 # Run it as yourself (--user; podman: --userns=keep-id) so that what the agent
 # writes in the project belongs to you, and mount the project at the path it
@@ -14,8 +17,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# --build-arg VERSION=v1.2.3 sets what `mm --version` prints.
-ARG VERSION
+# --build-arg VERSION=v1.2.3 sets what `mm --version` prints; without it,
+# the version in the source.
+ARG VERSION=
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w${VERSION:+ -X github.com/mm-agent/mm/protocol.Version=$VERSION}" \
       -o /out/mm ./cmd/mm
@@ -42,4 +46,11 @@ WORKDIR /home/mm
 # The config is read from $HOME/.config/mm/config.yaml: mount ~/.config/mm
 # there (read-only is enough; skills go under .../skills), or pass
 # -e MM_CONFIG=/path/inside. With no config, mm uses its embedded defaults.
-ENTRYPOINT ["tini", "--", "mm", "-acp"]
+# The entrypoint is mm, and -acp only its default argument: the caller's
+# words replace it (`IMAGE serve -listen 0.0.0.0:8765`, `IMAGE --version`,
+# `IMAGE connect URL`). mm refuses words it does not understand, so a
+# mistaken command fails instead of speaking ACP on stdio.
+ENTRYPOINT ["tini", "--", "mm"]
+CMD ["-acp"]
+# mm serve's port, when the container serves the network.
+EXPOSE 8765

@@ -88,8 +88,7 @@ func (in *ingress) Read(p []byte) (int, error) {
 		in.err = err
 		switch {
 		case size > in.max:
-			in.reply(headID(head), acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
-				"the line is %d bytes, longer than acp.maxLineBytes (%s); it was skipped", size, configs.Bytes(in.max))}))
+			_, _ = in.out.Write(LineTooLong(head, size, in.max))
 		case len(line) > 0:
 			in.sdkLine = in.route(line)
 		}
@@ -97,6 +96,21 @@ func (in *ingress) Read(p []byte) (int, error) {
 	n := copy(p, in.sdkLine)
 	in.sdkLine = in.sdkLine[n:]
 	return n, nil
+}
+
+// LineTooLong is mm's answer to a line of size bytes, longer than max
+// (acp.maxLineBytes): -32600 with the id read from head, the line's first
+// bytes, as one line ending in a newline. `mm connect` gives the same
+// answer to a line it does not send.
+func LineTooLong(head []byte, size, max int) []byte {
+	id := headID(head)
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	// Marshal cannot fail: headID returns valid JSON, the rest is strings.
+	b, _ := json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: id, Error: acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
+		"the line is %d bytes, longer than acp.maxLineBytes (%s); it was skipped", size, configs.Bytes(max))})})
+	return append(b, '\n')
 }
 
 // readLine reads one line, without its newline. A line longer than max is

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Build the image and drive `mm -acp` inside it with a real ACP client
-# (cmd/mm/container_test.go, build tag "container"): initialize, a session in
-# a project mounted at its host path, a turn whose scripted model has bash
-# write a file (which must belong to the caller on the host) as a non-root
-# uid; then stdin closes and the container must exit. Prints the image size.
+# Build the image and drive mm inside it with a real ACP client
+# (cmd/mm/container_test.go, build tag "container"), as docs/container.md
+# runs it:
+#   - on stdio (the default, -acp): initialize, a session in a project
+#     mounted at its host path, a turn whose scripted model has bash write a
+#     file (which must belong to the caller on the host) as a non-root uid;
+#     then stdin closes and the container must exit;
+#   - on the network (`serve -listen 0.0.0.0:8765`, the port published):
+#     the same turn through `mm connect` on the host; then `stop` drains it
+#     and the container must exit 0;
+#   - `IMAGE --version`, and words mm does not understand refused (exit 2).
+# Prints the image size.
 #
 #   scripts/container-test.sh              docker, else podman
 #   ENGINE=podman scripts/container-test.sh
@@ -35,8 +42,8 @@ fi
 image=${IMAGE:-mm:container-test}
 echo "container-test: building $image with $engine"
 "$engine" build -t "$image" .
-echo "container-test: driving mm -acp in $image"
+echo "container-test: driving mm -acp and mm serve in $image"
 MM_CONTAINER_ENGINE=$engine MM_CONTAINER_IMAGE=$image \
-	go test -tags container -count=1 -run '^TestContainer$' -v ./cmd/mm
+	go test -tags container -count=1 -run '^TestContainer' -v ./cmd/mm
 size=$("$engine" image inspect --format '{{.Size}}' "$image")
 echo "container-test: OK; image $image is $((size / 1000000)) MB ($size bytes)"

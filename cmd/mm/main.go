@@ -1,5 +1,6 @@
 // Command mm is a bash-first coding agent that editors drive over the Agent
-// Client Protocol on stdin/stdout, or, with `mm serve`, over the network.
+// Client Protocol on stdin/stdout, or, with `mm serve`, over the network;
+// `mm connect` bridges an editor's stdin/stdout to a served mm.
 package main
 
 import (
@@ -31,8 +32,13 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "serve" {
-		return runServe(args[1:], stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "serve":
+			return runServe(args[1:], stderr)
+		case "connect":
+			return runConnect(args[1:], stdin, stdout, stderr)
+		}
 	}
 	fs := flag.NewFlagSet("mm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -43,13 +49,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	askAgent := fs.String("ask", "", "`AGENT_CMD`: ask the ACP agent this shell command starts the question given after it, print its answer")
 	allow := fs.Bool("allow", false, "with --ask: allow the asked agent's permission requests (refused otherwise)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm serve [-listen ADDR] [-config FILE] | mm --ask AGENT_CMD [--allow] \"question\" | mm --version\n\n")
+		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm serve [-listen ADDR] [-config FILE] | mm connect [-config FILE] URL | mm --ask AGENT_CMD [--allow] \"question\" | mm --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0 // asked for: not a failure
 		}
+		return 2
+	}
+	// Only --ask takes words after its flags. Anything else left over is a
+	// mistake to say, not to ignore: `mm -acp serve` (an image's default
+	// argument before the caller's) would otherwise speak ACP on stdio as
+	// if nothing were wrong.
+	if *askAgent == "" && fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mm: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
 		return 2
 	}
 	if *showVersion {

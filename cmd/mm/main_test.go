@@ -320,6 +320,35 @@ func TestHelpExitsZero(t *testing.T) {
 	}
 }
 
+// TestUnexpectedArguments: words mm does not understand are a usage error
+// (exit 2), not ignored: an image whose default argument is -acp, run with
+// `serve …` the wrong way round, must not quietly speak ACP on stdio.
+func TestUnexpectedArguments(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		word string // the first word mm names
+	}{
+		{[]string{"-acp", "serve", "-listen", "0.0.0.0:8765"}, "serve"},
+		{[]string{"-acp", "extra"}, "extra"},
+		{[]string{"--version", "extra"}, "extra"},
+		{[]string{"-config", "x.yaml", "connect", "ws://127.0.0.1:1/acp"}, "connect"},
+	} {
+		cmd := exec.Command(mmBin, c.args...)
+		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if err != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		want := fmt.Sprintf("mm: unexpected argument %q", c.word)
+		if code != 2 || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "usage: mm -acp") || stdout.Len() != 0 {
+			t.Errorf("mm %v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, stdout.String(), stderr.String(), want)
+		}
+	}
+}
+
 // TestBannerSaysWhereTheURLComesFrom: OPENAI_BASE_URL replaces the default
 // URL, not the one the config file wrote, and the banner says which won.
 func TestBannerSaysWhereTheURLComesFrom(t *testing.T) {

@@ -44,8 +44,8 @@ rules:
 
 // served is one `mm serve` process.
 type served struct {
-	url    string // http://127.0.0.1:PORT/acp
-	ws     string // ws://…/acp
+	url    string // http://127.0.0.1:PORT/acp (https:// with serve.tls)
+	ws     string // ws://…/acp (wss://)
 	cmd    *exec.Cmd
 	stdout *syncbuf.Buffer
 	stderr *syncbuf.Buffer
@@ -90,7 +90,7 @@ func startServeEnv(t *testing.T, extra string, env ...string) *served {
 	}
 	addr := make(chan string, 1)
 	go func() {
-		re := regexp.MustCompile(`^mm serve: listening on (http://\S+)$`)
+		re := regexp.MustCompile(`^mm serve: listening on (https?://\S+)$`)
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
 			s.stderr.Write(append(sc.Bytes(), '\n'))

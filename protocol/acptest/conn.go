@@ -159,15 +159,15 @@ func Process(cmd *exec.Cmd) (*Conn, error) {
 		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
 		valve:   v,
 		closeIn: stdin.Close,
-		wait:    cmd.Wait,
+		wait:    sync.OnceValue(cmd.Wait),
 		proc:    cmd.Process,
 	}, nil
 }
 
-// Close closes the agent's stdin and waits for it to finish, at most
-// timeout; it returns the agent's exit error, or context.DeadlineExceeded.
-func (c *Conn) Close(timeout time.Duration) error {
-	_ = c.closeIn()
+// Wait waits for the agent to finish without closing its stdin, at most
+// timeout (a process that ends on its own: its server gone, a refusal); it
+// returns the agent's exit error, or context.DeadlineExceeded.
+func (c *Conn) Wait(timeout time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- c.wait() }()
 	select {
@@ -176,6 +176,13 @@ func (c *Conn) Close(timeout time.Duration) error {
 	case <-time.After(timeout):
 		return context.DeadlineExceeded
 	}
+}
+
+// Close closes the agent's stdin and waits for it to finish, at most
+// timeout; it returns the agent's exit error, or context.DeadlineExceeded.
+func (c *Conn) Close(timeout time.Duration) error {
+	_ = c.closeIn()
+	return c.Wait(timeout)
 }
 
 // Init sends a standard initialize request.

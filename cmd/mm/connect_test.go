@@ -24,6 +24,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/connect"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve/servetest"
@@ -139,7 +140,7 @@ func TestConnect(t *testing.T) {
 	if err := conn.Close(10 * time.Second); err != nil {
 		t.Fatalf("after stdin closed: %v", err)
 	}
-	if d := time.Since(start); d >= connectDrain {
+	if d := time.Since(start); d >= connect.Drain {
 		t.Errorf("exited %v after stdin closed, with nothing unanswered", d)
 	}
 	sc := bufio.NewScanner(strings.NewReader(conn.Stdout.String()))
@@ -188,7 +189,7 @@ func TestConnectEndOfInput(t *testing.T) {
 	if err := conn.Close(10 * time.Second); err != nil {
 		t.Fatalf("after stdin closed: %v", err)
 	}
-	if d := time.Since(start); d >= connectDrain {
+	if d := time.Since(start); d >= connect.Drain {
 		t.Errorf("exited %v after stdin closed: the prompt was not answered, the drain ran out", d)
 	}
 	r := <-answered

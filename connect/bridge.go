@@ -1,0 +1,426 @@
+package connect
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/tidwall/gjson"
+
+	"github.com/mm-agent/mm/protocol"
+)
+
+// bridge is one connection's two ways and what the drain needs to know.
+type bridge struct {
+	ws     *websocket.Conn
+	out    *lineOut
+	max    int // acp.maxLineBytes
+	stderr io.Writer
+
+	mu        sync.Mutex
+	asked     map[string]string // requests sent, unanswered: id key → the session of a prompt, or ""
+	untracked bool              // a request went untracked (maxTracked)
+	eof       bool              // stdin has closed and every line was sent
+	drained   chan struct{}     // closed once eof and nothing is unanswered
+	drainOnce sync.Once
+}
+
+// sendError is a write to the socket that failed.
+type sendError struct{ err error }
+
+func (e sendError) Error() string { return e.err.Error() }
+func (e sendError) Unwrap() error { return e.err }
+
+// stdinError is a read of stdin that failed (not its end).
+type stdinError struct{ err error }
+
+func (e stdinError) Error() string { return "stdin: " + e.err.Error() }
+func (e stdinError) Unwrap() error { return e.err }
+
+// stdoutError is a write to stdout that failed: the editor is gone.
+type stdoutError struct{ err error }
+
+func (e stdoutError) Error() string { return "stdout: " + e.err.Error() }
+func (e stdoutError) Unwrap() error { return e.err }
+
+// run serves the connection until it ends: nil, or why it failed.
+func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
+	upc, downc := make(chan error, 1), make(chan error, 1)
+	go func() { upc <- b.up(stdin) }()
+	go func() { downc <- b.down() }()
+	var drain <-chan time.Time
+	for {
+		select {
+		case err := <-upc:
+			upc = nil
+			if err == nil {
+				drain = time.After(Drain)
+				continue
+			}
+			var se sendError
+			if errors.As(err, &se) {
+				// The socket failed under a write: its reader knows why.
+				select {
+				case derr := <-downc:
+					err = derr
+				case <-time.After(time.Second):
+				}
+			}
+			return b.fail(err)
+		case err := <-downc:
+			if b.stdinClosed() {
+				// What was sent is answered, or the server ended it.
+				_ = b.ws.CloseNow()
+				return nil
+			}
+			return b.fail(err)
+		case <-b.drained:
+			_ = b.ws.Close(websocket.StatusNormalClosure, "")
+			return nil
+		case <-drain:
+			b.mu.Lock()
+			n := len(b.asked)
+			b.mu.Unlock()
+			fmt.Fprintf(b.stderr, "mm connect: %d request(s) unanswered %v after stdin closed; closing\n", n, Drain)
+			_ = b.ws.Close(websocket.StatusNormalClosure, "")
+			return nil
+		case <-ctx.Done():
+			// As mm -acp on a signal: the server cancels this
+			// connection's turns and saves its sessions.
+			_ = b.ws.Close(websocket.StatusGoingAway, "mm connect was stopped")
+			return nil
+		}
+	}
+}
+
+// fail closes the socket and says in one line why the connection ended.
+func (b *bridge) fail(err error) error {
+	_ = b.ws.CloseNow()
+	return errors.New(endReason(err))
+}
+
+// endReason is why a connection that was open ended.
+func endReason(err error) string {
+	var (
+		oe stdoutError
+		ie stdinError
+	)
+	if errors.As(err, &oe) || errors.As(err, &ie) {
+		return err.Error()
+	}
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		reason := ce.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return fmt.Sprintf("the server closed the connection: %s (%d)", reason, ce.Code)
+	}
+	var se sendError
+	if errors.As(err, &se) || isSocketError(err) {
+		return fmt.Sprintf("the server went away: %v", rootCause(err))
+	}
+	return err.Error()
+}
+
+// isSocketError tells a failure of the socket from one of stdin.
+func isSocketError(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.As(err, &ne)
+}
+
+// rootCause is the innermost error of err's chain: the library's layers
+// ("failed to get reader: failed to read frame header: EOF") say less than
+// its last word.
+func rootCause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
+func (b *bridge) stdinClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.eof
+}
+
+// up sends each line of stdin as one text frame, until end of file.
+func (b *bridge) up(stdin io.Reader) error {
+	r := bufio.NewReaderSize(stdin, 64<<10)
+	for {
+		line, head, size, err := readLine(r, b.max)
+		switch {
+		case size > b.max:
+			if werr := b.out.line(protocol.LineTooLong(head, size, b.max)); werr != nil {
+				return werr
+			}
+		case len(bytes.TrimSpace(line)) > 0:
+			line = bytes.TrimSuffix(line, []byte("\r"))
+			// Tracked before it is sent: its answer may come first.
+			b.sent(line)
+			if werr := b.ws.Write(context.Background(), websocket.MessageText, line); werr != nil {
+				return sendError{werr}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			b.stdinEnded()
+			return nil
+		}
+		if err != nil {
+			return stdinError{err}
+		}
+	}
+}
+
+// readLine reads one line, without its newline. A line longer than max is
+// read to its end and dropped: only its size and first headBytes are
+// returned.
+func readLine(r *bufio.Reader, max int) (line, head []byte, size int, err error) {
+	for {
+		frag, err := r.ReadSlice('\n')
+		size += len(frag)
+		if size <= max+1 {
+			line = append(line, frag...)
+		} else {
+			if line != nil {
+				head = line[:min(len(line), headBytes)]
+				line = nil
+			}
+			if len(head) < headBytes {
+				head = append(head, frag[:min(len(frag), headBytes-len(head))]...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if n := len(frag); n > 0 && frag[n-1] == '\n' {
+			size--
+			if line != nil {
+				line = line[:len(line)-1]
+			}
+		}
+		return line, head, size, err
+	}
+}
+
+// sent records a request about to be sent, to know when it is answered.
+func (b *bridge) sent(line []byte) {
+	m := gjson.GetManyBytes(line, "method", "id")
+	if !m[0].Exists() {
+		return // the editor's answer, or not JSON-RPC: the server says so
+	}
+	key, ok := idKey(m[1])
+	if !ok {
+		return // a notification
+	}
+	sid := ""
+	if m[0].String() == "session/prompt" {
+		sid = gjson.GetBytes(line, "params.sessionId").String()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.asked) >= maxTracked {
+		b.untracked = true
+		return
+	}
+	b.asked[key] = sid
+}
+
+// answered records the server's answer to the request of this id key.
+func (b *bridge) answered(key string) {
+	b.mu.Lock()
+	delete(b.asked, key)
+	b.mu.Unlock()
+	b.checkDrained()
+}
+
+// stdinEnded starts the drain: the turns in flight are cancelled, as mm
+// -acp cancels them at end of file, so that their prompts are answered
+// soon.
+func (b *bridge) stdinEnded() {
+	b.mu.Lock()
+	b.eof = true
+	seen := map[string]bool{}
+	var sessions []string
+	for _, sid := range b.asked {
+		if sid != "" && !seen[sid] {
+			seen[sid] = true
+			sessions = append(sessions, sid)
+		}
+	}
+	b.mu.Unlock()
+	for _, sid := range sessions {
+		cancel, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/cancel", "params": map[string]string{"sessionId": sid}})
+		if err := b.ws.Write(context.Background(), websocket.MessageText, cancel); err != nil {
+			break // the server is gone: nothing will be answered
+		}
+	}
+	b.checkDrained()
+}
+
+func (b *bridge) checkDrained() {
+	b.mu.Lock()
+	done := b.eof && len(b.asked) == 0 && !b.untracked
+	b.mu.Unlock()
+	if done {
+		b.drainOnce.Do(func() { close(b.drained) })
+	}
+}
+
+// down writes each text frame of the socket on stdout as one line, until
+// the socket ends.
+func (b *bridge) down() error {
+	warned := false
+	for {
+		typ, r, err := b.ws.Reader(context.Background())
+		if err != nil {
+			return err
+		}
+		if typ != websocket.MessageText {
+			if !warned {
+				fmt.Fprintln(b.stderr, "mm connect: binary frames from the server are ignored: ACP messages are text")
+				warned = true
+			}
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return err
+			}
+			continue
+		}
+		head, err := b.out.frame(r)
+		if err != nil {
+			return err
+		}
+		if key, ok := responseID(head); ok {
+			b.answered(key)
+		}
+	}
+}
+
+// idKey names a request id so that its answer's id matches it: mm echoes
+// a number as it reads it, which may not be as it was written (1.0, 1).
+func idKey(v gjson.Result) (string, bool) {
+	switch v.Type {
+	case gjson.String:
+		return "s" + v.Str, true
+	case gjson.Number:
+		return "n" + strconv.FormatFloat(v.Num, 'g', -1, 64), true
+	}
+	return "", false
+}
+
+// responseID reads the id of a response from the first bytes of its
+// frame; ok is false for anything else (a request or notification of the
+// server's), or when the id is not among those bytes.
+func responseID(head []byte) (key string, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	var id json.RawMessage
+	response := false
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			break
+		}
+		k, _ := t.(string)
+		switch k {
+		case "method":
+			return "", false
+		case "result", "error":
+			response = true
+		}
+		if response && id != nil {
+			break // mm writes the id first: the result need not be read
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		if k == "id" {
+			id = v
+		}
+	}
+	if !response || id == nil {
+		return "", false
+	}
+	return idKey(gjson.ParseBytes(id))
+}
+
+// lineOut is stdout: one message at a time, each one line.
+type lineOut struct {
+	mu   sync.Mutex
+	w    *bufio.Writer
+	buf  []byte // a piece of a frame on its way
+	head []byte // the first headBytes of the last frame
+}
+
+// frame copies the message r reads to stdout as one line and returns its
+// first headBytes (valid until the next call). A pretty-printed message's
+// line breaks become spaces: in JSON they can only be whitespace between
+// tokens (inside strings they are escaped), so the message means the
+// same. The message is streamed, never held whole.
+func (o *lineOut) frame(r io.Reader) ([]byte, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.head = o.head[:0]
+	n := 0
+	for {
+		k, err := r.Read(o.buf)
+		p := o.buf[:k]
+		for i, c := range p {
+			if c == '\n' || c == '\r' {
+				p[i] = ' '
+			}
+		}
+		if len(o.head) < headBytes {
+			o.head = append(o.head, p[:min(k, headBytes-len(o.head))]...)
+		}
+		if k > 0 {
+			if _, werr := o.w.Write(p); werr != nil {
+				return nil, stdoutError{werr}
+			}
+		}
+		n += k
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	_ = o.w.WriteByte('\n')
+	if err := o.w.Flush(); err != nil {
+		return nil, stdoutError{err}
+	}
+	return o.head, nil
+}
+
+// line writes one line of mm connect's own (it ends in a newline).
+func (o *lineOut) line(b []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, _ = o.w.Write(b)
+	if err := o.w.Flush(); err != nil {
+		return stdoutError{err}
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package connect
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+const (
+	// connectDialTimeout bounds the connection and the upgrade.
+	connectDialTimeout = 30 * time.Second
+	// Drain bounds the wait for the answers of what was sent once stdin
+	// has closed.
+	Drain = 3 * time.Second
+	// maxTracked is how many unanswered requests are tracked for the
+	// drain. The server stops reading past acp.maxPending, and the socket
+	// then stops mm connect, so only what the socket buffers holds goes
+	// past that; past maxTracked, the drain waits its whole bound.
+	maxTracked = 4096
+	// headBytes is how much of a frame is kept to read its id, and of a
+	// line too long to send to answer it with its id.
+	headBytes = 4 << 10
+)
+
+// Options wires one bridge.
+type Options struct {
+	// URL is the served mm's WebSocket URL (URL makes it from what a user
+	// writes); Token is sent as Authorization: Bearer, when set.
+	URL, Token string
+	// MaxLine is acp.maxLineBytes: the longest line sent.
+	MaxLine int
+	Stdin   io.Reader
+	Stdout  io.Writer
+	// Stderr receives what mm connect says besides JSON-RPC: that it is
+	// connected, and a drain that ran out of time.
+	Stderr io.Writer
+}
+
+// Run connects to the served mm and bridges until stdin closes (and what
+// was sent is answered) or ctx ends: then it returns nil. When the server
+// refuses the connection, or closes it or goes away while stdin is open,
+// it returns an error whose message says why in one line.
+func Run(ctx context.Context, o Options) error {
+	dctx, cancel := context.WithTimeout(ctx, connectDialTimeout)
+	h := http.Header{}
+	if o.Token != "" {
+		h.Set("Authorization", "Bearer "+o.Token)
+	}
+	ws, resp, err := websocket.Dial(dctx, o.URL, &websocket.DialOptions{HTTPHeader: h})
+	cancel()
+	if err != nil {
+		return errors.New(dialFailure(o.URL, o.Token, resp, err))
+	}
+	ws.SetReadLimit(-1) // frames are streamed to stdout, never held whole
+	fmt.Fprintf(o.Stderr, "mm connect: connected to %s\n", o.URL)
+	b := &bridge{
+		ws: ws, max: o.MaxLine, stderr: o.Stderr,
+		out:   &lineOut{w: bufio.NewWriterSize(o.Stdout, 64<<10), buf: make([]byte, 32<<10)},
+		asked: map[string]string{}, drained: make(chan struct{}),
+	}
+	return b.run(ctx, o.Stdin)
+}
+
+// URL is the WebSocket URL of raw: http and https become ws and
+// wss, and a URL without a path gets mm serve's, /acp.
+func URL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	switch u.Scheme {
+	case "ws", "wss":
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	default:
+		return "", fmt.Errorf("%q: the URL must start with wss://, ws://, https:// or http://", raw)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("%q: the URL names no host", raw)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/acp"
+	}
+	return u.String(), nil
+}
+
+// dialFailure says in one line why the connection to target was not made.
+func dialFailure(target, token string, resp *http.Response, err error) string {
+	if resp != nil {
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			if token == "" {
+				return "the server refused the token: MM_TOKEN is not set"
+			}
+			return "the server refused the token"
+		case http.StatusForbidden:
+			return "the server refused the connection (403 Forbidden): mm serve answers that to an Origin that serve.allowedOrigins does not list"
+		case http.StatusServiceUnavailable:
+			why := "the server has no place for a connection (503 Service Unavailable): it is at serve.maxConnections, or shutting down"
+			if ra := resp.Header.Get("Retry-After"); ra != "" {
+				why += "; retry after " + ra + " s"
+			}
+			return why
+		case http.StatusNotFound:
+			return fmt.Sprintf("nothing at %s (404 Not Found); mm serve's endpoint is /acp", target)
+		}
+		return fmt.Sprintf("the server answered %q to the WebSocket upgrade at %s", resp.Status, target)
+	}
+	var (
+		unknownCA x509.UnknownAuthorityError
+		badHost   x509.HostnameError
+		badCert   x509.CertificateInvalidError
+		notTLS    tls.RecordHeaderError
+		dnsErr    *net.DNSError
+		opErr     *net.OpError
+	)
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &badHost), errors.As(err, &badCert):
+		return fmt.Sprintf("the server's TLS certificate is not trusted: %v", tlsCause(err))
+	case errors.As(err, &notTLS), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Sprintf("the server at %s does not speak TLS: use ws:// or http://", target)
+	case errors.As(err, &dnsErr):
+		return fmt.Sprintf("cannot find the server: %v", dnsErr)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("cannot reach %s: connection refused (is mm serve listening there?)", hostOf(target))
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("no answer from %s within %v", hostOf(target), connectDialTimeout)
+	case errors.As(err, &opErr):
+		return fmt.Sprintf("cannot reach %s: %v", hostOf(target), opErr.Err)
+	}
+	return fmt.Sprintf("cannot connect to %s: %v", target, err)
+}
+
+// tlsCause is the certificate error inside err, without the layers of
+// the dial around it.
+func tlsCause(err error) error {
+	var cve *tls.CertificateVerificationError
+	if errors.As(err, &cve) {
+		return cve.Err
+	}
+	return err
+}
+
+func hostOf(target string) string {
+	if u, err := url.Parse(target); err == nil {
+		return u.Host
+	}
+	return target
+}

@@ -141,7 +141,7 @@ func TestEchoServers(t *testing.T) {
 			outR, outW := io.Pipe()
 			done := make(chan struct{})
 			go func() { _ = serve(inR, outW); outW.Close(); close(done) }()
-			c := newRPC(inW, outR)
+			c := newRPC(lines(inW, outR))
 			res, err := c.call(context.Background(), "_mm/echo", []byte(`{"a":[1,2]}`))
 			if err != nil || string(res) != `{"a":[1,2]}` {
 				t.Errorf("echo = %s, %v", res, err)
@@ -207,19 +207,19 @@ func BenchmarkTurnsInProcess(b *testing.B) {
 // and a line that is not strictly valid JSON (here a raw control character
 // in a string, which a lenient parser would take) counts as unreadable.
 func TestRPCReadsStrictly(t *testing.T) {
-	lines := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"pong \u00e9"}}}}
+	input := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"pong \u00e9"}}}}
 {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"bad` + "\x01" + `"}}}}
 {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_3","status":"completed","content":[{"type":"content"}]}}}
 `
 	pr, pw := io.Pipe()
-	c := newRPC(io.Discard, pr)
+	c := newRPC(lines(io.Discard, pr))
 	var got []string
 	c.onUpdate = func(sid string, u *update) {
 		text, _ := u.text()
 		got = append(got, fmt.Sprintf("%s|%s|%s|%s|%s", sid, u.Kind, text, u.ToolCallID, u.Status))
 	}
 	go func() {
-		_, _ = io.WriteString(pw, lines)
+		_, _ = io.WriteString(pw, input)
 		pw.Close()
 	}()
 	<-c.done

@@ -81,7 +81,7 @@ func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error)
 		outW.Close()
 		close(done)
 	}()
-	conn := newClientConn(cl, inW, outR)
+	conn := newClientConn(cl, lines(inW, outR))
 	go func() {
 		// A client connection that gave up must not leave mm blocked
 		// writing to it.
@@ -89,7 +89,7 @@ func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error)
 		outR.CloseWithError(io.ErrClosedPipe)
 	}()
 	return &agent{conn: conn, close: func() error {
-		conn.close()
+		_ = conn.close()
 		inW.Close()
 		<-done
 		return nil
@@ -105,9 +105,9 @@ func subprocess(bin, cfgPath, marker string, cl *client) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn := newClientConn(cl, stdin, stdout)
+	conn := newClientConn(cl, lines(stdin, stdout))
 	return &agent{conn: conn, pid: cmd.Process.Pid, close: func() error {
-		conn.close()
+		_ = conn.close()
 		stdin.Close()
 		return cmd.Wait()
 	}}, nil
@@ -130,9 +130,9 @@ func startPiped(cmd *exec.Cmd, stderr io.Writer) (io.WriteCloser, io.ReadCloser,
 	return stdin, stdout, nil
 }
 
-// newClientConn connects the harness's client to an agent's pipes.
-func newClientConn(cl *client, w io.Writer, r io.Reader) *rpc {
-	c := newRPC(w, r)
+// newClientConn connects the harness's client to an agent.
+func newClientConn(cl *client, w wire) *rpc {
+	c := newRPC(w)
 	c.onUpdate, c.onPermission = cl.update, cl.permission
 	return c
 }

@@ -172,6 +172,20 @@ func BenchmarkTurnsOverPipes(b *testing.B) {
 	b.ReportMetric(r.TurnsPerSec, "turns/s")
 }
 
+// BenchmarkTurnsOverWebSocket is BenchmarkTurnsOverPipes against one `mm
+// serve` over one WebSocket connection.
+func BenchmarkTurnsOverWebSocket(b *testing.B) {
+	c := Defaults()
+	c.Serve = filepath.Join(bins, "mm")
+	c.Turns = max(1, b.N/c.Sessions)
+	b.ResetTimer()
+	r, err := Run(context.Background(), c)
+	if err != nil || !r.OK() {
+		b.Fatal(err, r)
+	}
+	b.ReportMetric(r.TurnsPerSec, "turns/s")
+}
+
 // BenchmarkEchoOverPipes is the baseline: JSON-RPC echo on acp-go-sdk's
 // connection, same client, same pipes, same concurrency.
 func BenchmarkEchoOverPipes(b *testing.B) {

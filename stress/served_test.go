@@ -83,3 +83,23 @@ func TestServedByURL(t *testing.T) {
 		t.Fatal("run not OK")
 	}
 }
+
+// TestParseMetrics: the server's figures are read from the Prometheus
+// text format; the cores may be missing, the memory and goroutines not.
+func TestParseMetrics(t *testing.T) {
+	const all = "# TYPE go_goroutines gauge\ngo_goroutines 14\n# TYPE go_sched_gomaxprocs_threads gauge\ngo_sched_gomaxprocs_threads 2\n" +
+		"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 2.3199744e+07\n" +
+		"# TYPE mm_connections_open gauge\nmm_connections_open{transport=\"websocket\"} 0\n"
+	m, err := parseMetrics(strings.NewReader(all))
+	if err != nil || m[metricRSS] != 23199744 || m[metricGoroutines] != 14 || m[metricProcs] != 2 {
+		t.Errorf("all: %v, %v", m, err)
+	}
+	noProcs := strings.Replace(all, "go_sched_gomaxprocs_threads 2\n", "", 1)
+	if m, err := parseMetrics(strings.NewReader(noProcs)); err != nil || m[metricProcs] != 0 {
+		t.Errorf("without the cores: %v, %v", m, err)
+	}
+	noRSS := strings.Replace(all, "process_resident_memory_bytes 2.3199744e+07\n", "", 1)
+	if _, err := parseMetrics(strings.NewReader(noRSS)); err == nil {
+		t.Error("without the memory: no error")
+	}
+}

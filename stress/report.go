@@ -17,6 +17,13 @@ type Report struct {
 	Updates     int64   `json:"updates"` // session/update notifications received
 	Elapsed     float64 `json:"elapsed_sec"`
 	TurnsPerSec float64 `json:"turns_per_sec"`
+	// CPUPerTurn is the CPU time (user and system, µs) that what serves
+	// the sessions used per turn over the turn phase: the subprocesses
+	// (from /proc) or mm serve (from its /metrics); 0 in process.
+	// HarnessCPUPerTurn is this process's, mm's included in process. CPU
+	// time is what a busy shared machine changes least.
+	CPUPerTurn        float64 `json:"cpu_us_per_turn,omitempty"`
+	HarnessCPUPerTurn float64 `json:"harness_cpu_us_per_turn"`
 	// Latency is a whole turn, prompt to response, for the turns that are
 	// not cancelled; FirstChunk is prompt to first answer chunk;
 	// CancelLatency is session/cancel to the cancelled response.
@@ -83,6 +90,11 @@ func (r *Report) Human(w io.Writer) {
 	}
 	fmt.Fprintf(w, "mmstress: %d sessions × %d turns, concurrency %s, %s\n", r.Sessions, r.Config.Turns, concurrency, r.Mode)
 	fmt.Fprintf(w, "  turns        %d in %.2fs = %.0f turns/s (%d updates)\n", r.Turns, r.Elapsed, r.TurnsPerSec, r.Updates)
+	if r.CPUPerTurn > 0 {
+		fmt.Fprintf(w, "  cpu          mm %.0f µs/turn · harness %.0f µs/turn\n", r.CPUPerTurn, r.HarnessCPUPerTurn)
+	} else if r.HarnessCPUPerTurn > 0 {
+		fmt.Fprintf(w, "  cpu          %.0f µs/turn (mm and the harness, in this process)\n", r.HarnessCPUPerTurn)
+	}
 	fmt.Fprintf(w, "  latency      %s\n", q(r.Latency))
 	fmt.Fprintf(w, "  first chunk  %s\n", q(r.FirstChunk))
 	fmt.Fprintf(w, "  cancel       %s\n", q(r.CancelLatency))

@@ -143,6 +143,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	peak := &peakRSS{}
 	stopPeak := peak.watch(f)
+	var cpu0 time.Duration
+	if f.cpu != nil {
+		cpu0 = f.cpu()
+	}
+	self0 := selfCPU()
 	start := time.Now()
 	for i, t := range trackers {
 		if t == nil {
@@ -164,6 +169,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	self := selfCPU() - self0
+	var cpu time.Duration
+	if f.cpu != nil {
+		cpu = f.cpu() - cpu0
+	}
 	stopPeak()
 	if bar != nil {
 		_ = bar.Finish()
@@ -173,6 +183,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	r.Elapsed = elapsed.Seconds()
 	if elapsed > 0 {
 		r.TurnsPerSec = float64(r.Turns) / elapsed.Seconds()
+	}
+	if r.Turns > 0 {
+		r.CPUPerTurn = float64(cpu.Microseconds()) / float64(r.Turns)
+		r.HarnessCPUPerTurn = float64(self.Microseconds()) / float64(r.Turns)
 	}
 	r.Latency = quantiles(lat)
 	r.FirstChunk = quantiles(ttfc)

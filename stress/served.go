@@ -45,6 +45,7 @@ const (
 	metricRSS        = "process_resident_memory_bytes"
 	metricGoroutines = "go_goroutines"
 	metricProcs      = "go_sched_gomaxprocs_threads"
+	metricCPU        = "process_cpu_seconds_total"
 )
 
 // keptGoroutines is how many goroutines mm serve keeps for reuse by
@@ -120,7 +121,7 @@ func (s *server) connect(ctx context.Context, c *Config, cl *client) (*fleet, er
 	if err != nil {
 		return nil, err
 	}
-	f := &fleet{memory: "mm serve's /metrics", rss: s.rss, rssStart: int64(m0[metricRSS]), sample: 100 * time.Millisecond, stop: s.stop}
+	f := &fleet{memory: "mm serve's /metrics", rss: s.rss, cpu: s.cpu, rssStart: int64(m0[metricRSS]), sample: 100 * time.Millisecond, stop: s.stop}
 	goroutines0, kept := int(m0[metricGoroutines]), keptGoroutines(int(m0[metricProcs]))
 	f.goroutinesLeft = func() (int, int) { return s.goroutinesLeft(goroutines0, kept) }
 	for i := 0; i < c.Conns; i++ {
@@ -179,9 +180,9 @@ func (s *server) scrape(ctx context.Context) (map[string]float64, error) {
 	return parseMetrics(io.LimitReader(resp.Body, 16<<20))
 }
 
-// parseMetrics reads the unlabelled gauges the run uses from the
-// Prometheus text format: the resident memory and the goroutines must be
-// there; the cores may not (0).
+// parseMetrics reads the unlabelled gauges and counters the run uses from
+// the Prometheus text format: the resident memory and the goroutines must
+// be there; the cores and the CPU time may not (0).
 func parseMetrics(r io.Reader) (map[string]float64, error) {
 	var p expfmt.TextParser
 	fams, err := p.TextToMetricFamilies(r)
@@ -189,15 +190,16 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 		return nil, fmt.Errorf("/metrics: %w", err)
 	}
 	out := map[string]float64{}
-	for _, name := range []string{metricRSS, metricGoroutines, metricProcs} {
+	for _, name := range []string{metricRSS, metricGoroutines, metricProcs, metricCPU} {
 		f := fams[name]
-		if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil {
-			if name == metricProcs {
+		if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil && f.GetMetric()[0].GetCounter() == nil {
+			if name == metricProcs || name == metricCPU {
 				continue
 			}
 			return nil, fmt.Errorf("/metrics: no gauge %s", name)
 		}
-		out[name] = f.GetMetric()[0].GetGauge().GetValue()
+		m := f.GetMetric()[0]
+		out[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 	}
 	return out, nil
 }
@@ -211,6 +213,17 @@ func (s *server) rss() int64 {
 		return 0
 	}
 	return int64(m[metricRSS])
+}
+
+// cpu is the CPU time the server has used, to its /metrics' precision
+// (10 ms on Linux).
+func (s *server) cpu() time.Duration {
+	m, err := s.scrape(context.Background())
+	if err != nil {
+		s.errs.add("metrics", err)
+		return 0
+	}
+	return time.Duration(m[metricCPU] * float64(time.Second))
 }
 
 // goroutinesLeft waits a little for the server's goroutines to wind down

@@ -38,6 +38,11 @@ func TestServedOverWebSocket(t *testing.T) {
 			if tc.mix && r.CancelLatency.Count == 0 {
 				t.Error("no turn was cancelled")
 			}
+			// The server's CPU time comes in 10 ms ticks: 60 plain turns
+			// may take less.
+			if tc.mix && r.CPUPerTurn <= 0 || r.HarnessCPUPerTurn <= 0 {
+				t.Errorf("CPU figures missing: %+v", r)
+			}
 			if r.RSSStart <= 0 || r.RSSConnected <= 0 || r.RSSIdle <= 0 || r.PeakRSS <= 0 || r.RSSAfterClose <= 0 {
 				t.Errorf("memory figures missing: %+v", r)
 			}
@@ -89,9 +94,10 @@ func TestServedByURL(t *testing.T) {
 func TestParseMetrics(t *testing.T) {
 	const all = "# TYPE go_goroutines gauge\ngo_goroutines 14\n# TYPE go_sched_gomaxprocs_threads gauge\ngo_sched_gomaxprocs_threads 2\n" +
 		"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 2.3199744e+07\n" +
+		"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.25\n" +
 		"# TYPE mm_connections_open gauge\nmm_connections_open{transport=\"websocket\"} 0\n"
 	m, err := parseMetrics(strings.NewReader(all))
-	if err != nil || m[metricRSS] != 23199744 || m[metricGoroutines] != 14 || m[metricProcs] != 2 {
+	if err != nil || m[metricRSS] != 23199744 || m[metricGoroutines] != 14 || m[metricProcs] != 2 || m[metricCPU] != 1.25 {
 		t.Errorf("all: %v, %v", m, err)
 	}
 	noProcs := strings.Replace(all, "go_sched_gomaxprocs_threads 2\n", "", 1)

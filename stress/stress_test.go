@@ -92,7 +92,7 @@ func TestSubprocessesMix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.OK() || r.Turns != 24*6 || r.PeakRSS <= 0 {
+	if !r.OK() || r.Turns != 24*6 || r.PeakRSS <= 0 || r.CPUPerTurn <= 0 {
 		r.Human(testWriter{t})
 		t.Fatal("run not OK")
 	}

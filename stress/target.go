@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mm-agent/mm/configs"
@@ -36,6 +37,10 @@ type fleet struct {
 	// unknown); hwm, when not nil, is its high-water mark as the system
 	// keeps it, else the run samples rss.
 	rss, hwm func() int64
+	// cpu, when not nil, is the CPU time (user and system) what serves
+	// the sessions has used so far; in process it is this process's, the
+	// harness's included, so it is nil.
+	cpu func() time.Duration
 	// rssStart is rss before any connection was opened (0: not measured).
 	rssStart int64
 	// sample is how often rss is sampled for the peak (0: 50ms).
@@ -119,6 +124,13 @@ func startFleet(ctx context.Context, c *Config, dir, marker string, cl *client, 
 		}
 		f.agents = append(f.agents, a)
 		pids = append(pids, pid)
+	}
+	f.cpu = func() time.Duration {
+		var d time.Duration
+		for _, pid := range pids {
+			d += procCPU(pid)
+		}
+		return d
 	}
 	f.rss = func() int64 {
 		var n int64
@@ -216,6 +228,39 @@ func procStatus(pid int, field string) int64 {
 		}
 	}
 	return 0
+}
+
+// procCPU is the CPU time (user and system) a process has used, from
+// /proc/<pid>/stat, in clock ticks of 10 ms (USER_HZ is 100 on Linux, as
+// prometheus/procfs takes it too).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	// The fields after the command's name, in parentheses: state is the
+	// first, utime the 12th, stime the 13th.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
+// selfCPU is the CPU time (user and system) this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // markerEnv is set in the environment of the run's agents, and so of every

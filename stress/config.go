@@ -2,16 +2,24 @@ package stress
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
 // Config is one harness run.
 type Config struct {
-	Sessions    int           // sessions to open
-	Turns       int           // turns per session (0: open sessions, measure them idle, close them)
-	Concurrency int           // turns.concurrency of the runtime
-	Procs       int           // 0: in-process; N: N `mm -acp` subprocesses over real pipes
-	MM          string        // the mm binary (Procs > 0)
+	Sessions    int    // sessions to open
+	Turns       int    // turns per session (0: open sessions, measure them idle, close them)
+	Concurrency int    // turns.concurrency of the runtime
+	Procs       int    // 0: in-process; N: N `mm -acp` subprocesses over real pipes
+	MM          string // the mm binary (Procs > 0)
+	// A served mm: the sessions are spread over Conns WebSocket
+	// connections to a running `mm serve` at URL (ws://HOST:PORT/acp) with
+	// Token, or to one the run starts from the mm binary Serve.
+	URL         string
+	Token       string `json:"-"`
+	Serve       string
+	Conns       int
 	Latency     time.Duration // scripted model: time to first token
 	TokensPerS  float64       // scripted model: token rate (0: instant)
 	Words       int           // words in each answer
@@ -23,13 +31,13 @@ type Config struct {
 	Fail        float64       // share of turns the model server fails
 	Persist     bool          // sessions.enabled
 	Seed        uint64        // turn mix seed
-	Dir         string        // where session folders go ("" = a temp dir, removed after)
+	Dir         string        // where the run's folder (config, sessions' cwds; removed after) goes; "" = the system's temp dir
 	Progress    bool          // progress bar on stderr
 }
 
 // Defaults is the standard run: mmstress -sessions 1000 -turns 10 -concurrency 64.
 func Defaults() Config {
-	return Config{Sessions: 1000, Turns: 10, Concurrency: 64, Words: 8, CancelAfter: 5 * time.Millisecond, Seed: 1}
+	return Config{Sessions: 1000, Turns: 10, Concurrency: 64, Conns: 1, Words: 8, CancelAfter: 5 * time.Millisecond, Seed: 1}
 }
 
 func (c *Config) validate() error {
@@ -44,6 +52,16 @@ func (c *Config) validate() error {
 		return fmt.Errorf("-procs must not be negative")
 	case c.Procs > 0 && c.MM == "":
 		return fmt.Errorf("-procs needs the mm binary (-mm)")
+	case c.URL != "" && c.Serve != "":
+		return fmt.Errorf("-url drives a running mm serve, -serve starts one: not both")
+	case (c.URL != "" || c.Serve != "") && c.Procs > 0:
+		return fmt.Errorf("-procs runs mm -acp over pipes: not with -url or -serve")
+	case (c.URL != "" || c.Serve != "") && c.Conns < 1:
+		return fmt.Errorf("-conns must be at least 1")
+	case c.URL != "" && !strings.HasPrefix(c.URL, "ws://") && !strings.HasPrefix(c.URL, "wss://"):
+		return fmt.Errorf("-url must be a ws:// or wss:// URL (…/acp)")
+	case c.URL != "" && c.Token == "":
+		return fmt.Errorf("-url needs the server's token (-token or MM_SERVE_TOKEN)")
 	case c.Words < 1:
 		return fmt.Errorf("-words must be at least 1")
 	case c.Bash+c.Edit+c.Ask+c.Cancel+c.Fail > 1:

@@ -89,7 +89,7 @@ func RunEcho(ctx context.Context, self, kind string, sessions, turns int) (*Echo
 	if err != nil {
 		return nil, err
 	}
-	conn := newClientConn(newClient(), stdin, stdout)
+	conn := newClientConn(newClient(), lines(stdin, stdout))
 	params := []byte(`{"sessionId":"20260101-000000-00000000","prompt":[{"type":"text","text":"ping s0 t0"}]}`)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -1,31 +1,25 @@
 package stress
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"sync"
 
 	"github.com/valyala/fastjson"
-
-	"github.com/mm-agent/mm/logs"
 )
 
 // rpc is the harness's own JSON-RPC client side. The SDK's client decodes
 // every message several times and queues at most 1,024 notifications before
 // it drops the connection: under a thousand busy sessions it became the
 // bottleneck of the measure, and then broke it. This client decodes each
-// line once, only the fields the checks read, and hands notifications to
+// message once, only the fields the checks read, and hands notifications to
 // their session's tracker in arrival order on its reader goroutine.
 type rpc struct {
-	w      io.Writer
-	flush  io.Closer
-	wmu    sync.Mutex
+	wire   wire
 	nextID uint64
 
 	mu      sync.Mutex
@@ -81,27 +75,27 @@ func (u *update) text() (string, bool) {
 	return u.Content.Text, u.Content.Type == "text"
 }
 
-func newRPC(w io.Writer, r io.Reader) *rpc {
-	// Writes are gathered by one goroutine: a thousand sessions writing a
-	// line each under a mutex made one syscall per request, in series.
-	bw := logs.NewBatchWriter(w)
-	c := &rpc{w: bw, pending: map[uint64]chan rpcReply{}, done: make(chan struct{}), flush: bw}
-	go c.read(r)
+// newRPC starts the client on w; its reader runs until w ends.
+func newRPC(w wire) *rpc {
+	c := &rpc{wire: w, pending: map[uint64]chan rpcReply{}, done: make(chan struct{})}
+	go c.read()
 	return c
 }
 
-// close stops the writer goroutine after what is queued is written.
-func (c *rpc) close() { _ = c.flush.Close() }
+// close ends the sending side after what is queued is written.
+func (c *rpc) close() error { return c.wire.close() }
 
-// read decodes each line once with fastjson (encoding/json was half the
+// read decodes each message once with fastjson (encoding/json was half the
 // harness's CPU, and the harness shares the machine with what it measures),
-// after a strict validation: a line mm gets wrong must not pass.
-func (c *rpc) read(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+// after a strict validation: a message mm gets wrong must not pass.
+func (c *rpc) read() {
 	var p fastjson.Parser
-	for sc.Scan() {
-		line := sc.Bytes()
+	var err error
+	for {
+		var line []byte
+		if line, err = c.wire.next(); err != nil {
+			break
+		}
 		var msg *fastjson.Value
 		if fastjson.ValidateBytes(line) == nil {
 			msg, _ = p.ParseBytes(line)
@@ -143,10 +137,10 @@ func (c *rpc) read(r io.Reader) {
 				if opt := c.onPermission(sid, callID); opt != "" {
 					outcome = `{"outcome":"selected","optionId":` + strconv.Quote(opt) + `}`
 				}
-				c.write([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"outcome":` + outcome + `}}` + "\n"))
+				_ = c.wire.send([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"outcome":` + outcome + `}}`))
 			}()
 		case method != "" && id != nil:
-			c.write([]byte(`{"jsonrpc":"2.0","id":` + string(id.MarshalTo(nil)) + `,"error":{"code":-32601,"message":"Method not found"}}` + "\n"))
+			_ = c.wire.send([]byte(`{"jsonrpc":"2.0","id":` + string(id.MarshalTo(nil)) + `,"error":{"code":-32601,"message":"Method not found"}}`))
 		case id != nil:
 			n, err := id.Uint64()
 			if err != nil {
@@ -169,10 +163,6 @@ func (c *rpc) read(r io.Reader) {
 			ch <- reply
 		}
 	}
-	err := sc.Err()
-	if err == nil {
-		err = io.EOF
-	}
 	c.mu.Lock()
 	c.closed = fmt.Errorf("peer disconnected: %w", err)
 	for id, ch := range c.pending {
@@ -181,13 +171,6 @@ func (c *rpc) read(r io.Reader) {
 	}
 	c.mu.Unlock()
 	close(c.done)
-}
-
-func (c *rpc) write(b []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.w.Write(b)
-	return err
 }
 
 // call sends a request whose params are already JSON and waits for its
@@ -210,8 +193,8 @@ func (c *rpc) call(ctx context.Context, method string, params []byte) (json.RawM
 	line = strconv.AppendQuote(line, method)
 	line = append(line, `,"params":`...)
 	line = append(line, params...)
-	line = append(line, "}\n"...)
-	if err := c.write(line); err != nil {
+	line = append(line, '}')
+	if err := c.wire.send(line); err != nil {
 		c.mu.Lock()
 		delete(c.pending, id)
 		c.mu.Unlock()
@@ -230,7 +213,7 @@ func (c *rpc) call(ctx context.Context, method string, params []byte) (json.RawM
 
 // notify sends a notification.
 func (c *rpc) notify(method string, params []byte) error {
-	return c.write([]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + `,"params":` + string(params) + "}\n"))
+	return c.wire.send([]byte(`{"jsonrpc":"2.0","method":` + strconv.Quote(method) + `,"params":` + string(params) + "}"))
 }
 
 // callJSON marshals params and decodes the result into out (if not nil).

@@ -47,48 +47,50 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	dir := c.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "mmstress-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, err := os.MkdirTemp(c.Dir, "mmstress-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
 	}
 	var mb [6]byte
 	_, _ = crand.Read(mb[:])
 	marker := hex.EncodeToString(mb[:])
-	if c.Procs == 0 {
+	inProcess := c.Procs == 0 && c.URL == "" && c.Serve == ""
+	if inProcess {
 		// Commands started in this process inherit it.
 		os.Setenv(markerEnv, marker)
 		defer os.Unsetenv(markerEnv)
 	}
-	goroutines0 := runtime.NumGoroutine()
 	var heap0 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&heap0)
 
 	cl := newClient()
-	agents, err := startAgents(&c, dir, marker, cl)
+	errs := &errorKinds{m: map[string]int64{}}
+	f, err := startFleet(ctx, &c, dir, marker, cl, errs)
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Config: c, Mode: "in-process", Sessions: c.Sessions}
-	if c.Procs > 0 {
-		r.Mode = fmt.Sprintf("%d subprocess(es) over pipes", c.Procs)
-	}
+	agents := f.agents
+	r := &Report{Config: c, Mode: f.mode, Memory: f.memory, Sessions: c.Sessions, Connections: len(agents), RSSStart: f.rssStart}
 	for _, a := range agents {
 		if err := a.conn.callJSON(ctx, "initialize", acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
 			ClientInfo: &acp.Implementation{Name: "mmstress", Version: "1"}}, nil); err != nil {
+			f.close()
 			return nil, fmt.Errorf("initialize: %w", err)
 		}
+	}
+	r.RSSConnected = f.rss()
+	if r.RSSStart > 0 && r.RSSConnected > 0 {
+		r.RSSPerConnection = (r.RSSConnected - r.RSSStart) / int64(len(agents))
 	}
 
 	// Open the sessions, a few at a time per agent.
 	trackers := make([]*tracker, c.Sessions)
 	owner := make([]*agent, c.Sessions)
-	errs := &errorKinds{m: map[string]int64{}}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for i := range trackers {
@@ -121,12 +123,12 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	var heap1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&heap1)
-	if c.Procs == 0 {
+	if inProcess {
 		r.HeapPerSession = int64(heap1.HeapAlloc-min(heap1.HeapAlloc, heap0.HeapAlloc)) / int64(c.Sessions)
 	}
-	r.RSSIdle = rss(agents)
-	if r.RSSIdle > 0 {
-		r.RSSPerSession = r.RSSIdle / int64(c.Sessions)
+	r.RSSIdle = f.rss()
+	if r.RSSIdle > 0 && r.RSSConnected > 0 {
+		r.RSSPerSession = (r.RSSIdle - r.RSSConnected) / int64(c.Sessions)
 	}
 
 	// The turns: one goroutine per session, its turns one after another.
@@ -140,7 +142,12 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 	}
 	peak := &peakRSS{}
-	stopPeak := peak.watch(agents)
+	stopPeak := peak.watch(f)
+	var cpu0 time.Duration
+	if f.cpu != nil {
+		cpu0 = f.cpu()
+	}
+	self0 := selfCPU()
 	start := time.Now()
 	for i, t := range trackers {
 		if t == nil {
@@ -162,6 +169,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	self := selfCPU() - self0
+	var cpu time.Duration
+	if f.cpu != nil {
+		cpu = f.cpu() - cpu0
+	}
 	stopPeak()
 	if bar != nil {
 		_ = bar.Finish()
@@ -171,6 +183,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	r.Elapsed = elapsed.Seconds()
 	if elapsed > 0 {
 		r.TurnsPerSec = float64(r.Turns) / elapsed.Seconds()
+	}
+	if r.Turns > 0 {
+		r.CPUPerTurn = float64(cpu.Microseconds()) / float64(r.Turns)
+		r.HarnessCPUPerTurn = float64(self.Microseconds()) / float64(r.Turns)
 	}
 	r.Latency = quantiles(lat)
 	r.FirstChunk = quantiles(ttfc)
@@ -192,8 +208,17 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}(owner[i], t)
 	}
 	wg.Wait()
+	r.RSSAfterClose = f.rss()
 	for _, a := range agents {
 		if err := a.close(); err != nil {
+			errs.add("exit", err)
+		}
+	}
+	if f.goroutinesLeft != nil {
+		r.GoroutinesAfterClose, r.GoroutinesKept = f.goroutinesLeft()
+	}
+	if f.stop != nil {
+		if err := f.stop(); err != nil {
 			errs.add("exit", err)
 		}
 	}
@@ -204,9 +229,6 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 	}
 	r.Counts.add(cl.unknown)
-	if c.Procs == 0 {
-		r.GoroutinesAfterClose = goroutinesLeft(goroutines0)
-	}
 	r.ProcessesLeft = len(leftovers(marker))
 	r.Errors = errs.m
 	return r, nil
@@ -287,33 +309,27 @@ func (e *errorKinds) add(call string, err error) {
 	e.mu.Unlock()
 }
 
-// rss sums the agents' resident memory (this process when in-process).
-func rss(agents []*agent) int64 {
-	var n int64
-	for _, a := range agents {
-		n += procStatus(a.pid, "VmRSS")
-	}
-	return n
-}
-
-// peakRSS samples the agents' resident memory while the turns run (a
-// subprocess's own high-water mark dies with it).
+// peakRSS samples the resident memory of what serves the sessions while
+// the turns run (a subprocess's own high-water mark dies with it).
 type peakRSS struct{ max atomic.Int64 }
 
-func (p *peakRSS) watch(agents []*agent) (stop func()) {
+func (p *peakRSS) watch(f *fleet) (stop func()) {
+	read, every := f.rss, f.sample
+	if f.hwm != nil {
+		read = f.hwm
+	}
+	if every == 0 {
+		every = 50 * time.Millisecond
+	}
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(50 * time.Millisecond)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
-			n := rss(agents)
-			if len(agents) == 1 && agents[0].pid == 0 {
-				n = procStatus(0, "VmHWM")
-			}
-			if n > p.max.Load() {
+			if n := read(); n > p.max.Load() {
 				p.max.Store(n)
 			}
 			select {

@@ -92,7 +92,7 @@ func TestSubprocessesMix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.OK() || r.Turns != 24*6 || r.PeakRSS <= 0 {
+	if !r.OK() || r.Turns != 24*6 || r.PeakRSS <= 0 || r.CPUPerTurn <= 0 {
 		r.Human(testWriter{t})
 		t.Fatal("run not OK")
 	}
@@ -141,7 +141,7 @@ func TestEchoServers(t *testing.T) {
 			outR, outW := io.Pipe()
 			done := make(chan struct{})
 			go func() { _ = serve(inR, outW); outW.Close(); close(done) }()
-			c := newRPC(inW, outR)
+			c := newRPC(lines(inW, outR))
 			res, err := c.call(context.Background(), "_mm/echo", []byte(`{"a":[1,2]}`))
 			if err != nil || string(res) != `{"a":[1,2]}` {
 				t.Errorf("echo = %s, %v", res, err)
@@ -163,6 +163,20 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 func BenchmarkTurnsOverPipes(b *testing.B) {
 	c := Defaults()
 	c.Procs, c.MM = 1, filepath.Join(bins, "mm")
+	c.Turns = max(1, b.N/c.Sessions)
+	b.ResetTimer()
+	r, err := Run(context.Background(), c)
+	if err != nil || !r.OK() {
+		b.Fatal(err, r)
+	}
+	b.ReportMetric(r.TurnsPerSec, "turns/s")
+}
+
+// BenchmarkTurnsOverWebSocket is BenchmarkTurnsOverPipes against one `mm
+// serve` over one WebSocket connection.
+func BenchmarkTurnsOverWebSocket(b *testing.B) {
+	c := Defaults()
+	c.Serve = filepath.Join(bins, "mm")
 	c.Turns = max(1, b.N/c.Sessions)
 	b.ResetTimer()
 	r, err := Run(context.Background(), c)
@@ -207,19 +221,19 @@ func BenchmarkTurnsInProcess(b *testing.B) {
 // and a line that is not strictly valid JSON (here a raw control character
 // in a string, which a lenient parser would take) counts as unreadable.
 func TestRPCReadsStrictly(t *testing.T) {
-	lines := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"pong \u00e9"}}}}
+	input := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"pong \u00e9"}}}}
 {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"bad` + "\x01" + `"}}}}
 {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_3","status":"completed","content":[{"type":"content"}]}}}
 `
 	pr, pw := io.Pipe()
-	c := newRPC(io.Discard, pr)
+	c := newRPC(lines(io.Discard, pr))
 	var got []string
 	c.onUpdate = func(sid string, u *update) {
 		text, _ := u.text()
 		got = append(got, fmt.Sprintf("%s|%s|%s|%s|%s", sid, u.Kind, text, u.ToolCallID, u.Status))
 	}
 	go func() {
-		_, _ = io.WriteString(pw, lines)
+		_, _ = io.WriteString(pw, input)
 		pw.Close()
 	}()
 	<-c.done

@@ -2,25 +2,65 @@ package stress
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol"
 )
 
-// agent is one mm the harness talks to: in this process, or a subprocess.
+// agent is one connection the harness talks to mm on.
 type agent struct {
 	conn  *rpc
-	close func() error // closes the agent's stdin and waits for it to end
-	pid   int          // the subprocess, 0 in-process
+	close func() error // ends the connection and waits for what it needs (a subprocess's end)
+}
+
+// fleet is what a run drives: the connections its sessions are spread
+// over, and what serves them, whose memory the run measures.
+type fleet struct {
+	agents []*agent
+	mode   string
+	// memory names where the memory figures come from.
+	memory string
+	// rss is the resident memory of what serves the sessions, now (0:
+	// unknown); hwm, when not nil, is its high-water mark as the system
+	// keeps it, else the run samples rss.
+	rss, hwm func() int64
+	// cpu, when not nil, is the CPU time (user and system) what serves
+	// the sessions has used so far; in process it is this process's, the
+	// harness's included, so it is nil.
+	cpu func() time.Duration
+	// rssStart is rss before any connection was opened (0: not measured).
+	rssStart int64
+	// sample is how often rss is sampled for the peak (0: 50ms).
+	sample time.Duration
+	// goroutinesLeft, when not nil, says how many more goroutines than
+	// before the run are left once every connection is closed: beyond
+	// what the agent keeps for reuse by design (left), and kept.
+	goroutinesLeft func() (left, kept int)
+	// stop, when not nil, ends what serves the agents once they are closed.
+	stop func() error
+}
+
+// close ends the agents and what serves them, for a run that cannot go on.
+func (f *fleet) close() {
+	for _, a := range f.agents {
+		_ = a.close()
+	}
+	if f.stop != nil {
+		_ = f.stop()
+	}
 }
 
 // mmConfig is the YAML config for the run's agents.
@@ -29,22 +69,37 @@ func mmConfig(c *Config, scriptPath string) string {
 		scriptPath, c.Concurrency, c.Persist)
 }
 
-// startAgents starts the run's agents, all sharing one client.
-func startAgents(c *Config, dir, marker string, cl *client) ([]*agent, error) {
+// writeConfig writes the scripted model's script and mm's config for the
+// run into dir, and returns the config's path. extra is appended to the
+// config (top-level sections).
+func writeConfig(c *Config, dir, extra string) (string, error) {
 	scriptPath := filepath.Join(dir, "script.yaml")
 	if err := os.WriteFile(scriptPath, []byte(script(c)), 0o644); err != nil {
-		return nil, err
+		return "", err
 	}
 	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(mmConfig(c, scriptPath)), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(mmConfig(c, scriptPath)+extra), 0o644); err != nil {
+		return "", err
+	}
+	return cfgPath, nil
+}
+
+// startFleet starts or reaches the run's agents, all sharing one client.
+func startFleet(ctx context.Context, c *Config, dir, marker string, cl *client, errs *errorKinds) (*fleet, error) {
+	if c.URL != "" || c.Serve != "" {
+		return startServed(ctx, c, dir, marker, cl, errs)
+	}
+	cfgPath, err := writeConfig(c, dir, "")
+	if err != nil {
 		return nil, err
 	}
 	if c.Procs == 0 {
+		goroutines0 := runtime.NumGoroutine()
 		cfg, err := configs.Load(cfgPath)
 		if err != nil {
 			return nil, err
 		}
-		model, err := llm.New(llm.Config{Provider: "scripted", Script: scriptPath})
+		model, err := llm.New(llm.Config{Provider: "scripted", Script: filepath.Join(dir, "script.yaml")})
 		if err != nil {
 			return nil, err
 		}
@@ -52,20 +107,39 @@ func startAgents(c *Config, dir, marker string, cl *client) ([]*agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []*agent{a}, nil
+		self := func() int64 { return procStatus(0, "VmRSS") }
+		return &fleet{agents: []*agent{a}, mode: "in-process", memory: "this process", rss: self,
+			hwm:            func() int64 { return procStatus(0, "VmHWM") },
+			goroutinesLeft: func() (int, int) { return goroutinesLeft(goroutines0), 0 }}, nil
 	}
-	var agents []*agent
+	f := &fleet{mode: fmt.Sprintf("%d subprocess(es) over pipes", c.Procs), memory: "the subprocesses (/proc)"}
+	var pids []int
 	for i := 0; i < c.Procs; i++ {
-		a, err := subprocess(c.MM, cfgPath, marker, cl)
+		a, pid, err := subprocess(c.MM, cfgPath, marker, cl)
 		if err != nil {
-			for _, a := range agents {
+			for _, a := range f.agents {
 				_ = a.close()
 			}
 			return nil, err
 		}
-		agents = append(agents, a)
+		f.agents = append(f.agents, a)
+		pids = append(pids, pid)
 	}
-	return agents, nil
+	f.cpu = func() time.Duration {
+		var d time.Duration
+		for _, pid := range pids {
+			d += procCPU(pid)
+		}
+		return d
+	}
+	f.rss = func() int64 {
+		var n int64
+		for _, pid := range pids {
+			n += procStatus(pid, "VmRSS")
+		}
+		return n
+	}
+	return f, nil
 }
 
 func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error) {
@@ -81,7 +155,7 @@ func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error)
 		outW.Close()
 		close(done)
 	}()
-	conn := newClientConn(cl, inW, outR)
+	conn := newClientConn(cl, lines(inW, outR))
 	go func() {
 		// A client connection that gave up must not leave mm blocked
 		// writing to it.
@@ -89,28 +163,28 @@ func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error)
 		outR.CloseWithError(io.ErrClosedPipe)
 	}()
 	return &agent{conn: conn, close: func() error {
-		conn.close()
+		_ = conn.close()
 		inW.Close()
 		<-done
 		return nil
 	}}, nil
 }
 
-func subprocess(bin, cfgPath, marker string, cl *client) (*agent, error) {
+func subprocess(bin, cfgPath, marker string, cl *client) (*agent, int, error) {
 	cmd := exec.Command(bin, "-acp", "-config", cfgPath)
 	cmd.Env = append(os.Environ(), markerEnv+"="+marker)
 	// nil: the null device itself, not a pipe this process would have to
 	// drain (mm logs a line per turn).
 	stdin, stdout, err := startPiped(cmd, nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	conn := newClientConn(cl, stdin, stdout)
-	return &agent{conn: conn, pid: cmd.Process.Pid, close: func() error {
-		conn.close()
+	conn := newClientConn(cl, lines(stdin, stdout))
+	return &agent{conn: conn, close: func() error {
+		_ = conn.close()
 		stdin.Close()
 		return cmd.Wait()
-	}}, nil
+	}}, cmd.Process.Pid, nil
 }
 
 // startPiped starts cmd with pipes to its stdin and stdout.
@@ -130,9 +204,9 @@ func startPiped(cmd *exec.Cmd, stderr io.Writer) (io.WriteCloser, io.ReadCloser,
 	return stdin, stdout, nil
 }
 
-// newClientConn connects the harness's client to an agent's pipes.
-func newClientConn(cl *client, w io.Writer, r io.Reader) *rpc {
-	c := newRPC(w, r)
+// newClientConn connects the harness's client to an agent.
+func newClientConn(cl *client, w wire) *rpc {
+	c := newRPC(w)
 	c.onUpdate, c.onPermission = cl.update, cl.permission
 	return c
 }
@@ -154,6 +228,39 @@ func procStatus(pid int, field string) int64 {
 		}
 	}
 	return 0
+}
+
+// procCPU is the CPU time (user and system) a process has used, from
+// /proc/<pid>/stat, in clock ticks of 10 ms (USER_HZ is 100 on Linux, as
+// prometheus/procfs takes it too).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	// The fields after the command's name, in parentheses: state is the
+	// first, utime the 12th, stime the 13th.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
+// selfCPU is the CPU time (user and system) this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // markerEnv is set in the environment of the run's agents, and so of every

@@ -1,7 +1,8 @@
 // Command mmstress is mm's multi-session stress harness: it opens many
-// sessions against one runtime (in this process, or `mm -acp` subprocesses
-// over real pipes), runs turns with a chosen mix, checks every update, and
-// reports throughput, latencies and memory. See docs/stress.md.
+// sessions against one runtime (in this process, `mm -acp` subprocesses
+// over real pipes, or an `mm serve` over WebSocket connections), runs
+// turns with a chosen mix, checks every update, and reports throughput,
+// latencies and memory. See docs/stress.md.
 package main
 
 import (
@@ -31,6 +32,12 @@ func run(args []string) int {
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "turns.concurrency of the runtime")
 	fs.IntVar(&c.Procs, "procs", 0, "0: mm in this process; N: N `mm -acp` subprocesses over real pipes")
 	fs.StringVar(&c.MM, "mm", defaultMM(), "the mm binary, for -procs")
+	fs.StringVar(&c.URL, "url", "", "drive a running `mm serve` at this WebSocket URL (ws://HOST:PORT/acp)")
+	fs.StringVar(&c.Token, "token", "", "the served mm's token, for -url (default $MM_SERVE_TOKEN)")
+	fs.StringVar(&c.Serve, "serve", "", "start this mm binary as `mm serve -listen 127.0.0.1:0` for the run and drive it over WebSocket")
+	fs.IntVar(&c.Conns, "conns", c.Conns, "WebSocket connections the sessions are spread over (-url, -serve)")
+	fs.StringVar(&c.Dir, "dir", "", "folder the run's own folder (config, sessions' cwds) is made in; with -url, inside the server's serve.roots (default: the temp dir)")
+	writeConfig := fs.String("write-config", "", "write the config and script a served mm needs for these flags into this folder (its serve.roots), then exit")
 	fs.DurationVar(&c.Latency, "latency", 0, "scripted model: time to first token")
 	fs.Float64Var(&c.TokensPerS, "tps", 0, "scripted model: tokens per second (0: instant)")
 	fs.IntVar(&c.Words, "words", c.Words, "words in each answer (each streamed as its own chunk)")
@@ -50,6 +57,18 @@ func run(args []string) int {
 	memProfile := fs.String("memprofile", "", "write an allocation profile (pprof) of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if c.Token == "" {
+		c.Token = os.Getenv("MM_SERVE_TOKEN")
+	}
+	if *writeConfig != "" {
+		path, err := stress.WriteServeConfig(c, *writeConfig)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mmstress:", err)
+			return 1
+		}
+		fmt.Printf("MM_SERVE_TOKEN=… mm serve -config %s\nmmstress -url ws://HOST:PORT/acp -dir %s …\n", path, *writeConfig)
+		return 0
 	}
 	if *echoServer != "" {
 		serve := stress.ServeEchoSDK

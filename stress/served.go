@@ -1,0 +1,375 @@
+package stress
+
+import (
+	"bufio"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/common/expfmt"
+)
+
+// A served mm: the run's sessions are spread over N WebSocket connections
+// to one `mm serve`, one JSON-RPC message per text frame (frameWire), with
+// the same client and checks as over pipes. The server is already running
+// (-url, -token) or started by the run (-serve MMBIN: `MMBIN serve -listen
+// 127.0.0.1:0` with the run's config and a random token, stopped with
+// SIGTERM at the end). Its memory and goroutines are read from its
+// /metrics, which the token opens: the server may be on another host.
+
+// server is the `mm serve` a run drives.
+type server struct {
+	ws, metrics, token string
+	http               *http.Client // for the upgrades and /metrics; its idle connections are closed at the end
+	errs               *errorKinds
+	proc               *serveProc // nil: not the run's own
+}
+
+// Names of the server's figures on /metrics: the Prometheus client's
+// process and Go collectors.
+const (
+	metricRSS        = "process_resident_memory_bytes"
+	metricGoroutines = "go_goroutines"
+	metricProcs      = "go_sched_gomaxprocs_threads"
+	metricCPU        = "process_cpu_seconds_total"
+)
+
+// keptGoroutines is how many goroutines mm serve keeps for reuse by
+// design, whatever a run did, on a server with procs cores: its runtime's
+// work pool keeps up to 64 idle goroutines (internal/gopool) and its
+// dispatcher 2 workers per core, at least 4 (actors/dispatcher.go). What a
+// run leaves beyond them grows with what it opened: a leak.
+func keptGoroutines(procs int) int { return 64 + max(4, 2*procs) }
+
+// serveConfig is what a served mm's config adds to the run's: its roots
+// hold the sessions' cwds (the run's folder), and it takes every
+// connection the run opens.
+func serveConfig(c *Config, dir string) string {
+	return fmt.Sprintf("serve:\n  roots: [%q]\n  maxConnections: %d\n", dir, max(256, c.Conns))
+}
+
+// WriteServeConfig writes into dir the config and script of a served mm
+// that a run of c drives with -url: the scripted model the checks expect,
+// c's concurrency and persistence, dir as its only root (the run's -dir).
+// It returns the config's path.
+func WriteServeConfig(c Config, dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return writeConfig(&c, dir, serveConfig(&c, dir))
+}
+
+// startServed starts (-serve) or reaches (-url) the server and opens the
+// run's connections.
+func startServed(ctx context.Context, c *Config, dir, marker string, cl *client, errs *errorKinds) (*fleet, error) {
+	s := &server{token: c.Token, errs: errs, http: &http.Client{Transport: &http.Transport{}}}
+	mode := "mm serve at " + c.URL
+	if c.Serve != "" {
+		cfgPath, err := writeConfig(c, dir, serveConfig(c, dir))
+		if err != nil {
+			return nil, err
+		}
+		var b [24]byte
+		_, _ = crand.Read(b[:])
+		s.token = hex.EncodeToString(b[:])
+		if s.proc, err = startServeProc(ctx, c.Serve, cfgPath, dir, marker, s.token); err != nil {
+			return nil, err
+		}
+		c.URL = s.proc.url
+		mode = "mm serve (" + c.Serve + ", started by the run)"
+	}
+	f, err := s.connect(ctx, c, cl)
+	if err != nil {
+		_ = s.stop()
+		return nil, err
+	}
+	f.mode = fmt.Sprintf("%s over %d WebSocket connection(s)", mode, len(f.agents))
+	return f, nil
+}
+
+// connect reads the server's figures before any connection, then opens
+// the run's connections.
+func (s *server) connect(ctx context.Context, c *Config, cl *client) (*fleet, error) {
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil, fmt.Errorf("-url: %w", err)
+	}
+	s.ws = u.String()
+	u.Scheme = strings.Replace(u.Scheme, "ws", "http", 1)
+	u.Path, u.RawQuery = "/metrics", ""
+	s.metrics = u.String()
+	// Read first: a wrong token or address fails here, plainly.
+	m0, err := s.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{memory: "mm serve's /metrics", rss: s.rss, cpu: s.cpu, rssStart: int64(m0[metricRSS]), sample: 100 * time.Millisecond, stop: s.stop}
+	goroutines0, kept := int(m0[metricGoroutines]), keptGoroutines(int(m0[metricProcs]))
+	f.goroutinesLeft = func() (int, int) { return s.goroutinesLeft(goroutines0, kept) }
+	for i := 0; i < c.Conns; i++ {
+		a, err := s.dial(ctx, cl)
+		if err != nil {
+			for _, a := range f.agents {
+				_ = a.close()
+			}
+			return nil, fmt.Errorf("connection %d of %d: %w", i+1, c.Conns, err)
+		}
+		f.agents = append(f.agents, a)
+	}
+	return f, nil
+}
+
+// dial opens one WebSocket connection to the server.
+func (s *server) dial(ctx context.Context, cl *client) (*agent, error) {
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(dctx, s.ws, &websocket.DialOptions{HTTPClient: s.http,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + s.token}}})
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("%s: %s", s.ws, resp.Status)
+		}
+		return nil, err
+	}
+	conn := newClientConn(cl, frames(ws))
+	return &agent{conn: conn, close: func() error {
+		err := conn.close()
+		<-conn.done
+		if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+			err = nil
+		}
+		return err
+	}}, nil
+}
+
+// scrape reads the server's figures the run uses from /metrics.
+func (s *server) scrape(ctx context.Context) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", s.metrics, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", s.metrics, resp.Status)
+	}
+	return parseMetrics(io.LimitReader(resp.Body, 16<<20))
+}
+
+// parseMetrics reads the unlabelled gauges and counters the run uses from
+// the Prometheus text format: the resident memory and the goroutines must
+// be there; the cores and the CPU time may not (0).
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("/metrics: %w", err)
+	}
+	out := map[string]float64{}
+	for _, name := range []string{metricRSS, metricGoroutines, metricProcs, metricCPU} {
+		f := fams[name]
+		if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil && f.GetMetric()[0].GetCounter() == nil {
+			if name == metricProcs || name == metricCPU {
+				continue
+			}
+			return nil, fmt.Errorf("/metrics: no gauge %s", name)
+		}
+		m := f.GetMetric()[0]
+		out[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+// rss is the server's resident memory now; a failed read is counted as
+// an error of the run and reads 0.
+func (s *server) rss() int64 {
+	m, err := s.scrape(context.Background())
+	if err != nil {
+		s.errs.add("metrics", err)
+		return 0
+	}
+	return int64(m[metricRSS])
+}
+
+// cpu is the CPU time the server has used, to its /metrics' precision
+// (10 ms on Linux).
+func (s *server) cpu() time.Duration {
+	m, err := s.scrape(context.Background())
+	if err != nil {
+		s.errs.add("metrics", err)
+		return 0
+	}
+	return time.Duration(m[metricCPU] * float64(time.Second))
+}
+
+// goroutinesLeft waits a little for the server's goroutines to wind down
+// after the run's connections closed, and returns how many more there are
+// than before they opened: those beyond what mm keeps (left), and those
+// it may keep (at most kept).
+func (s *server) goroutinesLeft(before, kept int) (left, keeps int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m, err := s.scrape(context.Background())
+		if err != nil {
+			s.errs.add("metrics", err)
+			return 0, 0
+		}
+		n := max(int(m[metricGoroutines])-before, 0)
+		if n <= kept || time.Now().After(deadline) {
+			return max(n-kept, 0), min(n, kept)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop ends the server the run started, if it did, and lets go of the
+// HTTP client's idle connections.
+func (s *server) stop() error {
+	defer s.http.CloseIdleConnections()
+	if s.proc == nil {
+		return nil
+	}
+	return s.proc.stop()
+}
+
+// serveProc is an `mm serve` the run started.
+type serveProc struct {
+	cmd    *exec.Cmd
+	url    string // ws://127.0.0.1:PORT/acp
+	tail   *tail  // the end of its stderr, for the errors
+	exited chan error
+}
+
+// listening is the line mm serve prints on stderr once it listens.
+var listening = regexp.MustCompile(`^mm serve: listening on http(s?://\S+)\n?$`)
+
+// startServeProc starts `bin serve -listen 127.0.0.1:0` with cfgPath in
+// dir and waits for the line naming its address.
+func startServeProc(ctx context.Context, bin, cfgPath, dir, marker, token string) (*serveProc, error) {
+	// It starts in dir: a relative path is the caller's.
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, err
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, "serve", "-listen", "127.0.0.1:0", "-config", cfgPath)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), markerEnv+"="+marker, "MM_SERVE_TOKEN="+token)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	p := &serveProc{cmd: cmd, tail: &tail{}, exited: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		// mm logs on stderr as it serves (a line per turn): read to the
+		// end, keeping only the last lines, so that it never waits on a
+		// full pipe.
+		br := bufio.NewReader(stderr)
+		for {
+			line, err := br.ReadString('\n')
+			_, _ = p.tail.Write([]byte(line))
+			if m := listening.FindStringSubmatch(line); m != nil {
+				addr <- "ws" + m[1]
+				break
+			}
+			if err != nil {
+				break
+			}
+		}
+		_, _ = io.Copy(p.tail, br)
+		p.exited <- cmd.Wait()
+	}()
+	select {
+	case p.url = <-addr:
+		return p, nil
+	case err := <-p.exited:
+		p.exited <- err
+		return nil, fmt.Errorf("%s serve exited before listening (%v):\n%s", bin, err, p.tail)
+	case <-time.After(30 * time.Second):
+		_ = p.stop()
+		return nil, fmt.Errorf("%s serve did not say where it listens within 30s:\n%s", bin, p.tail)
+	case <-ctx.Done():
+		_ = p.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// stop sends SIGTERM and waits for mm serve to drain and exit (killing it
+// after a minute, twice serve.drainTimeout's default).
+func (p *serveProc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-p.exited:
+	case <-time.After(time.Minute):
+		_ = p.cmd.Process.Kill()
+		err = <-p.exited
+		if err == nil {
+			err = errors.New("killed")
+		}
+		err = fmt.Errorf("mm serve did not exit within a minute of SIGTERM: %w", err)
+	}
+	p.exited <- err // stop may be called again
+	if err != nil {
+		return fmt.Errorf("%w:\n%s", err, p.tail)
+	}
+	return nil
+}
+
+// tail keeps the last bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailBytes = 4 << 10
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(p) >= tailBytes {
+		t.buf = append(t.buf[:0], p[len(p)-tailBytes:]...)
+	} else {
+		t.buf = append(t.buf, p...)
+		if len(t.buf) > tailBytes {
+			t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
+		}
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

@@ -1,0 +1,111 @@
+package stress
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestServedOverWebSocket: a small run against a real `mm serve` the run
+// starts (-serve), over one WebSocket connection and over two with every
+// kind of turn: the same checks as over pipes pass, and the memory figures
+// come from the server's /metrics.
+func TestServedOverWebSocket(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		conns int
+		mix   bool
+	}{
+		{"one connection", 1, false},
+		{"two connections, every kind of turn", 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Defaults()
+			c.Sessions, c.Turns, c.Concurrency = 20, 3, 8
+			if tc.mix {
+				c.Bash, c.Edit, c.Ask, c.Cancel, c.Fail = 0.15, 0.15, 0.15, 0.15, 0.1
+			}
+			c.Serve, c.Conns = filepath.Join(bins, "mm"), tc.conns
+			r, err := Run(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Human(testWriter{t})
+			if !r.OK() || r.Turns != 20*3 || r.Connections != tc.conns || r.Latency.Count == 0 {
+				t.Fatal("run not OK")
+			}
+			if tc.mix && r.CancelLatency.Count == 0 {
+				t.Error("no turn was cancelled")
+			}
+			// The server's CPU time comes in 10 ms ticks: 60 plain turns
+			// may take less.
+			if tc.mix && r.CPUPerTurn <= 0 || r.HarnessCPUPerTurn <= 0 {
+				t.Errorf("CPU figures missing: %+v", r)
+			}
+			if r.RSSStart <= 0 || r.RSSConnected <= 0 || r.RSSIdle <= 0 || r.PeakRSS <= 0 || r.RSSAfterClose <= 0 {
+				t.Errorf("memory figures missing: %+v", r)
+			}
+		})
+	}
+}
+
+// TestServedByURL: -url drives an mm serve started apart, with the config
+// -write-config gives it and the sessions' folders in its root (-dir); a
+// wrong token fails the run at once, saying so.
+func TestServedByURL(t *testing.T) {
+	dir := t.TempDir()
+	c := Defaults()
+	c.Sessions, c.Turns, c.Concurrency = 10, 2, 4
+	cfg, err := WriteServeConfig(c, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "served-by-url-token-0123456789"
+	p, err := startServeProc(context.Background(), filepath.Join(bins, "mm"), cfg, dir, "", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	c.URL, c.Dir, c.Conns = p.url, dir, 2
+
+	c.Token = "not-the-token-0123456789"
+	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("a wrong token: %v, want a 401", err)
+	}
+
+	c.Token = token
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() || r.Turns != 10*2 {
+		r.Human(testWriter{t})
+		t.Fatal("run not OK")
+	}
+}
+
+// TestParseMetrics: the server's figures are read from the Prometheus
+// text format; the cores may be missing, the memory and goroutines not.
+func TestParseMetrics(t *testing.T) {
+	const all = "# TYPE go_goroutines gauge\ngo_goroutines 14\n# TYPE go_sched_gomaxprocs_threads gauge\ngo_sched_gomaxprocs_threads 2\n" +
+		"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 2.3199744e+07\n" +
+		"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.25\n" +
+		"# TYPE mm_connections_open gauge\nmm_connections_open{transport=\"websocket\"} 0\n"
+	m, err := parseMetrics(strings.NewReader(all))
+	if err != nil || m[metricRSS] != 23199744 || m[metricGoroutines] != 14 || m[metricProcs] != 2 || m[metricCPU] != 1.25 {
+		t.Errorf("all: %v, %v", m, err)
+	}
+	noProcs := strings.Replace(all, "go_sched_gomaxprocs_threads 2\n", "", 1)
+	if m, err := parseMetrics(strings.NewReader(noProcs)); err != nil || m[metricProcs] != 0 {
+		t.Errorf("without the cores: %v, %v", m, err)
+	}
+	noRSS := strings.Replace(all, "process_resident_memory_bytes 2.3199744e+07\n", "", 1)
+	if _, err := parseMetrics(strings.NewReader(noRSS)); err == nil {
+		t.Error("without the memory: no error")
+	}
+}

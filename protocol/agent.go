@@ -89,7 +89,7 @@ func (a *Agent) unregister(id string) *actors.Session { return a.hub.unregister(
 // attach is what a session this connection creates or takes over writes
 // to and asks.
 func (a *Agent) attach(st *actors.SessionState) *actors.SessionState {
-	st.Out, st.Client = a.box, client{conn: a.conn, a: a}
+	st.Out, st.Client = a.box, client{a: a}
 	return st
 }
 

@@ -107,17 +107,26 @@ func (c *calls) close() {
 	}
 }
 
-// client is the client as the actors ask it: permission requests through
-// the SDK, forms through mm's own calls.
+// client is the client as the actors ask it: permission requests and forms
+// as mm's own calls, through the session's ordered writer.
 type client struct {
-	conn *acp.AgentSideConnection
-	a    *Agent
+	a *Agent
 }
 
 var _ actors.Client = client{}
 
+// RequestPermission asks the client through the session's ordered writer,
+// behind the tool_call it is about, as one of mm's own calls.
 func (c client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	return c.conn.RequestPermission(ctx, p)
+	raw, err := c.a.call(ctx, string(p.SessionId), acp.ClientMethodSessionRequestPermission, p)
+	if err != nil {
+		return acp.RequestPermissionResponse{}, err
+	}
+	var r acp.RequestPermissionResponse
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return acp.RequestPermissionResponse{}, fmt.Errorf("the answer could not be read: %v", err)
+	}
+	return r, nil
 }
 
 // Forms says the client announced elicitation.form at initialize (the

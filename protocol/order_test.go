@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,7 +88,8 @@ func (r *rawAgent) untilAnswered(id float64) (asked bool) {
 			}
 			if m["method"] == "session/request_permission" {
 				asked = true
-				r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%v,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`, m["id"]))
+				id, _ := json.Marshal(m["id"])
+				r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`, id))
 				continue
 			}
 			if got, ok := m["id"].(float64); ok && got == id {

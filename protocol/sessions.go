@@ -182,7 +182,7 @@ func (a *Agent) serveOpen(r *actors.Reply, id, cwd string, servers []acp.McpServ
 					s.Settle()
 					a.log.Info(fmt.Sprintf("[acp] session %s moved to this connection from another", id))
 				}
-				if err := s.Attach(a.box, client{conn: a.conn, a: a}); err != nil {
+				if err := s.Attach(a.box, client{a: a}); err != nil {
 					a.answer(id, r, nil, a.internal(r.Method, err))
 					return
 				}

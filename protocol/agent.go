@@ -39,7 +39,12 @@ type Agent struct {
 	// shared is set for a connection on a hub it shares with others (mm
 	// serve): its sessions outlive it, detached, and can be taken up again.
 	shared bool
-	conn   *acp.AgentSideConnection
+	// node names this node of a cluster, "" outside one.
+	node string
+	// forward, when set, takes the session requests: their sessions live
+	// on the cluster's nodes (forward.go).
+	forward Forwarder
+	conn    *acp.AgentSideConnection
 	// ctx is the context of the requests the ingress serves: the
 	// connection's lifetime.
 	ctx context.Context
@@ -138,6 +143,12 @@ func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 // behind it: an editor drops notifications for a session id it does not
 // know yet.
 func (a *Agent) serveNew(r *actors.Reply, p acp.NewSessionRequest) {
+	a.serveNewAs(r, p, "")
+}
+
+// serveNewAs is serveNew with the session's id chosen by the caller (a
+// cluster's edge, which places the session by its id); "" makes one.
+func (a *Agent) serveNewAs(r *actors.Reply, p acp.NewSessionRequest, id string) {
 	a.create(r, func() (string, any, error) {
 		defer a.survive("session/new", r)
 		cwd, err := a.checkCwd(p.Cwd)
@@ -148,7 +159,9 @@ func (a *Agent) serveNew(r *actors.Reply, p acp.NewSessionRequest) {
 			return "", nil, err
 		}
 		a.know(cwd)
-		id := actors.NewSessionID(time.Now())
+		if id == "" {
+			id = actors.NewSessionID(time.Now())
+		}
 		rt := a.runtime()
 		s, err := a.register(rt.SpawnSession(a.attach(&actors.SessionState{ID: id, Cwd: cwd, Owner: a.owner, MCP: a.mcpServers(p.McpServers)})))
 		if err != nil {
@@ -176,6 +189,14 @@ func (a *Agent) serveNew(r *actors.Reply, p acp.NewSessionRequest) {
 // of the connection is refused, naming the roots.
 func (a *Agent) checkCwd(raw string) (string, error) {
 	cwd, err := checkCwdOf(raw)
+	if err != nil && a.node != "" {
+		if _, statErr := os.Stat(tools.TranslatePath(raw)); statErr != nil {
+			// This node of a cluster cannot see the folder: it refuses to
+			// host the session, saying why.
+			return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "node": a.node, "error": fmt.Sprintf(
+				"cwd %q does not exist on mm node %s: a session's cwd must be the same path on every node of the cluster (a shared volume)", raw, a.node)})
+		}
+	}
 	if err != nil || len(a.roots) == 0 {
 		return cwd, err
 	}

@@ -25,8 +25,10 @@ import (
 
 // calls are the requests mm sent itself and waits for.
 type calls struct {
-	mu      sync.Mutex
-	next    uint64
+	mu   sync.Mutex
+	next uint64
+	// prefix starts the ids ("mm-" unless set).
+	prefix  string
 	pending map[string]chan callResult
 	closed  bool
 }
@@ -47,7 +49,11 @@ func (a *Agent) call(ctx context.Context, sessionID, method string, params any) 
 		return nil, errors.New("the connection is closed")
 	}
 	c.next++
-	id, _ := json.Marshal(fmt.Sprintf("mm-%d", c.next))
+	prefix := c.prefix
+	if prefix == "" {
+		prefix = "mm-"
+	}
+	id, _ := json.Marshal(fmt.Sprintf("%s%d", prefix, c.next))
 	key := idKey(id)
 	ch := make(chan callResult, 1)
 	if c.pending == nil {

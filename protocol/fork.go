@@ -25,6 +25,12 @@ func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 // requests read before the fork left it; its provenance points at the
 // parent.
 func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
+	a.serveForkAs(r, p, "")
+}
+
+// serveForkAs is serveFork with the new session's id chosen by the caller
+// (a cluster's edge); "" makes one.
+func (a *Agent) serveForkAs(r *actors.Reply, p acp.UnstableForkSessionRequest, id string) {
 	parent := string(p.SessionId)
 	a.inOrder(parent, func() {
 		var state func() (*actors.SessionState, error)
@@ -67,13 +73,13 @@ func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
 			if err != nil {
 				return "", nil, err
 			}
-			return a.fork(st, p)
+			return a.fork(st, p, id)
 		})
 	})
 }
 
 // fork spawns the copy of st a fork request asks for.
-func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest) (string, any, error) {
+func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest, id string) (string, any, error) {
 	cwd, err := a.checkCwd(p.Cwd)
 	if err != nil {
 		return "", nil, err
@@ -81,7 +87,10 @@ func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest) 
 	a.know(cwd)
 	parent := st.ID
 	st.Owner = a.owner
-	st.ID, st.Cwd, st.Created = actors.NewSessionID(time.Now()), cwd, time.Time{}
+	if id == "" {
+		id = actors.NewSessionID(time.Now())
+	}
+	st.ID, st.Cwd, st.Created = id, cwd, time.Time{}
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
 	st.MCP = a.mcpServers(stableServers(p.McpServers))
 	s, err := a.register(a.runtime().SpawnSession(a.attach(st)))

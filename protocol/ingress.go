@@ -198,6 +198,9 @@ func (in *ingress) route(line []byte) []byte {
 			if in.agent.calls.answered(id, m.Result, m.Error) {
 				return nil // one of mm's own calls (calls.go)
 			}
+			if f := in.agent.forward; f != nil && f.Answer(id, m.Result, m.Error) {
+				return nil // a call of a session served on another node
+			}
 			return in.forwardResponse(id, line)
 		}
 		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": "a request needs a method, a response a result or an error"}))
@@ -242,6 +245,9 @@ func (in *ingress) route(line []byte) []byte {
 // A request's panic becomes its internal error.
 func (in *ingress) serve(method string, id, params json.RawMessage) bool {
 	a := in.agent
+	if a.forwarded(method, id, params) {
+		return true
+	}
 	r := &actors.Reply{ID: id, Method: method, Out: a.box}
 	defer a.survive(method, r)
 	switch method {
@@ -316,6 +322,9 @@ func (in *ingress) forwardResponse(id json.RawMessage, line []byte) []byte {
 func (in *ingress) notification(method string, params json.RawMessage, line []byte) []byte {
 	switch method {
 	case acp.AgentMethodSessionCancel:
+		if in.agent.forwarded(method, nil, params) {
+			return nil
+		}
 		var p acp.CancelNotification
 		if rerr := decodeParams(params, &p); rerr != nil {
 			in.log.Warn(fmt.Sprintf("[acp] session/cancel ignored: %v", rerr))
@@ -328,6 +337,9 @@ func (in *ingress) notification(method string, params json.RawMessage, line []by
 			RequestID json.RawMessage `json:"requestId"`
 		}
 		if json.Unmarshal(params, &p) == nil && len(p.RequestID) > 0 && validID(p.RequestID) {
+			if f := in.agent.forward; f != nil && f.CancelRequest(p.RequestID) {
+				return nil
+			}
 			in.mu.Lock()
 			ref, ok := in.prompts[idKey(p.RequestID)]
 			if ok && ref.session == nil {

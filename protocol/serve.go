@@ -46,6 +46,9 @@ type ConnOptions struct {
 	Owner string
 	// Roots are the folders a session's cwd must be in; none: any.
 	Roots []string
+	// Forward, when set, makes the connection's Forwarder: its sessions
+	// live on the nodes of a cluster (mm serve with cluster.*).
+	Forward NewForwarder
 }
 
 // Conn is one served connection.
@@ -91,6 +94,9 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	waiting := newPending(int(h.cfg.ACP.MaxPending))
 	in := newIngress(o.In, int(h.cfg.ACP.MaxLineBytes), a, out, log, waiting)
 	box.encode, box.answered, box.written = a.encode, in.answered, waiting.give
+	if o.Forward != nil {
+		a.forward = o.Forward(out, waiting.give)
+	}
 	// The SDK's SetLogger is not synchronised with its reader goroutine:
 	// that goroutine's first read waits until the logger is set.
 	gated := gate.New(in)
@@ -183,6 +189,11 @@ func (c *Conn) Wait(ctx context.Context) {
 	a.creating.Wait()
 	for _, s := range a.hub.heldBy(a) {
 		s.Cancel()
+	}
+	if a.forward != nil {
+		// The sessions served elsewhere end their turns cancelled too,
+		// and answer what was forwarded.
+		a.forward.Close(time.Second)
 	}
 	// Stdin closing is no reason to drop answers: every request read is
 	// answered before the sessions go, unless the client stopped reading

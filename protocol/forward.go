@@ -1,0 +1,69 @@
+package protocol
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
+
+	"github.com/mm-agent/mm/actors"
+)
+
+// Forwarder carries a connection's session requests to where their
+// sessions live: the grains of mm's cluster (package grains). With one,
+// the connection's node keeps the edge — the ingress, the ordered writer,
+// the bound on requests, the transport — and serves here only what names
+// no session (initialize, session/list); every request and notification of
+// a session is handed to Forward in the order read, and the lines its
+// session writes come back through the writer the Forwarder was made with.
+type Forwarder interface {
+	// Forward hands on one request (id set) or notification (id nil) of
+	// session sid, in read order; for session/new and session/fork, sid is
+	// the id of the session to make, chosen here. It queues; it must not
+	// wait for the session.
+	Forward(sid, method string, id, params json.RawMessage)
+	// CancelRequest hands on a $/cancel_request; it reports false when
+	// requestID names no request it forwarded.
+	CancelRequest(requestID json.RawMessage) bool
+	// Answer hands on the client's answer to a request a session made
+	// elsewhere; it reports false when the id is not one of those.
+	Answer(id, result, rerr json.RawMessage) bool
+	// Close ends the connection's forwarding: the client is gone. It
+	// returns once what was forwarded is answered, or after wait.
+	Close(wait time.Duration)
+}
+
+// NewForwarder makes a connection's Forwarder. out takes whole lines for
+// the client (the connection's writer); answered is told how many of them
+// were responses to the client's requests, whose places in the
+// connection's bound are free then.
+type NewForwarder func(out io.Writer, answered func(n int)) Forwarder
+
+// forwarded serves a request (id set) or notification of a session by
+// handing it to the connection's Forwarder; it reports false for what is
+// served here.
+func (a *Agent) forwarded(method string, id, params json.RawMessage) bool {
+	f := a.forward
+	if f == nil {
+		return false
+	}
+	var sid string
+	switch method {
+	case acp.AgentMethodSessionNew, acp.AgentMethodSessionFork:
+		// The cluster places a session by its id: it is made here.
+		sid = actors.NewSessionID(time.Now())
+	case acp.AgentMethodSessionPrompt, acp.AgentMethodSessionCancel, acp.AgentMethodSessionLoad,
+		acp.AgentMethodSessionResume, acp.AgentMethodSessionClose, acp.AgentMethodSessionDelete,
+		acp.AgentMethodSessionSetMode, acp.AgentMethodSessionSetConfigOption:
+		sid = gjson.GetBytes(params, "sessionId").String()
+		if sid == "" {
+			return false // its error is the one the edge answers
+		}
+	default:
+		return false
+	}
+	f.Forward(sid, method, id, params)
+	return true
+}

@@ -1,0 +1,119 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/actors"
+)
+
+// Virtual is a connection without a transport of its own. A node of mm's
+// cluster serves on its hub the sessions its grains hold for a client
+// whose connection is on another node (package grains): the requests of
+// that client come as calls, in the order the other node read them, and
+// everything the connection writes — updates, answers, mm's own requests —
+// goes to Out as whole lines, as it would go to stdout. Ownership, roots,
+// takeovers and answers are those of any connection on the hub.
+//
+// Concurrency: Call, Answered and Close may be called from any goroutine,
+// but the calls of one client must come in its order, from one goroutine
+// at a time (a grain's Receive).
+type Virtual struct {
+	a  *Agent
+	in *ingress
+}
+
+// VirtualOptions wires a Virtual.
+type VirtualOptions struct {
+	// Out receives the connection's lines; each Write is whole lines. It may
+	// block: the connection's ordered writer waits for it (the client is
+	// slow), and its sessions' streams with it.
+	Out io.Writer
+	Log *slog.Logger
+	// Owner and Roots are the client's, as ConnOptions says.
+	Owner string
+	Roots []string
+	// CallPrefix starts the ids of mm's own requests to the client ("mm-"
+	// by default): a client connected to one node has virtual connections
+	// on several, whose ids must not meet.
+	CallPrefix string
+	// Node names this node in the error of a cwd it cannot see.
+	Node string
+}
+
+// Virtual opens a virtual connection on the hub.
+func (h *Hub) Virtual(o VirtualOptions) *Virtual {
+	log := o.Log
+	if log == nil {
+		log = h.log
+	}
+	box := newOutbox(o.Out, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	_ = cancel // the connection's context lives as long as the process
+	a := &Agent{hub: h, cfg: h.cfg, box: box, log: log, ctx: ctx, owner: o.Owner, roots: o.Roots, shared: true, node: o.Node,
+		cwds: map[string]bool{}, creators: make(chan struct{}, maxCreating)}
+	if o.CallPrefix != "" {
+		a.calls.prefix = o.CallPrefix
+	}
+	in := &ingress{agent: a, out: o.Out, log: log, prompts: map[string]*promptRef{}}
+	box.encode, box.answered = a.encode, in.answered
+	go func() { box.setRoot(h.runtime().Root()) }()
+	return &Virtual{a: a, in: in}
+}
+
+// Call serves one request (id set) or notification (id nil) of the client,
+// as the ingress serves what it reads; sessionID is the id the client's
+// node chose for a session/new.
+func (v *Virtual) Call(method string, id, params json.RawMessage, sessionID string) {
+	if id == nil {
+		v.in.notification(method, params, nil)
+		return
+	}
+	a := v.a
+	switch {
+	case method == acp.AgentMethodSessionNew && sessionID != "":
+		r := &actors.Reply{ID: id, Method: method, Out: a.box}
+		defer a.survive(method, r)
+		decoded(a, r, params, func(r *actors.Reply, p acp.NewSessionRequest) { a.serveNewAs(r, p, sessionID) })
+		return
+	case method == acp.AgentMethodSessionFork && sessionID != "":
+		r := &actors.Reply{ID: id, Method: method, Out: a.box}
+		defer a.survive(method, r)
+		decoded(a, r, params, func(r *actors.Reply, p acp.UnstableForkSessionRequest) { a.serveForkAs(r, p, sessionID) })
+		return
+	}
+	if !v.in.serve(method, id, params) {
+		v.a.answer("", &actors.Reply{ID: id, Method: method, Out: v.a.box}, nil, acp.NewMethodNotFound(method))
+	}
+}
+
+// Answered takes the client's answer to one of mm's requests of this
+// connection; it reports false for another's.
+func (v *Virtual) Answered(id, result, rerr json.RawMessage) bool {
+	return v.a.calls.answered(id, result, rerr)
+}
+
+// Close ends the connection: the client is gone. Its sessions' turns end
+// cancelled and the sessions are left detached, live and loadable.
+func (v *Virtual) Close() {
+	a := v.a
+	a.mu.Lock()
+	a.draining, a.closed = true, true
+	a.mu.Unlock()
+	a.creating.Wait()
+	held := a.hub.heldBy(a)
+	for _, s := range held {
+		s.Cancel()
+	}
+	for _, s := range held {
+		s.Settle()
+	}
+	a.hub.detach(a)
+	a.calls.close()
+	a.box.closeWithin(time.Second)
+}

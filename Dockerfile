@@ -1,18 +1,31 @@
 # mm in a container: `docker run -i --rm IMAGE` speaks ACP on stdio
 # (mm -acp); `IMAGE serve -listen 0.0.0.0:8765` serves it on the network.
 #
-#   docker build -t mm .
+#   docker build --pull -t mm .
+#   mkdir -p ~/.config/mm
 #   docker run -i --rm --user "$(id -u):$(id -g)" --network=host \
 #     -v ~/.config/mm:/home/mm/.config/mm:ro -v "$PWD:$PWD" -w "$PWD" mm
 #   docker run --rm --user "$(id -u):$(id -g)" -p 127.0.0.1:8765:8765 -e MM_SERVE_TOKEN \
 #     -v ~/.config/mm:/home/mm/.config/mm:ro -v "$PWD:$PWD" -w "$PWD" mm serve -listen 0.0.0.0:8765
 #
-# Run it as yourself (--user; podman: --userns=keep-id) so that what the agent
-# writes in the project belongs to you, and mount the project at the path it
-# has on the host so that the editor's paths are valid inside.
-# docs/container.md has podman, a model server on the host, and Zed;
-# scripts/container-test.sh drives a real session through the image.
-FROM golang:1.26 AS build
+# Run it as yourself so that what the agent writes in the project belongs
+# to you: docker --user "$(id -u):$(id -g)"; rootless podman
+# --userns=keep-id --user "$(id -u):$(id -g)" (keep-id alone leaves the
+# image's USER below in force on all but recent Podman, 4.3 in Debian 12
+# among them: uid 10001, which cannot write your files). Mount the project
+# at the path it has on the host so that the editor's paths are valid
+# inside, and create ~/.config/mm before mounting it (or leave that mount
+# out for the embedded defaults). docs/container.md has podman, a model
+# server on the host, git's identity and Zed; scripts/container-test.sh runs
+# its commands against the image.
+
+# The builder's patch version is go.mod's `go` line: go.mod requires it, and
+# the image builds with GOTOOLCHAIN=local, so an older golang:1.26 in the
+# engine's cache would fail the build (cmd/mm/containerdoc_test.go checks
+# that the two agree). The base images are named in full
+# (docker.io/library/…): Podman resolves a short name only through its
+# configuration, and Debian's has no alias for golang.
+FROM docker.io/library/golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -24,15 +37,20 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w${VERSION:+ -X github.com/mm-agent/mm/protocol.Version=$VERSION}" \
       -o /out/mm ./cmd/mm
 
-# bash, coreutils and git are the agent's hands; the image stays small otherwise.
-FROM debian:bookworm-slim
+# bash, coreutils, git and ps (procps) are the agent's hands; the image stays
+# small otherwise.
+FROM docker.io/library/debian:bookworm-slim
 # tini reaps the orphans of killed command groups: mm would otherwise be
 # PID 1 and they would pile up as zombies.
 # HOME is /home/mm for every uid: the caller's uid has no passwd entry here,
 # so HOME and its .config and .cache are writable by anyone (sticky, as /tmp).
 # The project belongs to the caller, not to the image's user: git must not
-# refuse it as "dubious ownership".
-RUN apt-get update && apt-get install -y --no-install-recommends bash ca-certificates git tini \
+# refuse it as "dubious ownership". git has no identity here on purpose: the
+# caller gives theirs (-e GIT_AUTHOR_NAME… or a read-only ~/.gitconfig, see
+# docs/container.md), and without one `git commit` fails with git's own
+# "Author identity unknown", which the agent sees, rather than committing as
+# someone made up.
+RUN apt-get update && apt-get install -y --no-install-recommends bash ca-certificates git procps tini \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 10001 --user-group --no-create-home --home-dir /home/mm --shell /bin/bash mm \
  && mkdir -p /home/mm/.config /home/mm/.cache \

@@ -28,7 +28,7 @@ release:
 	@test -n "$(VERSION)" || { echo 'usage: make release VERSION=v1.2.3' >&2; exit 2; }
 	scripts/release.sh $(VERSION)
 
-# Build the image and drive mm -acp inside it; skips when no docker or podman
-# engine answers.
+# Build the image and run docs/container.md's commands against it (mm -acp,
+# mm serve); skips when no docker or podman engine answers.
 container-test:
 	scripts/container-test.sh

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Build the image and drive mm inside it with a real ACP client
-# (cmd/mm/container_test.go, build tag "container"), as docs/container.md
-# runs it:
+# (cmd/mm/container_test.go, build tag "container"), running the commands
+# docs/container.md gives for the engine, as written there (the sh blocks
+# marked <!-- container-test: … -->; the test changes only what the page
+# lists, e.g. a temporary home and project), so that a wrong page fails:
 #   - on stdio (the default, -acp): initialize, a session in a project
 #     mounted at its host path, a turn whose scripted model has bash write a
-#     file (which must belong to the caller on the host) as a non-root uid;
-#     then stdin closes and the container must exit;
+#     file (which must belong to the caller on the host) as the caller, one
+#     that commits with the git identity the command gives; then stdin
+#     closes and the container must exit;
 #   - on the network (`serve -listen 0.0.0.0:8765`, the port published):
-#     the same turn through `mm connect` on the host; then `stop` drains it
-#     and the container must exit 0;
+#     the same turns through `mm connect` on the host, and the smallest
+#     serve command (`-p 8765:8765 -e MM_SERVE_TOKEN=… IMAGE serve …`);
+#     `stop` drains each and the container must exit 0;
 #   - `IMAGE --version`, and words mm does not understand refused (exit 2).
 # Prints the image size.
 #

@@ -26,8 +26,9 @@ import (
 // imageUID is the image's default user (Dockerfile).
 const imageUID = 10001
 
-// containerScript is the scripted model mounted into the container: one
-// turn that has bash write a file in the project and report who it runs as.
+// containerScript is the scripted model the config folder holds: a turn
+// that has bash write a file in the project and report who it runs as, and
+// one that commits, with the identity the command gives and without one.
 const containerScript = `
 rules:
   - match: "^write$"
@@ -36,79 +37,118 @@ rules:
           - name: bash
             args: {command: "echo made in the container > made.txt && echo uid=$(id -u) && echo home=$HOME && touch \"$HOME/.probe\" && echo home-writable"}
       - {text: "bash said: {{last_tool_output}}"}
+  - match: "^commit$"
+    steps:
+      - toolCalls:
+          - name: bash
+            args:
+              command: |
+                git init -q . && git commit -q --allow-empty -m probe 2>&1 && git log -1 --format='author=%an <%ae> committer=%cn <%ce>'
+                env -u GIT_AUTHOR_NAME -u GIT_AUTHOR_EMAIL -u GIT_COMMITTER_NAME -u GIT_COMMITTER_EMAIL git commit -q --allow-empty -m anonymous 2>&1; echo anonymous-exit=$?
+      - {text: "bash said: {{last_tool_output}}"}
 `
 
-// fixture is what a container test mounts: a project, and a config
-// directory with the scripted model, each on the host.
-type fixture struct {
-	engine, image   string
-	project, cfgDir string
-	wantUID         int // who bash runs as in the container
-}
+// What the test gives the documented commands: the identity in place of
+// $(git config user.name) and user.email, and the token.
+const (
+	testGitName    = "mm container test"
+	testGitEmail   = "mm-container-test@example.com"
+	containerToken = "container-serve-token-0123456789"
+)
 
 // cfgInside is where the image reads the config from ($HOME/.config/mm).
 const cfgInside = "/home/mm/.config/mm"
 
-// newFixture makes the project and the config, or skips the test when
-// scripts/container-test.sh did not start it.
-func newFixture(t *testing.T) *fixture {
+// fixture is one documented command about to run: the block of
+// docs/container.md marked for it, a home for its ~ and a project for its
+// $PWD, each on the host.
+type fixture struct {
+	engine, image string
+	home, project string
+	run           docRun
+	wantUID       int // who bash runs as in the container
+}
+
+// containerEngine returns the engine and the image that
+// scripts/container-test.sh built, or skips the test.
+func containerEngine(t *testing.T) (engine, image string) {
 	t.Helper()
-	engine, image := os.Getenv("MM_CONTAINER_ENGINE"), os.Getenv("MM_CONTAINER_IMAGE")
+	engine, image = os.Getenv("MM_CONTAINER_ENGINE"), os.Getenv("MM_CONTAINER_IMAGE")
 	if engine == "" || image == "" {
 		t.Skip("run scripts/container-test.sh: it builds the image and sets MM_CONTAINER_ENGINE and MM_CONTAINER_IMAGE")
 	}
-	f := &fixture{engine: engine, image: image, project: t.TempDir(), cfgDir: t.TempDir(), wantUID: os.Getuid()}
-	if f.wantUID == 0 {
-		// Root runs the image as its own user, which must reach both dirs.
-		f.wantUID = imageUID
-		for _, d := range []string{f.project, f.cfgDir} {
-			if err := os.Chmod(d, 0o777); err != nil {
-				t.Fatal(err)
-			}
+	return engine, image
+}
+
+// newFixture reads the command marked what for the engine out of
+// docs/container.md, with a temporary home and project for its ~ and $PWD,
+// and does its mkdir -p. When that made the config folder, the scripted
+// model goes there.
+func newFixture(t *testing.T, what string) *fixture {
+	t.Helper()
+	engine, image := containerEngine(t)
+	f := &fixture{engine: engine, image: image, home: t.TempDir(), project: t.TempDir(), wantUID: os.Getuid()}
+	env := docEnv{home: f.home, pwd: f.project, uid: os.Getuid(), gid: os.Getgid(),
+		gitName: testGitName, gitEmail: testGitEmail, token: containerToken}
+	run, err := docRunFor(readDoc(t, containerDoc), what, filepath.Base(engine), env)
+	if err != nil {
+		t.Fatalf("docs/container.md: %v", err)
+	}
+	f.run = run
+	for _, d := range run.mkdirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(f.cfgDir, "script.yaml"), []byte(containerScript), 0o644); err != nil {
+	cfgDir := filepath.Join(f.home, ".config", "mm")
+	if _, err := os.Stat(cfgDir); err != nil {
+		return f // a command on the embedded defaults
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "script.yaml"), []byte(containerScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := fmt.Sprintf("model:\n  provider: scripted\n  script: %s/script.yaml\nskills:\n  dirs: []\n", cfgInside)
-	if err := os.WriteFile(filepath.Join(f.cfgDir, "config.yaml"), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cfgDir, "config.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
 
-// runArgs are the arguments of `ENGINE run` before the image, as
-// docs/container.md gives them: as the caller, the project mounted at its
-// host path and the working directory, the config at $HOME/.config/mm.
-// ":z" relabels the mounts for SELinux hosts and does nothing elsewhere.
-func (f *fixture) runArgs(name string, extra ...string) []string {
-	args := []string{"run", "--rm", "--name", name,
-		"-v", f.project + ":" + f.project + ":z", "-w", f.project,
-		"-v", f.cfgDir + ":" + cfgInside + ":ro,z"}
-	if uid := os.Getuid(); uid != 0 {
-		args = append(args, "--user", fmt.Sprintf("%d:%d", uid, os.Getgid()))
-		if filepath.Base(f.engine) == "podman" {
-			// Rootless podman: the caller's uid inside is the caller's
-			// uid outside only in a keep-id user namespace.
-			args = append(args, "--userns=keep-id")
-		}
-	}
-	return append(args, extra...)
+// selinuxEnforcing reports whether the host enforces SELinux, where
+// docs/container.md says to add :z to the mounts.
+func selinuxEnforcing() bool {
+	b, err := os.ReadFile("/sys/fs/selinux/enforce")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
 
-// checkWrite checks the turn of the script's "write": bash ran as a
-// non-root uid with a writable HOME, and wrote made.txt in the project on
-// the host, as the caller.
+// command returns the documented run as the test runs it (docAdapt's
+// changes only), in the project, with the block's exports.
+func (f *fixture) command(t *testing.T, name string, hostPort int) *exec.Cmd {
+	t.Helper()
+	args, err := f.run.testArgs(docAdapt{image: f.image, name: name, hostPort: hostPort, token: containerToken, selinux: selinuxEnforcing()})
+	if err != nil {
+		t.Fatalf("docs/container.md:%d: %v", f.run.block.line, err)
+	}
+	t.Logf("docs/container.md:%d runs: %s %s", f.run.block.line, f.engine, strings.Join(args, " "))
+	cmd := exec.Command(f.engine, args...)
+	cmd.Dir = f.project
+	cmd.Env = f.run.testEnv()
+	return cmd
+}
+
+// checkWrite checks the turn of the script's "write": bash ran as the
+// caller with a writable HOME, and wrote made.txt in the project on the
+// host, as the caller.
 func (f *fixture) checkWrite(t *testing.T, text string) {
 	t.Helper()
 	m := regexp.MustCompile(`uid=(\d+)`).FindStringSubmatch(text)
 	switch {
 	case m == nil:
 		t.Errorf("bash printed no uid=…: %q", text)
-	case m[1] == "0":
+	case m[1] == "0" && f.wantUID != 0:
 		t.Errorf("the container runs as root")
 	case m[1] != fmt.Sprint(f.wantUID):
-		t.Errorf("bash ran as uid %s, want %d", m[1], f.wantUID)
+		t.Errorf("bash ran as uid %s, want %d (rootless podman: --userns=keep-id alone keeps the image's user)", m[1], f.wantUID)
 	}
 	if !strings.Contains(text, "home=/home/mm") || !strings.Contains(text, "home-writable") {
 		t.Errorf("HOME is not /home/mm, or not writable by uid %d: %q", f.wantUID, text)
@@ -128,26 +168,56 @@ func (f *fixture) checkWrite(t *testing.T, text string) {
 	}
 }
 
-// TestContainer drives `mm -acp` inside the image as an editor would: over
-// the container's stdio, with the project mounted at its host path and the
-// config at $HOME/.config/mm. scripts/container-test.sh builds the image and
-// runs this test (go test -tags container).
+// checkCommit checks the turn of the script's "commit": the commit bears
+// the identity the command gives, and without it git says so. (A uid the
+// image knows, root or its own, may get an identity git makes up from the
+// host name, so that half is checked for other uids, the usual case.)
+func (f *fixture) checkCommit(t *testing.T, text string) {
+	t.Helper()
+	id := testGitName + " <" + testGitEmail + ">"
+	if want := "author=" + id + " committer=" + id; !strings.Contains(text, want) {
+		t.Errorf("the commit does not bear the documented identity (%s): %q", want, text)
+	}
+	if f.wantUID == 0 || f.wantUID == imageUID {
+		return
+	}
+	if !strings.Contains(text, "Author identity unknown") || regexp.MustCompile(`anonymous-exit=0\b`).MatchString(text) {
+		t.Errorf("without an identity, git commit did not fail with git's message: %q", text)
+	}
+}
+
+// turn asks the prompt in the session and returns the agent's text.
+func turn(ctx context.Context, t *testing.T, conn *acptest.Conn, sid acp.SessionId, prompt string) string {
+	t.Helper()
+	conn.Client.Reset()
+	res, err := conn.Ask(ctx, sid, prompt)
+	if err != nil {
+		t.Fatalf("session/prompt %q: %v", prompt, err)
+	}
+	text := acptest.Text(conn.Client.Updates(sid))
+	t.Logf("%s: stop %s, agent said: %q", prompt, res.StopReason, text)
+	if res.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("%s: stop reason %s, want end_turn", prompt, res.StopReason)
+	}
+	return text
+}
+
+// TestContainer runs docs/container.md's stdio command for the engine (the
+// block marked "stdio") and drives mm in it as an editor would: over the
+// container's stdio, with the project mounted at its host path and the
+// config at $HOME/.config/mm. scripts/container-test.sh builds the image
+// and runs this test (go test -tags container).
 func TestContainer(t *testing.T) {
-	f := newFixture(t)
-	engine, image, project := f.engine, f.image, f.project
+	f := newFixture(t, "stdio")
 	name := fmt.Sprintf("mm-container-test-%d", time.Now().UnixNano())
-	// The scripted model needs no network. The image's default argument
-	// is -acp.
-	args := f.runArgs(name, "-i", "--network=none", image)
-	t.Logf("%s %s", engine, strings.Join(args, " "))
-	cmd := exec.Command(engine, args...)
+	cmd := f.command(t, name, 0)
 	conn, err := acptest.Process(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = conn.Close(5 * time.Second)
-		_ = exec.Command(engine, "rm", "-f", name).Run()
+		_ = exec.Command(f.engine, "rm", "-f", name).Run()
 	})
 	defer func() {
 		if t.Failed() {
@@ -165,21 +235,12 @@ func TestContainer(t *testing.T) {
 	if init.AgentInfo == nil || init.AgentInfo.Version != protocol.Version {
 		t.Errorf("agentInfo %+v, want version %s (the image is built from this tree)", init.AgentInfo, protocol.Version)
 	}
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: f.project, McpServers: []acp.McpServer{}})
 	if err != nil {
-		t.Fatalf("session/new in %s: %v", project, err)
+		t.Fatalf("session/new in %s: %v", f.project, err)
 	}
-	res, err := conn.Ask(ctx, sess.SessionId, "write")
-	if err != nil {
-		t.Fatalf("session/prompt: %v", err)
-	}
-	text := acptest.Text(conn.Client.Updates(sess.SessionId))
-	t.Logf("stop %s, agent said: %q", res.StopReason, text)
-	if res.StopReason != acp.StopReasonEndTurn {
-		t.Errorf("stop reason %s, want end_turn", res.StopReason)
-	}
-
-	f.checkWrite(t, text)
+	f.checkWrite(t, turn(ctx, t, conn, sess.SessionId, "write"))
+	f.checkCommit(t, turn(ctx, t, conn, sess.SessionId, "commit"))
 	// The config was read from $HOME/.config/mm/config.yaml.
 	if logs := conn.Stderr.String(); !strings.Contains(logs, "config "+cfgInside+"/config.yaml") {
 		t.Errorf("the banner does not name %s/config.yaml:\n%s", cfgInside, logs)
@@ -194,7 +255,7 @@ func TestContainer(t *testing.T) {
 	t.Logf("exited %v after stdin closed", time.Since(start).Round(time.Millisecond))
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		out, err := exec.Command(engine, "ps", "-a", "-q", "--filter", "name=^"+name+"$").Output()
+		out, err := exec.Command(f.engine, "ps", "-a", "-q", "--filter", "name=^"+name+"$").Output()
 		if err == nil && strings.TrimSpace(string(out)) == "" {
 			break
 		}
@@ -206,29 +267,28 @@ func TestContainer(t *testing.T) {
 	}
 }
 
-// TestContainerServe runs the image as docs/container.md serves it on the
-// network (`serve -listen 0.0.0.0:8765`, the port published, the token in
-// MM_SERVE_TOKEN, the project at its host path as the working directory
-// and so the root) and drives it as an editor would, through `mm connect`
-// on the host: a session in the project, a turn whose bash writes a file.
-// Then `ENGINE stop` drains it: the container exits 0.
-func TestContainerServe(t *testing.T) {
-	f := newFixture(t)
-	const token = "container-serve-token-0123456789"
-	// A free port on the host's loopback for the published 8765.
+// containerServed is a documented serve command running: the host port
+// its 8765 is published on, its stderr, and its exit.
+type containerServed struct {
+	f      *fixture
+	name   string
+	port   int
+	stderr *acptest.SyncBuffer
+	exited chan error
+}
+
+// serveContainer runs f's documented serve command (attached: its -d left
+// out), on a free host port, and waits for mm to say it listens.
+func serveContainer(t *testing.T, f *fixture) *containerServed {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
+	s := &containerServed{f: f, port: ln.Addr().(*net.TCPAddr).Port, stderr: &acptest.SyncBuffer{}, exited: make(chan error, 1),
+		name: fmt.Sprintf("mm-container-serve-%d", time.Now().UnixNano())}
 	ln.Close()
-
-	name := fmt.Sprintf("mm-container-serve-%d", time.Now().UnixNano())
-	args := f.runArgs(name, "-p", fmt.Sprintf("127.0.0.1:%d:8765", port), "-e", "MM_SERVE_TOKEN="+token,
-		f.image, "serve", "-listen", "0.0.0.0:8765")
-	t.Logf("%s %s", f.engine, strings.Join(args, " "))
-	cmd := exec.Command(f.engine, args...)
-	stderr := &acptest.SyncBuffer{}
+	cmd := f.command(t, s.name, s.port)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -237,38 +297,42 @@ func TestContainerServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	listening := make(chan struct{})
-	exited := make(chan error, 1)
 	go func() {
 		// 0.0.0.0 is every address: Go names it [::] when IPv6 is there.
 		re := regexp.MustCompile(`^mm serve: listening on http://(0\.0\.0\.0|\[::\]):8765/acp$`)
 		sc := bufio.NewScanner(pipe)
 		said := false
 		for sc.Scan() {
-			stderr.Write(append(sc.Bytes(), '\n'))
+			s.stderr.Write(append(sc.Bytes(), '\n'))
 			if !said && re.MatchString(sc.Text()) {
 				close(listening)
 				said = true
 			}
 		}
-		_, _ = io.Copy(stderr, pipe)
-		exited <- cmd.Wait()
+		_, _ = io.Copy(s.stderr, pipe)
+		s.exited <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
-		_ = exec.Command(f.engine, "rm", "-f", name).Run()
+		_ = exec.Command(f.engine, "rm", "-f", s.name).Run()
 		if t.Failed() {
-			t.Logf("the container's stderr:\n%s", stderr.String())
+			t.Logf("the container's stderr:\n%s", s.stderr.String())
 		}
 	})
 	select {
 	case <-listening:
-	case err := <-exited:
+	case err := <-s.exited:
 		t.Fatalf("the container exited: %v", err)
 	case <-time.After(2 * time.Minute):
 		t.Fatal("mm serve in the container did not say it listens")
 	}
+	return s
+}
 
-	connect := exec.Command(mmBin, "connect", fmt.Sprintf("ws://127.0.0.1:%d/acp", port))
-	connect.Env = append(os.Environ(), "MM_TOKEN="+token)
+// connect starts `mm connect` on the host to the served mm, initialized.
+func (s *containerServed) connect(ctx context.Context, t *testing.T) *acptest.Conn {
+	t.Helper()
+	connect := exec.Command(mmBin, "connect", fmt.Sprintf("ws://127.0.0.1:%d/acp", s.port))
+	connect.Env = append(os.Environ(), "MM_TOKEN="+containerToken)
 	conn, err := acptest.Process(connect)
 	if err != nil {
 		t.Fatal(err)
@@ -279,8 +343,6 @@ func TestContainerServe(t *testing.T) {
 			t.Logf("mm connect's stderr:\n%s", conn.Stderr.String())
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	init, err := conn.Init(ctx)
 	if err != nil {
 		t.Fatalf("initialize: %v", err)
@@ -288,50 +350,80 @@ func TestContainerServe(t *testing.T) {
 	if init.AgentInfo == nil || init.AgentInfo.Version != protocol.Version {
 		t.Errorf("agentInfo %+v, want version %s (the image is built from this tree)", init.AgentInfo, protocol.Version)
 	}
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: f.project, McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatalf("session/new in %s: %v", f.project, err)
-	}
-	res, err := conn.Ask(ctx, sess.SessionId, "write")
-	if err != nil {
-		t.Fatalf("session/prompt: %v", err)
-	}
-	text := acptest.Text(conn.Client.Updates(sess.SessionId))
-	t.Logf("stop %s, agent said: %q", res.StopReason, text)
-	if res.StopReason != acp.StopReasonEndTurn {
-		t.Errorf("stop reason %s, want end_turn", res.StopReason)
-	}
-	f.checkWrite(t, text)
-	if err := conn.Close(10 * time.Second); err != nil {
-		t.Errorf("mm connect after stdin closed: %v", err)
-	}
+	return conn
+}
 
-	// `ENGINE stop` sends SIGTERM, which tini hands to mm: it drains and
-	// exits 0, and so does the engine's client.
-	if out, err := exec.Command(f.engine, "stop", "-t", "40", name).CombinedOutput(); err != nil {
-		t.Errorf("%s stop: %v: %s", f.engine, err, out)
+// stop stops the container as docs/container.md does (`stop -t 40`): tini
+// hands SIGTERM to mm, which drains and exits 0, and so does the engine's
+// client.
+func (s *containerServed) stop(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command(s.f.engine, "stop", "-t", "40", s.name).CombinedOutput(); err != nil {
+		t.Errorf("%s stop: %v: %s", s.f.engine, err, out)
 	}
 	select {
-	case err := <-exited:
+	case err := <-s.exited:
 		if err != nil {
 			t.Errorf("the container exited: %v", err)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the container did not exit after stop")
 	}
-	if !strings.Contains(stderr.String(), "serve: stopped") {
+	if !strings.Contains(s.stderr.String(), "serve: stopped") {
 		t.Error("mm serve did not say it stopped")
 	}
+}
+
+// TestContainerServe runs docs/container.md's serve command for a project
+// (the block marked "serve": `serve -listen 0.0.0.0:8765`, the port
+// published, the token in MM_SERVE_TOKEN, the project at its host path as
+// the working directory and so the root) and drives it as an editor
+// would, through `mm connect` on the host: a session in the project, a
+// turn whose bash writes a file, one that commits. Then `ENGINE stop`
+// drains it: the container exits 0.
+func TestContainerServe(t *testing.T) {
+	f := newFixture(t, "serve")
+	s := serveContainer(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := s.connect(ctx, t)
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: f.project, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatalf("session/new in %s: %v", f.project, err)
+	}
+	f.checkWrite(t, turn(ctx, t, conn, sess.SessionId, "write"))
+	f.checkCommit(t, turn(ctx, t, conn, sess.SessionId, "commit"))
+	if err := conn.Close(10 * time.Second); err != nil {
+		t.Errorf("mm connect after stdin closed: %v", err)
+	}
+	s.stop(t)
+}
+
+// TestContainerServeMin runs docs/container.md's smallest serve command
+// (the block marked "serve-min", the issue's `docker run -p 8765:8765 -e
+// MM_SERVE_TOKEN=… IMAGE serve -listen 0.0.0.0:8765`): the image's user,
+// mm's embedded defaults, /home/mm its root. `mm connect` on the host
+// opens a session there; `ENGINE stop` drains it to exit 0.
+func TestContainerServeMin(t *testing.T) {
+	f := newFixture(t, "serve-min")
+	s := serveContainer(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := s.connect(ctx, t)
+	if _, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/home/mm", McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("session/new in /home/mm: %v", err)
+	}
+	if err := conn.Close(10 * time.Second); err != nil {
+		t.Errorf("mm connect after stdin closed: %v", err)
+	}
+	s.stop(t)
 }
 
 // TestContainerCommands: the image's entrypoint is mm, with -acp only as
 // its default argument: `IMAGE --version` prints the version, and words mm
 // does not understand are a usage error, not ACP on stdio.
 func TestContainerCommands(t *testing.T) {
-	engine, image := os.Getenv("MM_CONTAINER_ENGINE"), os.Getenv("MM_CONTAINER_IMAGE")
-	if engine == "" || image == "" {
-		t.Skip("run scripts/container-test.sh: it builds the image and sets MM_CONTAINER_ENGINE and MM_CONTAINER_IMAGE")
-	}
+	engine, image := containerEngine(t)
 	out, err := exec.Command(engine, "run", "--rm", "--network=none", image, "--version").Output()
 	if err != nil || strings.TrimSpace(string(out)) != protocol.Version {
 		t.Errorf("IMAGE --version: %q %v, want %s", out, err, protocol.Version)

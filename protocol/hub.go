@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -269,4 +270,39 @@ func (h *Hub) cwdsOf(owner string) []string {
 		}
 	}
 	return out
+}
+
+// Drain waits until no live session runs or queues a turn, or until ctx
+// ends; then the turns still running are cancelled, and Drain returns
+// once they have ended. A node of a cluster that leaves drains so.
+func (h *Hub) Drain(ctx context.Context) {
+	h.mu.Lock()
+	live := make([]*actors.Session, 0, len(h.sessions))
+	for _, e := range h.sessions {
+		live = append(live, e.s)
+	}
+	h.mu.Unlock()
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		for _, s := range live {
+			s.Settle()
+		}
+	}()
+	select {
+	case <-settled:
+		return
+	case <-ctx.Done():
+	}
+	for _, s := range live {
+		s.Cancel()
+	}
+	<-settled
+}
+
+// Holds says whether session id is live on this hub.
+func (h *Hub) Holds(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[id] != nil
 }

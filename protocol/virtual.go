@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -20,12 +21,13 @@ import (
 // goes to Out as whole lines, as it would go to stdout. Ownership, roots,
 // takeovers and answers are those of any connection on the hub.
 //
-// Concurrency: Call, Answered and Close may be called from any goroutine,
-// but the calls of one client must come in its order, from one goroutine
-// at a time (a grain's Receive).
+// Concurrency: every method may be called from any goroutine; Call and
+// Reopen are served one at a time, in the order they are called (each
+// grain calls them in its session's order).
 type Virtual struct {
 	a  *Agent
 	in *ingress
+	mu sync.Mutex // serves one Call or Reopen at a time, as the ingress would
 }
 
 // VirtualOptions wires a Virtual.
@@ -70,6 +72,8 @@ func (h *Hub) Virtual(o VirtualOptions) *Virtual {
 // as the ingress serves what it reads; sessionID is the id the client's
 // node chose for a session/new.
 func (v *Virtual) Call(method string, id, params json.RawMessage, sessionID string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	if id == nil {
 		v.in.notification(method, params, nil)
 		return
@@ -117,3 +121,33 @@ func (v *Virtual) Close() {
 	a.calls.close()
 	a.box.closeWithin(time.Second)
 }
+
+// Reopen makes session sid live here again, quietly, before the client's
+// next request of it, when it is not live on this hub: the session was on
+// a node of the cluster that was lost or left, and its history is in the
+// store. open is the params of a session/resume of it. It reports whether
+// it reopened; a session that cannot be (another owner's, not stored)
+// is left to the request that follows, which says why.
+func (v *Virtual) Reopen(sid string, open json.RawMessage) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	a := v.a
+	if len(open) == 0 || a.live(sid) != nil {
+		return false
+	}
+	if s, _ := a.hub.owned(sid, a.owner); s != nil || a.hub.taken(sid, a.owner) {
+		return false
+	}
+	var p acp.ResumeSessionRequest
+	if decodeParams(open, &p) != nil || string(p.SessionId) != sid {
+		return false
+	}
+	r := &actors.Reply{Method: acp.AgentMethodSessionResume, Out: a.box}
+	r.Claim() // its answer is nobody's: the client did not ask
+	defer a.survive(r.Method, r)
+	a.serveResume(r, p)
+	return true
+}
+
+// Owner is the client this virtual connection serves.
+func (v *Virtual) Owner() string { return v.a.owner }

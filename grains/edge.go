@@ -1,0 +1,412 @@
+package grains
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
+
+	"github.com/mm-agent/mm/grains/grainspb"
+	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/protocol"
+)
+
+// NodeLost is the error of a request whose session's node was lost while
+// it ran: the turn is gone, the session and its answered turns are not.
+const NodeLost = "the node running this session was lost; the session's history is kept"
+
+// Edge makes the Forwarders of the client connections this node holds:
+// every request of a session goes to the session's grain, wherever the
+// cluster placed it, and what the session writes comes back here.
+type Edge struct {
+	m   *Member
+	log *slog.Logger
+	// budget is how long a call is tried before its request fails: long
+	// enough for a lost node to leave the membership (failureTimeout) and
+	// for a leaving one to drain.
+	budget time.Duration
+
+	mu    sync.Mutex
+	conns map[*edgeConn]struct{}
+}
+
+// NewEdge makes the edge of member m; budget bounds how long a request is
+// tried when its session's node cannot be reached.
+func NewEdge(m *Member, budget time.Duration, log *slog.Logger) *Edge {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Edge{m: m, log: log, budget: budget, conns: map[*edgeConn]struct{}{}}
+	m.OnTopology(func(_, left []string) {
+		if len(left) == 0 {
+			return
+		}
+		e.mu.Lock()
+		conns := make([]*edgeConn, 0, len(e.conns))
+		for c := range e.conns {
+			conns = append(conns, c)
+		}
+		e.mu.Unlock()
+		for _, c := range conns {
+			c.lost(left)
+		}
+	})
+	return e
+}
+
+// Forwarder makes the Forwarder of a connection of owner, whose sessions
+// must be in roots.
+func (e *Edge) Forwarder(owner string, roots []string) protocol.NewForwarder {
+	return func(out io.Writer, answered func(int)) protocol.Forwarder {
+		c := &edgeConn{e: e, owner: owner, roots: roots, out: out, answered: answered,
+			lanes: map[string]*lane{}, inflight: map[string]*request{}, failed: map[string]bool{},
+			calls: map[string]*actor.PID{}, virtuals: map[string]*actor.PID{}, written: map[string]uint64{}}
+		sys := e.m.System()
+		c.self = sys.Root.Spawn(actor.PropsFromFunc(c.receive))
+		c.me = &grainspb.Conn{Address: c.self.Address, Id: c.self.Id}
+		e.mu.Lock()
+		e.conns[c] = struct{}{}
+		e.mu.Unlock()
+		return c
+	}
+}
+
+// deliver sends call to its session's grain until one takes it, and
+// returns the node that did; it gives up after the edge's budget.
+func (e *Edge) deliver(call *grainspb.Call) (*grainspb.Accepted, error) {
+	c := e.m.Cluster()
+	deadline := time.Now().Add(e.budget)
+	pause := 20 * time.Millisecond
+	for {
+		start := time.Now()
+		res, err := c.Request(call.SessionId, SessionKind, call, cluster.WithTimeout(2*time.Second))
+		if a, ok := res.(*grainspb.Accepted); ok {
+			if !a.Again {
+				if a.Node != e.m.Address() {
+					e.m.CrossNodeRequest(time.Since(start), nil)
+				}
+				return a, nil
+			}
+			err = fmt.Errorf("its node (%s) is leaving", a.Node)
+		} else if err == nil {
+			err = fmt.Errorf("unexpected answer %T", res)
+		}
+		e.m.CrossNodeRequest(time.Since(start), err)
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		c.PidCache.Remove(call.SessionId, SessionKind)
+		time.Sleep(pause)
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
+
+// edgeConn is one client connection's Forwarder, and the actor the nodes
+// that serve its sessions send their lines to.
+type edgeConn struct {
+	e        *Edge
+	owner    string
+	roots    []string
+	out      io.Writer
+	answered func(int)
+	self     *actor.PID
+	me       *grainspb.Conn
+
+	mu       sync.Mutex
+	seq      uint64
+	lanes    map[string]*lane     // by session id
+	inflight map[string]*request  // the client's requests not yet answered, by id
+	failed   map[string]bool      // requests answered here with an error: their late answers are dropped
+	calls    map[string]*actor.PID // mm's requests to the client, by id: the virtual connection that made each
+	virtuals map[string]*actor.PID // every virtual connection that took a call, by key
+	written  map[string]uint64    // the last Lines written, by virtual connection
+	closing  bool
+}
+
+// lane is one session's calls, sent in order, one at a time.
+type lane struct {
+	sid   string
+	open  json.RawMessage // a session/resume of the session
+	queue []*grainspb.Call
+	busy  bool
+}
+
+type request struct {
+	sid  string
+	node string // where it runs once accepted
+}
+
+func (c *edgeConn) Forward(sid, method string, id, params json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.lanes[sid]
+	if l == nil {
+		l = &lane{sid: sid}
+		c.lanes[sid] = l
+	}
+	switch method {
+	case acp.AgentMethodSessionNew, acp.AgentMethodSessionFork, acp.AgentMethodSessionLoad, acp.AgentMethodSessionResume:
+		l.open = resumeOf(params, sid)
+	}
+	c.seq++
+	call := &grainspb.Call{Conn: c.me, Seq: c.seq, Owner: c.owner, Roots: c.roots, Method: method,
+		Id: id, Params: params, SessionId: sid, Open: l.open}
+	if id != nil {
+		c.inflight[string(id)] = &request{sid: sid}
+	}
+	l.queue = append(l.queue, call)
+	if !l.busy {
+		l.busy = true
+		go c.send(l)
+	}
+}
+
+// resumeOf is the params of a session/resume of session sid with the cwd,
+// MCP servers and folders of params (a new, fork, load or resume).
+func resumeOf(params json.RawMessage, sid string) json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p == nil {
+		return nil
+	}
+	p["sessionId"], _ = json.Marshal(sid)
+	if _, ok := p["mcpServers"]; !ok {
+		p["mcpServers"] = json.RawMessage(`[]`)
+	}
+	out, _ := json.Marshal(p)
+	return out
+}
+
+// send delivers a lane's calls in order until it is empty.
+func (c *edgeConn) send(l *lane) {
+	for {
+		c.mu.Lock()
+		if len(l.queue) == 0 {
+			l.busy = false
+			c.mu.Unlock()
+			return
+		}
+		call := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		var r *request
+		if call.Id != nil {
+			r = c.inflight[string(call.Id)]
+		}
+		c.mu.Unlock()
+		a, err := c.e.deliver(call)
+		c.mu.Lock()
+		mine := r != nil && c.inflight[string(call.Id)] == r
+		if err == nil {
+			if mine {
+				r.node = a.Node
+			}
+			if v := a.Virtual; v != nil {
+				c.virtuals[connKey(v)] = actor.NewPID(v.Address, v.Id)
+			}
+		}
+		c.mu.Unlock()
+		if err != nil {
+			c.e.log.Warn(fmt.Sprintf("cluster: %s of session %s could not reach its node: %v", call.Method, call.SessionId, err))
+			if mine {
+				c.fail([]string{string(call.Id)}, fmt.Sprintf("cluster: the node of session %s could not be reached: %v", call.SessionId, err))
+			}
+		}
+	}
+}
+
+// fail answers the client's requests ids with an error, here, and drops
+// the answers their sessions may still send.
+func (c *edgeConn) fail(ids []string, reason string) {
+	var b bytes.Buffer
+	n := 0
+	c.mu.Lock()
+	for _, id := range ids {
+		if _, ok := c.inflight[id]; !ok {
+			continue
+		}
+		delete(c.inflight, id)
+		c.failed[id] = true
+		line, _ := json.Marshal(struct {
+			JSONRPC string            `json:"jsonrpc"`
+			ID      json.RawMessage   `json:"id"`
+			Error   *acp.RequestError `json:"error"`
+		}{"2.0", json.RawMessage(id), rpcerr.Internal(reason, nil)})
+		b.Write(line)
+		b.WriteByte('\n')
+		n++
+	}
+	c.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	_, _ = c.out.Write(b.Bytes())
+	c.answered(n)
+}
+
+// lost fails the requests running on nodes that left the cluster.
+func (c *edgeConn) lost(left []string) {
+	var ids []string
+	c.mu.Lock()
+	for id, r := range c.inflight {
+		if r.node != "" && slices.Contains(left, r.node) {
+			ids = append(ids, id)
+		}
+	}
+	for key, pid := range c.virtuals {
+		if slices.Contains(left, pid.Address) {
+			delete(c.virtuals, key)
+		}
+	}
+	c.mu.Unlock()
+	if len(ids) > 0 {
+		c.e.log.Warn(fmt.Sprintf("cluster: node %v lost with %d request(s) of a client in flight", left, len(ids)))
+		c.fail(ids, NodeLost)
+	}
+}
+
+func (c *edgeConn) CancelRequest(requestID json.RawMessage) bool {
+	c.mu.Lock()
+	r, ok := c.inflight[string(requestID)]
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	params, _ := json.Marshal(map[string]json.RawMessage{"requestId": requestID})
+	c.Forward(r.sid, "$/cancel_request", nil, params)
+	return true
+}
+
+func (c *edgeConn) Answer(id, result, rerr json.RawMessage) bool {
+	c.mu.Lock()
+	pid, ok := c.calls[string(id)]
+	delete(c.calls, string(id))
+	c.mu.Unlock()
+	if ok {
+		c.e.m.System().Root.Send(pid, &grainspb.Answer{Conn: c.me, Id: id, Result: result, Error: rerr})
+	}
+	return ok
+}
+
+// Close tells every node serving the connection's sessions that its
+// client is gone, once what was forwarded has been delivered, and waits
+// until every request is answered, or wait.
+func (c *edgeConn) Close(wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	c.until(deadline, func() bool {
+		for _, l := range c.lanes {
+			if l.busy {
+				return false
+			}
+		}
+		return true
+	})
+	c.mu.Lock()
+	c.closing = true
+	virtuals := make([]*actor.PID, 0, len(c.virtuals))
+	for _, pid := range c.virtuals {
+		virtuals = append(virtuals, pid)
+	}
+	c.mu.Unlock()
+	root := c.e.m.System().Root
+	for _, pid := range virtuals {
+		root.Send(pid, &grainspb.Gone{Conn: c.me})
+	}
+	c.until(deadline, func() bool { return len(c.inflight) == 0 })
+	root.Stop(c.self)
+	c.e.mu.Lock()
+	delete(c.e.conns, c)
+	c.e.mu.Unlock()
+}
+
+// until waits until done (called under c.mu) or the deadline.
+func (c *edgeConn) until(deadline time.Time, done func() bool) {
+	for {
+		c.mu.Lock()
+		ok := done()
+		c.mu.Unlock()
+		if ok || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// receive writes the lines the connection's sessions send from their
+// nodes, once each, and answers when they are written.
+func (c *edgeConn) receive(ctx actor.Context) {
+	m, ok := ctx.Message().(*grainspb.Lines)
+	if !ok {
+		return
+	}
+	key := connKey(m.From)
+	c.mu.Lock()
+	fresh := m.Seq > c.written[key]
+	c.mu.Unlock()
+	if fresh {
+		c.write(m)
+	}
+	ctx.Respond(&grainspb.Written{Seq: m.Seq})
+}
+
+// write writes a Lines to the client: mm's requests are remembered (the
+// client's answers go back to the node that asked), responses free their
+// requests' places, and the late answers of failed requests are dropped.
+func (c *edgeConn) write(m *grainspb.Lines) {
+	from := actor.NewPID(m.From.GetAddress(), m.From.GetId())
+	key := connKey(m.From)
+	data := m.Data
+	n := 0
+	c.mu.Lock()
+	c.written[key] = m.Seq
+	c.virtuals[key] = from
+	var kept []byte // data without the dropped lines, once one is
+	dropped := false
+	for start := 0; start < len(data); {
+		end := len(data)
+		if i := bytes.IndexByte(data[start:], '\n'); i >= 0 {
+			end = start + i + 1
+		}
+		line := data[start:end]
+		start = end
+		id := gjson.GetBytes(line, "id")
+		switch {
+		case !id.Exists():
+		case gjson.GetBytes(line, "method").Exists():
+			c.calls[id.Raw] = from
+		case c.failed[id.Raw]:
+			delete(c.failed, id.Raw)
+			if !dropped {
+				kept = append(kept, data[:end-len(line)]...)
+			}
+			dropped = true
+			continue
+		default:
+			if _, ok := c.inflight[id.Raw]; ok {
+				delete(c.inflight, id.Raw)
+				n++
+			}
+		}
+		if dropped {
+			kept = append(kept, line...)
+		}
+	}
+	c.mu.Unlock()
+	if dropped {
+		data = kept
+	}
+	if len(data) > 0 {
+		_, _ = c.out.Write(data)
+	}
+	if n > 0 {
+		c.answered(n)
+	}
+}

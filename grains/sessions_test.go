@@ -1,0 +1,196 @@
+package grains
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/llm/llmtest"
+	"github.com/mm-agent/mm/logs"
+	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/protocol/acptest"
+)
+
+const sessionsScript = `
+rules:
+  - match: "^ping$"
+    steps: [{text: "pong"}]
+  - match: "^write$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "touch made.txt"}}]
+      - {text: "made"}
+  - match: "^slow$"
+    steps: [{sleep: 30s}]
+`
+
+// node is one member of an in-process test cluster: its hub, its host and
+// its edge.
+type node struct {
+	hub  *protocol.Hub
+	host *Host
+	m    *Member
+	edge *Edge
+}
+
+// testCluster starts n members on loopback, each with a hub of its own on
+// one scripted model, sessions saved in the shared cwd's folder.
+func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server) {
+	t.Helper()
+	sc, err := llm.ParseScript([]byte(sessionsScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewServer(sc)
+	t.Cleanup(srv.Close)
+	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL(), Name: "test", Temperature: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := configs.Default()
+	cfg.Model.BaseURL = srv.URL()
+	cfg.Model.ContextWindow = 16384
+	cfg.Sessions.Enabled = true
+	cfg.Yolo = false
+	state := t.TempDir()
+	health := freePorts(t, n)
+	var peers []string
+	for _, p := range health {
+		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	var nodes []*node
+	for i := range n {
+		log := logs.New(out, slog.LevelInfo).With("node", i)
+		hub, err := protocol.NewHub(protocol.HubOptions{Config: cfg, Model: model, ContextWindow: 16384, StateDir: state, Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := NewHost(hub, log)
+		m, err := Start(Options{
+			Config: configs.Cluster{Name: "test", Provider: "automanaged", Advertise: "127.0.0.1:0",
+				Peers: peers, HealthPort: health[i], FailureTimeout: 2 * time.Second},
+			Kinds: []*cluster.Kind{host.Kind()},
+			Log:   log,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		host.Watch(m)
+		nodes = append(nodes, &node{hub: hub, host: host, m: m, edge: NewEdge(m, 10*time.Second, log)})
+	}
+	t.Cleanup(func() {
+		for _, nd := range nodes {
+			nd.host.Close()
+			nd.m.Leave(context.Background())
+			nd.hub.Shutdown()
+		}
+	})
+	waitFor(t, 10*time.Second, "every member sees every member", func() bool {
+		for _, nd := range nodes {
+			if len(nd.m.Members()) != n {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes, srv
+}
+
+// TestSessionsAsGrains: a client on node 0 opens sessions until some live
+// on node 1, and cannot tell: turns, a permission request answered across
+// nodes, a cancel. Then node 1 drains and leaves: its session's next
+// prompt finds it on node 0, reopened from the store with its history.
+func TestSessionsAsGrains(t *testing.T) {
+	if raceBuild {
+		// cmd/mm's cluster tests run the same with a process per node.
+		t.Skip("protoactor's remote races with a second member in the same process")
+	}
+	var out syncBuffer
+	nodes, _ := testCluster(t, 2, &out)
+	c := acptest.OnHub(nodes[0].hub, protocol.ConnOptions{Owner: "alice", Forward: nodes[0].edge.Forwarder("alice", nil)})
+	t.Cleanup(func() { _ = c.Close(5 * time.Second) })
+	ctx := t.Context()
+	if _, err := c.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	var sids []acp.SessionId
+	for len(sids) < 20 && (nodes[0].hub.Sessions() == 0 || nodes[1].hub.Sessions() == 0) {
+		res, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, res.SessionId)
+	}
+	if nodes[0].hub.Sessions() == 0 || nodes[1].hub.Sessions() == 0 {
+		t.Fatalf("%d sessions, none on one node: %d and %d", len(sids), nodes[0].hub.Sessions(), nodes[1].hub.Sessions())
+	}
+	var remote acp.SessionId // one that landed on node 1
+	for _, sid := range sids {
+		if nodes[1].hub.Holds(string(sid)) {
+			remote = sid
+		}
+	}
+	for i, sid := range sids {
+		c.Client.Reset()
+		if res, err := c.Ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn || acptest.Text(c.Client.Updates(sid)) != "pong" {
+			t.Fatalf("session %d: %v %v %q", i, res, err, acptest.Text(c.Client.Updates(sid)))
+		}
+	}
+	if res, err := c.Ask(ctx, remote, "write"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("a turn with a permission request on node 1: %v %v", res, err)
+	}
+	if n := len(c.Client.Permissions()); n != 1 {
+		t.Errorf("%d permission requests, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "made.txt")); err != nil {
+		t.Errorf("the allowed command did not run: %v", err)
+	}
+	done := make(chan acp.StopReason, 1)
+	go func() {
+		res, _ := c.Ask(ctx, remote, "slow")
+		done <- res.StopReason
+	}()
+	time.Sleep(200 * time.Millisecond)
+	_ = c.Cancel(ctx, acp.CancelNotification{SessionId: remote})
+	select {
+	case r := <-done:
+		if r != acp.StopReasonCancelled {
+			t.Errorf("cancelled turn on node 1: %s", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancel did not reach node 1")
+	}
+
+	// Node 1 drains and leaves; its sessions come back on node 0.
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	nodes[1].host.Drain(dctx)
+	cancel()
+	nodes[1].host.Close()
+	nodes[1].m.Leave(ctx)
+	nodes[1].hub.Shutdown()
+	c.Client.Reset()
+	if res, err := c.Ask(ctx, remote, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the session of a node that left: %v %v\n%s", res, err, out.String())
+	}
+	if !strings.Contains(out.String(), "session "+string(remote)+" reactivated") {
+		t.Errorf("no reactivation logged:\n%s", out.String())
+	}
+	// Its history came along: a load replays the turns answered on node 1.
+	c.Client.Reset()
+	if _, err := c.LoadSession(ctx, acp.LoadSessionRequest{SessionId: remote, Cwd: cwd, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	if text := acptest.Text(c.Client.Updates(remote)); !strings.Contains(text, "made") || !strings.Contains(text, "pong") {
+		t.Errorf("replayed history: %q", text)
+	}
+}

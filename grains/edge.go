@@ -123,12 +123,12 @@ type edgeConn struct {
 
 	mu       sync.Mutex
 	seq      uint64
-	lanes    map[string]*lane     // by session id
-	inflight map[string]*request  // the client's requests not yet answered, by id
-	failed   map[string]bool      // requests answered here with an error: their late answers are dropped
+	lanes    map[string]*lane      // by session id
+	inflight map[string]*request   // the client's requests not yet answered, by id
+	failed   map[string]bool       // requests answered here with an error: their late answers are dropped
 	calls    map[string]*actor.PID // mm's requests to the client, by id: the virtual connection that made each
 	virtuals map[string]*actor.PID // every virtual connection that took a call, by key
-	written  map[string]uint64    // the last Lines written, by virtual connection
+	written  map[string]uint64     // the last Lines written, by virtual connection
 	closing  bool
 }
 

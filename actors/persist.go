@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -35,6 +36,9 @@ type SessionState struct {
 	// nil: the runtime's (Options.Out, Options.Client).
 	Out    Outbox
 	Client Client
+	// Rev is the stored revision the state was read at (store.File.Rev):
+	// the session's saves are fenced on it. 0 for a new session.
+	Rev int64
 	// Untrusted, when set, says in one line why the file this state was
 	// read from is not known to be one this user's mm wrote for this
 	// folder. The session then takes from it nothing that widens what
@@ -48,13 +52,14 @@ type SessionState struct {
 	Untrusted string
 }
 
-// StateFromFile turns a session file read from path, in the project folder
-// cwd, into a state to spawn there. A file that is not signed with the
-// user's key (store.File.Signed), or was signed for another folder, gives
-// an Untrusted state.
+// StateFromFile turns a session read from path (a file's, or what the
+// store calls it, store.Backend.Load), in the project folder cwd, into a
+// state to spawn there. A session that is not signed with the user's key
+// (store.File.Signed), or was signed for another folder, gives an
+// Untrusted state.
 func StateFromFile(f *store.File, path, cwd string) *SessionState {
 	st := &SessionState{
-		ID: f.ID, Cwd: cwd, Created: f.Created, Provenance: f.Provenance,
+		ID: f.ID, Cwd: cwd, Created: f.Created, Provenance: f.Provenance, Rev: f.Rev,
 		Mode: f.Mode, Model: f.Model, Usage: f.Usage, History: f.History, Plan: f.Plan,
 	}
 	if f.Signed && f.Cwd == cwd {
@@ -117,10 +122,9 @@ func (s *session) startPersistence(ctx actor.Context) {
 	if !s.rt.cfg.Sessions.Enabled {
 		return
 	}
-	path := store.Path(s.cwd, s.rt.cfg.Sessions.Dir, s.id)
-	id := s.id
-	s.writer = store.NewWriter(path, func(err error) {
-		s.rt.log.Error(fmt.Sprintf("[acp] session %s: saving %s: %v", id, path, err))
+	id, log := s.id, s.rt.log
+	s.writer = s.rt.store.Writer(s.cwd, s.id, s.rev, func(err error) {
+		log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
 	})
 	// The writer's goroutine is counted so that the process exits only
 	// once every file is flushed.
@@ -164,13 +168,13 @@ func (s *session) save(ctx actor.Context, notify bool) {
 		done = func() { root.Send(self, &persisted{}) }
 	}
 	if k := s.keep; k != nil {
-		// /new: the old conversation goes to disk before the session's
+		// /new: the old conversation is stored before the session's
 		// file forgets it, so a crash in between loses nothing.
 		s.keep = nil
-		w, log := s.writer, s.rt.log
+		w, log, st, cwd := s.writer, s.rt.log, s.rt.store, s.cwd
 		s.rt.goWork(func() {
-			if err := store.WriteAtomic(k.path, k.data); err != nil {
-				log.Error(fmt.Sprintf("[acp] saving %s: %v", k.path, err))
+			if err := st.Create(context.Background(), cwd, k.id, k.data); err != nil {
+				log.Error(fmt.Sprintf("[acp] saving the kept conversation %s: %v", k.id, err))
 			}
 			w.Save(data, done)
 		})
@@ -181,7 +185,7 @@ func (s *session) save(ctx actor.Context, notify bool) {
 
 // keepJob is a conversation /new keeps under a new id.
 type keepJob struct {
-	path string
+	id   string
 	data []byte
 }
 
@@ -216,7 +220,7 @@ func (s *session) keepAs() string {
 		s.rt.log.Error(fmt.Sprintf("[acp] session %s: encoding the kept conversation: %v", s.id, err))
 		return ""
 	}
-	s.keep = &keepJob{path: store.Path(s.cwd, s.rt.cfg.Sessions.Dir, f.ID), data: data}
+	s.keep = &keepJob{id: f.ID, data: data}
 	return f.ID
 }
 

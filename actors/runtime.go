@@ -55,6 +55,9 @@ type Options struct {
 	// Key signs the session files the sessions write (store.Key); nil
 	// writes them unsigned.
 	Key *store.Key
+	// Store keeps the sessions when sessions.enabled is set; nil: the
+	// file store under sessions.dir, read with Key.
+	Store store.Backend
 }
 
 // NamedModel is a model a session can select by ID.
@@ -81,6 +84,8 @@ type Runtime struct {
 	log       *slog.Logger
 	// key signs the session files (nil: unsigned).
 	key *store.Key
+	// store keeps the sessions (Options.Store).
+	store store.Backend
 
 	client  Client
 	metrics Metrics
@@ -138,6 +143,10 @@ func NewRuntime(o Options) *Runtime {
 	}
 	if rt.client == nil {
 		rt.client = nobody{}
+	}
+	rt.store = o.Store
+	if rt.store == nil {
+		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil)
 	}
 	rt.metrics = o.Metrics
 	if rt.metrics == nil {

@@ -38,6 +38,9 @@ type session struct {
 	modelID string
 	// writer persists the session file; nil when sessions are not enabled.
 	writer *store.Writer
+	// rev is the stored revision the session was loaded at, which its
+	// writer's saves are fenced on (SessionState.Rev).
+	rev int64
 	// held is a finished turn's reply waiting for its session file to be
 	// written: the client hears end_turn only once the turn is on disk.
 	held *heldReply
@@ -126,6 +129,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		cwd:     st.Cwd,
 		created: st.Created,
 		prov:    st.Provenance,
+		rev:     st.Rev,
 		mode:    st.Mode,
 		modelID: st.Model,
 		history: st.History,

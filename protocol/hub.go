@@ -25,10 +25,11 @@ import (
 // outbox of the connection it is attached to: the session actor holds it,
 // and moves it in its mailbox's order (actors.Session.Attach).
 type Hub struct {
-	cfg     *configs.Config
-	log     *slog.Logger
-	folders *store.Folders
-	files   *store.Reader
+	cfg *configs.Config
+	log *slog.Logger
+	// store keeps the sessions: the files under sessions.dir, or
+	// Postgres (store.url).
+	store store.Backend
 
 	// ready is closed once rt is set; only runtime() reads rt before that.
 	rt    *actors.Runtime
@@ -88,8 +89,9 @@ func NewHub(o HubOptions) (*Hub, error) {
 	}
 	key := store.OpenKey(o.StateDir, func(w string) { log.Warn("[acp] " + w) })
 	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}), sessions: map[string]*entry{}, lanes: map[string]*lane{},
-		folders: store.OpenFolders(o.StateDir),
-		files:   &store.Reader{Key: key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }}}
+		store: store.NewFileStore(o.Config.Sessions.Dir,
+			&store.Reader{Key: key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }},
+			store.OpenFolders(o.StateDir))}
 	go func() {
 		if o.Config.Sessions.Enabled {
 			// The key's file is read (or made) here rather than by the
@@ -99,7 +101,7 @@ func NewHub(o HubOptions) (*Hub, error) {
 		h.rt = actors.NewRuntime(actors.Options{
 			Config: o.Config, Model: o.Model, Models: o.Models, Sensitive: sensitive,
 			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
-			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics,
+			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: h.store,
 		})
 		close(h.ready)
 	}()
@@ -122,6 +124,7 @@ func (h *Hub) Shutdown() {
 	h.shutdown.Do(func() {
 		h.stopSessions()
 		h.runtime().Shutdown()
+		h.store.Close()
 	})
 }
 

@@ -1,8 +1,12 @@
-// Package store persists mm sessions to disk, one JSON file per session at
-// <cwd>/<sessions.dir>/<id>.json (docs/session-format.md describes the
-// format).
+// Package store persists mm sessions: by default to disk, one JSON file per
+// session at <cwd>/<sessions.dir>/<id>.json (docs/session-format.md
+// describes the format).
 //
 // It owns:
+//   - the seam (backend.go): Backend, through which the session actor
+//     saves (its Writer) and the ACP edge loads, lists and deletes, with
+//     the file store (filestore.go: FileStore, the files below) as its
+//     default implementation;
 //   - the file format (store.go): File and its version, Marshal, Unmarshal,
 //     Load and the title rule, so that every reader and writer agrees on one
 //     definition;
@@ -19,7 +23,8 @@
 //     which signs what mm writes (Key.Marshal) so that a file mm did not
 //     write for this user is told apart (File.Signed);
 //   - background writing (writer.go): Writer, one per session, so that the
-//     session actor never blocks on the disk;
+//     session actor never blocks on the disk, and that stops saving once
+//     a save is fenced (ErrFenced);
 //   - the folder index (folders.go): Folders, the folders that hold saved
 //     sessions, in the user's state directory.
 //

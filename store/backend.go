@@ -20,7 +20,8 @@ type Backend interface {
 	// folder only; Postgres finds it by id, whatever folder it was saved
 	// in. where names what was read, for messages: a file's path, or
 	// "session <id> in postgres". Errors wrap ErrNotFound, ErrRefused,
-	// ErrCorrupt or ErrVersion as Reader.Load's do, and fit on one line.
+	// ErrCorrupt or ErrVersion as Reader.Load's do (only a file's
+	// ErrNotFound also wraps fs.ErrNotExist), and fit on one line.
 	Load(ctx context.Context, cwd, id string) (f *File, where string, err error)
 	// List returns the sessions saved for cwd, newest first (see
 	// Reader.List).

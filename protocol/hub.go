@@ -1,9 +1,11 @@
 package protocol
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
@@ -77,7 +79,8 @@ type HubOptions struct {
 
 // NewHub starts the actor runtime in the background (it takes a few
 // milliseconds, which the first connection's initialize does not wait
-// for). It fails only on a configuration the runtime cannot use.
+// for). It fails on a configuration the runtime cannot use, and on a
+// store.url whose database cannot be reached or its tables made.
 func NewHub(o HubOptions) (*Hub, error) {
 	log := o.Log
 	if log == nil {
@@ -88,10 +91,12 @@ func NewHub(o HubOptions) (*Hub, error) {
 		return nil, fmt.Errorf("%w: tools.sensitive: %v", configs.ErrConfig, err)
 	}
 	key := store.OpenKey(o.StateDir, func(w string) { log.Warn("[acp] " + w) })
+	backend, err := openStore(o.Config, key, o.StateDir, log)
+	if err != nil {
+		return nil, err
+	}
 	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}), sessions: map[string]*entry{}, lanes: map[string]*lane{},
-		store: store.NewFileStore(o.Config.Sessions.Dir,
-			&store.Reader{Key: key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }},
-			store.OpenFolders(o.StateDir))}
+		store: backend}
 	go func() {
 		if o.Config.Sessions.Enabled {
 			// The key's file is read (or made) here rather than by the
@@ -106,6 +111,28 @@ func NewHub(o HubOptions) (*Hub, error) {
 		close(h.ready)
 	}()
 	return h, nil
+}
+
+// openStore opens where the sessions are kept: the files under
+// sessions.dir, signed and checked with key, their folders indexed in
+// stateDir; or the Postgres database of store.url, connected and its
+// schema made or migrated now, so that a database mm cannot use stops it
+// at start rather than at the first save.
+func openStore(cfg *configs.Config, key *store.Key, stateDir string, log *slog.Logger) (store.Backend, error) {
+	if cfg.Store.URL == "" {
+		return store.NewFileStore(cfg.Sessions.Dir,
+			&store.Reader{Key: key, MaxBytes: int64(cfg.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }},
+			store.OpenFolders(stateDir)), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	pg, err := store.OpenPostgres(ctx, cfg.Store.URL, int64(cfg.Sessions.MaxFileBytes))
+	if err != nil {
+		return nil, err
+	}
+	log.Info(fmt.Sprintf("[acp] sessions are kept in postgres (store.url), ready in %v", time.Since(start).Round(time.Millisecond)))
+	return pg, nil
 }
 
 // runtime returns the actor runtime, waiting for it to be up.

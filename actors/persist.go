@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -123,13 +124,41 @@ func (s *session) startPersistence(ctx actor.Context) {
 		return
 	}
 	id, log := s.id, s.rt.log
+	root, self := ctx.ActorSystem().Root, ctx.Self()
 	s.writer = s.rt.store.Writer(s.cwd, s.id, s.rev, func(err error) {
+		if errors.Is(err, store.ErrFenced) {
+			// Sent before the save's done func runs: the session hears
+			// it before the persisted that would release its reply.
+			root.Send(self, &fenced{Err: err.Error()})
+			return
+		}
 		log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
 	})
 	// The writer's goroutine is counted so that the process exits only
 	// once every file is flushed.
 	w := s.writer
 	s.rt.goWork(func() { <-w.Done() })
+}
+
+// onFenced stops a session whose save was fenced: another mm (another
+// process, another node) took the session over since this one loaded it,
+// and this copy must not go on as if its turns were kept. The prompt
+// waiting for that save answers why, in one line; with none waiting, the
+// session says it. The log says it too, with the store's reason.
+func (s *session) onFenced(ctx actor.Context, m *fenced) {
+	if s.fenced || s.closing {
+		return
+	}
+	s.fenced = true
+	why := fmt.Sprintf("session %s: another mm took this session over; this copy stopped", s.id)
+	s.rt.log.Error(fmt.Sprintf("[acp] %s (%s)", why, m.Err))
+	if h := s.held; h != nil {
+		s.held, s.cur = nil, nil
+		s.rt.answer(s.id, h.answer, &TurnResult{Err: why})
+	} else {
+		s.say("\n⚠️ " + why + "\n")
+	}
+	ctx.Stop(ctx.Self())
 }
 
 // onFlush writes the session file now and answers once it is on disk.

@@ -58,6 +58,11 @@ type Options struct {
 	// Store keeps the sessions when sessions.enabled is set; nil: the
 	// file store under sessions.dir, read with Key.
 	Store store.Backend
+	// SelfStopped, when set, is called once a session has stopped by
+	// itself, its saves fenced because another mm took it over, so that
+	// the edge forgets it. It is called from the session's actor and must
+	// not block.
+	SelfStopped func(*Session)
 }
 
 // NamedModel is a model a session can select by ID.
@@ -86,6 +91,8 @@ type Runtime struct {
 	key *store.Key
 	// store keeps the sessions (Options.Store).
 	store store.Backend
+	// selfStopped is Options.SelfStopped.
+	selfStopped func(*Session)
 
 	client  Client
 	metrics Metrics
@@ -144,7 +151,7 @@ func NewRuntime(o Options) *Runtime {
 	if rt.client == nil {
 		rt.client = nobody{}
 	}
-	rt.store = o.Store
+	rt.store, rt.selfStopped = o.Store, o.SelfStopped
 	if rt.store == nil {
 		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil)
 	}

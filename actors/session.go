@@ -36,8 +36,13 @@ type session struct {
 	mode string
 	// modelID selects the model among the runtime's ("default" first).
 	modelID string
+	// handle is the edge's handle on this session (SpawnSession).
+	handle *Session
 	// writer persists the session file; nil when sessions are not enabled.
 	writer *store.Writer
+	// fenced is set once a save was fenced: another mm took the session
+	// over, and this copy stops (persist.go).
+	fenced bool
 	// rev is the stored revision the session was loaded at, which its
 	// writer's saves are fenced on (SessionState.Rev).
 	rev int64
@@ -234,6 +239,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.onToolFinished(ctx, m)
 	case *persisted:
 		s.onPersisted(ctx)
+	case *fenced:
+		s.onFenced(ctx, m)
 	case *Flush:
 		s.onFlush(ctx)
 	case *Replay:
@@ -266,6 +273,15 @@ func (s *session) Receive(ctx actor.Context) {
 		s.startMCP(ctx, s.mcpServers)
 	case *actor.Stopping:
 		s.onStopping(ctx)
+	case *actor.Stopped:
+		if s.fenced {
+			// Nobody asked this session to stop: its handle learns it
+			// here, and answers what the edge sends it from now on.
+			s.handle.stopped1()
+			if s.rt.selfStopped != nil {
+				s.rt.selfStopped(s.handle)
+			}
+		}
 	}
 }
 

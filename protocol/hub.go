@@ -107,6 +107,7 @@ func NewHub(o HubOptions) (*Hub, error) {
 			Config: o.Config, Model: o.Model, Models: o.Models, Sensitive: sensitive,
 			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
 			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: h.store,
+			SelfStopped: h.forget,
 		})
 		close(h.ready)
 	}()
@@ -256,6 +257,17 @@ func (h *Hub) remove(id, owner string) *actors.Session {
 	}
 	delete(h.sessions, id)
 	return e.s
+}
+
+// forget takes session s out of the table, if it is still there, when it
+// stopped by itself (another mm took it over): its id is unknown here from
+// now on, until a session/load takes it up again.
+func (h *Hub) forget(s *actors.Session) {
+	h.mu.Lock()
+	if e := h.sessions[s.ID]; e != nil && e.s == s {
+		delete(h.sessions, s.ID)
+	}
+	h.mu.Unlock()
 }
 
 // heldBy lists the sessions connection a holds.

@@ -150,7 +150,7 @@ func (s *PGStore) Writer(_, id string, rev int64, onError func(error)) *Writer {
 	var token [16]byte
 	_, _ = rand.Read(token[:])
 	k := &pgSaver{s: s, id: id, rev: rev, holder: hex.EncodeToString(token[:])}
-	return startWriter(k.save, onError)
+	return StartWriter(k.save, onError)
 }
 
 // Create inserts session id, failing with ErrFenced when the id is taken.

@@ -37,11 +37,14 @@ func NewWriter(path string, onError func(error)) *Writer {
 }
 
 func newWriter(path string, onError func(error), write func(string, []byte) error) *Writer {
-	return startWriter(func(data []byte) error { return write(path, data) }, onError)
+	return StartWriter(func(data []byte) error { return write(path, data) }, onError)
 }
 
-// startWriter starts a Writer that stores each encoding with write.
-func startWriter(write func([]byte) error, onError func(error)) *Writer {
+// StartWriter starts a Writer that stores each encoding with write, which
+// is called from the Writer's goroutine only, one call at a time: the
+// Writer of a Backend other than the file store (Postgres's fenced saves),
+// or of a test. A write error wrapping ErrFenced stops its saving.
+func StartWriter(write func([]byte) error, onError func(error)) *Writer {
 	w := &Writer{
 		onError: onError,
 		write:   write,

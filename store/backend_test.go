@@ -40,13 +40,13 @@ type testBackend struct {
 // maxBytes as the largest session it reads (0: the default).
 var backends = []struct {
 	name string
-	open func(t *testing.T, maxBytes int64) *testBackend
+	open func(t testing.TB, maxBytes int64) *testBackend
 }{
 	{"files", openFileBackend},
 	{"postgres", openPGBackend},
 }
 
-func openFileBackend(t *testing.T, maxBytes int64) *testBackend {
+func openFileBackend(t testing.TB, maxBytes int64) *testBackend {
 	state := t.TempDir()
 	key := OpenKey(state, func(s string) { t.Error(s) })
 	const dir = ".mm/sessions"
@@ -64,7 +64,7 @@ func openFileBackend(t *testing.T, maxBytes int64) *testBackend {
 	}
 }
 
-func openPGBackend(t *testing.T, maxBytes int64) *testBackend {
+func openPGBackend(t testing.TB, maxBytes int64) *testBackend {
 	url := pg.URL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -36,6 +36,11 @@ import (
 // need it instead of skipping them.
 const RequireEnv = "MM_REQUIRE_POSTGRES"
 
+// FsyncEnv, set to 1, keeps the server's fsync on: for benchmarks that
+// compare it with the file store, which syncs every save. Tests leave it
+// off, since nothing they write must outlive the machine.
+const FsyncEnv = "MM_PGTEST_FSYNC"
+
 // ErrNotInstalled means no PostgreSQL server binaries were found.
 var ErrNotInstalled = errors.New("PostgreSQL is not installed (no pg_ctl in /usr/lib/postgresql/*/bin or on PATH; Debian: apt-get install postgresql)")
 
@@ -70,8 +75,8 @@ func Bin() (string, error) {
 }
 
 // Start makes a database cluster in a new temporary directory and starts
-// its server; fsync is off, since nothing here must outlive the machine.
-// The server trusts local connections as the superuser mm.
+// its server; fsync is off unless MM_PGTEST_FSYNC=1. The server trusts
+// local connections as the superuser mm.
 func Start() (*Server, error) {
 	bin, err := Bin()
 	if err != nil {
@@ -96,11 +101,15 @@ func Start() (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	fsync := "off"
+	if os.Getenv(FsyncEnv) == "1" {
+		fsync = "on"
+	}
 	// A free port may be taken between looking and listening: try again.
 	for attempt := 0; ; attempt++ {
 		if s.port, err = freePort(); err == nil {
 			err = s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "-o",
-				fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", s.port, dir), "start")
+				fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=%s -c max_connections=200", s.port, dir, fsync), "start")
 		}
 		if err == nil {
 			return s, nil
@@ -204,7 +213,7 @@ func (sh *Shared) Get(t testing.TB) *Server {
 		start := time.Now()
 		sh.srv, sh.err = Start()
 		if sh.err == nil {
-			t.Logf("pgtest: PostgreSQL started in %v at %s", time.Since(start).Round(time.Millisecond), sh.srv.URL())
+			t.Logf("pgtest: PostgreSQL started in %v at %s (%s=%s)", time.Since(start).Round(time.Millisecond), sh.srv.URL(), FsyncEnv, os.Getenv(FsyncEnv))
 		}
 	})
 	switch {

@@ -126,3 +126,37 @@ func TestPostgresSharedByTwoAgents(t *testing.T) {
 		t.Errorf("no delete line:\n%s", fourth.Stderr.String())
 	}
 }
+
+// TestPostgresNewKeepsTheConversation: /new keeps the old conversation as
+// a session of its own in the database, which another mm lists and loads;
+// the session itself goes on, saved at its next revision.
+func TestPostgresNewKeepsTheConversation(t *testing.T) {
+	url := pg.URL(t)
+	e := newSessEnv(t, sessionScript, func(c *configs.Config) { c.Store.URL = url })
+	conn := e.pgAgent()
+	sid := e.newSession(conn)
+	e.ask(conn, sid, "bash")
+	e.ask(conn, sid, "/new")
+	logs := conn.Stderr.String()
+	i := strings.Index(logs, "previous conversation kept as ")
+	if i < 0 {
+		t.Fatalf("no kept line:\n%s", logs)
+	}
+	kept := strings.Fields(logs[i+len("previous conversation kept as "):])[0]
+	e.ask(conn, sid, "bash")
+
+	other := e.pgAgent()
+	if got := sessionIDs(t, other, e, acp.Ptr(e.cwd)); !slices.Contains(got, kept) || !slices.Contains(got, string(sid)) {
+		t.Fatalf("session/list = %v, want %s and %s", got, sid, kept)
+	}
+	if _, err := other.LoadSession(e.ctx, acp.LoadSessionRequest{SessionId: acp.SessionId(kept), Cwd: e.cwd, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	ups := other.Client.Updates(acp.SessionId(kept))
+	if len(ups) == 0 || ups[0].UserMessageChunk == nil || ups[0].UserMessageChunk.Content.Text.Text != "bash" {
+		t.Errorf("the kept conversation replays %v", ups)
+	}
+	if strings.Contains(logs, "saving") {
+		t.Errorf("a save failed:\n%s", logs)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,21 +57,21 @@ func OpenPostgres(ctx context.Context, url string, maxBytes int64) (*PGStore, er
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's parse errors show the URL with its password hidden.
-		return nil, fmt.Errorf("store.url: %s", oneLine(err.Error()))
+		return nil, fmt.Errorf("store.url: %s", pgReason(err))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("store.url: %s", oneLine(err.Error()))
+		return nil, fmt.Errorf("store.url: %s", pgReason(err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("store.url: %s", oneLine(err.Error()))
+		return nil, fmt.Errorf("store.url: %s", pgReason(err))
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("store.url: creating or migrating mm's tables: %s", oneLine(err.Error()))
+		return nil, fmt.Errorf("store.url: creating or migrating mm's tables: %s", pgReason(err))
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxFileBytes
@@ -97,7 +99,7 @@ func (s *PGStore) Load(ctx context.Context, _ string, id string) (*File, string,
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, where, fmt.Errorf("%w: %s", ErrNotFound, where)
 	case err != nil:
-		return nil, where, fmt.Errorf("read %s: %s", where, oneLine(err.Error()))
+		return nil, where, fmt.Errorf("read %s: %s", where, pgReason(err))
 	case doc == nil:
 		return nil, where, fmt.Errorf("%s: %w: %s (only sessions of at most %s are read)", where, ErrRefused, byteSize(size), byteSize(s.maxBytes))
 	}
@@ -131,7 +133,7 @@ func (s *PGStore) list(ctx context.Context, query string, args ...any) ([]Summar
 	defer cancel()
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list sessions: %s", oneLine(err.Error()))
+		return nil, fmt.Errorf("list sessions: %s", pgReason(err))
 	}
 	out := []Summary{}
 	var sum Summary
@@ -140,7 +142,7 @@ func (s *PGStore) list(ctx context.Context, query string, args ...any) ([]Summar
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list sessions: %s", oneLine(err.Error()))
+		return nil, fmt.Errorf("list sessions: %s", pgReason(err))
 	}
 	return out, nil
 }
@@ -163,7 +165,7 @@ func (s *PGStore) Create(ctx context.Context, _ string, id string, data []byte) 
 	}
 	tag, err := s.pool.Exec(ctx, insertSQL, id, h.cwd, h.owner, h.title, h.updated, h.version, "", data)
 	if err != nil {
-		return fmt.Errorf("save %s: %s", s.where(id), oneLine(err.Error()))
+		return fmt.Errorf("save %s: %s", s.where(id), pgReason(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("save %s: the id is taken: %w", s.where(id), ErrFenced)
@@ -183,7 +185,7 @@ func (s *PGStore) Delete(ctx context.Context, id string, _ []string, spare func(
 	defer cancel()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM mm_sessions WHERE id = $1`, id)
 	if err != nil {
-		return "", fmt.Errorf("delete %s: %s", s.where(id), oneLine(err.Error()))
+		return "", fmt.Errorf("delete %s: %s", s.where(id), pgReason(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return "", nil
@@ -233,7 +235,7 @@ func (k *pgSaver) save(data []byte) error {
 	for retried := false; ; retried = true {
 		ok, err := k.try(ctx, h, data)
 		if err != nil {
-			return fmt.Errorf("save %s: %s", k.s.where(k.id), oneLine(err.Error()))
+			return fmt.Errorf("save %s: %s", k.s.where(k.id), pgReason(err))
 		}
 		if ok {
 			k.rev++
@@ -247,7 +249,7 @@ func (k *pgSaver) save(data []byte) error {
 		var holder string
 		err = k.s.pool.QueryRow(ctx, `SELECT version, holder FROM mm_sessions WHERE id = $1`, k.id).Scan(&rev, &holder)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("save %s: %s", k.s.where(k.id), oneLine(err.Error()))
+			return fmt.Errorf("save %s: %s", k.s.where(k.id), pgReason(err))
 		}
 		if retried || err != nil || holder != k.holder || rev != k.rev+1 {
 			return fmt.Errorf("save %s: %w", k.s.where(k.id), ErrFenced)
@@ -277,4 +279,17 @@ func docHeader(id string, data []byte) (header, error) {
 		return h, fmt.Errorf("save session %s: %w", id, corrupt(fmt.Sprintf("the document is session %q's (format %d)", h.id, h.version)))
 	}
 	return h, nil
+}
+
+// pgReason words a pgx error on one line. pgx puts each connection attempt
+// on a line of its own, and tries twice (with TLS, then without) when the
+// URL does not say: the same reason twice is said once.
+func pgReason(err error) string {
+	var parts []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !slices.Contains(parts, l) {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, " ")
 }

@@ -152,6 +152,12 @@ func (s *session) onFenced(ctx actor.Context, m *fenced) {
 	s.fenced = true
 	why := fmt.Sprintf("session %s: another mm took this session over; this copy stopped", s.id)
 	s.rt.log.Error(fmt.Sprintf("[acp] %s (%s)", why, m.Err))
+	if s.rt.selfStopped != nil {
+		// The edge forgets the session before its user hears why: what
+		// the user sends next finds no session rather than this one
+		// stopping.
+		s.rt.selfStopped(s.handle)
+	}
 	if h := s.held; h != nil {
 		s.held, s.cur = nil, nil
 		s.rt.answer(s.id, h.answer, &TurnResult{Err: why})

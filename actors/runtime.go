@@ -58,10 +58,10 @@ type Options struct {
 	// Store keeps the sessions when sessions.enabled is set; nil: the
 	// file store under sessions.dir, read with Key.
 	Store store.Backend
-	// SelfStopped, when set, is called once a session has stopped by
-	// itself, its saves fenced because another mm took it over, so that
-	// the edge forgets it. It is called from the session's actor and must
-	// not block.
+	// SelfStopped, when set, is called when a session stops by itself,
+	// its saves fenced because another mm took it over, so that the edge
+	// forgets it: before its user is told, and before it has stopped. It
+	// is called from the session's actor and must not block.
 	SelfStopped func(*Session)
 }
 

@@ -276,11 +276,8 @@ func (s *session) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		if s.fenced {
 			// Nobody asked this session to stop: its handle learns it
-			// here, and answers what the edge sends it from now on.
+			// here, and answers what the edge still sends it.
 			s.handle.stopped1()
-			if s.rt.selfStopped != nil {
-				s.rt.selfStopped(s.handle)
-			}
 		}
 	}
 }

@@ -260,7 +260,7 @@ func (h *Hub) remove(id, owner string) *actors.Session {
 }
 
 // forget takes session s out of the table, if it is still there, when it
-// stopped by itself (another mm took it over): its id is unknown here from
+// stops by itself (another mm took it over): its id is unknown here from
 // now on, until a session/load takes it up again.
 func (h *Hub) forget(s *actors.Session) {
 	h.mu.Lock()

@@ -92,6 +92,8 @@ func TestErrors(t *testing.T) {
 		{"serve:\n  maxConnections: 0\n", "serve.maxConnections"},
 		{"serve:\n  stallTimeout: 0s\n", "serve.stallTimeout"},
 		{"serve:\n  tls: {cert: c.pem}\n", "serve.tls: give both"},
+		{"store:\n  url: postgres://db/mm\n", "store.url: keeps sessions only when they are kept: set sessions.enabled: true"},
+		{"sessions: {enabled: true}\nstore:\n  url: mysql://db/mm\n", "store.url: must be a postgres:// URL"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "user.yaml")
 		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "user.yaml") {

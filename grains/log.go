@@ -28,6 +28,8 @@ import (
 //     than the failure timeout, as when this node dropped a member that
 //     lives on;
 //   - a poll of the health endpoints under way as this node leaves;
+//   - the remote's attempts to reach, and gossip's to reach, a member
+//     that has left;
 //   - the remote's lost connection to a member that has left, or that this
 //     node closed itself (gRPC's Canceled), or any once this node leaves.
 //
@@ -87,6 +89,18 @@ func (h *protoHandler) level(r slog.Record) slog.Level {
 			return slog.LevelWarn
 		}
 		return slog.LevelDebug
+	case "EndpointWriter failed to connect", "EndpointWriter failed to create receive stream":
+		// protoactor reconnects to a member that left when something is
+		// still sent to it (gossip does, for a while).
+		addr, _ := attr(r, "address").(string)
+		if h.m.leaving.Load() || !h.m.isMember(addr) {
+			return slog.LevelDebug
+		}
+	case "sendGossipForMember failed":
+		id, _ := attr(r, "MemberId").(string)
+		if h.m.leaving.Load() || !h.m.isMemberID(id) {
+			return slog.LevelDebug
+		}
 	case "EndpointWriter lost connection":
 		// Canceled is this side closing the connection: the peer left,
 		// or this node is leaving.

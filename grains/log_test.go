@@ -19,7 +19,7 @@ import (
 // TestProtoLog: protoactor's lines that a cluster's normal life brings are
 // kept out of the way; the others are kept.
 func TestProtoLog(t *testing.T) {
-	m := &Member{cfg: configs.Cluster{FailureTimeout: 2 * time.Second}, live: []string{"10.0.0.1:4020"}}
+	m := &Member{cfg: configs.Cluster{FailureTimeout: 2 * time.Second}, live: []string{"10.0.0.1:4020"}, liveIDs: map[string]bool{"id1": true}}
 	var out bytes.Buffer
 	log := protoLog(logs.New(&out, slog.LevelInfo), m)
 	lost := status.Error(codes.Unavailable, "error reading from server: EOF")
@@ -43,6 +43,10 @@ func TestProtoLog(t *testing.T) {
 		{"member lost", slog.LevelError, "EndpointWriter lost connection", []any{"address", "10.0.0.1:4020", "error", lost}, "ERROR: EndpointWriter lost connection", false},
 		{"member gone", slog.LevelError, "EndpointWriter lost connection", []any{"address", "10.0.0.2:4020", "error", lost}, "", false},
 		{"closed here", slog.LevelError, "EndpointWriter lost connection", []any{"address", "10.0.0.1:4020", "error", status.Error(codes.Canceled, "closing")}, "", false},
+		{"reconnect to a member", slog.LevelError, "EndpointWriter failed to connect", []any{"address", "10.0.0.1:4020", "error", lost}, "ERROR: EndpointWriter failed to connect", false},
+		{"reconnect to a member gone", slog.LevelError, "EndpointWriter failed to connect", []any{"address", "10.0.0.2:4020", "error", lost}, "", false},
+		{"gossip to a member", slog.LevelWarn, "sendGossipForMember failed", []any{"MemberId", "id1"}, "WARN: sendGossipForMember failed", false},
+		{"gossip to a member gone", slog.LevelWarn, "sendGossipForMember failed", []any{"MemberId", "id2"}, "", false},
 		{"leaving", slog.LevelError, "Failure reaching nodes", nil, "", true},
 		{"leaving, member lost", slog.LevelError, "EndpointWriter lost connection", []any{"address", "10.0.0.1:4020", "error", lost}, "", true},
 	} {

@@ -51,6 +51,7 @@ type Member struct {
 
 	mu       sync.Mutex
 	live     []string // addresses, sorted, as the last topology had them
+	liveIDs  map[string]bool
 	left     []string // addresses gone since the handlers were last called
 	changed  bool     // a topology arrived since the handlers were last called
 	handlers []*handler
@@ -115,7 +116,12 @@ func Start(o Options) (*Member, error) {
 			}
 		})
 	}}
-	m.c = cluster.New(m.sys, cluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(host, port),
+	rc := remote.Configure(host, port)
+	// The remote tries to connect to a member this many times, 2 s apart,
+	// before it gives the endpoint up, blocking that endpoint (and a
+	// leave) meanwhile: as long as the failure timeout, and no longer.
+	rc.MaxRetryCount = max(1, int(cfg.FailureTimeout/(2*time.Second)))
+	m.c = cluster.New(m.sys, cluster.Configure(cfg.Name, provider, disthash.New(), rc,
 		cluster.WithKinds(o.Kinds...),
 		// A member whose gossip heartbeat is older than this is blocked
 		// (and never let back under its id), whatever the provider says.
@@ -191,6 +197,13 @@ func (m *Member) isMember(addr string) bool {
 	return found
 }
 
+// isMemberID says whether id is a live member's id.
+func (m *Member) isMemberID(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.liveIDs[id]
+}
+
 // Members returns the addresses (host:port) of the live members, this one
 // included once joined, sorted.
 func (m *Member) Members() []string {
@@ -224,8 +237,12 @@ func (m *Member) onTopology(t *cluster.ClusterTopology) {
 	}
 	slices.Sort(live)
 	live = slices.Compact(live)
+	ids := make(map[string]bool, len(t.Members))
+	for _, mb := range t.Members {
+		ids[mb.Id] = true
+	}
 	m.mu.Lock()
-	m.live = live
+	m.live, m.liveIDs = live, ids
 	for _, mb := range t.Left {
 		m.left = append(m.left, mb.Address())
 	}
@@ -308,7 +325,7 @@ func (m *Member) Leave(ctx context.Context) {
 		}()
 		select {
 		case <-done:
-			m.log.Info(fmt.Sprintf("cluster %s: left", m.cfg.Name))
+			m.log.Info(fmt.Sprintf("cluster %s: left, in %s", m.cfg.Name, time.Since(start).Round(time.Millisecond)))
 		case <-ctx.Done():
 			m.log.Warn(fmt.Sprintf("cluster %s: still leaving after %s; going anyway", m.cfg.Name, time.Since(start).Round(time.Millisecond)))
 		}

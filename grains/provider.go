@@ -14,7 +14,6 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/consul"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
 	"github.com/hashicorp/consul/api"
 	"github.com/labstack/echo"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -61,9 +60,7 @@ func newProvider(cfg configs.Cluster, host string, sys *actor.ActorSystem, log *
 		}
 		return &providerHandle{p: p, close: func() {}}, nil
 	case "k8s":
-		// In-cluster configuration; the namespace is the pod's service
-		// account's (the provider reads it, and takes no other).
-		p, err := k8s.New()
+		p, err := newK8s()
 		if err != nil {
 			return nil, fmt.Errorf("cluster.provider k8s: %w", err)
 		}

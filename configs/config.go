@@ -42,6 +42,9 @@ type Config struct {
 	Models []NamedModel `yaml:"models"`
 	// Serve configures `mm serve`, ACP over the network.
 	Serve Serve `yaml:"serve"`
+	// Cluster makes `mm serve` a node of a protoactor cluster; an empty
+	// name keeps it one process.
+	Cluster Cluster `yaml:"cluster"`
 
 	// Path is the user file that was layered on the defaults, "" if none.
 	Path string `yaml:"-"`
@@ -253,6 +256,48 @@ func (s Serve) ServeRoots(dir string) []string {
 		out[i] = filepath.Clean(r)
 	}
 	return out
+}
+
+// Cluster configures the membership of `mm serve` in a protoactor
+// cluster (package grains). Nothing in it applies while Name is empty.
+type Cluster struct {
+	// Name is the cluster joined; members of other names are ignored.
+	Name string `yaml:"name"`
+	// Provider finds the members: automanaged, etcd, consul or k8s.
+	Provider string `yaml:"provider"`
+	// Advertise is the host:port other nodes reach this node's remote on,
+	// and where it listens. An empty host is this machine's hostname; port
+	// 0 picks a free one.
+	Advertise string `yaml:"advertise"`
+	// Peers are the automanaged health endpoints (host:port) polled for
+	// members; this node's own is added when missing.
+	Peers []string `yaml:"peers"`
+	// HealthPort is where the automanaged provider answers its peers, on
+	// Advertise's host.
+	HealthPort int `yaml:"healthPort"`
+	// FailureTimeout is how long a member that stopped answering stays a
+	// member.
+	FailureTimeout time.Duration `yaml:"failureTimeout"`
+	Etcd           ClusterEtcd   `yaml:"etcd"`
+	Consul         ClusterConsul `yaml:"consul"`
+}
+
+// Enabled says whether mm serve joins a cluster.
+func (c Cluster) Enabled() bool { return c.Name != "" }
+
+// ClusterEtcd is the etcd provider's connection.
+type ClusterEtcd struct {
+	Endpoints []string `yaml:"endpoints"`
+	// Prefix is the key under which members register, as
+	// <prefix>/<cluster name>/<member>.
+	Prefix string `yaml:"prefix"`
+}
+
+// ClusterConsul is the consul provider's connection.
+type ClusterConsul struct {
+	// Address of the Consul agent (host:port); empty means
+	// CONSUL_HTTP_ADDR, else 127.0.0.1:8500.
+	Address string `yaml:"address"`
 }
 
 // Fetch configures fetch_content.

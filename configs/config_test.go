@@ -94,10 +94,40 @@ func TestErrors(t *testing.T) {
 		{"serve:\n  tls: {cert: c.pem}\n", "serve.tls: give both"},
 		{"store:\n  url: postgres://db/mm\n", "store.url: keeps sessions only when they are kept: set sessions.enabled: true"},
 		{"sessions: {enabled: true}\nstore:\n  url: mysql://db/mm\n", "store.url: must be a postgres:// URL"},
+		{"cluster:\n  name: mm\n", "cluster.advertise: needed"},
+		{"cluster:\n  name: m m\n  advertise: :4020\n", "cluster.name"},
+		{"cluster:\n  name: mm\n  advertise: 0.0.0.0:4020\n  peers: [a:6330]\n", "cluster.advertise"},
+		{"cluster:\n  name: mm\n  advertise: \"[::1]:4020\"\n  peers: [a:6330]\n", "cluster.advertise"},
+		{"cluster:\n  name: mm\n  advertise: :4020\n", "cluster.peers: the automanaged provider needs"},
+		{"cluster:\n  name: mm\n  advertise: :4020\n  peers: [a]\n", "cluster.peers[0]"},
+		{"cluster:\n  name: mm\n  advertise: :6330\n  peers: [a:6330]\n", "cluster.healthPort"},
+		{"cluster:\n  name: mm\n  advertise: :4020\n  peers: [a:6330]\n  failureTimeout: 100ms\n", "cluster.failureTimeout"},
+		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: zk\n", "cluster.provider"},
+		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: etcd\n  etcd: {endpoints: []}\n", "cluster.etcd.endpoints"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "user.yaml")
 		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "user.yaml") {
 			t.Errorf("%q: err = %v, want %q naming the file", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// TestCluster: without a name the block is not checked (mm runs as one
+// process); with one, each provider's settings are taken as written.
+func TestCluster(t *testing.T) {
+	c, err := Parse([]byte("cluster:\n  advertise: nonsense\n"), "user.yaml")
+	if err != nil || c.Cluster.Enabled() {
+		t.Fatalf("no name: %v, enabled %v", err, c.Cluster.Enabled())
+	}
+	for _, y := range []string{
+		"cluster:\n  name: mm\n  advertise: 127.0.0.1:0\n  peers: [\"127.0.0.1:16330\"]\n  failureTimeout: 2s\n",
+		"cluster:\n  name: mm\n  advertise: mm1:4020\n  provider: etcd\n  etcd: {endpoints: [\"etcd:2379\"]}\n",
+		"cluster:\n  name: mm\n  advertise: :4020\n  provider: consul\n",
+		"cluster:\n  name: mm\n  advertise: :4020\n  provider: k8s\n",
+	} {
+		c, err := Parse([]byte(y), "user.yaml")
+		if err != nil || !c.Cluster.Enabled() {
+			t.Errorf("%q: %v", y, err)
 		}
 	}
 }

@@ -1,10 +1,13 @@
 package configs
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // validate checks what the types cannot: ranges, choices, required and
@@ -108,6 +111,9 @@ func (c *Config) validate() error {
 	if err := c.validateServe(bad); err != nil {
 		return err
 	}
+	if err := c.validateCluster(bad); err != nil {
+		return err
+	}
 	seen := map[string]bool{"default": true}
 	for i := range c.Models {
 		m := &c.Models[i]
@@ -179,4 +185,73 @@ func (c *Config) validateServe(bad func(key, why string) error) error {
 		return bad("serve.tls", "give both cert and key, or neither (plain HTTP)")
 	}
 	return nil
+}
+
+// validateCluster checks the cluster section, when a name turns it on.
+func (c *Config) validateCluster(bad func(key, why string) error) error {
+	cl := c.Cluster
+	if !cl.Enabled() {
+		return nil
+	}
+	// The name ends up in etcd keys, Consul service names and Kubernetes
+	// label values: the characters all three take.
+	if len(cl.Name) > 63 || strings.Trim(cl.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "" {
+		return bad("cluster.name", fmt.Sprintf("%q: at most 63 letters, digits, '-', '_' or '.'", cl.Name))
+	}
+	if err := checkAdvertise(cl.Advertise); err != nil {
+		return bad("cluster.advertise", err.Error())
+	}
+	if cl.FailureTimeout < time.Second {
+		return bad("cluster.failureTimeout", "must be at least 1s")
+	}
+	switch cl.Provider {
+	case "automanaged":
+		if len(cl.Peers) == 0 {
+			return bad("cluster.peers", "the automanaged provider needs the peers' health endpoints (host:port)")
+		}
+		for i, p := range cl.Peers {
+			if host, port, err := net.SplitHostPort(p); err != nil || host == "" || !validPort(port, false) {
+				return bad(fmt.Sprintf("cluster.peers[%d]", i), fmt.Sprintf("%q is not host:port", p))
+			}
+		}
+		if cl.HealthPort < 1 || cl.HealthPort > 65535 {
+			return bad("cluster.healthPort", "must be a port, 1 to 65535")
+		}
+		if _, port, _ := net.SplitHostPort(cl.Advertise); port == strconv.Itoa(cl.HealthPort) {
+			return bad("cluster.healthPort", "is advertise's port too: the remote and the health endpoint need one each")
+		}
+	case "etcd":
+		if len(cl.Etcd.Endpoints) == 0 {
+			return bad("cluster.etcd.endpoints", "the etcd provider needs at least one endpoint")
+		}
+		if !strings.HasPrefix(cl.Etcd.Prefix, "/") {
+			return bad("cluster.etcd.prefix", fmt.Sprintf("%q must start with /", cl.Etcd.Prefix))
+		}
+	case "consul", "k8s":
+	default:
+		return bad("cluster.provider", fmt.Sprintf("unknown provider %q (automanaged, etcd, consul, k8s)", cl.Provider))
+	}
+	return nil
+}
+
+// checkAdvertise accepts host:port where the host, if any, is one other
+// nodes can dial: not a wildcard, and not an IPv6 literal, which protoactor
+// writes into addresses without brackets.
+func checkAdvertise(a string) error {
+	if a == "" {
+		return errors.New(`needed with cluster.name: the host:port other nodes reach this node on (":4020" = this machine's hostname)`)
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || !validPort(port, true) {
+		return fmt.Errorf("%q is not host:port", a)
+	}
+	if ip := net.ParseIP(host); ip != nil && (ip.IsUnspecified() || ip.To4() == nil) {
+		return fmt.Errorf("%q: give an address other nodes can reach, not a wildcard or an IPv6 literal", a)
+	}
+	return nil
+}
+
+func validPort(p string, zero bool) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n <= 65535 && (n > 0 || zero && n == 0)
 }

@@ -53,10 +53,14 @@ type Session struct {
 func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 	final := make(chan struct{})
 	s := newSession(rt, st, final)
-	pid := rt.sys.Root.Spawn(rt.props(func() actor.Actor { return s },
+	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final}
+	// The actor holds its handle only to mark it stopped when it stops by
+	// itself (fenced); it never reads pid, set below.
+	s.handle = h
+	h.pid = rt.sys.Root.Spawn(rt.props(func() actor.Actor { return s },
 		actor.WithMailbox(actor.UnboundedPriorityMpsc()),
 		actor.WithSupervisor(stopChildren)))
-	return &Session{ID: st.ID, Cwd: st.Cwd, pid: pid, rt: rt, final: final}
+	return h
 }
 
 // stopChildren stops a failed child (a model or tool actor) instead of

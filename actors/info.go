@@ -1,8 +1,8 @@
 package actors
 
 import (
+	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -42,18 +42,19 @@ func (s *session) onForget(ctx actor.Context, _ *Forget) {
 	ctx.Respond(&Done{})
 }
 
-// removeFile deletes the session file once its writer w (nil: none) is
-// done, off the actor: a save still queued would otherwise bring the file
-// back, and waiting for it is disk work. removed is closed when it is gone.
+// removeFile deletes the stored session once its writer w (nil: none) is
+// done, off the actor: a save still queued would otherwise bring it back,
+// and waiting for it is disk or database work. removed is closed when it
+// is gone.
 func (s *session) removeFile(w *store.Writer, removed chan struct{}) {
-	id, log, path := s.id, s.rt.log, store.Path(s.cwd, s.rt.cfg.Sessions.Dir, s.id)
+	id, cwd, log, st := s.id, s.cwd, s.rt.log, s.rt.store
 	s.rt.goWork(func() {
 		defer close(removed)
 		if w != nil {
 			w.Close()
 		}
-		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-			log.Error(fmt.Sprintf("[acp] session %s: deleting %s: %v", id, path, err))
+		if _, err := st.Delete(context.Background(), id, []string{cwd}, nil); err != nil {
+			log.Error(fmt.Sprintf("[acp] session %s: deleting: %v", id, err))
 		}
 	})
 }

@@ -91,6 +91,12 @@ type Flush struct{}
 // persisted tells a session its file was written.
 type persisted struct{}
 
+// fenced tells a session that its writer's save was refused because
+// another activation of the session saved it meanwhile (store.ErrFenced):
+// this copy is stale and stops. It reaches the session before the
+// persisted of that save.
+type fenced struct{ Err string }
+
 // CancelTurns cancels every turn of the session whose Seq is at most UpTo,
 // running or queued; with Only set, the turn UpTo alone (a cancelled
 // prompt request). It is a high-priority message: it overtakes the stream

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,6 +37,9 @@ type SessionState struct {
 	// nil: the runtime's (Options.Out, Options.Client).
 	Out    Outbox
 	Client Client
+	// Rev is the stored revision the state was read at (store.File.Rev):
+	// the session's saves are fenced on it. 0 for a new session.
+	Rev int64
 	// Untrusted, when set, says in one line why the file this state was
 	// read from is not known to be one this user's mm wrote for this
 	// folder. The session then takes from it nothing that widens what
@@ -48,13 +53,14 @@ type SessionState struct {
 	Untrusted string
 }
 
-// StateFromFile turns a session file read from path, in the project folder
-// cwd, into a state to spawn there. A file that is not signed with the
-// user's key (store.File.Signed), or was signed for another folder, gives
-// an Untrusted state.
+// StateFromFile turns a session read from path (a file's, or what the
+// store calls it, store.Backend.Load), in the project folder cwd, into a
+// state to spawn there. A session that is not signed with the user's key
+// (store.File.Signed), or was signed for another folder, gives an
+// Untrusted state.
 func StateFromFile(f *store.File, path, cwd string) *SessionState {
 	st := &SessionState{
-		ID: f.ID, Cwd: cwd, Created: f.Created, Provenance: f.Provenance,
+		ID: f.ID, Cwd: cwd, Created: f.Created, Provenance: f.Provenance, Rev: f.Rev,
 		Mode: f.Mode, Model: f.Model, Usage: f.Usage, History: f.History, Plan: f.Plan,
 	}
 	if f.Signed && f.Cwd == cwd {
@@ -117,15 +123,48 @@ func (s *session) startPersistence(ctx actor.Context) {
 	if !s.rt.cfg.Sessions.Enabled {
 		return
 	}
-	path := store.Path(s.cwd, s.rt.cfg.Sessions.Dir, s.id)
-	id := s.id
-	s.writer = store.NewWriter(path, func(err error) {
-		s.rt.log.Error(fmt.Sprintf("[acp] session %s: saving %s: %v", id, path, err))
+	id, log := s.id, s.rt.log
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	s.writer = s.rt.store.Writer(s.cwd, s.id, s.rev, func(err error) {
+		if errors.Is(err, store.ErrFenced) {
+			// Sent before the save's done func runs: the session hears
+			// it before the persisted that would release its reply.
+			root.Send(self, &fenced{Err: err.Error()})
+			return
+		}
+		log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
 	})
 	// The writer's goroutine is counted so that the process exits only
 	// once every file is flushed.
 	w := s.writer
 	s.rt.goWork(func() { <-w.Done() })
+}
+
+// onFenced stops a session whose save was fenced: another mm (another
+// process, another node) took the session over since this one loaded it,
+// and this copy must not go on as if its turns were kept. The prompt
+// waiting for that save answers why, in one line; with none waiting, the
+// session says it. The log says it too, with the store's reason.
+func (s *session) onFenced(ctx actor.Context, m *fenced) {
+	if s.fenced || s.closing {
+		return
+	}
+	s.fenced = true
+	why := fmt.Sprintf("session %s: another mm took this session over; this copy stopped", s.id)
+	s.rt.log.Error(fmt.Sprintf("[acp] %s (%s)", why, m.Err))
+	if s.rt.selfStopped != nil {
+		// The edge forgets the session before its user hears why: what
+		// the user sends next finds no session rather than this one
+		// stopping.
+		s.rt.selfStopped(s.handle)
+	}
+	if h := s.held; h != nil {
+		s.held, s.cur = nil, nil
+		s.rt.answer(s.id, h.answer, &TurnResult{Err: why})
+	} else {
+		s.say("\n⚠️ " + why + "\n")
+	}
+	ctx.Stop(ctx.Self())
 }
 
 // onFlush writes the session file now and answers once it is on disk.
@@ -164,13 +203,13 @@ func (s *session) save(ctx actor.Context, notify bool) {
 		done = func() { root.Send(self, &persisted{}) }
 	}
 	if k := s.keep; k != nil {
-		// /new: the old conversation goes to disk before the session's
+		// /new: the old conversation is stored before the session's
 		// file forgets it, so a crash in between loses nothing.
 		s.keep = nil
-		w, log := s.writer, s.rt.log
+		w, log, st, cwd := s.writer, s.rt.log, s.rt.store, s.cwd
 		s.rt.goWork(func() {
-			if err := store.WriteAtomic(k.path, k.data); err != nil {
-				log.Error(fmt.Sprintf("[acp] saving %s: %v", k.path, err))
+			if err := st.Create(context.Background(), cwd, k.id, k.data); err != nil {
+				log.Error(fmt.Sprintf("[acp] saving the kept conversation %s: %v", k.id, err))
 			}
 			w.Save(data, done)
 		})
@@ -181,7 +220,7 @@ func (s *session) save(ctx actor.Context, notify bool) {
 
 // keepJob is a conversation /new keeps under a new id.
 type keepJob struct {
-	path string
+	id   string
 	data []byte
 }
 
@@ -216,7 +255,7 @@ func (s *session) keepAs() string {
 		s.rt.log.Error(fmt.Sprintf("[acp] session %s: encoding the kept conversation: %v", s.id, err))
 		return ""
 	}
-	s.keep = &keepJob{path: store.Path(s.cwd, s.rt.cfg.Sessions.Dir, f.ID), data: data}
+	s.keep = &keepJob{id: f.ID, data: data}
 	return f.ID
 }
 

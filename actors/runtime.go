@@ -55,6 +55,14 @@ type Options struct {
 	// Key signs the session files the sessions write (store.Key); nil
 	// writes them unsigned.
 	Key *store.Key
+	// Store keeps the sessions when sessions.enabled is set; nil: the
+	// file store under sessions.dir, read with Key.
+	Store store.Backend
+	// SelfStopped, when set, is called when a session stops by itself,
+	// its saves fenced because another mm took it over, so that the edge
+	// forgets it: before its user is told, and before it has stopped. It
+	// is called from the session's actor and must not block.
+	SelfStopped func(*Session)
 }
 
 // NamedModel is a model a session can select by ID.
@@ -81,6 +89,10 @@ type Runtime struct {
 	log       *slog.Logger
 	// key signs the session files (nil: unsigned).
 	key *store.Key
+	// store keeps the sessions (Options.Store).
+	store store.Backend
+	// selfStopped is Options.SelfStopped.
+	selfStopped func(*Session)
 
 	client  Client
 	metrics Metrics
@@ -138,6 +150,10 @@ func NewRuntime(o Options) *Runtime {
 	}
 	if rt.client == nil {
 		rt.client = nobody{}
+	}
+	rt.store, rt.selfStopped = o.Store, o.SelfStopped
+	if rt.store == nil {
+		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil)
 	}
 	rt.metrics = o.Metrics
 	if rt.metrics == nil {

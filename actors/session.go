@@ -36,8 +36,16 @@ type session struct {
 	mode string
 	// modelID selects the model among the runtime's ("default" first).
 	modelID string
+	// handle is the edge's handle on this session (SpawnSession).
+	handle *Session
 	// writer persists the session file; nil when sessions are not enabled.
 	writer *store.Writer
+	// fenced is set once a save was fenced: another mm took the session
+	// over, and this copy stops (persist.go).
+	fenced bool
+	// rev is the stored revision the session was loaded at, which its
+	// writer's saves are fenced on (SessionState.Rev).
+	rev int64
 	// held is a finished turn's reply waiting for its session file to be
 	// written: the client hears end_turn only once the turn is on disk.
 	held *heldReply
@@ -126,6 +134,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		cwd:     st.Cwd,
 		created: st.Created,
 		prov:    st.Provenance,
+		rev:     st.Rev,
 		mode:    st.Mode,
 		modelID: st.Model,
 		history: st.History,
@@ -230,6 +239,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.onToolFinished(ctx, m)
 	case *persisted:
 		s.onPersisted(ctx)
+	case *fenced:
+		s.onFenced(ctx, m)
 	case *Flush:
 		s.onFlush(ctx)
 	case *Replay:
@@ -262,6 +273,12 @@ func (s *session) Receive(ctx actor.Context) {
 		s.startMCP(ctx, s.mcpServers)
 	case *actor.Stopping:
 		s.onStopping(ctx)
+	case *actor.Stopped:
+		if s.fenced {
+			// Nobody asked this session to stop: its handle learns it
+			// here, and answers what the edge still sends it.
+			s.handle.stopped1()
+		}
 	}
 }
 

@@ -27,6 +27,7 @@ type Config struct {
 	Prompt   Prompt   `yaml:"prompt"`
 	Yolo     bool     `yaml:"yolo"`
 	Sessions Sessions `yaml:"sessions"`
+	Store    Store    `yaml:"store"`
 	Context  Context  `yaml:"context"`
 	Turns    Turns    `yaml:"turns"`
 	Tools    Tools    `yaml:"tools"`
@@ -120,6 +121,14 @@ type Sessions struct {
 	// list); a larger one, like anything that is not a regular file, is
 	// refused.
 	MaxFileBytes Bytes `yaml:"maxFileBytes"`
+}
+
+// Store says where sessions are kept when sessions.enabled is set.
+type Store struct {
+	// URL, when set (postgres://…), keeps them in that PostgreSQL
+	// database, shared by every mm that names it; empty keeps them in
+	// files under each session's cwd.
+	URL string `yaml:"url"`
 }
 
 // Context configures history compression.

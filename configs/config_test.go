@@ -92,6 +92,8 @@ func TestErrors(t *testing.T) {
 		{"serve:\n  maxConnections: 0\n", "serve.maxConnections"},
 		{"serve:\n  stallTimeout: 0s\n", "serve.stallTimeout"},
 		{"serve:\n  tls: {cert: c.pem}\n", "serve.tls: give both"},
+		{"store:\n  url: postgres://db/mm\n", "store.url: keeps sessions only when they are kept: set sessions.enabled: true"},
+		{"sessions: {enabled: true}\nstore:\n  url: mysql://db/mm\n", "store.url: must be a postgres:// URL"},
 		{"cluster:\n  name: mm\n", "cluster.advertise: needed"},
 		{"cluster:\n  name: m m\n  advertise: :4020\n", "cluster.name"},
 		{"cluster:\n  name: mm\n  advertise: 0.0.0.0:4020\n  peers: [a:6330]\n", "cluster.advertise"},

@@ -28,6 +28,14 @@ func (c *Config) validate() error {
 	if c.ACP.MaxPending < 1 {
 		return bad("acp.maxPending", "must be at least 1")
 	}
+	if u := c.Store.URL; u != "" {
+		if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+			return bad("store.url", "must be a postgres:// URL (or empty: files)")
+		}
+		if !c.Sessions.Enabled {
+			return bad("store.url", "keeps sessions only when they are kept: set sessions.enabled: true")
+		}
+	}
 	if c.Sessions.MaxFileBytes < 64<<10 {
 		return bad("sessions.maxFileBytes", "must be at least 64KiB")
 	}

@@ -173,7 +173,7 @@ func (a *Agent) serveNewAs(r *actors.Reply, p acp.NewSessionRequest, id string) 
 			if err := s.Flush(); err != nil {
 				a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
 			}
-			a.hub.folders.Add(cwd)
+			a.hub.store.NoteFolder(cwd)
 		}
 		a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) from the editor)", id, cwd, len(p.McpServers)))
 		return id, acp.NewSessionResponse{

@@ -178,6 +178,30 @@ func history200(b *testing.B, cwd string) string {
 	return sid
 }
 
+// history200In stores history200's session in the Postgres database at
+// url, and returns its id.
+func history200In(b *testing.B, url, cwd string) string {
+	b.Helper()
+	sid := history200(b, cwd)
+	s, err := store.OpenPostgres(context.Background(), url, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	f, _, err := store.NewFileStore(".mm/sessions", nil, nil).Load(context.Background(), cwd, sid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := store.Marshal(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Create(context.Background(), cwd, sid, data); err != nil {
+		b.Fatal(err)
+	}
+	return sid
+}
+
 // BenchmarkPersistedTurn200: a ping → pong turn of a session that already
 // holds 200 messages, with persistence on: the reply waits for the session
 // file (encode, write, fsync, rename). Compare BenchmarkPongTurnInProcess.
@@ -185,6 +209,24 @@ func BenchmarkPersistedTurn200(b *testing.B) {
 	conn, ctx := benchAgent(b, func(c *configs.Config) { c.Sessions.Enabled = true })
 	cwd := b.TempDir()
 	sid := acp.SessionId(history200(b, cwd))
+	if _, err := conn.ResumeSession(ctx, acp.ResumeSessionRequest{SessionId: sid, Cwd: cwd}); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		if res, err := conn.Ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+			b.Fatal(res, err)
+		}
+	}
+}
+
+// BenchmarkPersistedTurn200Postgres is BenchmarkPersistedTurn200 with the
+// session in Postgres (store.url, the package's throwaway server): the
+// reply waits for encode and a fenced UPDATE of the row.
+func BenchmarkPersistedTurn200Postgres(b *testing.B) {
+	url := pg.URL(b)
+	cwd := b.TempDir()
+	sid := acp.SessionId(history200In(b, url, cwd))
+	conn, ctx := benchAgent(b, func(c *configs.Config) { c.Sessions.Enabled = true; c.Store.URL = url })
 	if _, err := conn.ResumeSession(ctx, acp.ResumeSessionRequest{SessionId: sid, Cwd: cwd}); err != nil {
 		b.Fatal(err)
 	}

@@ -2,10 +2,7 @@ package protocol
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"sort"
 
 	"github.com/coder/acp-go-sdk"
@@ -74,32 +71,24 @@ func (a *Agent) serveDelete(r *actors.Reply, p acp.UnstableDeleteSessionRequest)
 	})
 }
 
-// removeStored removes the file of a session that is not open, wherever a
-// known folder holds it; none is fine.
+// removeStored removes a session that is not open, wherever a known
+// folder holds it (files) or wherever it is (Postgres); none is fine.
 func (a *Agent) removeStored(id string) error {
-	seen := map[string]bool{}
-	for _, cwd := range append(a.knownCwds(), a.hub.folders.List(a.cfg.Sessions.Dir)...) {
-		if seen[cwd] {
-			continue
+	var spare func(*store.File, string, string) bool
+	if a.owner != "" {
+		spare = func(f *store.File, where, cwd string) bool {
+			return !a.mayOpen(actors.StateFromFile(f, where, cwd)) // not this token's
 		}
-		seen[cwd] = true
-		path := store.Path(cwd, a.cfg.Sessions.Dir, id)
-		if a.owner != "" {
-			if _, err := a.loadFile(id, cwd); err != nil {
-				continue // not there, or not this token's
-			}
-		}
-		err := os.Remove(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		a.log.Info(fmt.Sprintf("[acp] session %s deleted (%s)", id, path))
+	}
+	where, err := a.hub.store.Delete(a.ctx, id, append(a.knownCwds(), a.hub.store.Folders()...), spare)
+	if err != nil {
+		return err
+	}
+	if where == "" {
+		a.log.Info(fmt.Sprintf("[acp] session %s: nothing to delete (no such session in the known folders)", id))
 		return nil
 	}
-	a.log.Info(fmt.Sprintf("[acp] session %s: nothing to delete (no such session in the known folders)", id))
+	a.log.Info(fmt.Sprintf("[acp] session %s deleted (%s)", id, where))
 	return nil
 }
 

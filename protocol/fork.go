@@ -90,7 +90,7 @@ func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest, 
 	if id == "" {
 		id = actors.NewSessionID(time.Now())
 	}
-	st.ID, st.Cwd, st.Created = id, cwd, time.Time{}
+	st.ID, st.Cwd, st.Created, st.Rev = id, cwd, time.Time{}, 0
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
 	st.MCP = a.mcpServers(stableServers(p.McpServers))
 	s, err := a.register(a.runtime().SpawnSession(a.attach(st)))
@@ -101,7 +101,7 @@ func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest, 
 		a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", s.ID, err))
 	}
 	if a.cfg.Sessions.Enabled {
-		a.hub.folders.Add(cwd)
+		a.hub.store.NoteFolder(cwd)
 	}
 	a.log.Info(fmt.Sprintf("[acp] session %s forked from %s (%d message(s))", s.ID, parent, len(st.History)-1))
 	mode := st.Mode

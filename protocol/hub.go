@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
@@ -26,10 +27,11 @@ import (
 // outbox of the connection it is attached to: the session actor holds it,
 // and moves it in its mailbox's order (actors.Session.Attach).
 type Hub struct {
-	cfg     *configs.Config
-	log     *slog.Logger
-	folders *store.Folders
-	files   *store.Reader
+	cfg *configs.Config
+	log *slog.Logger
+	// store keeps the sessions: the files under sessions.dir, or
+	// Postgres (store.url).
+	store store.Backend
 
 	// ready is closed once rt is set; only runtime() reads rt before that.
 	rt    *actors.Runtime
@@ -77,7 +79,8 @@ type HubOptions struct {
 
 // NewHub starts the actor runtime in the background (it takes a few
 // milliseconds, which the first connection's initialize does not wait
-// for). It fails only on a configuration the runtime cannot use.
+// for). It fails on a configuration the runtime cannot use, and on a
+// store.url whose database cannot be reached or its tables made.
 func NewHub(o HubOptions) (*Hub, error) {
 	log := o.Log
 	if log == nil {
@@ -88,9 +91,12 @@ func NewHub(o HubOptions) (*Hub, error) {
 		return nil, fmt.Errorf("%w: tools.sensitive: %v", configs.ErrConfig, err)
 	}
 	key := store.OpenKey(o.StateDir, func(w string) { log.Warn("[acp] " + w) })
+	backend, err := openStore(o.Config, key, o.StateDir, log)
+	if err != nil {
+		return nil, err
+	}
 	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}), sessions: map[string]*entry{}, lanes: map[string]*lane{},
-		folders: store.OpenFolders(o.StateDir),
-		files:   &store.Reader{Key: key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }}}
+		store: backend}
 	go func() {
 		if o.Config.Sessions.Enabled {
 			// The key's file is read (or made) here rather than by the
@@ -100,11 +106,34 @@ func NewHub(o HubOptions) (*Hub, error) {
 		h.rt = actors.NewRuntime(actors.Options{
 			Config: o.Config, Model: o.Model, Models: o.Models, Sensitive: sensitive,
 			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
-			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics,
+			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: h.store,
+			SelfStopped: h.forget,
 		})
 		close(h.ready)
 	}()
 	return h, nil
+}
+
+// openStore opens where the sessions are kept: the files under
+// sessions.dir, signed and checked with key, their folders indexed in
+// stateDir; or the Postgres database of store.url, connected and its
+// schema made or migrated now, so that a database mm cannot use stops it
+// at start rather than at the first save.
+func openStore(cfg *configs.Config, key *store.Key, stateDir string, log *slog.Logger) (store.Backend, error) {
+	if cfg.Store.URL == "" {
+		return store.NewFileStore(cfg.Sessions.Dir,
+			&store.Reader{Key: key, MaxBytes: int64(cfg.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }},
+			store.OpenFolders(stateDir)), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	pg, err := store.OpenPostgres(ctx, cfg.Store.URL, int64(cfg.Sessions.MaxFileBytes))
+	if err != nil {
+		return nil, err
+	}
+	log.Info(fmt.Sprintf("[acp] sessions are kept in postgres (store.url), ready in %v", time.Since(start).Round(time.Millisecond)))
+	return pg, nil
 }
 
 // runtime returns the actor runtime, waiting for it to be up.
@@ -123,6 +152,7 @@ func (h *Hub) Shutdown() {
 	h.shutdown.Do(func() {
 		h.stopSessions()
 		h.runtime().Shutdown()
+		h.store.Close()
 	})
 }
 
@@ -227,6 +257,17 @@ func (h *Hub) remove(id, owner string) *actors.Session {
 	}
 	delete(h.sessions, id)
 	return e.s
+}
+
+// forget takes session s out of the table, if it is still there, when it
+// stops by itself (another mm took it over): its id is unknown here from
+// now on, until a session/load takes it up again.
+func (h *Hub) forget(s *actors.Session) {
+	h.mu.Lock()
+	if e := h.sessions[s.ID]; e != nil && e.s == s {
+		delete(h.sessions, s.ID)
+	}
+	h.mu.Unlock()
 }
 
 // heldBy lists the sessions connection a holds.

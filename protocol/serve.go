@@ -223,7 +223,9 @@ func (c *Conn) Wait(ctx context.Context) {
 		a.log.Warn("shutdown: the client did not read the last updates")
 	}
 	if c.hub != nil {
-		c.hub.runtime().Shutdown()
+		// Its sessions are stopped already: this stops the runtime and
+		// closes the store.
+		c.hub.Shutdown()
 	}
 }
 

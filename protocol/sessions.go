@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -90,7 +89,7 @@ func (a *Agent) openFile(id, rawCwd string, servers []acp.McpServer) (*actors.Se
 	if err != nil {
 		return nil, err
 	}
-	a.hub.folders.Add(cwd)
+	a.hub.store.NoteFolder(cwd)
 	st.MCP = a.mcpServers(servers)
 	return a.register(a.runtime().SpawnSession(a.attach(st)))
 }
@@ -98,21 +97,21 @@ func (a *Agent) openFile(id, rawCwd string, servers []acp.McpServer) (*actors.Se
 // loadFile reads stored session id of cwd as this connection may see it:
 // a server's token sees only its own sessions, the others are not there.
 func (a *Agent) loadFile(id, cwd string) (*actors.SessionState, error) {
-	path := store.Path(cwd, a.cfg.Sessions.Dir, id)
-	f, err := a.hub.files.Load(path)
-	if err == nil && f.ID != id {
-		err = fmt.Errorf("%w: the file holds session %q", store.ErrCorrupt, f.ID)
-	}
+	f, where, err := a.hub.store.Load(a.ctx, cwd, id)
 	if err != nil {
 		return nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()})
 	}
-	st := actors.StateFromFile(f, path, cwd)
-	if a.owner != "" {
-		if st.Owner != a.owner {
-			return nil, unknownSession(id)
-		}
+	st := actors.StateFromFile(f, where, cwd)
+	if !a.mayOpen(st) {
+		return nil, unknownSession(id)
 	}
 	return st, nil
+}
+
+// mayOpen says whether this connection's token owns a stored session (a
+// server's token sees only its own; mm -acp's user sees every one).
+func (a *Agent) mayOpen(st *actors.SessionState) bool {
+	return a.owner == "" || st.Owner == a.owner
 }
 
 // LoadSession serves session/load for a caller that serves the Agent
@@ -218,47 +217,31 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	if !a.cfg.Sessions.Enabled {
 		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
 	}
-	var cwds []string
+	var list []store.Summary
+	var lerr error
 	if p.Cwd != nil {
 		cwd, err := a.checkCwd(*p.Cwd)
 		if err != nil {
 			return acp.ListSessionsResponse{}, err
 		}
 		a.know(cwd)
-		cwds = []string{cwd}
+		list, lerr = a.hub.store.List(a.ctx, cwd)
 	} else {
-		seen := map[string]bool{}
-		add := func(cwd string) {
-			if !seen[cwd] {
-				seen[cwd] = true
-				cwds = append(cwds, cwd)
-			}
-		}
-		for _, cwd := range a.hub.folders.List(a.cfg.Sessions.Dir) {
-			add(cwd)
-		}
-		for _, cwd := range a.knownCwds() {
-			add(cwd)
-		}
-		for _, cwd := range a.hub.cwdsOf(a.owner) {
-			add(cwd)
+		// The store knows its folders (the files' index; Postgres sees
+		// every session); these are the ones it may not know yet.
+		list, lerr = a.hub.store.ListAll(a.ctx, append(a.knownCwds(), a.hub.cwdsOf(a.owner)...))
+	}
+	if lerr != nil {
+		return acp.ListSessionsResponse{}, a.internal("session/list", lerr)
+	}
+	all := make([]store.Summary, 0, len(list))
+	for _, s := range list {
+		// A server's token lists its own sessions (as the files claim;
+		// loading one checks the claim).
+		if a.owner == "" || s.Owner == a.owner {
+			all = append(all, s)
 		}
 	}
-	var all []store.Summary
-	for _, cwd := range cwds {
-		list, err := a.hub.files.List(cwd, a.cfg.Sessions.Dir)
-		if err != nil {
-			return acp.ListSessionsResponse{}, a.internal("session/list", err)
-		}
-		for _, s := range list {
-			// A server's token lists its own sessions (as the files
-			// claim; loading one checks the claim).
-			if a.owner == "" || s.Owner == a.owner {
-				all = append(all, s)
-			}
-		}
-	}
-	sortSummaries(all)
 	out := acp.ListSessionsResponse{Sessions: make([]acp.SessionInfo, 0, len(all))}
 	for _, s := range all {
 		info := acp.SessionInfo{SessionId: acp.SessionId(s.ID), Cwd: s.Cwd, UpdatedAt: acp.Ptr(s.Updated.UTC().Format(time.RFC3339))}
@@ -342,15 +325,5 @@ func (a *Agent) serveSetConfig(r *actors.Reply, p acp.SetSessionConfigOptionRequ
 			return
 		}
 		s.SetModel(string(v.Value), r)
-	})
-}
-
-// sortSummaries puts the newest first (ties: id descending), across cwds.
-func sortSummaries(s []store.Summary) {
-	sort.Slice(s, func(i, j int) bool {
-		if !s[i].Updated.Equal(s[j].Updated) {
-			return s[i].Updated.After(s[j].Updated)
-		}
-		return s[i].ID > s[j].ID
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/pgtest"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/lsp/lsptest"
@@ -31,7 +32,21 @@ func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "fakelsp" {
 		os.Exit(lsptest.Main(os.Args[1:])) // the language server of lsp_test.go
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(withPostgres{m})
+}
+
+// pg is the package's throwaway PostgreSQL server, started by the first
+// test that needs one (pgstore_test.go).
+var pg pgtest.Shared
+
+// withPostgres runs the tests, then stops the server if one was started,
+// before goleak looks for goroutines left behind.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int {
+	code := w.m.Run()
+	pg.Stop()
+	return code
 }
 
 // script is the model every test talks to, over real HTTP.

@@ -35,13 +35,16 @@ type connection struct {
 }
 
 // open reserves a place for a new connection, or says why there is none:
-// "limit" (serve.maxConnections) or "draining".
+// "limit" (serve.maxConnections), "draining" or "unready" (Options.Ready).
 func (s *Server) open(transport string, c Client) (*connection, string) {
+	ready := s.ready() // outside the lock: it is the runtime's to answer
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.draining:
 		return nil, "draining"
+	case !ready:
+		return nil, "unready"
 	case len(s.conns) >= s.o.MaxConnections:
 		return nil, "limit"
 	}

@@ -21,7 +21,10 @@
 // checked before its body is read or its upgrade accepted. The token's
 // name is the connection's owner (Client.Token); an HTTP connection is
 // found only by the token that opened it. /healthz and /readyz need
-// nothing: they say only whether the process serves.
+// nothing: they say only whether the process serves. /readyz answers 503
+// while the server drains, and while Options.Ready says no (a cluster
+// node that has not joined): then a new connection is refused too, with
+// 503 and a Retry-After.
 //
 // Bounds. At most Options.MaxConnections connections are open (503 past
 // it). What a client sends waits for mm to take it: the inbox holds no

@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mm_connections_total", Help: "ACP connections opened since start, by transport.",
 		}, []string{"transport"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mm_requests_refused_total", Help: "HTTP requests and upgrades refused before any ACP was read, by reason (token, origin, limit, draining).",
+			Name: "mm_requests_refused_total", Help: "HTTP requests and upgrades refused before any ACP was read, by reason (token, origin, limit, draining, unready).",
 		}, []string{"reason"}),
 	}
 	// Both transports show from the start, at 0.

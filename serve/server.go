@@ -55,6 +55,12 @@ type Options struct {
 	// Log receives one line per connection opened and closed, and
 	// warnings. nil discards them.
 	Log *slog.Logger
+	// Ready says whether the server takes connections: a cluster node is
+	// ready once it has joined. While it says no, /readyz answers 503 and
+	// a new connection is refused with 503 and a Retry-After, as past
+	// MaxConnections. nil means always ready. It is called on every such
+	// request, from their goroutines: it must be quick.
+	Ready func() bool
 }
 
 // The bounds of one streamable HTTP connection, as the TypeScript SDK's
@@ -213,6 +219,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			text(w, http.StatusServiceUnavailable, "draining")
 			return
 		}
+		if !s.ready() {
+			text(w, http.StatusServiceUnavailable, "not ready")
+			return
+		}
 		text(w, http.StatusOK, "ready")
 	case "/metrics":
 		if _, ok := s.admit(w, r); ok {
@@ -261,12 +271,20 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return owner, true
 }
 
+// ready says whether Options.Ready lets connections in.
+func (s *Server) ready() bool { return s.o.Ready == nil || s.o.Ready() }
+
 // refuse answers a new connection that has no place: 503, with a
-// Retry-After for the limit.
+// Retry-After for the limit and readiness.
 func (s *Server) refuse(w http.ResponseWriter, why string) {
 	s.metrics.refused.WithLabelValues(why).Inc()
-	if why == "draining" {
+	switch why {
+	case "draining":
 		text(w, http.StatusServiceUnavailable, "Server is shutting down")
+		return
+	case "unready":
+		w.Header().Set("Retry-After", "1")
+		text(w, http.StatusServiceUnavailable, "Server is not ready (joining its cluster)")
 		return
 	}
 	w.Header().Set("Retry-After", "1")

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,6 +173,37 @@ func TestMetrics(t *testing.T) {
 	if _, body = e.get("/metrics", "Authorization", "Bearer "+token); !strings.Contains(body, `mm_requests_refused_total{reason="token"} 1`) {
 		t.Errorf("the refusal is not counted:\n%s", body)
 	}
+}
+
+// TestReady: while Options.Ready says no, /readyz answers 503 and a new
+// connection of either transport is refused with 503 and a Retry-After;
+// once it says yes, both are let in.
+func TestReady(t *testing.T) {
+	var ready atomic.Bool
+	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.Ready = ready.Load })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if status, body := e.get("/readyz"); status != 503 || body != "not ready" {
+		t.Errorf("/readyz before ready: %d %q", status, body)
+	}
+	if status, _ := e.get("/healthz"); status != 200 {
+		t.Errorf("/healthz before ready: %d", status)
+	}
+	if _, resp, err := servetest.DialWebSocket(ctx, e.ws, token, nil); err == nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("an upgrade before ready: %v", err)
+	}
+	e.raw().post(initialize, 503)
+	ready.Store(true)
+	if status, _ := e.get("/readyz"); status != 200 {
+		t.Errorf("/readyz once ready: %d", status)
+	}
+	c := e.dial(serve.WebSocket, token)
+	c.start(t, ctx)
+	e.raw().post(initialize, 200)
+	if _, body := e.get("/metrics", "Authorization", "Bearer "+token); !strings.Contains(body, `mm_requests_refused_total{reason="unready"} 2`) {
+		t.Errorf("the refusals are not counted:\n%s", body)
+	}
+	_ = c.stream.Close()
 }
 
 // TestDrain: once Serve's context ends, /readyz answers 503 and new

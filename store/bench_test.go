@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -101,5 +102,36 @@ func BenchmarkSignedLoad200(b *testing.B) {
 		if f, err := r.Load(path); err != nil || !f.Signed {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSave200 saves a 200-message session through each backend's
+// Writer, one save at a time, as a turn's reply waits for it: the file
+// store's WriteAtomic (write, fsync, rename, fsync of the folder), and
+// Postgres's fenced UPDATE of the row (run with MM_PGTEST_FSYNC=1 for a
+// server that syncs its commits, as the file store does).
+func BenchmarkSave200(b *testing.B) {
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) {
+			be := bk.open(b, 0)
+			cwd := b.TempDir()
+			f := file("20260916-101530-4f2a9c1e", 200, 500)
+			f.Cwd = cwd
+			data := mustMarshal(b, f)
+			if err := be.Create(context.Background(), cwd, f.ID, data); err != nil {
+				b.Fatal(err)
+			}
+			loaded, _, err := be.Load(context.Background(), cwd, f.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := be.Writer(cwd, f.ID, loaded.Rev, func(err error) { b.Error(err) })
+			defer w.Close()
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				save(w, data)
+			}
+		})
 	}
 }

@@ -142,8 +142,14 @@ func TestCrashSafety(t *testing.T) {
 // killOnce starts a writer child on path, waits until it is in its writing
 // loop, lets it write for delay, kills it with SIGKILL and reaps it.
 func killOnce(path string, delay time.Duration) error {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWriter$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"="+path)
+	return killHelper("TestHelperWriter", crashEnv+"="+path, delay)
+}
+
+// killHelper runs test as a child with env added, waits until it says it
+// is writing, lets it write for delay, kills it with SIGKILL and reaps it.
+func killHelper(test, env string, delay time.Duration) error {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

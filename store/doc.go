@@ -1,8 +1,14 @@
-// Package store persists mm sessions to disk, one JSON file per session at
-// <cwd>/<sessions.dir>/<id>.json (docs/session-format.md describes the
-// format).
+// Package store persists mm sessions: by default to disk, one JSON file per
+// session at <cwd>/<sessions.dir>/<id>.json (docs/session-format.md
+// describes the format).
 //
 // It owns:
+//   - the seam (backend.go): Backend, through which the session actor
+//     saves (its Writer) and the ACP edge loads, lists and deletes, with
+//     two implementations: the file store (filestore.go: FileStore, the
+//     files below), the default, and Postgres (postgres.go: PGStore, for
+//     store.url; its schema and migrations in pgschema.go), whose rows
+//     hold the same documents and whose every save is fenced (ErrFenced);
 //   - the file format (store.go): File and its version, Marshal, Unmarshal,
 //     Load and the title rule, so that every reader and writer agrees on one
 //     definition;
@@ -19,7 +25,8 @@
 //     which signs what mm writes (Key.Marshal) so that a file mm did not
 //     write for this user is told apart (File.Signed);
 //   - background writing (writer.go): Writer, one per session, so that the
-//     session actor never blocks on the disk;
+//     session actor never blocks on the disk, and that stops saving once
+//     a save is fenced (ErrFenced);
 //   - the folder index (folders.go): Folders, the folders that hold saved
 //     sessions, in the user's state directory.
 //
@@ -36,4 +43,8 @@
 // run at any time, from any goroutine, because a file is only ever replaced
 // by a rename and so is always seen complete. A Reader and a Key are safe
 // for concurrent use; a Key reads or makes its file once, on first use.
+// Backends are safe for concurrent use. In Postgres, a session may have
+// Writers in several processes at once (two activations): each save is
+// one fenced statement, so the first to save wins and the others fail
+// with ErrFenced; a row is always seen whole.
 package store

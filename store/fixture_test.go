@@ -8,10 +8,25 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mm-agent/mm/internal/pgtest"
 	"github.com/mm-agent/mm/llm"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
+
+// pg is the package's throwaway PostgreSQL server, started by the first
+// test that needs one (backend_test.go).
+var pg pgtest.Shared
+
+// withPostgres runs the tests, then stops the server if one was started,
+// before goleak looks for goroutines left behind.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int {
+	code := w.m.Run()
+	pg.Stop()
+	return code
+}
 
 // t0 is a fixed instant, so that fixtures encode the same bytes in the
 // parent test and in the crash-test child.

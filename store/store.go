@@ -84,6 +84,11 @@ type File struct {
 	// signature (Key): this user's mm wrote it as it is. It is never
 	// written; Key.Marshal signs what it writes.
 	Signed bool `json:"-"`
+	// Rev is the revision of the stored session that Load read, which the
+	// session's Writer fences its saves on (Backend.Writer): in Postgres
+	// the row's version, counted up by every save; 0 for a file. It is
+	// never written into the document.
+	Rev int64 `json:"-"`
 }
 
 // Path returns the session file of id: <cwd>/<dir>/<id>.json when dir is

@@ -33,6 +33,9 @@ type Config struct {
 	Seed        uint64        // turn mix seed
 	Dir         string        // where the run's folder (config, sessions' cwds; removed after) goes; "" = the system's temp dir
 	Progress    bool          // progress bar on stderr
+	// Store is store.url (with Persist): the sessions in that Postgres
+	// database rather than in files. Not reported: it may hold a password.
+	Store string `json:"-"`
 }
 
 // Defaults is the standard run: mmstress -sessions 1000 -turns 10 -concurrency 64.
@@ -62,6 +65,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("-url must be a ws:// or wss:// URL (…/acp)")
 	case c.URL != "" && c.Token == "":
 		return fmt.Errorf("-url needs the server's token (-token or MM_SERVE_TOKEN)")
+	case c.Store != "" && !c.Persist:
+		return fmt.Errorf("-store keeps persisted sessions: it needs -persist")
 	case c.Words < 1:
 		return fmt.Errorf("-words must be at least 1")
 	case c.Bash+c.Edit+c.Ask+c.Cancel+c.Fail > 1:

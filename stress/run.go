@@ -76,6 +76,12 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	agents := f.agents
 	r := &Report{Config: c, Mode: f.mode, Memory: f.memory, Sessions: c.Sessions, Connections: len(agents), RSSStart: f.rssStart}
+	switch {
+	case c.Persist && c.Store != "":
+		r.Mode += ", sessions saved in postgres"
+	case c.Persist:
+		r.Mode += ", sessions saved in files"
+	}
 	for _, a := range agents {
 		if err := a.conn.callJSON(ctx, "initialize", acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
 			ClientInfo: &acp.Implementation{Name: "mmstress", Version: "1"}}, nil); err != nil {

@@ -65,8 +65,12 @@ func (f *fleet) close() {
 
 // mmConfig is the YAML config for the run's agents.
 func mmConfig(c *Config, scriptPath string) string {
-	return fmt.Sprintf("model:\n  provider: scripted\n  script: %q\nturns:\n  concurrency: %d\nsessions:\n  enabled: %t\n",
+	cfg := fmt.Sprintf("model:\n  provider: scripted\n  script: %q\nturns:\n  concurrency: %d\nsessions:\n  enabled: %t\n",
 		scriptPath, c.Concurrency, c.Persist)
+	if c.Store != "" {
+		cfg += fmt.Sprintf("store:\n  url: %q\n", c.Store)
+	}
+	return cfg
 }
 
 // writeConfig writes the scripted model's script and mm's config for the

@@ -240,6 +240,31 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// TestStoreUnreachable: a store.url whose database cannot be reached stops
+// mm -acp at start, with exit status 1 and one line that names the key and
+// hides the password, rather than failing every save later.
+func TestStoreUnreachable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pg.yaml")
+	cfg := "sessions:\n  enabled: true\nstore:\n  url: postgres://mm:s3cret@127.0.0.1:1/mm?connect_timeout=5\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(mmBin, "-acp", "-config", path).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit = %v, want 1; output:\n%s", err, out)
+	}
+	var line string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "store.url") {
+			line = l
+		}
+	}
+	if line == "" || !strings.Contains(line, "connection refused") || strings.Contains(string(out), "s3cret") {
+		t.Errorf("want one line naming store.url and why, without the password:\n%s", out)
+	}
+	t.Log(line)
+}
+
 // TestStdinEOFKillsCommands: when the editor goes away during a bash
 // command, mm exits 0 and no process it started survives.
 func TestStdinEOFKillsCommands(t *testing.T) {

@@ -11,9 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/grains"
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
@@ -82,6 +85,13 @@ func runServe(args []string, stderr io.Writer) int {
 	}
 	// Every session is stopped and saved once the connections are over.
 	defer hub.Shutdown()
+	// A cluster node takes connections once it is a member: until then
+	// /readyz and /acp answer 503.
+	var member atomic.Pointer[grains.Member]
+	var ready func() bool
+	if cfg.Cluster.Enabled() {
+		ready = func() bool { m := member.Load(); return m != nil && m.Joined() }
+	}
 	srv, err := serve.New(serve.Options{
 		Connector: hubConnector{hub: hub, roots: roots},
 		Registry:  reg,
@@ -89,7 +99,7 @@ func runServe(args []string, stderr io.Writer) int {
 		MaxConnections: cfg.Serve.MaxConnections, MaxMessageBytes: int(cfg.ACP.MaxLineBytes),
 		StallTimeout: cfg.Serve.StallTimeout, DrainTimeout: cfg.Serve.DrainTimeout,
 		CertFile: cfg.Serve.TLS.Cert, KeyFile: cfg.Serve.TLS.Key,
-		Log: log,
+		Log: log, Ready: ready,
 	})
 	if err != nil {
 		log.Error(err.Error())
@@ -127,10 +137,33 @@ func runServe(args []string, stderr io.Writer) int {
 		// A second signal ends the process at once, drain or not.
 		stop()
 	}()
-	err = srv.Serve(ctx, ln)
+	// The server answers (503 on /readyz) while the member joins, which
+	// takes protoactor a second or more.
+	serveCtx, cancelServe := context.WithCancel(ctx)
+	defer cancelServe()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, ln) }()
+	var m *grains.Member
+	if cfg.Cluster.Enabled() {
+		m, err = grains.Start(grains.Options{Config: cfg.Cluster, Log: log, Registry: reg})
+		if err != nil {
+			log.Error(err.Error())
+			cancelServe()
+			<-served
+			return 1
+		}
+		member.Store(m)
+	}
+	err = <-served
 	// The connections are over: every session stops, its turn cancelled,
-	// its file saved, before what commands left running is killed.
+	// its file saved, before what commands left running is killed; then
+	// the node leaves its cluster.
 	hub.Shutdown()
+	if m != nil {
+		lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+		m.Leave(lctx)
+		cancel()
+	}
 	if err != nil {
 		log.Error(err.Error())
 		return 1
@@ -138,6 +171,12 @@ func runServe(args []string, stderr io.Writer) int {
 	log.Info("serve: stopped")
 	return 0
 }
+
+// leaveTimeout bounds a node's graceful leave once its connections are
+// over: protoactor waits 2 s for ownership to move, then up to 10 s for
+// its remote to stop; past this the process exits anyway, and the others
+// see it gone within cluster.failureTimeout.
+const leaveTimeout = 15 * time.Second
 
 // serveTokens returns the tokens let in: serve.tokens, plus MM_SERVE_TOKEN
 // named default. With neither, it makes one (named default) and returns

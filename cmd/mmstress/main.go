@@ -48,6 +48,7 @@ func run(args []string) int {
 	fs.DurationVar(&c.CancelAfter, "cancel-delay", c.CancelAfter, "time between the command starting and the cancel")
 	fs.Float64Var(&c.Fail, "fail", 0, "share of turns the model server fails")
 	fs.BoolVar(&c.Persist, "persist", false, "persist sessions (sessions.enabled)")
+	fs.StringVar(&c.Store, "store", "", "with -persist: keep the sessions in this Postgres database (store.url, postgres://…) instead of files")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the turn mix")
 	asJSON := fs.Bool("json", false, "print the machine report (JSON) on stdout")
 	baseline := fs.Bool("baseline", false, "also run the plain JSON-RPC echo baseline over pipes (for -procs runs) and report the ratio")

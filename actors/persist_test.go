@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/store"
+)
+
+// fencingStore is a file store whose writers refuse every save after the
+// first few, as Postgres does once another mm saved the session.
+type fencingStore struct {
+	*store.FileStore
+	accept int32 // saves accepted per writer before the fence
+	saves  atomic.Int32
+}
+
+func (f *fencingStore) Writer(_, id string, _ int64, onError func(error)) *store.Writer {
+	var n atomic.Int32
+	return store.StartWriter(func([]byte) error {
+		f.saves.Add(1)
+		if n.Add(1) > f.accept {
+			return fmt.Errorf("save session %s in postgres: %w", id, store.ErrFenced)
+		}
+		return nil
+	}, onError)
+}
+
+// TestFencedSessionStops: a session whose save is fenced (another mm took
+// it over) stops by itself: the prompt waiting for that save answers why,
+// in one line; the edge hears the session stopped; later requests are
+// answered at once, as a closed session's are, and nothing more is saved.
+func TestFencedSessionStops(t *testing.T) {
+	cfg := configs.Default()
+	cfg.Sessions.Enabled = true
+	model, err := llm.New(llm.Config{Provider: "scripted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &fencingStore{FileStore: store.NewFileStore(cfg.Sessions.Dir, nil, nil), accept: 1}
+	stopped := make(chan *Session, 1)
+	out := &recOutbox{}
+	rt := NewRuntime(Options{Config: cfg, Model: model, Out: out, Store: st, SelfStopped: func(s *Session) { stopped <- s }})
+	out.rt = rt
+	t.Cleanup(rt.Shutdown)
+
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	defer s.Stop()
+	if err := s.Flush(); err != nil { // session/new's save: accepted
+		t.Fatal(err)
+	}
+	res := ask(s, "ping") // its save is fenced
+	const want = "session s1: another mm took this session over; this copy stopped"
+	if res.Err != want {
+		t.Fatalf("turn = %+v, want the error %q", res, want)
+	}
+	select {
+	case got := <-stopped:
+		if got != s {
+			t.Errorf("SelfStopped got %p, want the session's handle %p", got, s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the edge was not told the session stopped")
+	}
+	// The handle answers at once now: a prompt ends cancelled, a flush
+	// is refused, and nothing more reaches the store.
+	saves := st.saves.Load()
+	done := make(chan *TurnResult, 1)
+	go func() { done <- ask(s, "ping") }()
+	select {
+	case r := <-done:
+		if r.StopReason != acp.StopReasonCancelled {
+			t.Errorf("a prompt after the stop: %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a prompt sent after the stop was never answered")
+	}
+	if err := s.Flush(); err == nil {
+		t.Error("a flush after the stop succeeded")
+	}
+	if n := st.saves.Load(); n != saves || n != 2 {
+		t.Errorf("%d saves, then %d; want 2: the new session's and the fenced one", saves, n)
+	}
+}

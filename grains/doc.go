@@ -1,0 +1,61 @@
+// Package grains makes `mm serve` a member of a protoactor cluster: the
+// actor system with remote on cluster.advertise, the provider that finds
+// the other members (automanaged, etcd, consul, k8s), the disthash
+// identity lookup that places grains, and the kinds it is given. It owns
+// membership and its operations — who is a member, readiness, the
+// cluster's metrics, protoactor's logs, leaving — not what the grains do.
+//
+// API:
+//
+//	m, err := grains.Start(grains.Options{Config: cfg.Cluster, Kinds: kinds, Log: log, Registry: reg})
+//	m.Cluster()            // protoactor's cluster: Request, Get
+//	m.System()             // the actor system the grains run in
+//	m.Address()            // this member's host:port, as PIDs carry it
+//	m.Joined()             // for /readyz
+//	m.Members()            // live members' addresses
+//	m.OnTopology(f)        // f(live, left) at once, then on every change
+//	m.CrossNodeRequest(d, err) // a request to a grain on another node, for /metrics
+//	m.Leave(ctx)           // graceful: Shutdown(true)
+//
+// Files: member.go (Start, the topology, Leave), provider.go (each
+// provider from its config, automanaged's health endpoint), metrics.go,
+// log.go (protoactor's lines on mm's logger).
+//
+// Membership. Start returns once protoactor's StartMember has (about a
+// second). Joined is true from then on while the last topology lists this
+// node's address, until Leave begins; on Kubernetes a pod is listed only
+// once it is ready, so there Joined is true once Start has returned. The
+// member reads each topology after the identity lookup has taken it: when
+// Joined says yes, grains are placed with the members it lists. A member
+// the provider stops listing is gone for this node, and protoactor blocks
+// its id for good: a node that comes back is a new member (new id, maybe
+// the same address). cluster.failureTimeout bounds how long a member that
+// died is still listed: automanaged polls the peers' health endpoints four
+// times in it, consul's check TTL is it, and a member whose gossip
+// heartbeat is older is blocked under any provider (etcd's lease is
+// protoactor's 3 s; Kubernetes watches its pods).
+//
+// Metrics (Options.Registry): mm_cluster_members (gauge),
+// mm_cluster_grains{kind} (gauge: the identity lookup's own count of the
+// grains it activated here, less those stopped — no hook to call),
+// mm_cluster_requests_total{outcome} and mm_cluster_request_seconds (what
+// CrossNodeRequest is told).
+//
+// Logs. protoactor logs through Options.Log, tagged lib=protoactor, at
+// warn and above; the lines a normal join, leave or peer loss brings are
+// taken down to debug (log.go says which). Nothing is written to stdout:
+// the automanaged provider's own endpoint would print its start there, so
+// mm serves the endpoint itself (provider.go).
+//
+// Concurrency. Every method may be called from any goroutine. OnTopology
+// handlers run on one goroutine of the member's, one call at a time, in
+// order, never inside protoactor: they may call the cluster, and while one
+// runs, changes gather for its next call. Leave stops that goroutine
+// first, then shuts protoactor down; later calls return at once.
+//
+// What protoactor (the version mm pins) does not guarantee, seen here:
+// its disthash lookup swaps its placement table without a lock, so a
+// Request racing a topology change may fail (the race detector flags it);
+// two members in one process race on grpc's global logger, so mm runs one
+// member per process and tests that need several start processes.
+package grains

@@ -1,0 +1,333 @@
+package grains
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mm-agent/mm/configs"
+)
+
+// Options configures Start.
+type Options struct {
+	// Config is the cluster block; its Name must be set.
+	Config configs.Cluster
+	// Kinds are the grain kinds this member hosts.
+	Kinds []*cluster.Kind
+	// Log receives protoactor's warnings and errors and the member's own
+	// lines (joins, leaves); nil discards them. Nothing goes to stdout.
+	Log *slog.Logger
+	// Registry receives the cluster's metrics (metrics.go); nil leaves
+	// them out.
+	Registry prometheus.Registerer
+}
+
+// Member is this process as a member of the mm cluster.
+type Member struct {
+	cfg      configs.Cluster
+	log      *slog.Logger
+	sys      *actor.ActorSystem
+	c        *cluster.Cluster
+	provider *providerHandle
+	metrics  *metrics
+	kinds    []string // the names of Options.Kinds
+
+	started atomic.Bool // StartMember has returned
+	leaving atomic.Bool // Leave has begun; see log.go
+
+	mu       sync.Mutex
+	live     []string // addresses, sorted, as the last topology had them
+	liveIDs  map[string]bool
+	left     []string // addresses gone since the handlers were last called
+	changed  bool     // a topology arrived since the handlers were last called
+	handlers []*handler
+	wake     chan struct{} // cap 1: the dispatcher has something to deliver
+	done     chan struct{} // closed by Leave: the dispatcher returns
+	gone     chan struct{} // closed when the dispatcher has returned
+	leave    sync.Once
+}
+
+type handler struct {
+	f     func(live, left []string)
+	fresh bool // not yet called: its first call is the members as they are
+}
+
+// Start starts an actor system with remote on Config.Advertise, the
+// configured provider, the disthash identity lookup and the given kinds,
+// and returns once protoactor's StartMember has returned (about a second:
+// it waits that long for the first topology). Joined says when this node
+// has seen itself a member.
+func Start(o Options) (*Member, error) {
+	cfg := o.Config
+	if !cfg.Enabled() {
+		return nil, errors.New("grains: cluster.name is empty")
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	host, portText, err := net.SplitHostPort(cfg.Advertise)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.advertise: %w", err)
+	}
+	if host == "" {
+		if host, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("cluster.advertise: no host, and no hostname: %w", err)
+		}
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.advertise: %w", err)
+	}
+	m := &Member{cfg: cfg, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), gone: make(chan struct{})}
+	for _, k := range o.Kinds {
+		m.kinds = append(m.kinds, k.Kind)
+	}
+	plog := protoLog(log, m)
+	m.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
+	m.provider, err = newProvider(cfg, host, m.sys, plog)
+	if err != nil {
+		m.sys.Shutdown()
+		return nil, err
+	}
+	// The member follows the topology from the moment the provider starts,
+	// after the identity lookup, which subscribed earlier in StartMember:
+	// each topology reaches the lookup first, so that once Joined says yes
+	// the lookup places grains with that topology, and whoever read it
+	// from the member reads it after the lookup took it.
+	provider := startHook{ClusterProvider: m.provider.p, before: func() {
+		m.sys.EventStream.Subscribe(func(evt any) {
+			if t, ok := evt.(*cluster.ClusterTopology); ok {
+				m.onTopology(t)
+			}
+		})
+	}}
+	rc := remote.Configure(host, port)
+	// The remote tries to connect to a member this many times, 2 s apart,
+	// before it gives the endpoint up, blocking that endpoint (and a
+	// leave) meanwhile: as long as the failure timeout, and no longer.
+	rc.MaxRetryCount = max(1, int(cfg.FailureTimeout/(2*time.Second)))
+	m.c = cluster.New(m.sys, cluster.Configure(cfg.Name, provider, disthash.New(), rc,
+		cluster.WithKinds(o.Kinds...),
+		// A member whose gossip heartbeat is older than this is blocked
+		// (and never let back under its id), whatever the provider says.
+		cluster.WithHeartbeatExpiration(cfg.FailureTimeout)))
+	go m.dispatch()
+	if err := startMember(m.c); err != nil {
+		m.provider.close()
+		m.sys.Shutdown()
+		close(m.done)
+		<-m.gone
+		return nil, err
+	}
+	m.started.Store(true)
+	log.Info(fmt.Sprintf("cluster %s: member at %s (%s)", cfg.Name, m.sys.Address(), cfg.Provider))
+	if o.Registry != nil {
+		m.metrics = newMetrics(o.Registry, m)
+	}
+	return m, nil
+}
+
+// startHook is a provider that calls before as it starts the member.
+type startHook struct {
+	cluster.ClusterProvider
+	before func()
+}
+
+func (h startHook) StartMember(c *cluster.Cluster) error {
+	h.before()
+	return h.ClusterProvider.StartMember(c)
+}
+
+// startMember is StartMember with its panics (a remote port taken, a
+// provider that cannot register) as errors.
+func startMember(c *cluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cluster: cannot start this member: %v", r)
+		}
+	}()
+	c.StartMember()
+	return nil
+}
+
+// Cluster is protoactor's cluster: Request, Get, the member list.
+func (m *Member) Cluster() *cluster.Cluster { return m.c }
+
+// System is the actor system the kinds' grains run in.
+func (m *Member) System() *actor.ActorSystem { return m.sys }
+
+// Address is this member's remote address, host:port, as the others see
+// it in Members and in the PIDs of its grains.
+func (m *Member) Address() string { return m.sys.Address() }
+
+// Joined says whether this node is a member: Start has returned and the
+// last topology lists this node. On Kubernetes a pod is listed only once
+// it is ready, so there Joined is true once Start has returned: readiness
+// cannot wait for what readiness gives.
+func (m *Member) Joined() bool {
+	if !m.started.Load() || m.leaving.Load() {
+		return false
+	}
+	if m.cfg.Provider == "k8s" {
+		return true
+	}
+	return m.isMember(m.sys.Address())
+}
+
+// isMember says whether addr is a live member's address.
+func (m *Member) isMember(addr string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, found := slices.BinarySearch(m.live, addr)
+	return found
+}
+
+// isMemberID says whether id is a live member's id.
+func (m *Member) isMemberID(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.liveIDs[id]
+}
+
+// Members returns the addresses (host:port) of the live members, this one
+// included once joined, sorted.
+func (m *Member) Members() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.live)
+}
+
+// OnTopology calls f with the live members' addresses and those that left
+// since f's previous call: first at once with the members as they are (and
+// no left), then after every change. Calls come from one goroutine of the
+// member's, one at a time and in order, never from inside protoactor, so f
+// may call the cluster; while f runs, changes gather and the next call
+// carries them all (left accumulates; live is the latest). A member
+// restarted on the same address comes back under a new id: it can be in
+// left and in live at once, and what ran on it before is gone. f is not
+// called once Leave has begun.
+func (m *Member) OnTopology(f func(live, left []string)) {
+	m.mu.Lock()
+	m.handlers = append(m.handlers, &handler{f: f, fresh: true})
+	m.mu.Unlock()
+	m.poke()
+}
+
+// onTopology records a topology. It runs inside protoactor's member list,
+// under its lock: it must not block, nor call the cluster.
+func (m *Member) onTopology(t *cluster.ClusterTopology) {
+	live := make([]string, 0, len(t.Members))
+	for _, mb := range t.Members {
+		live = append(live, mb.Address())
+	}
+	slices.Sort(live)
+	live = slices.Compact(live)
+	ids := make(map[string]bool, len(t.Members))
+	for _, mb := range t.Members {
+		ids[mb.Id] = true
+	}
+	m.mu.Lock()
+	m.live, m.liveIDs = live, ids
+	for _, mb := range t.Left {
+		m.left = append(m.left, mb.Address())
+	}
+	m.changed = true
+	m.mu.Unlock()
+	if len(t.Joined) > 0 || len(t.Left) > 0 {
+		m.log.Info(fmt.Sprintf("cluster %s: %d member(s) %v; joined %v, left %v", m.cfg.Name, len(live), live, addresses(t.Joined), addresses(t.Left)))
+	}
+	m.poke()
+}
+
+func addresses(ms []*cluster.Member) []string {
+	out := make([]string, len(ms))
+	for i, mb := range ms {
+		out[i] = mb.Address()
+	}
+	return out
+}
+
+func (m *Member) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch calls the OnTopology handlers, until Leave.
+func (m *Member) dispatch() {
+	defer close(m.gone)
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-m.wake:
+		}
+		m.mu.Lock()
+		live, left, changed := slices.Clone(m.live), m.left, m.changed
+		m.left, m.changed = nil, false
+		type call struct {
+			f    func(live, left []string)
+			left []string
+		}
+		var calls []call
+		for _, h := range m.handlers {
+			switch {
+			case h.fresh:
+				h.fresh = false
+				calls = append(calls, call{h.f, nil})
+			case changed:
+				calls = append(calls, call{h.f, left})
+			}
+		}
+		m.mu.Unlock()
+		for _, c := range calls {
+			if m.leaving.Load() {
+				return
+			}
+			c.f(live, slices.Clone(c.left))
+		}
+	}
+}
+
+// Leave leaves the cluster gracefully: this member tells the others it is
+// going (gossip), its grains stop, its provider deregisters it, and its
+// remote stops once what it was sending is sent. protoactor takes a few
+// seconds (it waits 2 s for ownership to move); Leave returns when that
+// is done or ctx ends, whichever is first. Later calls return at once.
+func (m *Member) Leave(ctx context.Context) {
+	m.leave.Do(func() {
+		m.leaving.Store(true)
+		close(m.done)
+		<-m.gone
+		m.log.Info(fmt.Sprintf("cluster %s: leaving", m.cfg.Name))
+		start := time.Now()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m.c.Shutdown(true)
+			m.provider.close()
+		}()
+		select {
+		case <-done:
+			m.log.Info(fmt.Sprintf("cluster %s: left, in %s", m.cfg.Name, time.Since(start).Round(time.Millisecond)))
+		case <-ctx.Done():
+			m.log.Warn(fmt.Sprintf("cluster %s: still leaving after %s; going anyway", m.cfg.Name, time.Since(start).Round(time.Millisecond)))
+		}
+	})
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package grains
+
+const raceBuild = false

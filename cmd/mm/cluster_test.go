@@ -30,9 +30,12 @@ type node struct {
 // failureTimeout testFailureTimeout), extra config text appended to each
 // (top-level sections other than cluster), and returns once every node is
 // ready and counts n members. Their token is serveToken; each node's
-// process ends with the test.
+// process ends with the test. The nodes share one folder (HOME, the
+// projects, the file store), as the nodes of a real cluster share a
+// volume; node i's config is node<i>.yaml there.
 func startCluster(t *testing.T, n int, extra string) []*node {
 	t.Helper()
+	dir := t.TempDir()
 	health := freePorts(t, n)
 	nodes := make([]*node, n)
 	for i := range n {
@@ -44,7 +47,7 @@ func startCluster(t *testing.T, n int, extra string) []*node {
 		}
 		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n",
 			strings.Join(peers, ", "), health[i], testFailureTimeout)
-		s := startServe(t, cluster+extra)
+		s := startServeAt(t, dir, fmt.Sprintf("node%d.yaml", i), cluster+extra, "MM_SERVE_TOKEN="+serveToken)
 		nodes[i] = &node{served: s, health: health[i], readyAtStart: s.readyz(t)}
 	}
 	for i, nd := range nodes {

@@ -11,12 +11,10 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/grains"
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
@@ -86,14 +84,17 @@ func runServe(args []string, stderr io.Writer) int {
 	// Every session is stopped and saved once the connections are over.
 	defer hub.Shutdown()
 	// A cluster node takes connections once it is a member: until then
-	// /readyz and /acp answer 503.
-	var member atomic.Pointer[grains.Member]
+	// /readyz and /acp answer 503. Its connections' sessions are grains,
+	// wherever the cluster places them.
+	connector := hubConnector{hub: hub, roots: roots}
 	var ready func() bool
+	var node *clusterNode
 	if cfg.Cluster.Enabled() {
-		ready = func() bool { m := member.Load(); return m != nil && m.Joined() }
+		node = newClusterNode(hub, log)
+		ready, connector.forward = node.ready, node.forward
 	}
 	srv, err := serve.New(serve.Options{
-		Connector: hubConnector{hub: hub, roots: roots},
+		Connector: connector,
 		Registry:  reg,
 		Tokens:    tokens, AllowedOrigins: cfg.Serve.AllowedOrigins,
 		MaxConnections: cfg.Serve.MaxConnections, MaxMessageBytes: int(cfg.ACP.MaxLineBytes),
@@ -143,26 +144,36 @@ func runServe(args []string, stderr io.Writer) int {
 	defer cancelServe()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(serveCtx, ln) }()
-	var m *grains.Member
-	if cfg.Cluster.Enabled() {
-		m, err = grains.Start(grains.Options{Config: cfg.Cluster, Log: log, Registry: reg})
-		if err != nil {
+	drained := make(chan struct{})
+	if node != nil {
+		if err := node.join(cfg, reg, log); err != nil {
 			log.Error(err.Error())
 			cancelServe()
 			<-served
 			return 1
 		}
-		member.Store(m)
+		// On SIGTERM the turns of other nodes' clients running here drain
+		// as this node's own connections do.
+		go func() {
+			defer close(drained)
+			<-ctx.Done()
+			dctx, cancel := context.WithTimeout(context.Background(), cfg.Serve.DrainTimeout)
+			defer cancel()
+			node.drain(dctx)
+		}()
+	} else {
+		close(drained)
 	}
 	err = <-served
+	if ctx.Err() != nil {
+		<-drained
+	}
 	// The connections are over: every session stops, its turn cancelled,
 	// its file saved, before what commands left running is killed; then
 	// the node leaves its cluster.
 	hub.Shutdown()
-	if m != nil {
-		lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
-		m.Leave(lctx)
-		cancel()
+	if node != nil {
+		node.leave(leaveTimeout)
 	}
 	if err != nil {
 		log.Error(err.Error())
@@ -206,8 +217,14 @@ func serveTokens(configured []configs.ServeToken, env string) (tokens []serve.To
 type hubConnector struct {
 	hub   *protocol.Hub
 	roots []string
+	// forward, in a cluster, sends a connection's sessions to their grains.
+	forward func(owner string, roots []string) protocol.NewForwarder
 }
 
 func (c hubConnector) Connect(_ context.Context, cl serve.Client, in io.Reader, out io.Writer) (serve.Conn, error) {
-	return c.hub.Connect(protocol.ConnOptions{In: in, Out: out, Owner: cl.Token, Roots: c.roots}), nil
+	o := protocol.ConnOptions{In: in, Out: out, Owner: cl.Token, Roots: c.roots}
+	if c.forward != nil {
+		o.Forward = c.forward(cl.Token, c.roots)
+	}
+	return c.hub.Connect(o), nil
 }

@@ -34,6 +34,8 @@ rules:
     steps: [{text: "pong"}]
   - match: "^slow$"
     steps: [{text: "thinking hard", stall: true}]
+  - match: "^steady$"
+    steps: [{text: "steady words that take a second or so to stream to the end", tokensPerSec: 10}]
   - match: "^big$"
     steps: [{text: "BIG", tokensPerSec: 100000}]
   - match: "^bash$"
@@ -65,7 +67,14 @@ func startServe(t *testing.T, extra string) *served {
 // (HOME and PATH only otherwise).
 func startServeEnv(t *testing.T, extra string, env ...string) *served {
 	t.Helper()
-	dir := t.TempDir()
+	return startServeAt(t, t.TempDir(), "config.yaml", extra, env...)
+}
+
+// startServeAt is startServeEnv in dir (HOME, the start directory, the
+// roots), with its config in dir/name: the nodes of a cluster share a
+// folder.
+func startServeAt(t *testing.T, dir, name, extra string, env ...string) *served {
+	t.Helper()
 	// 12 MB in 4 kB messages: more than the sockets hold, and each message
 	// small, so that a client that stops reading takes no more of it.
 	big := strings.Repeat(strings.Repeat("w", 4000)+" ", 3000)
@@ -73,10 +82,10 @@ func startServeEnv(t *testing.T, extra string, env ...string) *served {
 		t.Fatal(err)
 	}
 	cfg := "model:\n  provider: scripted\n  script: script.yaml\n  warmUp: false\nskills:\n  dirs: []\n" + extra
-	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(mmBin, "serve", "-listen", "127.0.0.1:0", "-config", filepath.Join(dir, "config.yaml"))
+	cmd := exec.Command(mmBin, "serve", "-listen", "127.0.0.1:0", "-config", filepath.Join(dir, name))
 	cmd.Dir = dir
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
 	s := &served{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1), dir: dir}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/grains"
+	"github.com/mm-agent/mm/protocol"
+)
+
+// clusterNode is mm serve as a node of a cluster (cluster.name set): a
+// member hosting the session grains of its hub, and the edge through which
+// its own connections' sessions live wherever the cluster places them.
+type clusterNode struct {
+	host *grains.Host
+	m    atomic.Pointer[grains.Member]
+	edge atomic.Pointer[grains.Edge]
+}
+
+func newClusterNode(hub *protocol.Hub, log *slog.Logger) *clusterNode {
+	return &clusterNode{host: grains.NewHost(hub, log)}
+}
+
+// join starts the membership, which takes protoactor a second or more;
+// the node is ready once it sees itself among the members.
+func (n *clusterNode) join(cfg *configs.Config, reg prometheus.Registerer, log *slog.Logger) error {
+	m, err := grains.Start(grains.Options{Config: cfg.Cluster, Kinds: []*cluster.Kind{n.host.Kind()}, Log: log, Registry: reg})
+	if err != nil {
+		return err
+	}
+	n.host.Watch(m)
+	// A request is tried until a lost node has left the membership and a
+	// leaving one has drained and gone: then its session has a new place.
+	budget := cfg.Cluster.FailureTimeout + cfg.Serve.DrainTimeout + 10*time.Second
+	n.edge.Store(grains.NewEdge(m, budget, log))
+	n.m.Store(m)
+	return nil
+}
+
+// ready is /readyz's: a node serves once it is a member.
+func (n *clusterNode) ready() bool {
+	m := n.m.Load()
+	return m != nil && m.Joined()
+}
+
+// forward makes the Forwarder of a connection of owner. Connections are
+// let in only once the node is ready, so the edge exists by then.
+func (n *clusterNode) forward(owner string, roots []string) protocol.NewForwarder {
+	if e := n.edge.Load(); e != nil {
+		return e.Forwarder(owner, roots)
+	}
+	return nil
+}
+
+// drain takes no new work from other nodes' clients and waits for the
+// turns running here, until ctx ends and they are cancelled.
+func (n *clusterNode) drain(ctx context.Context) { n.host.Drain(ctx) }
+
+// leave ends what this node serves for other nodes' clients (their
+// sessions stay in the store, to be reopened elsewhere) and leaves the
+// cluster, within timeout.
+func (n *clusterNode) leave(timeout time.Duration) {
+	n.host.Close()
+	if m := n.m.Load(); m != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		m.Leave(ctx)
+	}
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
+
+	"github.com/mm-agent/mm/grains"
+	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/serve/servetest"
+)
+
+// testCluster is the nodes of startCluster.
+type testCluster struct{ nodes []*node }
+
+// hosts says which node's log says it created or reopened session sid.
+func (c *testCluster) hosts(sid acp.SessionId) int {
+	for i, s := range c.nodes {
+		if strings.Contains(s.stderr.String(), "session "+string(sid)+" created") ||
+			strings.Contains(s.stderr.String(), "session "+string(sid)+" reactivated") {
+			return i
+		}
+	}
+	return -1
+}
+
+// wireClient is an ACP client of one node whose every line read is kept,
+// to count the answers to each request.
+type wireClient struct {
+	*acp.ClientSideConnection
+	rec  *acptest.Client
+	read *syncbuf.Buffer
+}
+
+type teeStream struct {
+	servetest.Stream
+	r io.Reader
+}
+
+func (t teeStream) Read(p []byte) (int, error) { return t.r.Read(p) }
+
+func (s *served) wire(t *testing.T) *wireClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := &syncbuf.Buffer{}
+	st := teeStream{Stream: ws, r: io.TeeReader(ws, read)}
+	rec := acptest.NewClient()
+	conn := acp.NewClientSideConnection(rec, st, st)
+	conn.SetLogger(slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { _ = ws.Close() })
+	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	return &wireClient{ClientSideConnection: conn, rec: rec, read: read}
+}
+
+// answers counts the responses read, by id.
+func (w *wireClient) answers() map[string]int {
+	n := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(w.read.String()))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		id := gjson.GetBytes(sc.Bytes(), "id")
+		if id.Exists() && !gjson.GetBytes(sc.Bytes(), "method").Exists() {
+			n[id.Raw]++
+		}
+	}
+	return n
+}
+
+func (w *wireClient) ask(ctx context.Context, sid acp.SessionId, text string) (acp.PromptResponse, error) {
+	return w.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
+}
+
+// TestClusterNodeLost: three nodes; a client on node 0 opens sessions
+// until some live on every node, and runs turns on all of them. Node 2 is
+// killed (kill -9) in the middle of a turn: that prompt answers the
+// node-lost error, every other prompt is answered exactly once, a load
+// through another node replays every answered turn, and new prompts work,
+// the session reopened on a live node. Then node 1 is stopped (SIGTERM)
+// under load: every turn it ran finishes, nothing is lost, and its
+// sessions go on elsewhere.
+func TestClusterNodeLost(t *testing.T) {
+	c := &testCluster{nodes: startCluster(t, 3, "sessions:\n  enabled: true\n")}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	w := c.nodes[0].wire(t)
+	project := c.nodes[0].project(t)
+	perNode := map[int][]acp.SessionId{}
+	var sids []acp.SessionId
+	for len(sids) < 40 && (len(perNode[0]) == 0 || len(perNode[1]) < 2 || len(perNode[2]) < 2) {
+		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, res.SessionId)
+		var at int
+		waitUntil(t, 5*time.Second, "the session's node logs it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
+		perNode[at] = append(perNode[at], res.SessionId)
+	}
+	t.Logf("%d sessions: %d, %d and %d on nodes 0, 1, 2", len(sids), len(perNode[0]), len(perNode[1]), len(perNode[2]))
+	if len(perNode[1]) < 2 || len(perNode[2]) < 2 {
+		t.Fatalf("sessions not spread: %v", perNode)
+	}
+	var wg sync.WaitGroup
+	for _, sid := range sids {
+		wg.Go(func() {
+			if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+				t.Errorf("ping on %s (node %d): %v %v", sid, c.hosts(sid), res, err)
+			}
+		})
+	}
+	wg.Wait()
+
+	// A turn in the middle of its answer on node 2, others running too.
+	lost, other := perNode[2][0], perNode[2][1]
+	lostErr := make(chan error, 1)
+	go func() {
+		_, err := w.ask(ctx, lost, "slow")
+		lostErr <- err
+	}()
+	waitUntil(t, 10*time.Second, "the slow turn streams", func() bool {
+		return strings.Contains(acptest.Text(w.rec.Updates(lost)), "thinking")
+	})
+	for _, sid := range sids {
+		if sid == lost {
+			continue
+		}
+		wg.Go(func() {
+			// Those on node 2 answer or fail with the node; none is lost.
+			res, err := w.ask(ctx, sid, "ping")
+			if err != nil && !strings.Contains(err.Error(), grains.NodeLost) {
+				t.Errorf("ping on %s (node %d) while node 2 dies: %v", sid, c.hosts(sid), err)
+			}
+			_ = res
+		})
+	}
+	killed := time.Now()
+	if err := c.nodes[2].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-lostErr:
+		var re *acp.RequestError
+		if !errors.As(err, &re) || !strings.Contains(re.Message, grains.NodeLost) {
+			t.Fatalf("the turn on the killed node: %v", err)
+		}
+		t.Logf("the node-lost error came %v after kill -9 (cluster.failureTimeout %s)", time.Since(killed).Round(time.Millisecond), testFailureTimeout)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the turn on the killed node was never answered")
+	}
+	wg.Wait()
+	for id, n := range w.answers() {
+		if n != 1 {
+			t.Errorf("request %s answered %d times", id, n)
+		}
+	}
+
+	// Another node's client loads the lost session: every answered turn.
+	w1 := c.nodes[1].wire(t)
+	reopened := time.Now()
+	if _, err := w1.LoadSession(ctx, acp.LoadSessionRequest{SessionId: lost, Cwd: project, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("load of the lost session through node 1: %v", err)
+	}
+	t.Logf("the lost session loaded in %v", time.Since(reopened).Round(time.Millisecond))
+	if text := acptest.Text(w1.rec.Updates(lost)); !strings.Contains(text, "pong") {
+		t.Errorf("the lost session's replay: %q", text)
+	}
+	if res, err := w1.ask(ctx, lost, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("a new prompt on the lost session: %v %v", res, err)
+	}
+	// The first client goes on with another session of node 2: reopened.
+	if res, err := w.ask(ctx, other, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("a new prompt on another session of the lost node: %v %v", res, err)
+	}
+	if at := c.hosts(other); at == 2 || at < 0 {
+		// hosts finds the first log: the killed node's; the reopening is
+		// logged by a live one.
+		if !strings.Contains(c.nodes[0].stderr.String()+c.nodes[1].stderr.String(), "session "+string(other)+" reactivated") {
+			t.Errorf("session %s was not reactivated on a live node", other)
+		}
+	}
+
+	// SIGTERM of node 1 with turns running there: all finish.
+	steady := perNode[1]
+	results := make(chan error, len(steady))
+	for _, sid := range steady {
+		go func() {
+			res, err := w.ask(ctx, sid, "steady")
+			if err == nil && res.StopReason != acp.StopReasonEndTurn {
+				err = fmt.Errorf("stop reason %s", res.StopReason)
+			}
+			results <- err
+		}()
+	}
+	waitUntil(t, 10*time.Second, "the steady turns stream", func() bool {
+		for _, sid := range steady {
+			if !strings.Contains(acptest.Text(w.rec.Updates(sid)), "steady") {
+				return false
+			}
+		}
+		return true
+	})
+	if err := c.nodes[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for range steady {
+		if err := <-results; err != nil {
+			t.Errorf("a turn on the node that was stopped: %v", err)
+		}
+	}
+	select {
+	case err := <-c.nodes[1].exited:
+		c.nodes[1].exited <- err
+		if err != nil {
+			t.Errorf("node 1 after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("node 1 did not stop")
+	}
+	for _, sid := range steady {
+		if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+			t.Errorf("session %s after its node left: %v %v", sid, res, err)
+		}
+	}
+	for id, n := range w.answers() {
+		if n != 1 {
+			t.Errorf("request %s answered %d times", id, n)
+		}
+	}
+}

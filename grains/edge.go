@@ -351,7 +351,11 @@ func (c *edgeConn) receive(ctx actor.Context) {
 	c.mu.Lock()
 	fresh := m.Seq > c.written[key]
 	c.mu.Unlock()
-	if fresh {
+	// A node this one counts out may not know it yet and go on: its
+	// sessions were taken over elsewhere, and what it writes now is a
+	// stale copy's. It is taken, so that the stale copy ends its turn and
+	// fails its save, and dropped.
+	if fresh && c.e.m.isMember(m.Node) {
 		c.write(m)
 	}
 	ctx.Respond(&grainspb.Written{Seq: m.Seq})

@@ -96,9 +96,17 @@ func (w *wireClient) ask(ctx context.Context, sid acp.SessionId, text string) (a
 // through another node replays every answered turn, and new prompts work,
 // the session reopened on a live node. Then node 1 is stopped (SIGTERM)
 // under load: every turn it ran finishes, nothing is lost, and its
-// sessions go on elsewhere.
+// sessions go on elsewhere. It runs with the file store on the shared
+// folder and with Postgres (store.url).
 func TestClusterNodeLost(t *testing.T) {
-	c := &testCluster{nodes: startCluster(t, 3, "sessions:\n  enabled: true\n")}
+	t.Run("files", func(t *testing.T) { clusterNodeLost(t, "sessions:\n  enabled: true\n") })
+	t.Run("postgres", func(t *testing.T) {
+		clusterNodeLost(t, fmt.Sprintf("sessions:\n  enabled: true\nstore:\n  url: %q\n", pg.URL(t)))
+	})
+}
+
+func clusterNodeLost(t *testing.T, extra string) {
+	c := &testCluster{nodes: startCluster(t, 3, extra)}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	w := c.nodes[0].wire(t)
@@ -244,5 +252,95 @@ func TestClusterNodeLost(t *testing.T) {
 		if n != 1 {
 			t.Errorf("request %s answered %d times", id, n)
 		}
+	}
+}
+
+// TestClusterTwoActivations provokes two activations of one session with
+// sessions in Postgres: the node running a turn of it is frozen (SIGSTOP),
+// the others count it out, and the session's next prompt reactivates it on
+// a live node, which saves it. Once thawed, the frozen node's copy ends
+// its turn and fails its save (fenced): it stops, says why, and the store
+// keeps the live copy's turns only.
+func TestClusterTwoActivations(t *testing.T) {
+	c := &testCluster{nodes: startCluster(t, 2, fmt.Sprintf("sessions:\n  enabled: true\nstore:\n  url: %q\n", pg.URL(t)))}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w := c.nodes[0].wire(t)
+	project := c.nodes[0].project(t)
+	var sid acp.SessionId
+	for i := 0; sid == ""; i++ {
+		if i == 30 {
+			t.Fatal("no session landed on node 1")
+		}
+		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var at int
+		waitUntil(t, 5*time.Second, "the session's node logs it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
+		if at == 1 {
+			sid = res.SessionId
+		}
+	}
+	if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("ping: %v %v", res, err)
+	}
+
+	stale := make(chan error, 1)
+	go func() {
+		_, err := w.ask(ctx, sid, "steady")
+		stale <- err
+	}()
+	waitUntil(t, 10*time.Second, "the steady turn streams", func() bool {
+		return strings.Contains(acptest.Text(w.rec.Updates(sid)), "steady")
+	})
+	frozen := c.nodes[1].cmd.Process
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			_ = frozen.Signal(syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	select {
+	case err := <-stale:
+		if err == nil || !strings.Contains(err.Error(), grains.NodeLost) {
+			t.Fatalf("the turn on the frozen node: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the turn on the frozen node was never answered")
+	}
+	if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("ping after the node was counted out: %v %v", res, err)
+	}
+	if !strings.Contains(c.nodes[0].stderr.String(), "session "+string(sid)+" reactivated") {
+		t.Fatalf("session %s was not reactivated on node 0:\n%s", sid, c.nodes[0].stderr.String())
+	}
+
+	thaw()
+	waitUntil(t, 20*time.Second, "the stale copy fails its save", func() bool {
+		return strings.Contains(c.nodes[1].stderr.String(), "session "+string(sid)+": another mm took this session over; this copy stopped")
+	})
+	// What the stale copy streamed after it was counted out never reached
+	// the client.
+	if text := acptest.Text(w.rec.Updates(sid)); strings.Contains(text, "to stream to the end") {
+		t.Errorf("the client got the stale copy's stream: %q", text)
+	}
+	// The store has the live copy's turns: load it through a new
+	// connection, and go on.
+	w2 := c.nodes[0].wire(t)
+	if _, err := w2.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sid, Cwd: project, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	replay := acptest.Text(w2.rec.Updates(sid))
+	if strings.Count(replay, "pong") != 2 || strings.Contains(replay, "to stream to the end") {
+		t.Errorf("the replay is not the live copy's: %q", replay)
+	}
+	if res, err := w2.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("ping after the load: %v %v", res, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/agents/agenttest"
+	"github.com/mm-agent/mm/internal/pgtest"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/protocol"
@@ -25,6 +26,10 @@ import (
 )
 
 var mmBin string
+
+// pg is the tests' throwaway PostgreSQL, started by the first test that
+// needs it (store.url).
+var pg pgtest.Shared
 
 func TestMain(m *testing.M) {
 	agenttest.Main() // the hostile agent of ask_hostile_test.go, when asked for
@@ -38,6 +43,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	pg.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,6 +112,12 @@ func clusterNodeLost(t *testing.T, extra string) {
 	defer cancel()
 	w := c.nodes[0].wire(t)
 	project := c.nodes[0].project(t)
+	// A node that cannot see a session's cwd refuses to host it, saying
+	// so (here no node can: one machine cannot show one that can).
+	_, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: filepath.Join(project, "elsewhere"), McpServers: []acp.McpServer{}})
+	if err == nil || !strings.Contains(err.Error(), "does not exist on mm node 127.0.0.1:") || !strings.Contains(err.Error(), "must be the same path on every node of the cluster") {
+		t.Errorf("a cwd the node cannot see: %v", err)
+	}
 	perNode := map[int][]acp.SessionId{}
 	var sids []acp.SessionId
 	for len(sids) < 40 && (len(perNode[0]) == 0 || len(perNode[1]) < 2 || len(perNode[2]) < 2) {

@@ -212,6 +212,13 @@ func nullable(b []byte) json.RawMessage {
 	return b
 }
 
+// grainIdle is how long a grain without a call stays active. Its only
+// state is the seq of the last call served, which matters for the retries
+// of the cluster's requests (seconds): a grain that stopped comes back on
+// the next call, and its session, live on the hub or in the store, with
+// it.
+const grainIdle = 10 * time.Minute
+
 // grain is one session's place in the cluster.
 type grain struct {
 	h   *Host
@@ -225,6 +232,11 @@ func (g *grain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		g.sid = m.Identity.Identity
+		ctx.SetReceiveTimeout(grainIdle)
+	case *actor.ReceiveTimeout:
+		// The session stays live on the hub; only its place in the
+		// cluster goes, to come back on its next request.
+		ctx.Stop(ctx.Self())
 	case *grainspb.Call:
 		g.call(ctx, m)
 	}

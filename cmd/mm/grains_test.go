@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,12 +113,6 @@ func clusterNodeLost(t *testing.T, extra string) {
 	defer cancel()
 	w := c.nodes[0].wire(t)
 	project := c.nodes[0].project(t)
-	// A node that cannot see a session's cwd refuses to host it, saying
-	// so (here no node can: one machine cannot show one that can).
-	_, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: filepath.Join(project, "elsewhere"), McpServers: []acp.McpServer{}})
-	if err == nil || !strings.Contains(err.Error(), "does not exist on mm node 127.0.0.1:") || !strings.Contains(err.Error(), "must be the same path on every node of the cluster") {
-		t.Errorf("a cwd the node cannot see: %v", err)
-	}
 	perNode := map[int][]acp.SessionId{}
 	var sids []acp.SessionId
 	for len(sids) < 40 && (len(perNode[0]) == 0 || len(perNode[1]) < 2 || len(perNode[2]) < 2) {
@@ -135,6 +130,7 @@ func clusterNodeLost(t *testing.T, extra string) {
 		t.Fatalf("sessions not spread: %v", perNode)
 	}
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, sid := range sids {
 		wg.Go(func() {
 			if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
@@ -143,6 +139,25 @@ func clusterNodeLost(t *testing.T, extra string) {
 		})
 	}
 	wg.Wait()
+	// Each node counts the grains it holds, and node 0 the requests it
+	// sent to the others.
+	for i, nd := range c.nodes {
+		m := nd.metricsOf(t)
+		if want := fmt.Sprintf("mm_cluster_grains{kind=\"session\"} %d\n", len(perNode[i])); !strings.Contains(m, want) {
+			t.Errorf("node %d's /metrics lacks %q:\n%s", i, want, m)
+		}
+	}
+	if m := c.nodes[0].metricsOf(t); !regexp.MustCompile(`mm_cluster_requests_total\{outcome="ok"\} [1-9]`).MatchString(m) ||
+		!regexp.MustCompile(`mm_cluster_request_seconds_count [1-9]`).MatchString(m) {
+		t.Errorf("node 0 counted no cross-node request:\n%s", m)
+	}
+
+	// A node that cannot see a session's cwd refuses to host it, saying
+	// so (here no node can: one machine cannot show one that can).
+	_, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: filepath.Join(project, "elsewhere"), McpServers: []acp.McpServer{}})
+	if err == nil || !strings.Contains(err.Error(), "does not exist on mm node 127.0.0.1:") || !strings.Contains(err.Error(), "must be the same path on every node of the cluster") {
+		t.Errorf("a cwd the node cannot see: %v", err)
+	}
 
 	// A turn in the middle of its answer on node 2, others running too.
 	lost, other := perNode[2][0], perNode[2][1]

@@ -33,7 +33,7 @@ type node struct {
 // process ends with the test. The nodes share one folder (HOME, the
 // projects, the file store), as the nodes of a real cluster share a
 // volume; node i's config is node<i>.yaml there.
-func startCluster(t *testing.T, n int, extra string) []*node {
+func startCluster(t testing.TB, n int, extra string) []*node {
 	t.Helper()
 	dir := t.TempDir()
 	health := freePorts(t, n)
@@ -59,7 +59,7 @@ func startCluster(t *testing.T, n int, extra string) []*node {
 }
 
 // freePorts returns n ports that were free on 127.0.0.1 a moment ago.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	for range n {
@@ -74,7 +74,7 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 // readyz returns the status of s's /readyz.
-func (s *served) readyz(t *testing.T) int {
+func (s *served) readyz(t testing.TB) int {
 	t.Helper()
 	resp, err := http.Get(strings.TrimSuffix(s.url, "/acp") + "/readyz")
 	if err != nil {
@@ -87,7 +87,7 @@ func (s *served) readyz(t *testing.T) int {
 var membersRe = regexp.MustCompile(`(?m)^mm_cluster_members (\d+)$`)
 
 // members returns mm_cluster_members of s's /metrics, -1 if absent.
-func (s *served) members(t *testing.T) int {
+func (s *served) members(t testing.TB) int {
 	t.Helper()
 	m := membersRe.FindStringSubmatch(s.metricsOf(t))
 	if m == nil {
@@ -97,7 +97,7 @@ func (s *served) members(t *testing.T) int {
 	return n
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
+func waitUntil(t testing.TB, d time.Duration, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !ok() {

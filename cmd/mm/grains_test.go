@@ -53,7 +53,7 @@ type teeStream struct {
 
 func (t teeStream) Read(p []byte) (int, error) { return t.r.Read(p) }
 
-func (s *served) wire(t *testing.T) *wireClient {
+func (s *served) wire(t testing.TB) *wireClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

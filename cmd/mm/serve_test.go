@@ -58,14 +58,14 @@ type served struct {
 // startServe runs `mm serve -listen 127.0.0.1:0` on the scripted model,
 // with extra config text appended (top-level sections), and waits for the
 // line naming its address.
-func startServe(t *testing.T, extra string) *served {
+func startServe(t testing.TB, extra string) *served {
 	t.Helper()
 	return startServeEnv(t, extra, "MM_SERVE_TOKEN="+serveToken)
 }
 
 // startServeEnv is startServe with env added to the process's environment
 // (HOME and PATH only otherwise).
-func startServeEnv(t *testing.T, extra string, env ...string) *served {
+func startServeEnv(t testing.TB, extra string, env ...string) *served {
 	t.Helper()
 	return startServeAt(t, t.TempDir(), "config.yaml", extra, env...)
 }
@@ -73,7 +73,7 @@ func startServeEnv(t *testing.T, extra string, env ...string) *served {
 // startServeAt is startServeEnv in dir (HOME, the start directory, the
 // roots), with its config in dir/name: the nodes of a cluster share a
 // folder.
-func startServeAt(t *testing.T, dir, name, extra string, env ...string) *served {
+func startServeAt(t testing.TB, dir, name, extra string, env ...string) *served {
 	t.Helper()
 	// 12 MB in 4 kB messages: more than the sockets hold, and each message
 	// small, so that a client that stops reading takes no more of it.
@@ -131,7 +131,7 @@ func startServeAt(t *testing.T, dir, name, extra string, env ...string) *served 
 
 // project makes a project folder for a session, inside the folder mm
 // serve started in: its default serve.roots.
-func (s *served) project(t *testing.T) string {
+func (s *served) project(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp(s.dir, "project-")
 	if err != nil {
@@ -546,7 +546,7 @@ func TestServeCommandLine(t *testing.T) {
 }
 
 // metricsOf reads mm serve's /metrics with the test's token.
-func (s *served) metricsOf(t *testing.T) string {
+func (s *served) metricsOf(t testing.TB) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.url, "/acp")+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+serveToken)

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+)
+
+// BenchmarkClusterTurn: one ping turn (prompt to answer, over WebSocket)
+// of a session on a lone mm serve, and through a node of a two-node
+// cluster to a session whose grain is on that node or on the other.
+//
+//	go test -run '^$' -bench ClusterTurn -benchtime 2000x ./cmd/mm
+func BenchmarkClusterTurn(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ping := func(b *testing.B, w *wireClient, sid acp.SessionId) {
+		for b.Loop() {
+			if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+				b.Fatalf("ping: %v %v", res, err)
+			}
+		}
+	}
+	b.Run("no cluster", func(b *testing.B) {
+		s := startServe(b, "")
+		w := s.wire(b)
+		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(b), McpServers: []acp.McpServer{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ping(b, w, res.SessionId)
+	})
+	c := &testCluster{nodes: startCluster(b, 2, "")}
+	w := c.nodes[0].wire(b)
+	project := c.nodes[0].project(b)
+	at := map[int]acp.SessionId{}
+	for i := 0; at[0] == "" || at[1] == ""; i++ {
+		if i == 50 {
+			b.Fatal("sessions not spread over both nodes")
+		}
+		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n int
+		waitUntil(b, 5*time.Second, "the session's node logs it", func() bool { n = c.hosts(res.SessionId); return n >= 0 })
+		at[n] = res.SessionId
+	}
+	b.Run("grain on the client's node", func(b *testing.B) { ping(b, w, at[0]) })
+	b.Run("grain on another node", func(b *testing.B) { ping(b, w, at[1]) })
+}

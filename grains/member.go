@@ -320,7 +320,7 @@ func (m *Member) Leave(ctx context.Context) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			m.c.Shutdown(true)
+			m.shutdown()
 			m.provider.close()
 		}()
 		select {
@@ -330,4 +330,17 @@ func (m *Member) Leave(ctx context.Context) {
 			m.log.Warn(fmt.Sprintf("cluster %s: still leaving after %s; going anyway", m.cfg.Name, time.Since(start).Round(time.Millisecond)))
 		}
 	})
+}
+
+// shutdown stops protoactor's cluster and remote. When peers leave at the
+// same moment, protoactor's remote can panic while stopping (its endpoint
+// manager signals a reader whose peer has just closed it: "send on closed
+// channel"); the member is gone by then, and the node goes on leaving.
+func (m *Member) shutdown() {
+	defer func() {
+		if r := recover(); r != nil {
+			m.log.Warn(fmt.Sprintf("cluster %s: protoactor's remote failed while stopping (%v); leaving anyway", m.cfg.Name, r))
+		}
+	}()
+	m.c.Shutdown(true)
 }

@@ -47,7 +47,7 @@ func startCluster(t testing.TB, n int, extra string) []*node {
 		}
 		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n",
 			strings.Join(peers, ", "), health[i], testFailureTimeout)
-		s := startServeAt(t, dir, fmt.Sprintf("node%d.yaml", i), cluster+extra, "MM_SERVE_TOKEN="+serveToken)
+		s := startServeBin(t, clusterBin, dir, fmt.Sprintf("node%d.yaml", i), cluster+extra, "MM_SERVE_TOKEN="+serveToken, "GORACE=exitcode=0")
 		nodes[i] = &node{served: s, health: health[i], readyAtStart: s.readyz(t)}
 	}
 	for i, nd := range nodes {
@@ -152,7 +152,7 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("SIGTERM → exit after %v", time.Since(left).Round(time.Millisecond))
 	waitUntil(t, testFailureTimeout+time.Second, "1 member after a leave", func() bool { return nodes[0].members(t) == 1 })
-	if _, leaving, _ := strings.Cut(nodes[1].stderr.String(), "cluster test: leaving"); !strings.Contains(leaving, "cluster test: left,") || strings.Contains(leaving, "ERROR") || strings.Contains(leaving, "WARN") {
+	if _, leaving, _ := strings.Cut(withoutRaces(nodes[1].stderr.String()), "cluster test: leaving"); !strings.Contains(leaving, "cluster test: left,") || strings.Contains(leaving, "ERROR") || strings.Contains(leaving, "WARN") {
 		t.Errorf("the node that left logged:\n%s", nodes[1].stderr.String())
 	}
 	for i, nd := range nodes {
@@ -181,5 +181,49 @@ func TestClusterStartFails(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("mm serve did not exit")
+	}
+}
+
+// TestMMRaces: a race report whose accesses are in mm's code is kept;
+// protoactor's own are not, even in goroutines mm started.
+func TestMMRaces(t *testing.T) {
+	block := func(frame, createdBy string) string {
+		return "==================\nWARNING: DATA RACE\nWrite at 0x00c by goroutine 7:\n  " + frame + "()\n      /x.go:1 +0x1\n\n" +
+			"Goroutine 7 (running) created at:\n  " + createdBy + "()\n      /y.go:1 +0x1\n==================\n"
+	}
+	theirs := block("github.com/asynkron/protoactor-go/remote.(*BlockList).Block", "github.com/mm-agent/mm/grains.Start")
+	ours := block("github.com/mm-agent/mm/grains.(*edgeConn).write", "github.com/asynkron/protoactor-go/actor.(*defaultMailbox).run")
+	got := mmRaces("log line\n" + theirs + "another\n" + ours)
+	if len(got) != 1 || got[0] != ours {
+		t.Errorf("mmRaces: %q", got)
+	}
+	if w := withoutRaces("a\n" + theirs + "b\n"); w != "a\nb\n" {
+		t.Errorf("withoutRaces: %q", w)
+	}
+}
+
+// TestClusterStopsAtOnce: every node of a cluster sent SIGTERM at the same
+// moment (a deploy, a compose down) leaves and exits 0. protoactor's remote
+// panicked in about one run in seven, taking the node down with exit 2.
+func TestClusterStopsAtOnce(t *testing.T) {
+	nodes := startCluster(t, 3, "")
+	for _, nd := range nodes {
+		if err := nd.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, nd := range nodes {
+		select {
+		case err := <-nd.exited:
+			nd.exited <- err
+			if err != nil || strings.Contains(nd.stderr.String(), "panic") {
+				t.Errorf("node %d after SIGTERM: %v\n%s", i, err, nd.stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("node %d did not exit", i)
+		}
+		if strings.Contains(nd.stderr.String(), "failed while stopping") {
+			t.Logf("node %d: protoactor's remote panicked while stopping; the node left anyway", i)
+		}
 	}
 }

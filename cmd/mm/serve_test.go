@@ -75,6 +75,12 @@ func startServeEnv(t testing.TB, extra string, env ...string) *served {
 // folder.
 func startServeAt(t testing.TB, dir, name, extra string, env ...string) *served {
 	t.Helper()
+	return startServeBin(t, mmBin, dir, name, extra, env...)
+}
+
+// startServeBin is startServeAt with the mm binary bin.
+func startServeBin(t testing.TB, bin, dir, name, extra string, env ...string) *served {
+	t.Helper()
 	// 12 MB in 4 kB messages: more than the sockets hold, and each message
 	// small, so that a client that stops reading takes no more of it.
 	big := strings.Repeat(strings.Repeat("w", 4000)+" ", 3000)
@@ -85,7 +91,7 @@ func startServeAt(t testing.TB, dir, name, extra string, env ...string) *served 
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(mmBin, "serve", "-listen", "127.0.0.1:0", "-config", filepath.Join(dir, name))
+	cmd := exec.Command(bin, "serve", "-listen", "127.0.0.1:0", "-config", filepath.Join(dir, name))
 	cmd.Dir = dir
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
 	s := &served{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1), dir: dir}
@@ -114,6 +120,9 @@ func startServeAt(t testing.TB, dir, name, extra string, env ...string) *served 
 		_ = cmd.Process.Kill()
 		<-s.exited
 		s.exited <- nil
+		for _, race := range mmRaces(s.stderr.String()) {
+			t.Errorf("mm serve found a data race in mm's code:\n%s", race)
+		}
 		if t.Failed() {
 			t.Logf("mm serve's stderr:\n%s", s.stderr.String())
 		}

@@ -1,6 +1,7 @@
 // Command mmstress is mm's multi-session stress harness: it opens many
 // sessions against one runtime (in this process, `mm -acp` subprocesses
-// over real pipes, or an `mm serve` over WebSocket connections), runs
+// over real pipes, an `mm serve` over WebSocket connections, or several
+// `mm serve` as one cluster, one of which may be killed mid-run), runs
 // turns with a chosen mix, checks every update, and reports throughput,
 // latencies and memory. See docs/stress.md.
 package main

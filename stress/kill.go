@@ -100,8 +100,8 @@ func (k *killer) prompt(ctx context.Context) (context.Context, context.CancelFun
 // turn failed with its node or was lost, and must not be checked; lost
 // also stops the session's turns.
 func (k *killer) settle(ctx context.Context, t *tracker, err error) (skip, lost bool) {
-	if k == nil {
-		return false, false
+	if k == nil || ctx.Err() != nil {
+		return false, false // no kill, or the run was interrupted
 	}
 	now := time.Now()
 	k.mu.Lock()
@@ -139,7 +139,8 @@ func (k *killer) settle(ctx context.Context, t *tracker, err error) (skip, lost 
 }
 
 // owes says whether session t must run one more turn: its last failed
-// with its node, and a session that failed must show it goes on.
+// with its node, and a session that failed must show it goes on. The run
+// asks once, after the session's turns.
 func (k *killer) owes(t *tracker) bool { return k != nil && t.failedByKill }
 
 // report stops the kill if it has not happened and returns the counts.

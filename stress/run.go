@@ -170,7 +170,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		go func(i int, t *tracker, a *agent) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(c.Seed, uint64(i)))
-			for j := 0; (j < c.Turns || kl.owes(t)) && ctx.Err() == nil; j++ {
+			for j := 0; (j < c.Turns || j == c.Turns && kl.owes(t)) && ctx.Err() == nil; j++ {
 				k := pick(&c, rng.Float64())
 				if j >= c.Turns {
 					k = kindPing // one more, to show the session goes on

@@ -19,6 +19,9 @@ type Counts struct {
 	// BadStop counts turns that ended with another stop reason than their
 	// kind calls for (a cancel not answered cancelled, …).
 	BadStop int64 `json:"bad_stop_reasons"`
+	// ExtraAnswers counts the responses to a request that was already
+	// answered (or never sent): every request is answered exactly once.
+	ExtraAnswers int64 `json:"extra_answers"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -27,6 +30,7 @@ func (c *Counts) add(o Counts) {
 	c.OutOfOrder += o.OutOfOrder
 	c.Foreign += o.Foreign
 	c.BadStop += o.BadStop
+	c.ExtraAnswers += o.ExtraAnswers
 }
 
 // tracker checks the updates of one session. A session runs one turn at a
@@ -44,6 +48,9 @@ type tracker struct {
 	asked   int
 	counts  Counts
 	updates int64 // notifications received
+	// failedByKill: the session's last turn failed with its node (-kill-node);
+	// its next turn must be answered. Only the session's goroutine reads it.
+	failedByKill bool
 }
 
 func (t *tracker) begin(k kind, prompt string) {
@@ -121,6 +128,15 @@ func (t *tracker) permission(callID string) bool {
 	}
 	t.asked++
 	return true
+}
+
+// abort closes a turn that failed with its node, or was never answered:
+// what it received is not checked, and whatever comes for it later is
+// foreign.
+func (t *tracker) abort() {
+	t.mu.Lock()
+	t.prompt = ""
+	t.mu.Unlock()
 }
 
 // end closes the turn and checks what it received against what its kind

@@ -1,7 +1,8 @@
 // Package stress is the engine of mmstress, the multi-session stress
 // harness: it starts mm (in this process on in-memory pipes, as `mm -acp`
-// subprocesses on real pipes, or as an `mm serve` it drives over WebSocket
-// connections, which may also be one already running), opens many
+// subprocesses on real pipes, as an `mm serve` it drives over WebSocket
+// connections, which may also be one already running, or as several `mm
+// serve` joined as one cluster, one of which it may kill mid-run), opens many
 // sessions, runs turns against the scripted model with a chosen mix (plain
 // answers, bash, file edits, permission requests, cancels, model
 // failures), checks every update it receives, and reports throughput,
@@ -13,5 +14,7 @@
 // goroutine (rpc.read), which hands every notification to its session's
 // tracker in arrival order; its wire's send may be called from any
 // goroutine. The checker is per session and is touched by the connection's
-// reader and the session's goroutine under the session's mutex.
+// reader and the session's goroutine under the session's mutex. With
+// -kill-node, a timer goroutine kills the node; the sessions' goroutines
+// count their prompts' ends in the killer under its mutex.
 package stress

@@ -51,10 +51,15 @@ type Report struct {
 	// connection is closed, more than before it opened: in this process,
 	// or a served mm's (from its /metrics) beyond GoroutinesKept, those a
 	// long-lived mm keeps for reuse by design (its pools' idle goroutines).
-	GoroutinesAfterClose int              `json:"goroutines_after_close"`
-	GoroutinesKept       int              `json:"goroutines_kept,omitempty"`
-	ProcessesLeft        int              `json:"processes_left"`
-	Errors               map[string]int64 `json:"errors"`
+	GoroutinesAfterClose int `json:"goroutines_after_close"`
+	GoroutinesKept       int `json:"goroutines_kept,omitempty"`
+	ProcessesLeft        int `json:"processes_left"`
+	// Grains is each cluster node's count of session grains with every
+	// session open and idle (mm_cluster_grains; -1: not said).
+	Grains []int `json:"session_grains_per_node,omitempty"`
+	// Kill is what a run with -kill-node counted.
+	Kill   *KillReport      `json:"kill_node,omitempty"`
+	Errors map[string]int64 `json:"errors"`
 	// Baseline is the JSON-RPC echo over pipes on the SDK's connection (the
 	// stack mm serves on), RawEcho the hand-rolled one, when asked for.
 	Baseline *EchoReport `json:"echo_baseline,omitempty"`
@@ -62,8 +67,10 @@ type Report struct {
 }
 
 // OK says whether the run found nothing wrong: no update lost, duplicated,
-// reordered or misdelivered, every stop reason as expected, no unexpected
-// error, nothing left running.
+// reordered or misdelivered, every request answered once, every stop
+// reason as expected, no unexpected error, nothing left running; with
+// -kill-node, no prompt lost and every session whose turn failed with the
+// node going on.
 func (r *Report) OK() bool {
 	unexpected := int64(0)
 	for k, n := range r.Errors {
@@ -71,7 +78,10 @@ func (r *Report) OK() bool {
 			unexpected += n
 		}
 	}
-	return r.Lost == 0 && r.Duplicated == 0 && r.OutOfOrder == 0 && r.Foreign == 0 && r.BadStop == 0 &&
+	if k := r.Kill; k != nil && (k.Lost != 0 || k.NotResumed != 0) {
+		return false
+	}
+	return r.Lost == 0 && r.Duplicated == 0 && r.OutOfOrder == 0 && r.Foreign == 0 && r.BadStop == 0 && r.ExtraAnswers == 0 &&
 		unexpected == 0 && r.GoroutinesAfterClose == 0 && r.ProcessesLeft == 0
 }
 
@@ -110,8 +120,16 @@ func (r *Report) Human(w io.Writer) {
 		fmt.Fprintf(w, ", heap %s", kb(r.HeapPerSession))
 	}
 	fmt.Fprintf(w, "), peak %s, after close %s\n", mb(r.PeakRSS), mb(r.RSSAfterClose))
-	fmt.Fprintf(w, "  checks       lost %d · duplicated %d · out of order %d · foreign %d · bad stop %d\n",
-		r.Lost, r.Duplicated, r.OutOfOrder, r.Foreign, r.BadStop)
+	if len(r.Grains) > 0 {
+		fmt.Fprintf(w, "  grains       sessions per node, idle: %v\n", r.Grains)
+	}
+	if k := r.Kill; k != nil {
+		fmt.Fprintf(w, "  kill -9      node %d after %.2fs; answered %d, failed %d (node lost), lost %d; first node-lost error after %.0f ms; "+
+			"re-activation (first answered turn of a lost session after the kill) %.0f ms; sessions resumed %d, not %d\n",
+			k.Node, k.After, k.Answered, k.Failed, k.Lost, k.FirstFailure, k.Reactivation, k.Resumed, k.NotResumed)
+	}
+	fmt.Fprintf(w, "  checks       lost %d · duplicated %d · out of order %d · foreign %d · bad stop %d · extra answers %d\n",
+		r.Lost, r.Duplicated, r.OutOfOrder, r.Foreign, r.BadStop, r.ExtraAnswers)
 	kept := ""
 	if r.GoroutinesKept > 0 {
 		kept = fmt.Sprintf(" (and %d kept for reuse)", r.GoroutinesKept)

@@ -24,8 +24,14 @@ type rpc struct {
 
 	mu      sync.Mutex
 	pending map[uint64]chan rpcReply
-	closed  error
-	done    chan struct{}
+	// gaveUp holds the requests whose caller stopped waiting (its context
+	// ended): an answer to one of them is late, not a second answer.
+	gaveUp map[uint64]bool
+	// extra counts the responses to a request that was already answered,
+	// or never sent: every request must be answered exactly once.
+	extra  int64
+	closed error
+	done   chan struct{}
 
 	onUpdate     func(sessionID string, u *update)
 	onPermission func(sessionID, callID string) (optionID string)
@@ -77,7 +83,7 @@ func (u *update) text() (string, bool) {
 
 // newRPC starts the client on w; its reader runs until w ends.
 func newRPC(w wire) *rpc {
-	c := &rpc{wire: w, pending: map[uint64]chan rpcReply{}, done: make(chan struct{})}
+	c := &rpc{wire: w, pending: map[uint64]chan rpcReply{}, gaveUp: map[uint64]bool{}, done: make(chan struct{})}
 	go c.read()
 	return c
 }
@@ -149,6 +155,10 @@ func (c *rpc) read() {
 			c.mu.Lock()
 			ch := c.pending[n]
 			delete(c.pending, n)
+			if ch == nil && !c.gaveUp[n] {
+				c.extra++
+			}
+			delete(c.gaveUp, n)
 			c.mu.Unlock()
 			if ch == nil {
 				continue
@@ -207,8 +217,22 @@ func (c *rpc) call(ctx context.Context, method string, params []byte) (json.RawM
 		}
 		return r.result, nil
 	case <-ctx.Done():
+		c.mu.Lock()
+		if _, waiting := c.pending[id]; waiting {
+			delete(c.pending, id)
+			c.gaveUp[id] = true
+		}
+		c.mu.Unlock()
 		return nil, ctx.Err()
 	}
+}
+
+// extraAnswers counts the responses to requests already answered or never
+// sent.
+func (c *rpc) extraAnswers() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.extra
 }
 
 // notify sends a notification.

@@ -133,6 +133,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		r.HeapPerSession = int64(heap1.HeapAlloc-min(heap1.HeapAlloc, heap0.HeapAlloc)) / int64(c.Sessions)
 	}
 	r.RSSIdle = f.rss()
+	if f.grains != nil {
+		r.Grains = f.grains()
+	}
 	if r.RSSIdle > 0 && r.RSSConnected > 0 {
 		r.RSSPerSession = (r.RSSIdle - r.RSSConnected) / int64(c.Sessions)
 	}
@@ -154,6 +157,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		cpu0 = f.cpu()
 	}
 	self0 := selfCPU()
+	var kl *killer
+	if c.KillNode > 0 {
+		kl = startKiller(&c, f, errs)
+	}
 	start := time.Now()
 	for i, t := range trackers {
 		if t == nil {
@@ -163,18 +170,28 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		go func(i int, t *tracker, a *agent) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(c.Seed, uint64(i)))
-			for j := 0; j < c.Turns && ctx.Err() == nil; j++ {
+			for j := 0; (j < c.Turns || j == c.Turns && kl.owes(t)) && ctx.Err() == nil; j++ {
 				k := pick(&c, rng.Float64())
-				runTurn(ctx, &c, a, t, k, fmt.Sprintf("%s s%d t%d", k, i, j), lat, ttfc, cancelLat, errs)
-				done.Add(1)
-				if bar != nil {
-					_ = bar.Add(1)
+				if j >= c.Turns {
+					k = kindPing // one more, to show the session goes on
+				}
+				if runTurn(ctx, &c, a, t, k, fmt.Sprintf("%s s%d t%d", k, i, j), lat, ttfc, cancelLat, errs, kl) {
+					break
+				}
+				if j < c.Turns {
+					done.Add(1)
+					if bar != nil {
+						_ = bar.Add(1)
+					}
 				}
 			}
 		}(i, t, owner[i])
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	if kl != nil {
+		r.Kill = kl.report(errs)
+	}
 	self := selfCPU() - self0
 	var cpu time.Duration
 	if f.cpu != nil {
@@ -219,6 +236,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		if err := a.close(); err != nil {
 			errs.add("exit", err)
 		}
+		r.Counts.ExtraAnswers += a.conn.extraAnswers()
 	}
 	if f.goroutinesLeft != nil {
 		r.GoroutinesAfterClose, r.GoroutinesKept = f.goroutinesLeft()
@@ -238,65 +256,6 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	r.ProcessesLeft = len(leftovers(marker))
 	r.Errors = errs.m
 	return r, nil
-}
-
-// pick chooses a turn's kind from the configured shares.
-func pick(c *Config, x float64) kind {
-	for _, s := range []struct {
-		share float64
-		k     kind
-	}{{c.Bash, kindBash}, {c.Edit, kindEdit}, {c.Ask, kindAsk}, {c.Cancel, kindCancel}, {c.Fail, kindFail}} {
-		if x < s.share {
-			return s.k
-		}
-		x -= s.share
-	}
-	return kindPing
-}
-
-func runTurn(ctx context.Context, c *Config, a *agent, t *tracker, k kind, prompt string, lat, ttfc, cancelLat *hist, errs *errorKinds) {
-	t.begin(k, prompt)
-	type result struct {
-		stop string
-		err  error
-	}
-	start := time.Now()
-	var r result
-	if k != kindCancel {
-		r.stop, r.err = a.conn.prompt(ctx, t.id, prompt)
-		lat.record(time.Since(start))
-	} else {
-		resc := make(chan result, 1)
-		go func() {
-			stop, err := a.conn.prompt(ctx, t.id, prompt)
-			resc <- result{stop, err}
-		}()
-		t.mu.Lock()
-		running := t.running
-		t.mu.Unlock()
-		select {
-		case <-running:
-		case r = <-resc: // ended before its command ran: counted as a bad stop
-			t.end(r.stop, r.err, c.Words)
-			return
-		}
-		time.Sleep(c.CancelAfter)
-		sent := time.Now()
-		if err := a.conn.notify("session/cancel", []byte(`{"sessionId":"`+t.id+`"}`)); err != nil {
-			errs.add("session/cancel", err)
-		}
-		r = <-resc
-		cancelLat.record(time.Since(sent))
-	}
-	if r.err != nil && k != kindFail {
-		errs.add("session/prompt", r.err)
-	}
-	if r.err != nil && k == kindFail {
-		errs.add("expected: model failure", r.err)
-	}
-	if first := t.end(r.stop, r.err, c.Words); first > 0 {
-		ttfc.record(first)
-	}
 }
 
 // errorKinds counts errors by the call and the error's first words.

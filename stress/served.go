@@ -1,7 +1,6 @@
 package stress
 
 import (
-	"bufio"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -11,12 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -31,12 +27,26 @@ import (
 // SIGTERM at the end). Its memory and goroutines are read from its
 // /metrics, which the token opens: the server may be on another host.
 
-// server is the `mm serve` a run drives.
+// server is the `mm serve` a run drives, or the nodes of one cluster.
 type server struct {
-	ws, metrics, token string
-	http               *http.Client // for the upgrades and /metrics; its idle connections are closed at the end
-	errs               *errorKinds
-	proc               *serveProc // nil: not the run's own
+	nodes []*node
+	// takers is how many of the nodes, from the first, the connections go
+	// to: all but the node -kill-node kills.
+	takers int
+	token  string
+	http   *http.Client // for the upgrades and /metrics; its idle connections are closed at the end
+	errs   *errorKinds
+}
+
+// node is one `mm serve` of the run.
+type node struct {
+	ws, metrics string
+	proc        *serveProc // nil: not the run's own
+	// dead is set once the run killed the node: it is read no more.
+	dead atomic.Bool
+	// cpu is the CPU time last read from the node, in ns: a killed
+	// node's counts in the run's.
+	cpu atomic.Int64
 }
 
 // Names of the server's figures on /metrics: the Prometheus client's
@@ -46,6 +56,8 @@ const (
 	metricGoroutines = "go_goroutines"
 	metricProcs      = "go_sched_gomaxprocs_threads"
 	metricCPU        = "process_cpu_seconds_total"
+	metricMembers    = "mm_cluster_members"
+	metricGrains     = "mm_cluster_grains" // kind="session"
 )
 
 // keptGoroutines is how many goroutines mm serve keeps for reuse by
@@ -77,75 +89,117 @@ func WriteServeConfig(c Config, dir string) (string, error) {
 	return writeConfig(&c, dir, serveConfig(&c, dir))
 }
 
-// startServed starts (-serve) or reaches (-url) the server and opens the
-// run's connections.
+// startServed starts (-serve, -nodes) or reaches (-url) the server and
+// opens the run's connections.
 func startServed(ctx context.Context, c *Config, dir, marker string, cl *client, errs *errorKinds) (*fleet, error) {
 	s := &server{token: c.Token, errs: errs, http: &http.Client{Transport: &http.Transport{}}}
 	mode := "mm serve at " + c.URL
+	urls := strings.Split(c.URL, ",")
+	if len(urls) > 1 {
+		mode = fmt.Sprintf("%d mm serve nodes at %s", len(urls), c.URL)
+	}
 	if c.Serve != "" {
-		cfgPath, err := writeConfig(c, dir, serveConfig(c, dir))
-		if err != nil {
-			return nil, err
-		}
 		var b [24]byte
 		_, _ = crand.Read(b[:])
 		s.token = hex.EncodeToString(b[:])
-		if s.proc, err = startServeProc(ctx, c.Serve, cfgPath, dir, marker, s.token); err != nil {
+		procs, err := startServeProcs(ctx, c, dir, marker, s.token)
+		if err != nil {
 			return nil, err
 		}
-		c.URL = s.proc.url
+		urls = nil
+		for _, p := range procs {
+			s.nodes = append(s.nodes, &node{proc: p})
+			urls = append(urls, p.url)
+		}
+		c.URL = strings.Join(urls, ",")
 		mode = "mm serve (" + c.Serve + ", started by the run)"
+		if c.Nodes > 1 {
+			mode = fmt.Sprintf("%d mm serve nodes as one cluster (%s, started by the run)", c.Nodes, c.Serve)
+		}
+	} else {
+		for range urls {
+			s.nodes = append(s.nodes, &node{})
+		}
 	}
-	f, err := s.connect(ctx, c, cl)
+	s.takers = len(s.nodes)
+	if c.KillNode > 0 {
+		s.takers--
+	}
+	f, err := s.connect(ctx, c, urls, cl)
 	if err != nil {
 		_ = s.stop()
 		return nil, err
 	}
 	f.mode = fmt.Sprintf("%s over %d WebSocket connection(s)", mode, len(f.agents))
+	if s.takers < len(s.nodes) {
+		f.mode += fmt.Sprintf(" to the first %d", s.takers)
+	}
 	return f, nil
 }
 
-// connect reads the server's figures before any connection, then opens
-// the run's connections.
-func (s *server) connect(ctx context.Context, c *Config, cl *client) (*fleet, error) {
-	u, err := url.Parse(c.URL)
-	if err != nil {
-		return nil, fmt.Errorf("-url: %w", err)
+// connect reads every node's figures before any connection, then opens
+// the run's connections, round-robin over the nodes that take them (at
+// least one each). The figures are the nodes' sums.
+func (s *server) connect(ctx context.Context, c *Config, urls []string, cl *client) (*fleet, error) {
+	for i, n := range s.nodes {
+		u, err := url.Parse(strings.TrimSpace(urls[i]))
+		if err != nil {
+			return nil, fmt.Errorf("-url: %w", err)
+		}
+		n.ws = u.String()
+		u.Scheme = strings.Replace(u.Scheme, "ws", "http", 1)
+		u.Path, u.RawQuery = "/metrics", ""
+		n.metrics = u.String()
 	}
-	s.ws = u.String()
-	u.Scheme = strings.Replace(u.Scheme, "ws", "http", 1)
-	u.Path, u.RawQuery = "/metrics", ""
-	s.metrics = u.String()
+	if c.Nodes > 1 {
+		if err := s.waitCluster(ctx, c.Nodes); err != nil {
+			return nil, err
+		}
+	}
 	// Read first: a wrong token or address fails here, plainly.
-	m0, err := s.scrape(ctx)
-	if err != nil {
-		return nil, err
+	goroutines0, kept := make([]int, len(s.nodes)), make([]int, len(s.nodes))
+	var rss0 int64
+	for i, n := range s.nodes {
+		m0, err := s.scrape(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		rss0 += int64(m0[metricRSS])
+		goroutines0[i], kept[i] = int(m0[metricGoroutines]), keptGoroutines(int(m0[metricProcs]))
 	}
-	f := &fleet{memory: "mm serve's /metrics", rss: s.rss, cpu: s.cpu, rssStart: int64(m0[metricRSS]), sample: 100 * time.Millisecond, stop: s.stop}
-	goroutines0, kept := int(m0[metricGoroutines]), keptGoroutines(int(m0[metricProcs]))
+	memory := "mm serve's /metrics"
+	if len(s.nodes) > 1 {
+		memory = fmt.Sprintf("the sum of the %d nodes' /metrics", len(s.nodes))
+	}
+	f := &fleet{memory: memory, rss: s.rss, cpu: s.cpu, rssStart: rss0, sample: 100 * time.Millisecond, stop: s.stop}
 	f.goroutinesLeft = func() (int, int) { return s.goroutinesLeft(goroutines0, kept) }
-	for i := 0; i < c.Conns; i++ {
-		a, err := s.dial(ctx, cl)
+	if len(s.nodes) > 1 {
+		f.grains = s.grains
+		f.kill = s.kill
+	}
+	conns := max(c.Conns, s.takers)
+	for i := 0; i < conns; i++ {
+		a, err := s.dial(ctx, s.nodes[i%s.takers], cl)
 		if err != nil {
 			for _, a := range f.agents {
 				_ = a.close()
 			}
-			return nil, fmt.Errorf("connection %d of %d: %w", i+1, c.Conns, err)
+			return nil, fmt.Errorf("connection %d of %d: %w", i+1, conns, err)
 		}
 		f.agents = append(f.agents, a)
 	}
 	return f, nil
 }
 
-// dial opens one WebSocket connection to the server.
-func (s *server) dial(ctx context.Context, cl *client) (*agent, error) {
+// dial opens one WebSocket connection to node n.
+func (s *server) dial(ctx context.Context, n *node, cl *client) (*agent, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ws, resp, err := websocket.Dial(dctx, s.ws, &websocket.DialOptions{HTTPClient: s.http,
+	ws, resp, err := websocket.Dial(dctx, n.ws, &websocket.DialOptions{HTTPClient: s.http,
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + s.token}}})
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("%s: %s", s.ws, resp.Status)
+			return nil, fmt.Errorf("%s: %s", n.ws, resp.Status)
 		}
 		return nil, err
 	}
@@ -160,40 +214,66 @@ func (s *server) dial(ctx context.Context, cl *client) (*agent, error) {
 	}}, nil
 }
 
-// scrape reads the server's figures the run uses from /metrics.
-func (s *server) scrape(ctx context.Context) (map[string]float64, error) {
+// scrape reads the figures the run uses from node n's /metrics.
+func (s *server) scrape(ctx context.Context, n *node) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.metrics, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	resp, err := s.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", s.metrics, err)
+		return nil, fmt.Errorf("GET %s: %w", n.metrics, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", s.metrics, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", n.metrics, resp.Status)
 	}
-	return parseMetrics(io.LimitReader(resp.Body, 16<<20))
+	m, err := parseMetrics(io.LimitReader(resp.Body, 16<<20))
+	if err == nil {
+		n.cpu.Store(int64(m[metricCPU] * float64(time.Second)))
+	}
+	return m, err
+}
+
+// scrapeLive reads every node the run has not killed; a failed read is
+// counted as an error of the run (unless the node was killed meanwhile)
+// and leaves the node out.
+func (s *server) scrapeLive() []map[string]float64 {
+	var out []map[string]float64
+	for _, n := range s.nodes {
+		if n.dead.Load() {
+			continue
+		}
+		m, err := s.scrape(context.Background(), n)
+		if err != nil {
+			if !n.dead.Load() {
+				s.errs.add("metrics", err)
+			}
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // parseMetrics reads the unlabelled gauges and counters the run uses from
 // the Prometheus text format: the resident memory and the goroutines must
-// be there; the cores and the CPU time may not (0).
+// be there; the cores and the CPU time may not (0), nor a cluster's
+// members and session grains (-1: not a cluster node).
 func parseMetrics(r io.Reader) (map[string]float64, error) {
 	var p expfmt.TextParser
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, fmt.Errorf("/metrics: %w", err)
 	}
-	out := map[string]float64{}
-	for _, name := range []string{metricRSS, metricGoroutines, metricProcs, metricCPU} {
+	out := map[string]float64{metricMembers: -1, metricGrains: -1}
+	for _, name := range []string{metricRSS, metricGoroutines, metricProcs, metricCPU, metricMembers} {
 		f := fams[name]
 		if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil && f.GetMetric()[0].GetCounter() == nil {
-			if name == metricProcs || name == metricCPU {
+			if name != metricRSS && name != metricGoroutines {
 				continue
 			}
 			return nil, fmt.Errorf("/metrics: no gauge %s", name)
@@ -201,175 +281,71 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 		m := f.GetMetric()[0]
 		out[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 	}
+	if f := fams[metricGrains]; f != nil {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == "session" {
+					out[metricGrains] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
 	return out, nil
 }
 
-// rss is the server's resident memory now; a failed read is counted as
-// an error of the run and reads 0.
+// rss is the live nodes' resident memory now, summed.
 func (s *server) rss() int64 {
-	m, err := s.scrape(context.Background())
-	if err != nil {
-		s.errs.add("metrics", err)
-		return 0
+	var sum int64
+	for _, m := range s.scrapeLive() {
+		sum += int64(m[metricRSS])
 	}
-	return int64(m[metricRSS])
+	return sum
 }
 
-// cpu is the CPU time the server has used, to its /metrics' precision
-// (10 ms on Linux).
+// cpu is the CPU time the nodes have used, to their /metrics' precision
+// (10 ms on Linux), summed; a killed node's as last read.
 func (s *server) cpu() time.Duration {
-	m, err := s.scrape(context.Background())
-	if err != nil {
-		s.errs.add("metrics", err)
-		return 0
+	s.scrapeLive()
+	var sum time.Duration
+	for _, n := range s.nodes {
+		sum += time.Duration(n.cpu.Load())
 	}
-	return time.Duration(m[metricCPU] * float64(time.Second))
+	return sum
 }
 
-// goroutinesLeft waits a little for the server's goroutines to wind down
-// after the run's connections closed, and returns how many more there are
-// than before they opened: those beyond what mm keeps (left), and those
-// it may keep (at most kept).
-func (s *server) goroutinesLeft(before, kept int) (left, keeps int) {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		m, err := s.scrape(context.Background())
-		if err != nil {
-			s.errs.add("metrics", err)
-			return 0, 0
+// goroutinesLeft waits a little for each live node's goroutines to wind
+// down after the run's connections closed, and returns how many more
+// there are than before they opened, summed over the nodes: those beyond
+// what mm keeps (left), and those it may keep (at most kept per node).
+func (s *server) goroutinesLeft(before, kept []int) (left, keeps int) {
+	for i, n := range s.nodes {
+		deadline := time.Now().Add(5 * time.Second)
+		for !n.dead.Load() {
+			m, err := s.scrape(context.Background(), n)
+			if err != nil {
+				s.errs.add("metrics", err)
+				break
+			}
+			g := max(int(m[metricGoroutines])-before[i], 0)
+			if g <= kept[i] || time.Now().After(deadline) {
+				left, keeps = left+max(g-kept[i], 0), keeps+min(g, kept[i])
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		n := max(int(m[metricGoroutines])-before, 0)
-		if n <= kept || time.Now().After(deadline) {
-			return max(n-kept, 0), min(n, kept)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	return left, keeps
 }
 
-// stop ends the server the run started, if it did, and lets go of the
-// HTTP client's idle connections.
+// stop ends the nodes the run started, if it did, one after another, and
+// lets go of the HTTP client's idle connections.
 func (s *server) stop() error {
 	defer s.http.CloseIdleConnections()
-	if s.proc == nil {
-		return nil
-	}
-	return s.proc.stop()
-}
-
-// serveProc is an `mm serve` the run started.
-type serveProc struct {
-	cmd    *exec.Cmd
-	url    string // ws://127.0.0.1:PORT/acp
-	tail   *tail  // the end of its stderr, for the errors
-	exited chan error
-}
-
-// listening is the line mm serve prints on stderr once it listens.
-var listening = regexp.MustCompile(`^mm serve: listening on http(s?://\S+)\n?$`)
-
-// startServeProc starts `bin serve -listen 127.0.0.1:0` with cfgPath in
-// dir and waits for the line naming its address.
-func startServeProc(ctx context.Context, bin, cfgPath, dir, marker, token string) (*serveProc, error) {
-	// It starts in dir: a relative path is the caller's.
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return nil, err
-	}
-	if path, err = filepath.Abs(path); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(path, "serve", "-listen", "127.0.0.1:0", "-config", cfgPath)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), markerEnv+"="+marker, "MM_SERVE_TOKEN="+token)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	p := &serveProc{cmd: cmd, tail: &tail{}, exited: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		// mm logs on stderr as it serves (a line per turn): read to the
-		// end, keeping only the last lines, so that it never waits on a
-		// full pipe.
-		br := bufio.NewReader(stderr)
-		for {
-			line, err := br.ReadString('\n')
-			_, _ = p.tail.Write([]byte(line))
-			if m := listening.FindStringSubmatch(line); m != nil {
-				addr <- "ws" + m[1]
-				break
-			}
-			if err != nil {
-				break
-			}
-		}
-		_, _ = io.Copy(p.tail, br)
-		p.exited <- cmd.Wait()
-	}()
-	select {
-	case p.url = <-addr:
-		return p, nil
-	case err := <-p.exited:
-		p.exited <- err
-		return nil, fmt.Errorf("%s serve exited before listening (%v):\n%s", bin, err, p.tail)
-	case <-time.After(30 * time.Second):
-		_ = p.stop()
-		return nil, fmt.Errorf("%s serve did not say where it listens within 30s:\n%s", bin, p.tail)
-	case <-ctx.Done():
-		_ = p.stop()
-		return nil, ctx.Err()
-	}
-}
-
-// stop sends SIGTERM and waits for mm serve to drain and exit (killing it
-// after a minute, twice serve.drainTimeout's default).
-func (p *serveProc) stop() error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	var err error
-	select {
-	case err = <-p.exited:
-	case <-time.After(time.Minute):
-		_ = p.cmd.Process.Kill()
-		err = <-p.exited
-		if err == nil {
-			err = errors.New("killed")
-		}
-		err = fmt.Errorf("mm serve did not exit within a minute of SIGTERM: %w", err)
-	}
-	p.exited <- err // stop may be called again
-	if err != nil {
-		return fmt.Errorf("%w:\n%s", err, p.tail)
-	}
-	return nil
-}
-
-// tail keeps the last bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const tailBytes = 4 << 10
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(p) >= tailBytes {
-		t.buf = append(t.buf[:0], p[len(p)-tailBytes:]...)
-	} else {
-		t.buf = append(t.buf, p...)
-		if len(t.buf) > tailBytes {
-			t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
+	errs := make([]error, len(s.nodes))
+	for i, n := range s.nodes {
+		if n.proc != nil {
+			errs[i] = n.proc.stop()
 		}
 	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
+	return errors.Join(errs...)
 }

@@ -51,6 +51,12 @@ type fleet struct {
 	goroutinesLeft func() (left, kept int)
 	// stop, when not nil, ends what serves the agents once they are closed.
 	stop func() error
+	// grains, when not nil, is each cluster node's count of session
+	// grains now (-1: unknown).
+	grains func() []int
+	// kill, when not nil, kills a node of the run's cluster (-kill-node)
+	// and returns its index.
+	kill func() (int, error)
 }
 
 // close ends the agents and what serves them, for a run that cannot go on.

@@ -1,6 +1,7 @@
 // Command mmstress is mm's multi-session stress harness: it opens many
 // sessions against one runtime (in this process, `mm -acp` subprocesses
-// over real pipes, or an `mm serve` over WebSocket connections), runs
+// over real pipes, an `mm serve` over WebSocket connections, or several
+// `mm serve` as one cluster, one of which may be killed mid-run), runs
 // turns with a chosen mix, checks every update, and reports throughput,
 // latencies and memory. See docs/stress.md.
 package main
@@ -32,10 +33,13 @@ func run(args []string) int {
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "turns.concurrency of the runtime")
 	fs.IntVar(&c.Procs, "procs", 0, "0: mm in this process; N: N `mm -acp` subprocesses over real pipes")
 	fs.StringVar(&c.MM, "mm", defaultMM(), "the mm binary, for -procs")
-	fs.StringVar(&c.URL, "url", "", "drive a running `mm serve` at this WebSocket URL (ws://HOST:PORT/acp)")
+	fs.StringVar(&c.URL, "url", "", "drive a running `mm serve` at this WebSocket URL (ws://HOST:PORT/acp), or the nodes of one cluster at these URLs, separated by commas (the connections round-robin over them)")
 	fs.StringVar(&c.Token, "token", "", "the served mm's token, for -url (default $MM_SERVE_TOKEN)")
 	fs.StringVar(&c.Serve, "serve", "", "start this mm binary as `mm serve -listen 127.0.0.1:0` for the run and drive it over WebSocket")
-	fs.IntVar(&c.Conns, "conns", c.Conns, "WebSocket connections the sessions are spread over (-url, -serve)")
+	fs.IntVar(&c.Conns, "conns", c.Conns, "WebSocket connections the sessions are spread over (-url, -serve), round-robin over the nodes; at least one per node that takes connections")
+	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "with -serve: start this many mm serve as one cluster on loopback (1: a single mm serve, no cluster)")
+	fs.DurationVar(&c.FailureTimeout, "failure-timeout", c.FailureTimeout, "cluster.failureTimeout of the run's cluster (-nodes)")
+	fs.DurationVar(&c.KillNode, "kill-node", 0, "this long into the turns, kill -9 the run's last node, which hosts grains but no connection, and count the prompts answered, failed with the node and lost (needs -nodes 2 or more and -persist)")
 	fs.StringVar(&c.Dir, "dir", "", "folder the run's own folder (config, sessions' cwds) is made in; with -url, inside the server's serve.roots (default: the temp dir)")
 	writeConfig := fs.String("write-config", "", "write the config and script a served mm needs for these flags into this folder (its serve.roots), then exit")
 	fs.DurationVar(&c.Latency, "latency", 0, "scripted model: time to first token")

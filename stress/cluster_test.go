@@ -1,0 +1,199 @@
+package stress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mm-agent/mm/grains"
+)
+
+// TestClusterRun: a run against three `mm serve` it starts as one
+// cluster (-nodes 3) passes every check, its connections reach every
+// node, and its sessions live on more than one node.
+func TestClusterRun(t *testing.T) {
+	c := Defaults()
+	c.Sessions, c.Turns, c.Concurrency = 30, 4, 8
+	c.Serve, c.Nodes, c.Conns = filepath.Join(bins, "mm"), 3, 1
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Human(testWriter{t})
+	if !r.OK() || r.Turns != 30*4 || r.Connections != 3 {
+		t.Fatal("run not OK, or not one connection per node")
+	}
+	if !strings.Contains(r.Mode, "3 mm serve nodes") || !strings.Contains(r.Memory, "sum of the 3 nodes") {
+		t.Errorf("mode %q, memory %q", r.Mode, r.Memory)
+	}
+	hosting, sum := 0, 0
+	for _, n := range r.Grains {
+		if n > 0 {
+			hosting++
+			sum += n
+		}
+	}
+	if len(r.Grains) != 3 || hosting < 2 || sum != 30 {
+		t.Errorf("session grains per node %v: want 30 over more than one node", r.Grains)
+	}
+}
+
+// TestClusterKillNode: -kill-node kills the last node of the run's
+// cluster in the middle of its turns (each streams 40 words at 200 a
+// second, 0.2 s): every prompt is answered or fails with the node, none
+// is lost or answered twice, the checks hold for every answered turn, and
+// every session whose turn failed goes on on a live node.
+func TestClusterKillNode(t *testing.T) {
+	c := Defaults()
+	c.Sessions, c.Turns, c.Concurrency = 30, 6, 16
+	c.Serve, c.Nodes, c.Conns, c.Persist = filepath.Join(bins, "mm"), 3, 2, true
+	c.TokensPerS, c.Words, c.KillNode = 200, 40, 400*time.Millisecond
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Human(testWriter{t})
+	k := r.Kill
+	if k == nil || k.After == 0 || k.Node != 2 {
+		t.Fatalf("the node was not killed: %+v", k)
+	}
+	if !r.OK() || k.Lost != 0 || r.ExtraAnswers != 0 {
+		t.Fatal("run not OK")
+	}
+	// Every prompt is counted once; a session whose last turn failed runs
+	// one more, which is not among the turns.
+	if n := k.Answered + k.Failed + k.Lost; n < r.Turns || n > r.Turns+k.Failed {
+		t.Errorf("%d prompts counted for %d turns: %+v", n, r.Turns, k)
+	}
+	if k.Failed == 0 {
+		t.Log("no turn ran on the killed node when it died")
+	} else if k.Resumed != k.Failed || k.FirstFailure <= 0 || k.Reactivation <= 0 {
+		t.Errorf("failed turns: %+v", k)
+	}
+	if r.Connections != 2 {
+		t.Errorf("%d connections: the killed node must take none", r.Connections)
+	}
+}
+
+// TestClusterByURLs: -url takes the nodes of a cluster started apart, the
+// connections round-robin over them.
+func TestClusterByURLs(t *testing.T) {
+	dir := t.TempDir()
+	c := Defaults()
+	c.Sessions, c.Turns, c.Concurrency = 10, 2, 4
+	c.Serve, c.Nodes = filepath.Join(bins, "mm"), 2
+	const token = "cluster-by-urls-token-0123456789"
+	procs, err := startServeProcs(context.Background(), &c, dir, "", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{token: token, http: &http.Client{Transport: &http.Transport{}}}
+	var urls []string
+	for _, p := range procs {
+		s.nodes = append(s.nodes, &node{proc: p, metrics: strings.Replace(strings.TrimSuffix(p.url, "/acp"), "ws", "http", 1) + "/metrics"})
+		urls = append(urls, p.url)
+	}
+	defer func() {
+		if err := s.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := s.waitCluster(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	c.Serve, c.Nodes = "", 1
+	c.URL, c.Token, c.Dir, c.Conns = strings.Join(urls, ","), token, dir, 2
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() || r.Turns != 10*2 || r.Connections != 2 || !strings.Contains(r.Mode, "2 mm serve nodes at ") {
+		r.Human(testWriter{t})
+		t.Fatal("run not OK")
+	}
+}
+
+// TestNodeLostError: the harness knows mm's node-lost error and the
+// edge's other cluster failures, and nothing else, as a turn failed with
+// its node.
+func TestNodeLostError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&rpcError{Code: -32603, Message: grains.NodeLost}, true},
+		{&rpcError{Code: -32603, Message: "cluster: the node of session s1 could not be reached: timeout"}, true},
+		{&rpcError{Code: -32603, Message: "scripted failure"}, false},
+		{errors.New(grains.NodeLost), false}, // not an answer: the connection's own
+		{context.DeadlineExceeded, false},
+	} {
+		if got := failedWithNode(tc.err); got != tc.want {
+			t.Errorf("%v: %t, want %t", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestExtraAnswers: a second answer to a request, or one to a request
+// never sent, is counted; a late answer to one given up on is not.
+func TestExtraAnswers(t *testing.T) {
+	pr, pw := io.Pipe()
+	sent := make(chan []byte, 4)
+	c := newRPC(lines(writerFunc(func(p []byte) (int, error) { sent <- append([]byte(nil), p...); return len(p), nil }), pr))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := c.call(ctx, "a", []byte(`{}`)); done <- err }() // id 1, answered twice
+	<-sent
+	go func() {
+		_, _ = io.WriteString(pw, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, err := c.call(ctx, "b", []byte(`{}`)); done <- err }() // id 2, given up on
+	<-sent
+	cancel()
+	<-done
+	_, _ = io.WriteString(pw, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n"+`{"jsonrpc":"2.0","id":2,"result":{}}`+"\n"+`{"jsonrpc":"2.0","id":9,"result":{}}`+"\n")
+	pw.Close()
+	<-c.done
+	_ = c.close()
+	if n := c.extraAnswers(); n != 2 {
+		t.Errorf("%d extra answers, want 2 (id 1 again, id 9)", n)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestClusterFlags: the cluster's flags are refused where they mean
+// nothing.
+func TestClusterFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+		want string
+	}{
+		{"nodes without serve", func(c *Config) { c.Nodes = 3 }, "-nodes"},
+		{"kill with one node", func(c *Config) { c.Serve, c.KillNode, c.Persist = "mm", time.Second, true }, "-nodes 2"},
+		{"kill without persist", func(c *Config) { c.Serve, c.Nodes, c.KillNode = "mm", 3, time.Second }, "-persist"},
+		{"short failure timeout", func(c *Config) { c.Serve, c.Nodes, c.FailureTimeout = "mm", 2, time.Millisecond }, "-failure-timeout"},
+		{"a URL that is not ws", func(c *Config) { c.URL, c.Token = "ws://a/acp,http://b/acp", "x" }, "-url"},
+	} {
+		c := Defaults()
+		tc.set(&c)
+		if err := c.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+	c := Defaults()
+	c.URL, c.Token = "ws://a/acp, wss://b/acp", "x"
+	if err := c.validate(); err != nil {
+		t.Errorf("two URLs: %v", err)
+	}
+}

@@ -17,9 +17,36 @@
 //	m.CrossNodeRequest(d, err) // a request to a grain on another node, for /metrics
 //	m.Leave(ctx)           // graceful: Shutdown(true)
 //
+// Sessions as grains (host.go, edge.go):
+//
+//	host := grains.NewHost(hub, log)  // its Kind goes to Options.Kinds
+//	host.Watch(m)                     // after Start
+//	edge := grains.NewEdge(m, budget, log)
+//	hub.Connect(protocol.ConnOptions{..., Forward: edge.Forwarder(owner, roots)})
+//	host.Drain(ctx); host.Close()     // on SIGTERM, before Leave
+//
+// A session is a grain of kind "session" whose identity is its id. The
+// edge (the node holding the client's connection) sends each request of a
+// session to its grain as a grainspb.Call, one at a time per session, in
+// read order, numbered per connection; it tries a call until a grain
+// takes it or the budget ends, then answers the request with an error.
+// The grain holds no session state: it serves each call once (a call sent
+// again has a seq it has seen) on the hub, through one protocol.Virtual
+// per client connection, answers grainspb.Accepted at once and never
+// holds a request for a turn. What a virtual connection writes goes back
+// to the client's edge actor as grainspb.Lines, one at a time, each
+// acknowledged (Written) once the client's transport took it. When a
+// node leaves the membership, the edge fails the requests in flight there
+// (NodeLost) and drops what that node still sends; the host closes the
+// virtual connections of clients whose node left. A session not live on
+// its grain's node is reopened from the store before the request that
+// needs it (protocol.Virtual.Reopen). A grain idle for 10 minutes stops.
+//
 // Files: member.go (Start, the topology, Leave), provider.go (each
 // provider from its config, automanaged's health endpoint), metrics.go,
-// log.go (protoactor's lines on mm's logger).
+// log.go (protoactor's lines on mm's logger), host.go (the grains and the
+// virtual connections), edge.go (the forwarders), grainspb (the messages
+// between nodes; go generate).
 //
 // Membership. Start returns once protoactor's StartMember has (about a
 // second). Joined is true from then on while the last topology lists this

@@ -1,0 +1,77 @@
+package grains
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/tidwall/gjson"
+
+	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/grains/grainspb"
+)
+
+// TestCallSentAgainIsServedOnce: protoactor's cluster.Request sends a
+// request again when its answer is late; a session's grain serves each
+// call of a client connection once, however often it comes.
+func TestCallSentAgainIsServedOnce(t *testing.T) {
+	var out syncBuffer
+	nodes, _ := testCluster(t, 1, &out)
+	m := nodes[0].m
+	// The client's edge: it writes what the grain's virtual connection
+	// sends, and says so.
+	var wire syncBuffer
+	edge := m.System().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if l, ok := ctx.Message().(*grainspb.Lines); ok {
+			_, _ = wire.Write(l.Data)
+			ctx.Respond(&grainspb.Written{Seq: l.Seq})
+		}
+	}))
+	defer m.System().Root.Stop(edge)
+	conn := &grainspb.Conn{Address: edge.Address, Id: edge.Id}
+	sid := string(actors.NewSessionID(time.Now()))
+	send := func(c *grainspb.Call) {
+		t.Helper()
+		res, err := m.Cluster().Request(sid, SessionKind, c, cluster.WithTimeout(5*time.Second))
+		if a, ok := res.(*grainspb.Accepted); err != nil || !ok || a.Again {
+			t.Fatalf("%s: %v %v", c.Method, res, err)
+		}
+	}
+	answers := func(id string) int {
+		n := 0
+		for _, line := range strings.Split(wire.String(), "\n") {
+			if gjson.Get(line, "id").Raw == id && !gjson.Get(line, "method").Exists() {
+				n++
+			}
+		}
+		return n
+	}
+	params := func(v any) []byte { b, _ := json.Marshal(v); return b }
+
+	newSession := &grainspb.Call{Conn: conn, Seq: 1, Owner: "alice", Method: "session/new", Id: []byte("1"), SessionId: sid,
+		Params: params(map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}})}
+	send(newSession)
+	send(newSession)
+	// A client knows its session's id once session/new has answered.
+	waitFor(t, 10*time.Second, "session/new answered", func() bool { return answers("1") > 0 })
+	prompt := &grainspb.Call{Conn: conn, Seq: 2, Owner: "alice", Method: "session/prompt", Id: []byte("2"), SessionId: sid,
+		Params: params(map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": "ping"}}})}
+	send(prompt)
+	send(prompt)
+	send(newSession) // late, behind the prompt
+	waitFor(t, 10*time.Second, "the prompt answered", func() bool { return answers("2") > 0 })
+	time.Sleep(300 * time.Millisecond) // what a second run would write by now
+	if n1, n2 := answers("1"), answers("2"); n1 != 1 || n2 != 1 {
+		t.Errorf("session/new answered %d times, the prompt %d times:\n%s", n1, n2, wire.String())
+	}
+	if n := strings.Count(wire.String(), `"pong"`); n != 1 {
+		t.Errorf("the turn ran %d times:\n%s", n, wire.String())
+	}
+	if c := strings.Count(out.String(), fmt.Sprintf("session %s created", sid)); c != 1 {
+		t.Errorf("the session was created %d times:\n%s", c, out.String())
+	}
+}

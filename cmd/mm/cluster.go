@@ -35,6 +35,12 @@ func (n *clusterNode) join(cfg *configs.Config, reg prometheus.Registerer, log *
 		return err
 	}
 	n.host.Watch(m)
+	switch {
+	case !cfg.Sessions.Enabled:
+		log.Warn("cluster: sessions.enabled is false: a session lives only as long as its node; set it, with store.url, so that sessions move when a node is lost or leaves (docs/cluster.md)")
+	case cfg.Store.URL == "":
+		log.Warn("cluster: sessions are kept in files, whose saves are not fenced: two copies of a session (a frozen node, a partition) can both save; store.url (Postgres) fences every save (docs/cluster.md)")
+	}
 	// A request is tried until a lost node has left the membership and a
 	// leaving one has drained and gone: then its session has a new place.
 	budget := cfg.Cluster.FailureTimeout + cfg.Serve.DrainTimeout + 10*time.Second

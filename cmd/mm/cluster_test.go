@@ -116,6 +116,9 @@ func waitUntil(t testing.TB, d time.Duration, what string, ok func() bool) {
 func TestCluster(t *testing.T) {
 	nodes := startCluster(t, 3, "")
 	for i, nd := range nodes {
+		if !strings.Contains(nd.stderr.String(), "cluster: sessions.enabled is false: a session lives only as long as its node") {
+			t.Errorf("node %d did not warn that its sessions cannot move:\n%s", i, nd.stderr.String())
+		}
 		if nd.readyAtStart != http.StatusServiceUnavailable {
 			t.Errorf("node %d: /readyz answered %d while joining", i, nd.readyAtStart)
 		}

@@ -31,7 +31,6 @@ var mmBin string
 // race detector when the tests are.
 var clusterBin string
 
-
 // pg is the tests' throwaway PostgreSQL, started by the first test that
 // needs it (store.url).
 var pg pgtest.Shared

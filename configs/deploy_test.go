@@ -1,0 +1,104 @@
+package configs
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// TestDeployFiles: deploy/mm.yaml is a config mm accepts for a cluster
+// whose sessions move (kept, in Postgres), and deploy/compose.yaml runs
+// three nodes on it and a Postgres, each node's health taken from /readyz.
+// No container engine runs here: this is what can be checked without one.
+func TestDeployFiles(t *testing.T) {
+	data, err := os.ReadFile("../deploy/mm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(data, "deploy/mm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Cluster.Enabled() || !cfg.Sessions.Enabled || !strings.HasPrefix(cfg.Store.URL, "postgres://") || len(cfg.Cluster.Peers) != 3 {
+		t.Errorf("deploy/mm.yaml: cluster %+v, sessions.enabled %v, store.url %q", cfg.Cluster, cfg.Sessions.Enabled, cfg.Store.URL)
+	}
+
+	data, err = os.ReadFile("../deploy/compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Hostname    string   `yaml:"hostname"`
+			Command     []string `yaml:"command"`
+			Volumes     []string `yaml:"volumes"`
+			Healthcheck struct {
+				Test []string `yaml:"test"`
+			} `yaml:"healthcheck"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &compose); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := compose.Services["postgres"]; !ok {
+		t.Error("deploy/compose.yaml: no postgres service")
+	}
+	for _, peer := range cfg.Cluster.Peers {
+		host, _, _ := strings.Cut(peer, ":")
+		s, ok := compose.Services[host]
+		switch {
+		case !ok || s.Hostname != host:
+			t.Errorf("deploy/compose.yaml: no service with hostname %s, a peer of deploy/mm.yaml", host)
+		case !slices.Contains(s.Command, "serve") || !slices.Contains(s.Volumes, "./mm.yaml:/etc/mm/config.yaml:ro") || !slices.Contains(s.Command, "/etc/mm/config.yaml"):
+			t.Errorf("deploy/compose.yaml: %s does not serve on deploy/mm.yaml: %v %v", host, s.Command, s.Volumes)
+		case !strings.Contains(strings.Join(s.Healthcheck.Test, " "), "/readyz"):
+			t.Errorf("deploy/compose.yaml: %s's health check is not /readyz: %v", host, s.Healthcheck.Test)
+		}
+	}
+}
+
+// TestClusterDocConfigs: every mm config docs/cluster.md shows (its yaml
+// blocks that start with cluster:, and the config.yaml of its Kubernetes
+// ConfigMap) is one mm accepts.
+func TestClusterDocConfigs(t *testing.T) {
+	doc, err := os.ReadFile("../docs/cluster.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var configs []string
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(doc), -1) {
+		block := m[1]
+		if strings.HasPrefix(block, "cluster:") {
+			configs = append(configs, block)
+			continue
+		}
+		// A ConfigMap's config.yaml: its indented lines.
+		if _, rest, ok := strings.Cut(block, "config.yaml: |\n"); ok {
+			var lines []string
+			for _, line := range strings.Split(rest, "\n") {
+				if !strings.HasPrefix(line, "    ") {
+					break
+				}
+				lines = append(lines, strings.TrimPrefix(line, "    "))
+			}
+			configs = append(configs, strings.Join(lines, "\n"))
+		}
+	}
+	if len(configs) < 4 {
+		t.Fatalf("%d configs found in docs/cluster.md", len(configs))
+	}
+	for i, c := range configs {
+		cfg, err := Parse([]byte(c), "docs/cluster.md")
+		if err != nil {
+			t.Errorf("config %d of docs/cluster.md: %v\n%s", i+1, err, c)
+			continue
+		}
+		if !cfg.Cluster.Enabled() {
+			t.Errorf("config %d of docs/cluster.md joins no cluster:\n%s", i+1, c)
+		}
+	}
+}

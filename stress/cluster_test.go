@@ -80,6 +80,32 @@ func TestClusterKillNode(t *testing.T) {
 	}
 }
 
+// TestClusterKillNodeOnLastTurn: with one turn per session, the kill
+// lands on each session's last turn: a session whose turn failed runs one
+// more (a ping, not among the turns), which must be answered on a live
+// node.
+func TestClusterKillNodeOnLastTurn(t *testing.T) {
+	c := Defaults()
+	c.Sessions, c.Turns, c.Concurrency = 30, 1, 64
+	c.Serve, c.Nodes, c.Conns, c.Persist = filepath.Join(bins, "mm"), 3, 2, true
+	c.TokensPerS, c.Words, c.KillNode = 200, 200, 300*time.Millisecond
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Human(testWriter{t})
+	k := r.Kill
+	if k == nil || !r.OK() || k.Lost != 0 || r.ExtraAnswers != 0 {
+		t.Fatalf("run not OK: %+v", k)
+	}
+	if k.Failed == 0 {
+		t.Fatal("no turn ran on the killed node when it died (30 turns of a second, all at once, the kill at 0.3 s)")
+	}
+	if k.Resumed != k.Failed || k.Answered+k.Failed != int64(r.Turns)+k.Failed {
+		t.Errorf("%d turns; answered %d, failed %d, resumed %d: each failed session's extra turn must be answered", r.Turns, k.Answered, k.Failed, k.Resumed)
+	}
+}
+
 // TestClusterByURLs: -url takes the nodes of a cluster started apart, the
 // connections round-robin over them.
 func TestClusterByURLs(t *testing.T) {

@@ -133,21 +133,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// (mmstress -procs 1).
 		debug.SetGCPercent(200)
 	}
-	// A client that goes away mid-write must not kill us with SIGPIPE: the
-	// write fails, and the shutdown path runs.
-	signal.Ignore(syscall.SIGPIPE)
-	// What commands leave running (background jobs, setsid children) is
-	// re-parented to mm rather than to init, and killed when mm exits.
-	stopReaper, err := procs.BecomeSubreaper(log)
-	if err != nil {
-		log.Warn(fmt.Sprintf("cannot become the subreaper of commands' orphans: %v", err))
-	}
-	defer func() {
-		stopReaper()
-		if n := procs.KillDescendants(); n > 0 {
-			log.Info(fmt.Sprintf("exit: killed %d process(es) that commands left running", n))
-		}
-	}()
+	defer guardProcess(log)()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	conn, err := protocol.Start(protocol.Options{
@@ -228,5 +214,24 @@ func banner(log *slog.Logger, cfg *configs.Config) {
 	log.Info(fmt.Sprintf("%d skill(s) · %d hook(s)", len(set.Skills), len(cfg.Hooks.PreToolCall)+len(cfg.Hooks.PostAsk)))
 	for _, w := range set.Warnings {
 		log.Warn(w)
+	}
+}
+
+// guardProcess readies a serving mm (mm -acp, mm serve) and returns what
+// to run at its exit. A client that goes away mid-write must not kill mm
+// with SIGPIPE: the write fails, and the shutdown path runs. What commands
+// leave running (background jobs, setsid children) is re-parented to mm
+// rather than to init, and killed at the exit.
+func guardProcess(log *slog.Logger) (atExit func()) {
+	signal.Ignore(syscall.SIGPIPE)
+	stopReaper, err := procs.BecomeSubreaper(log)
+	if err != nil {
+		log.Warn(fmt.Sprintf("cannot become the subreaper of commands' orphans: %v", err))
+	}
+	return func() {
+		stopReaper()
+		if n := procs.KillDescendants(); n > 0 {
+			log.Info(fmt.Sprintf("exit: killed %d process(es) that commands left running", n))
+		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/serve"
@@ -120,17 +119,7 @@ func runServe(args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(errw, "mm serve: listening on %s://%s/acp\n", scheme, ln.Addr())
 
-	signal.Ignore(syscall.SIGPIPE) // a client gone mid-write is an error, not a death
-	stopReaper, err := procs.BecomeSubreaper(log)
-	if err != nil {
-		log.Warn(fmt.Sprintf("cannot become the subreaper of commands' orphans: %v", err))
-	}
-	defer func() {
-		stopReaper()
-		if n := procs.KillDescendants(); n > 0 {
-			log.Info(fmt.Sprintf("exit: killed %d process(es) that commands left running", n))
-		}
-	}()
+	defer guardProcess(log)()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {

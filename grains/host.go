@@ -283,11 +283,10 @@ var errEdgeGone = errors.New("the client's node is gone")
 
 // linesWriter sends a virtual connection's lines to its client's edge
 // actor and waits until they are written there: the client's pace is its
-// sessions' pace, wherever they run. The connection's outbox writes from
-// one goroutine per shard; the edge writes each seq once, in order, so one
-// Write goes at a time.
+// sessions' pace, wherever they run. The virtual connection makes one
+// Write at a time (protocol.VirtualOptions.Out), so the seqs go in order:
+// the edge writes each seq once.
 type linesWriter struct {
-	mu    sync.Mutex
 	sys   *actor.ActorSystem
 	edge  *actor.PID
 	from  *grainspb.Conn
@@ -302,8 +301,6 @@ type linesWriter struct {
 const resend = 5 * time.Second
 
 func (w *linesWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.seq++
 	msg := &grainspb.Lines{From: w.from, Node: w.node, Seq: w.seq, Data: slices.Clone(b)}
 	for {

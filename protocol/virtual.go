@@ -25,16 +25,17 @@ import (
 // Reopen are served one at a time, in the order they are called (each
 // grain calls them in its session's order).
 type Virtual struct {
-	a  *Agent
-	in *ingress
-	mu sync.Mutex // serves one Call or Reopen at a time, as the ingress would
+	a      *Agent
+	in     *ingress
+	cancel context.CancelFunc // the connection's context: its store reads
+	mu     sync.Mutex         // serves one Call or Reopen at a time, as the ingress would
 }
 
 // VirtualOptions wires a Virtual.
 type VirtualOptions struct {
-	// Out receives the connection's lines; each Write is whole lines. It may
-	// block: the connection's ordered writer waits for it (the client is
-	// slow), and its sessions' streams with it.
+	// Out receives the connection's lines; each Write is whole lines, one
+	// Write at a time. It may block: the connection's ordered writer waits
+	// for it (the client is slow), and its sessions' streams with it.
 	Out io.Writer
 	Log *slog.Logger
 	// Owner and Roots are the client's, as ConnOptions says.
@@ -54,18 +55,20 @@ func (h *Hub) Virtual(o VirtualOptions) *Virtual {
 	if log == nil {
 		log = h.log
 	}
-	box := newOutbox(o.Out, log)
+	// One writer, as for a connection with a transport: the outbox's
+	// shards and the ingress's errors each go out whole, one at a time.
+	out := &lockedWriter{w: o.Out}
+	box := newOutbox(out, log)
 	ctx, cancel := context.WithCancel(context.Background())
-	_ = cancel // the connection's context lives as long as the process
 	a := &Agent{hub: h, cfg: h.cfg, box: box, log: log, ctx: ctx, owner: o.Owner, roots: o.Roots, shared: true, node: o.Node,
 		cwds: map[string]bool{}, creators: make(chan struct{}, maxCreating)}
 	if o.CallPrefix != "" {
 		a.calls.prefix = o.CallPrefix
 	}
-	in := &ingress{agent: a, out: o.Out, log: log, prompts: map[string]*promptRef{}}
+	in := &ingress{agent: a, out: out, log: log, prompts: map[string]*promptRef{}}
 	box.encode, box.answered = a.encode, in.answered
 	go func() { box.setRoot(h.runtime().Root()) }()
-	return &Virtual{a: a, in: in}
+	return &Virtual{a: a, in: in, cancel: cancel}
 }
 
 // Call serves one request (id set) or notification (id nil) of the client,
@@ -119,6 +122,7 @@ func (v *Virtual) Close() {
 	}
 	a.hub.detach(a)
 	a.calls.close()
+	v.cancel()
 	a.box.closeWithin(time.Second)
 }
 

@@ -75,3 +75,34 @@ func TestCallSentAgainIsServedOnce(t *testing.T) {
 		t.Errorf("the session was created %d times:\n%s", c, out.String())
 	}
 }
+
+// TestEdgeWritesLinesOnce: the client's edge writes each Lines of a
+// virtual connection once, however often it comes, answers every copy,
+// and drops, still answering, what a node it does not count as a member
+// sends (a stale copy of a session on a node counted out).
+func TestEdgeWritesLinesOnce(t *testing.T) {
+	var out syncBuffer
+	nodes, _ := testCluster(t, 1, &out)
+	m := nodes[0].m
+	var client syncBuffer
+	answered := 0
+	fw := nodes[0].edge.Forwarder("alice", nil)(&client, func(n int) { answered += n })
+	defer fw.Close(time.Second)
+	edge := fw.(*edgeConn).self
+	from := &grainspb.Conn{Address: m.Address(), Id: "virtual-1"}
+	send := func(node string, seq uint64, data string) {
+		t.Helper()
+		res, err := m.System().Root.RequestFuture(edge, &grainspb.Lines{From: from, Node: node, Seq: seq, Data: []byte(data)}, 5*time.Second).Result()
+		if w, ok := res.(*grainspb.Written); err != nil || !ok || w.Seq != seq {
+			t.Fatalf("Lines %d from %s: %v %v", seq, node, res, err)
+		}
+	}
+	send("10.9.9.9:1", 1, `{"jsonrpc":"2.0","method":"session/update","params":{"stale":true}}`+"\n")
+	send(m.Address(), 2, `{"jsonrpc":"2.0","method":"session/update","params":{"n":2}}`+"\n")
+	send(m.Address(), 2, `{"jsonrpc":"2.0","method":"session/update","params":{"n":2}}`+"\n")
+	send(m.Address(), 1, `{"jsonrpc":"2.0","method":"session/update","params":{"late":true}}`+"\n")
+	send(m.Address(), 3, `{"jsonrpc":"2.0","method":"session/update","params":{"n":3}}`+"\n")
+	if got, want := client.String(), `{"jsonrpc":"2.0","method":"session/update","params":{"n":2}}`+"\n"+`{"jsonrpc":"2.0","method":"session/update","params":{"n":3}}`+"\n"; got != want {
+		t.Errorf("the client read:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -69,7 +69,9 @@ func (e *Edge) Forwarder(owner string, roots []string) protocol.NewForwarder {
 	return func(out io.Writer, answered func(int)) protocol.Forwarder {
 		c := &edgeConn{e: e, owner: owner, roots: roots, out: out, answered: answered,
 			lanes: map[string]*lane{}, inflight: map[string]*request{}, failed: map[string]bool{},
-			calls: map[string]*actor.PID{}, virtuals: map[string]*actor.PID{}, written: map[string]uint64{}}
+			calls: map[string]*actor.PID{}, virtuals: map[string]*actor.PID{}, written: map[string]uint64{},
+			waiting: map[string]*queued{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		go c.writer()
 		sys := e.m.System()
 		c.self = sys.Root.Spawn(actor.PropsFromFunc(c.receive))
 		c.me = &grainspb.Conn{Address: c.self.Address, Id: c.self.Id}
@@ -130,6 +132,14 @@ type edgeConn struct {
 	virtuals map[string]*actor.PID // every virtual connection that took a call, by key
 	written  map[string]uint64     // the last Lines written, by virtual connection
 	closing  bool
+
+	// The Lines the writer has yet to write, in the order they came: at
+	// most one per virtual connection, which sends its next only once this
+	// one is written.
+	queue   []*queued
+	waiting map[string]*queued // the queued Lines, by virtual connection
+	wake    chan struct{}      // the writer has work
+	stop    chan struct{}      // the writer ends
 }
 
 // lane is one session's calls, sent in order, one at a time.
@@ -322,6 +332,7 @@ func (c *edgeConn) Close(wait time.Duration) {
 	}
 	c.until(deadline, func() bool { return len(c.inflight) == 0 })
 	root.Stop(c.self)
+	close(c.stop)
 	c.e.mu.Lock()
 	delete(c.e.conns, c)
 	c.e.mu.Unlock()
@@ -340,8 +351,17 @@ func (c *edgeConn) until(deadline time.Time, done func() bool) {
 	}
 }
 
-// receive writes the lines the connection's sessions send from their
-// nodes, once each, and answers when they are written.
+// queued is a Lines for the writer, and whom to tell once it is written:
+// the sender of its latest copy (a virtual connection sends it again while
+// it waits).
+type queued struct {
+	m  *grainspb.Lines
+	to *actor.PID
+}
+
+// receive takes the lines the connection's sessions send from their
+// nodes and queues them for the writer, once each; a Lines already written
+// is answered at once. The actor never waits on the client.
 func (c *edgeConn) receive(ctx actor.Context) {
 	m, ok := ctx.Message().(*grainspb.Lines)
 	if !ok {
@@ -349,16 +369,65 @@ func (c *edgeConn) receive(ctx actor.Context) {
 	}
 	key := connKey(m.From)
 	c.mu.Lock()
-	fresh := m.Seq > c.written[key]
-	c.mu.Unlock()
-	// A node this one counts out may not know it yet and go on: its
-	// sessions were taken over elsewhere, and what it writes now is a
-	// stale copy's. It is taken, so that the stale copy ends its turn and
-	// fails its save, and dropped.
-	if fresh && c.e.m.isMember(m.Node) {
-		c.write(m)
+	q := c.waiting[key]
+	switch {
+	case m.Seq <= c.written[key]:
+		c.mu.Unlock()
+		ctx.Respond(&grainspb.Written{Seq: m.Seq})
+		return
+	case q != nil && q.m.Seq == m.Seq:
+		q.to = ctx.Sender()
+	default:
+		q = &queued{m: m, to: ctx.Sender()}
+		c.waiting[key] = q
+		c.queue = append(c.queue, q)
 	}
-	ctx.Respond(&grainspb.Written{Seq: m.Seq})
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writer writes the queued Lines to the client, in order, and answers
+// each once it is written: the client's pace is its sessions' pace,
+// wherever they run.
+func (c *edgeConn) writer() {
+	root := c.e.m.System().Root
+	for {
+		select {
+		case <-c.wake:
+		case <-c.stop:
+			return
+		}
+		for {
+			c.mu.Lock()
+			if len(c.queue) == 0 {
+				c.mu.Unlock()
+				break
+			}
+			q := c.queue[0]
+			c.queue[0] = nil
+			c.queue = c.queue[1:]
+			c.mu.Unlock()
+			// A node this one counts out may not know it yet and go on:
+			// its sessions were taken over elsewhere, and what it writes
+			// now is a stale copy's. It is answered, so that the stale
+			// copy ends its turn and fails its save, and dropped.
+			if c.e.m.isMember(q.m.Node) {
+				c.write(q.m)
+			}
+			key := connKey(q.m.From)
+			c.mu.Lock()
+			c.written[key] = max(c.written[key], q.m.Seq)
+			if c.waiting[key] == q {
+				delete(c.waiting, key)
+			}
+			to := q.to
+			c.mu.Unlock()
+			root.Send(to, &grainspb.Written{Seq: q.m.Seq})
+		}
+	}
 }
 
 // write writes a Lines to the client: mm's requests are remembered (the

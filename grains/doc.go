@@ -35,7 +35,9 @@
 // per client connection, answers grainspb.Accepted at once and never
 // holds a request for a turn. What a virtual connection writes goes back
 // to the client's edge actor as grainspb.Lines, one at a time, each
-// acknowledged (Written) once the client's transport took it. When a
+// acknowledged (Written) once the client's transport took it; the edge
+// actor queues them and a writer per connection writes them, so that the
+// actor never waits on the client. When a
 // node leaves the membership, the edge fails the requests in flight there
 // (NodeLost) and drops what that node still sends; the host closes the
 // virtual connections of clients whose node left. A session not live on
@@ -45,8 +47,9 @@
 // Files: member.go (Start, the topology, Leave), provider.go (each
 // provider from its config, automanaged's health endpoint), metrics.go,
 // log.go (protoactor's lines on mm's logger), host.go (the grains and the
-// virtual connections), edge.go (the forwarders), grainspb (the messages
-// between nodes; go generate).
+// virtual connections), edge.go (the forwarders), lines.go (the way back
+// to the client: the edge's writer), grainspb (the messages between nodes;
+// go generate).
 //
 // Membership. Start returns once protoactor's StartMember has (about a
 // second). Joined is true from then on while the last topology lists this

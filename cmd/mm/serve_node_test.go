@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +27,28 @@ const tsClients = "testdata/ts"
 // there, anything missing fails the test. Elsewhere (the README's test
 // command on a machine without Node.js) it is skipped, saying why.
 func TestServeTypeScriptClients(t *testing.T) {
+	runTypeScriptClients(t, func() *served { return startServe(t, "yolo: false\nsessions:\n  enabled: true\n") })
+}
+
+// TestClusterTypeScriptClients: the same clients, connected to a node of
+// a three-node cluster whose sessions the cluster places on every node:
+// turns, permission requests, cancels and reconnections across nodes.
+func TestClusterTypeScriptClients(t *testing.T) {
+	var nodes []*node
+	runTypeScriptClients(t, func() *served {
+		nodes = startCluster(t, 3, "yolo: false\nsessions:\n  enabled: true\n")
+		return nodes[0].served
+	})
+	var created []int
+	for _, nd := range nodes {
+		created = append(created, len(regexp.MustCompile(`session \S+ created`).FindAllString(nd.stderr.String(), -1)))
+	}
+	t.Logf("sessions created on each node: %v", created)
+}
+
+// runTypeScriptClients runs cmd/mm/testdata/ts/clients.mjs, the official
+// TypeScript SDK's clients, against the mm serve start returns.
+func runTypeScriptClients(t *testing.T, start func() *served) {
 	missing := func(format string, args ...any) {
 		t.Helper()
 		if os.Getenv("MM_REQUIRE_NODE") == "1" {
@@ -56,7 +79,7 @@ func TestServeTypeScriptClients(t *testing.T) {
 			missing("npm ci --prefix cmd/mm/%s failed: %v\n%s", tsClients, err, out)
 		}
 	}
-	s := startServe(t, "yolo: false\nsessions:\n  enabled: true\n")
+	s := start()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "clients.mjs", s.url, serveToken, s.project(t))

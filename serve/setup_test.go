@@ -133,7 +133,7 @@ func (e *env) stop(timeout time.Duration) error {
 
 // client is an ACP client on a stream.
 type client struct {
-	*acp.ClientSideConnection
+	*acptest.Conn
 	rec    *acptest.Client
 	stream servetest.Stream
 }
@@ -141,10 +141,9 @@ type client struct {
 func newClient(t *testing.T, s servetest.Stream) *client {
 	t.Helper()
 	rec := acptest.NewClient()
-	conn := acp.NewClientSideConnection(rec, s, s)
-	conn.SetLogger(slog.New(slog.DiscardHandler))
+	conn := acptest.Dial(rec, s, s)
 	t.Cleanup(func() { _ = s.Close() })
-	return &client{ClientSideConnection: conn, rec: rec, stream: s}
+	return &client{Conn: conn, rec: rec, stream: s}
 }
 
 // dial opens an ACP client over transport ("websocket" or "http").

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -41,7 +40,7 @@ func (c *testCluster) hosts(sid acp.SessionId) int {
 // wireClient is an ACP client of one node whose every line read is kept,
 // to count the answers to each request.
 type wireClient struct {
-	*acp.ClientSideConnection
+	*acptest.Conn
 	rec  *acptest.Client
 	read *syncbuf.Buffer
 }
@@ -64,13 +63,12 @@ func (s *served) wire(t testing.TB) *wireClient {
 	read := &syncbuf.Buffer{}
 	st := teeStream{Stream: ws, r: io.TeeReader(ws, read)}
 	rec := acptest.NewClient()
-	conn := acp.NewClientSideConnection(rec, st, st)
-	conn.SetLogger(slog.New(slog.DiscardHandler))
+	conn := acptest.Dial(rec, st, st)
 	t.Cleanup(func() { _ = ws.Close() })
 	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
 		t.Fatal(err)
 	}
-	return &wireClient{ClientSideConnection: conn, rec: rec, read: read}
+	return &wireClient{Conn: conn, rec: rec, read: read}
 }
 
 // answers counts the responses read, by id.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -151,7 +150,7 @@ func (s *served) project(t testing.TB) string {
 
 // serveClient is an ACP client of a served mm.
 type serveClient struct {
-	*acp.ClientSideConnection
+	*acptest.Conn
 	served *served
 	rec    *acptest.Client
 	stream servetest.Stream
@@ -174,10 +173,9 @@ func (s *served) dial(t *testing.T, transport string) *serveClient {
 		st = servetest.DialHTTP(s.url, serveToken, nil)
 	}
 	rec := acptest.NewClient()
-	conn := acp.NewClientSideConnection(rec, st, st)
-	conn.SetLogger(slog.New(slog.DiscardHandler))
+	conn := acptest.Dial(rec, st, st)
 	t.Cleanup(func() { _ = st.Close() })
-	return &serveClient{ClientSideConnection: conn, served: s, rec: rec, stream: st}
+	return &serveClient{Conn: conn, served: s, rec: rec, stream: st}
 }
 
 // open initializes c and opens a session in a temp dir.
@@ -393,7 +391,7 @@ func (s *stallable) Read(p []byte) (int, error) {
 	return s.Stream.Read(p)
 }
 
-func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acp.ClientSideConnection) {
+func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acptest.Conn) {
 	t.Helper()
 	var inner servetest.Stream
 	if transport == "websocket" {
@@ -408,8 +406,7 @@ func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acp
 		inner = servetest.DialHTTP(s.url, serveToken, nil)
 	}
 	st := &stallable{Stream: inner}
-	conn := acp.NewClientSideConnection(acptest.NewClient(), st, st)
-	conn.SetLogger(slog.New(slog.DiscardHandler))
+	conn := acptest.Dial(acptest.NewClient(), st, st)
 	t.Cleanup(func() { st.resume(); _ = inner.Close() })
 	return st, conn
 }
@@ -441,10 +438,9 @@ func TestServeSIGTERM(t *testing.T) {
 	// socket's close rather than an answer that came just before it.
 	read := &syncbuf.Buffer{}
 	rec := acptest.NewClient()
-	conn := acp.NewClientSideConnection(rec, ws, io.TeeReader(ws, read))
-	conn.SetLogger(slog.New(slog.DiscardHandler))
+	conn := acptest.Dial(rec, ws, io.TeeReader(ws, read))
 	t.Cleanup(func() { _ = ws.Close() })
-	c := &serveClient{ClientSideConnection: conn, served: s, rec: rec, stream: ws}
+	c := &serveClient{Conn: conn, served: s, rec: rec, stream: ws}
 	sid := c.open(t, ctx)
 	done := make(chan struct{})
 	go func() {
@@ -609,13 +605,12 @@ func TestServeTokensAndRoots(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := acptest.NewClient()
-		conn := acp.NewClientSideConnection(rec, ws, ws)
-		conn.SetLogger(slog.New(slog.DiscardHandler))
+		conn := acptest.Dial(rec, ws, ws)
 		t.Cleanup(func() { _ = ws.Close() })
 		if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
 			t.Fatal(err)
 		}
-		return &serveClient{ClientSideConnection: conn, served: s, rec: rec, stream: ws}
+		return &serveClient{Conn: conn, served: s, rec: rec, stream: ws}
 	}
 	alice := dial("alice-token-0123456789")
 	cwd := s.project(t)

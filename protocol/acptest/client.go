@@ -23,6 +23,9 @@ type Client struct {
 	updates []acp.SessionNotification
 	perms   []acp.RequestPermissionRequest
 	forms   []acp.UnstableCreateElicitationRequest
+	// seen counts the session/update lines read from the stream (the
+	// tally), delivered those handed to SessionUpdate: see Settle.
+	seen, delivered int
 	// Permission answers session/request_permission; nil selects "allow".
 	Permission func(acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error)
 	// Elicit answers elicitation/create; nil declines.
@@ -42,6 +45,7 @@ var _ acp.Client = (*Client)(nil)
 func (c *Client) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
 	c.mu.Lock()
 	c.updates = append(c.updates, n)
+	c.delivered++
 	c.mu.Unlock()
 	c.cond.Broadcast()
 	return nil

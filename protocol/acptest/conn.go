@@ -119,7 +119,7 @@ func wire(c *protocol.Conn, _ *io.PipeReader, inW *io.PipeWriter, outR *io.PipeR
 	}()
 	client := NewClient()
 	v := newValve(outR)
-	in := gate.New(io.TeeReader(v, stdout))
+	in := gate.New(io.TeeReader(v, io.MultiWriter(stdout, &tally{c: client})))
 	conn := acp.NewClientSideConnection(client, inW, in)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
 	in.Open()
@@ -151,7 +151,7 @@ func Process(cmd *exec.Cmd) (*Conn, error) {
 	}
 	client := NewClient()
 	v := newValve(stdoutPipe)
-	in := gate.New(io.TeeReader(v, stdout))
+	in := gate.New(io.TeeReader(v, io.MultiWriter(stdout, &tally{c: client})))
 	conn := acp.NewClientSideConnection(client, stdin, in)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
 	in.Open()

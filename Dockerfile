@@ -33,7 +33,11 @@ COPY . .
 # --build-arg VERSION=v1.2.3 sets what `mm --version` prints; without it,
 # the version in the source.
 ARG VERSION=
-RUN CGO_ENABLED=0 go build -trimpath \
+# The image is how a cluster is deployed (deploy/, docs/cluster.md), so it
+# has every cluster provider: the etcd, Consul and Kubernetes clients are
+# left out of the default build, which editors start (docs/benchmarks.md).
+ARG TAGS=etcd,consul,k8s
+RUN CGO_ENABLED=0 go build -trimpath -tags "$TAGS" \
       -ldflags "-s -w${VERSION:+ -X github.com/mm-agent/mm/protocol.Version=$VERSION}" \
       -o /out/mm ./cmd/mm
 

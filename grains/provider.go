@@ -12,13 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/consul"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	"github.com/hashicorp/consul/api"
 	"github.com/labstack/echo"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/mm-agent/mm/configs"
 )
@@ -29,42 +23,33 @@ type providerHandle struct {
 	close func() // releases what the provider's Shutdown leaves open; idempotent
 }
 
+// providers are the cluster providers this mm was built with besides
+// automanaged, by name: each is in a file of its own behind the build tag of
+// its name (provider_etcd.go, provider_consul.go, provider_k8s.go), so that
+// the mm an editor starts links none of their clients, whose package
+// initialisers alone cost an editor's process tens of milliseconds and half
+// its size (docs/benchmarks.md).
+var providers = map[string]func(cfg configs.Cluster, log *slog.Logger) (cluster.ClusterProvider, error){}
+
+// providerTags are the providers a build tag adds.
+var providerTags = map[string]bool{"etcd": true, "consul": true, "k8s": true}
+
 // newProvider builds the configured provider. host is the advertised host,
 // resolved from the hostname if the config left it empty.
 func newProvider(cfg configs.Cluster, host string, sys *actor.ActorSystem, log *slog.Logger) (*providerHandle, error) {
 	switch cfg.Provider {
 	case "automanaged":
 		return newAutomanaged(cfg, host, sys, log)
-	case "etcd":
-		p, err := etcd.NewWithConfig(cfg.Etcd.Prefix, clientv3.Config{
-			Endpoints:   cfg.Etcd.Endpoints,
-			DialTimeout: 5 * time.Second,
-			Logger:      zapTo(log),
-		})
+	}
+	if build, ok := providers[cfg.Provider]; ok {
+		p, err := build(cfg, log)
 		if err != nil {
-			return nil, fmt.Errorf("cluster.etcd: %w", err)
+			return nil, fmt.Errorf("cluster.%s: %w", cfg.Provider, err)
 		}
 		return &providerHandle{p: p, close: func() {}}, nil
-	case "consul":
-		// DefaultConfig reads CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the
-		// other CONSUL_* variables.
-		c := api.DefaultConfig()
-		if cfg.Consul.Address != "" {
-			c.Address = cfg.Consul.Address
-		}
-		// The check goes critical once no refresh came for the failure
-		// timeout; the member refreshes it four times in that span.
-		p, err := consul.NewWithConfig(c, consul.WithTTL(cfg.FailureTimeout), consul.WithRefreshTTL(cfg.FailureTimeout/4))
-		if err != nil {
-			return nil, fmt.Errorf("cluster.consul: %w", err)
-		}
-		return &providerHandle{p: p, close: func() {}}, nil
-	case "k8s":
-		p, err := newK8s()
-		if err != nil {
-			return nil, fmt.Errorf("cluster.provider k8s: %w", err)
-		}
-		return &providerHandle{p: p, close: func() {}}, nil
+	}
+	if _, ok := providerTags[cfg.Provider]; ok {
+		return nil, fmt.Errorf("cluster.provider %s: this mm was built without it: build it with `go build -tags %s ./cmd/mm`, or run the container image, which has every provider (docs/cluster.md)", cfg.Provider, cfg.Provider)
 	}
 	return nil, fmt.Errorf("cluster.provider: unknown provider %q", cfg.Provider)
 }
@@ -150,13 +135,4 @@ func trimNewline(p []byte) []byte {
 		p = p[:len(p)-1]
 	}
 	return p
-}
-
-// zapTo is a zap logger (the etcd client's) whose warnings and errors
-// become lines of log.
-func zapTo(log *slog.Logger) *zap.Logger {
-	enc := zap.NewProductionEncoderConfig()
-	enc.TimeKey = ""
-	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(logWriter{log.With("lib", "etcd")}), zapcore.WarnLevel)
-	return zap.New(core)
 }

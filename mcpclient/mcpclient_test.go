@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/mm-agent/mm/internal/mmbuild"
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/mcpclient/internal/testtools"
@@ -43,9 +43,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testServer = filepath.Join(dir, "testserver")
-	out, err := exec.Command("go", "build", "-o", testServer, "github.com/mm-agent/mm/mcpclient/internal/testserver").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building the test server: %v\n%s", err, out)
+	if err := mmbuild.Build(testServer, "github.com/mm-agent/mm/mcpclient/internal/testserver"); err != nil {
+		fmt.Fprintf(os.Stderr, "building the test server: %v\n", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/mm-agent/mm/internal/mmbuild"
 )
 
 var bins string // mm and mmstress, built once
@@ -20,8 +21,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	for _, b := range []string{"mm", "mmstress"} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b), "../cmd/"+b).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b, err, out)
+		if err := mmbuild.Build(filepath.Join(dir, b), "../cmd/"+b); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n", b, err)
 			os.Exit(1)
 		}
 	}

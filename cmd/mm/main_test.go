@@ -17,6 +17,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/agents/agenttest"
+	"github.com/mm-agent/mm/internal/mmbuild"
 	"github.com/mm-agent/mm/internal/pgtest"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
@@ -42,8 +43,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	mmBin = filepath.Join(dir, "mm")
-	if out, err := exec.Command("go", "build", "-o", mmBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building mm: %v\n%s", err, out)
+	if err := mmbuild.Build(mmBin, "."); err != nil {
+		fmt.Fprintf(os.Stderr, "building mm: %v\n", err)
 		os.Exit(1)
 	}
 	clusterBin = mmBin
@@ -51,8 +52,8 @@ func TestMain(m *testing.M) {
 		// The cluster's nodes run with the race detector too, when the
 		// tests do: mm's own code across processes is checked (mmRaces).
 		clusterBin = filepath.Join(dir, "mm-race")
-		if out, err := exec.Command("go", "build", "-race", "-o", clusterBin, ".").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building mm -race: %v\n%s", err, out)
+		if err := mmbuild.Build(clusterBin, ".", "-race"); err != nil {
+			fmt.Fprintf(os.Stderr, "building mm -race: %v\n", err)
 			os.Exit(1)
 		}
 	}

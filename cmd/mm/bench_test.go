@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/internal/mmbuild"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -29,29 +31,66 @@ func scriptedConfig(tb testing.TB) string {
 }
 
 // BenchmarkStartToInitialize measures a process start up to the initialize
-// response being read: exec, runtime start, config, the actor system, and
-// one JSON-RPC round trip.
+// response being read — exec, runtime start, package initialisers, config,
+// the actor system, and one JSON-RPC round trip — for mm and, alternated
+// with it in the same run, for the floor: a bare Go process answering the
+// same line (testdata/floor). It reports the medians: mm-ms, floor-ms.
 func BenchmarkStartToInitialize(b *testing.B) {
 	cfg := scriptedConfig(b)
-	const req = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n"
-	for i := 0; i < b.N; i++ {
-		cmd := exec.Command(mmBin, "-acp", "-config", cfg)
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		cmd.Stderr = io.Discard
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.WriteString(stdin, req)
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if err != nil || !strings.Contains(line, `"protocolVersion":1`) {
-			b.Fatalf("%q %v", line, err)
-		}
-		b.StopTimer()
-		stdin.Close()
-		_ = cmd.Wait()
-		b.StartTimer()
+	floor := floorBin(b)
+	var mm, fl []time.Duration
+	for b.Loop() {
+		mm = append(mm, spawnToInitialize(b, exec.Command(mmBin, "-acp", "-config", cfg)))
+		fl = append(fl, spawnToInitialize(b, exec.Command(floor)))
 	}
+	b.ReportMetric(median(mm), "mm-ms")
+	b.ReportMetric(median(fl), "floor-ms")
+	b.ReportMetric(maxOf(mm), "mm-max-ms")
+}
+
+// spawnToInitialize starts cmd, writes an initialize line and times the
+// answer's arrival; then it closes stdin and waits for the exit.
+func spawnToInitialize(b *testing.B, cmd *exec.Cmd) time.Duration {
+	const req = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}` + "\n"
+	cmd.Env = []string{"HOME=" + b.TempDir(), "PATH=" + os.Getenv("PATH")}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = io.Discard
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.WriteString(stdin, req)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	d := time.Since(start)
+	if err != nil || !strings.Contains(line, `"protocolVersion":1`) {
+		b.Fatalf("%q %v", line, err)
+	}
+	stdin.Close()
+	_ = cmd.Wait()
+	return d
+}
+
+// floorBin builds testdata/floor once per benchmark run.
+func floorBin(b *testing.B) string {
+	out := filepath.Join(filepath.Dir(mmBin), "floor")
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	if err := mmbuild.Build(out, "./testdata/floor"); err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+func median(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2]) / float64(time.Millisecond)
+}
+
+func maxOf(ds []time.Duration) float64 {
+	return float64(slices.Max(ds)) / float64(time.Millisecond)
 }
 
 // BenchmarkPongTurnOverPipes: a ping → pong turn with the real binary over
@@ -71,14 +110,29 @@ func BenchmarkPongTurnOverPipes(b *testing.B) {
 }
 
 // BenchmarkRSSAfterNewSession reports the resident memory of `mm -acp` after
-// initialize and one session/new.
+// initialize and one session/new, and the floor's (testdata/floor) after
+// answering its initialize line.
 func BenchmarkRSSAfterNewSession(b *testing.B) {
 	conn, _, pid := startScriptedPID(b)
 	rss := float64(vmRSS(b, pid))
 	_ = conn.Close(5 * time.Second)
+	floor := exec.Command(floorBin(b))
+	stdin, _ := floor.StdinPipe()
+	stdout, _ := floor.StdoutPipe()
+	if err := floor.Start(); err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.WriteString(stdin, "{}\n")
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		b.Fatal(err)
+	}
+	floorRSS := float64(vmRSS(b, floor.Process.Pid))
+	stdin.Close()
+	_ = floor.Wait()
 	for b.Loop() {
 	}
 	b.ReportMetric(rss/1024, "MB-RSS")
+	b.ReportMetric(floorRSS/1024, "floor-MB-RSS")
 }
 
 func startScripted(b *testing.B) (*acptest.Conn, acp.SessionId) {

@@ -3,6 +3,8 @@ package actors
 import (
 	"testing"
 	"time"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestDispatcherTwoQuickJobs: two jobs scheduled at once while one worker
@@ -24,7 +26,7 @@ func TestDispatcherTwoQuickJobs(t *testing.T) {
 		idle := make(chan struct{})
 		d.Schedule(func() { close(idle) })
 		<-idle
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(testwait.Hang); ; time.Sleep(time.Millisecond) {
 			d.mu.Lock()
 			n := d.idle
 			d.mu.Unlock()
@@ -41,7 +43,7 @@ func TestDispatcherTwoQuickJobs(t *testing.T) {
 		d.Schedule(func() { close(ran) })
 		select {
 		case <-ran:
-		case <-time.After(2 * time.Second):
+		case <-time.After(testwait.Hang):
 			close(hold)
 			t.Fatalf("try %d: the second job never ran while the first held the idle worker", try)
 		}

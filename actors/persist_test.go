@@ -9,6 +9,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/store"
 )
@@ -65,7 +66,7 @@ func TestFencedSessionStops(t *testing.T) {
 		if got != s {
 			t.Errorf("SelfStopped got %p, want the session's handle %p", got, s)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the edge was not told the session stopped")
 	}
 	// The handle answers at once now: a prompt ends cancelled, a flush
@@ -78,7 +79,7 @@ func TestFencedSessionStops(t *testing.T) {
 		if r.StopReason != acp.StopReasonCancelled {
 			t.Errorf("a prompt after the stop: %+v", r)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("a prompt sent after the stop was never answered")
 	}
 	if err := s.Flush(); err == nil {

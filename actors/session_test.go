@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
 )
@@ -140,12 +141,12 @@ func TestSessionStopCancelsItsTurn(t *testing.T) {
 rules:
   - match: "^sleep$"
     steps:
-      - toolCalls: [{name: bash, args: {command: "sleep 30"}}]
+      - toolCalls: [{name: bash, args: {command: "sleep 1000"}}]
 `)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	res := make(chan *TurnResult, 1)
 	go func() { res <- ask(s, "sleep") }()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Hang); ; time.Sleep(time.Millisecond) {
 		if st, _ := s.State(); st != nil && len(st.History) > 1 {
 			break // the turn is running
 		}
@@ -159,7 +160,7 @@ rules:
 		if r.StopReason != acp.StopReasonCancelled {
 			t.Errorf("turn = %+v", r)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the turn outlived its session")
 	}
 }
@@ -185,7 +186,7 @@ func TestSessionSurvivesPanic(t *testing.T) {
 	// A panic during a turn fails that turn with an error, at once.
 	res := make(chan *TurnResult, 1)
 	go func() { res <- ask(s, "slow") }()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Hang); ; time.Sleep(time.Millisecond) {
 		if st, _ := s.State(); st != nil && st.History[len(st.History)-1].Content == "slow" {
 			break // the turn is the session's current one
 		}
@@ -199,7 +200,7 @@ func TestSessionSurvivesPanic(t *testing.T) {
 		if r.Err == "" || !strings.Contains(r.Err, "mm failed") {
 			t.Errorf("turn hit by a panic = %+v", r)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the turn hit by a panic never ended")
 	}
 	if r := ask(s, "ping"); r.StopReason != acp.StopReasonEndTurn {
@@ -260,13 +261,14 @@ func ask(s *Session, prompt string) *TurnResult {
 	return r
 }
 
-// waitFor polls cond until it holds, failing the test after 10 s.
+// waitFor polls cond until it holds, failing the test after the hang
+// bound.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
+			t.Fatalf("condition not met in %v", testwait.Hang)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -34,17 +35,17 @@ func (g *grantLog) Receive(ctx actor.Context) {
 	}
 }
 
-// wait returns the grants once there are n, or fails after 5 s.
+// wait returns the grants once there are n, or fails after the hang bound.
 func (g *grantLog) wait(t *testing.T, n int) []uint64 {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	stop := time.AfterFunc(5*time.Second, g.cond.Broadcast)
+	deadline := time.Now().Add(testwait.Hang)
+	stop := time.AfterFunc(testwait.Hang, g.cond.Broadcast)
 	defer stop.Stop()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for len(g.grants) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d grant(s) after 5s, want %d: %v", len(g.grants), n, g.grants)
+			t.Fatalf("%d grant(s) after %v, want %d: %v", len(g.grants), testwait.Hang, n, g.grants)
 		}
 		g.cond.Wait()
 	}
@@ -143,7 +144,7 @@ func TestNoActorHoldsTheOthers(t *testing.T) {
 	}
 	s := root.Spawn(rt.props(func() actor.Actor { return &stopper{stop: &stop} }))
 	pids = append(pids, s)
-	res, err := root.RequestFuture(s, "stop", 10*time.Second).Result()
+	res, err := root.RequestFuture(s, "stop", testwait.Hang).Result()
 	if err != nil || res != "stopped" {
 		stop.Store(true)
 		t.Fatalf("the unrelated actor did not run while others were busy: %v %v", res, err)

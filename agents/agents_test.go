@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/agents/agenttest"
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // The asked agents of these tests are this test binary again, as
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // hangBound only detects hangs.
-const hangBound = 20 * time.Second
+const hangBound = testwait.Hang
 
 func startHostile(t *testing.T, mode string) *Agent {
 	t.Helper()
@@ -82,8 +83,16 @@ func TestRequestFlood(t *testing.T) {
 		_, err := a.Ask(ctx, "go", relay)
 		errc <- err
 	}()
-	// The agent waits for all its answers: wait until mm stops moving.
+	// The agent waits for all its answers: wait until maxRequests of them
+	// have reached the person (who never answers), however long a loaded
+	// machine takes, and then until mm stops moving.
 	deadline := time.Now().Add(hangBound)
+	for relay.asked.Load() < maxRequests {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests reached the person in %v, want %d", relay.asked.Load(), hangBound, maxRequests)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	last, still := 0, 0
 	for still < 10 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)

@@ -22,13 +22,16 @@ import (
 
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // hangBound is how long a call may take before the test calls it hung. It
 // is no speed limit: shared machines are slow, and only a hang should fail.
-const hangBound = 10 * time.Second
+// For the same reason the Runners of tests that are not about the timeout
+// get it as their Timeout, instead of hooks.timeout's 10 s.
+const hangBound = testwait.Hang
 
 // logBuf collects what a logger writes; the hooks may log from the test's
 // goroutines and theirs at once.
@@ -162,7 +165,7 @@ func TestCount(t *testing.T) {
 func TestAllowWithNoOutput(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{script(t, dir, "ok.sh", "cat >/dev/null; exit 0")}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{script(t, dir, "ok.sh", "cat >/dev/null; exit 0")}, Log: log}
 	within(t, func() {
 		if denied, reason := r.PreToolCall(context.Background(), preEvent(dir)); denied || reason != "" {
 			t.Errorf("PreToolCall = %v, %q; want allow", denied, reason)
@@ -174,7 +177,7 @@ func TestAllowWithNoOutput(t *testing.T) {
 func TestDenyWithReasonAndTheEventRead(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{script(t, dir, "deny.sh", `cat > event.json
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{script(t, dir, "deny.sh", `cat > event.json
 echo '{"decision":"deny","reason":"no rm here"}'`)}, Log: log}
 	e := PreToolCallEvent{SessionID: "sess-42", Cwd: dir, Tool: "bash", Input: map[string]any{
 		"command": "rm -rf / < x && y",
@@ -219,7 +222,7 @@ echo '{"decision":"deny","reason":"no rm here"}'`)}, Log: log}
 
 func TestDenyWithoutReason(t *testing.T) {
 	dir := t.TempDir()
-	r := &Runner{PreToolCallLines: []string{`echo '{"decision":"deny"}'`}}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{`echo '{"decision":"deny"}'`}}
 	within(t, func() {
 		denied, reason := r.PreToolCall(context.Background(), preEvent(dir))
 		if !denied || reason != "no reason given" {
@@ -230,7 +233,7 @@ func TestDenyWithoutReason(t *testing.T) {
 
 func TestNilInputIsAnObject(t *testing.T) {
 	dir := t.TempDir()
-	r := &Runner{PreToolCallLines: []string{"cat > event.json"}}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{"cat > event.json"}}
 	within(t, func() { r.PreToolCall(context.Background(), PreToolCallEvent{Cwd: dir, Tool: "read"}) })
 	raw, err := os.ReadFile(filepath.Join(dir, "event.json"))
 	if err != nil {
@@ -243,7 +246,7 @@ func TestNilInputIsAnObject(t *testing.T) {
 
 func TestDenyStopsLaterHooks(t *testing.T) {
 	dir := t.TempDir()
-	r := &Runner{PreToolCallLines: []string{
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{
 		"touch first",
 		`echo '{"decision":"deny","reason":"second says no"}'`,
 		"touch third",
@@ -265,7 +268,7 @@ func TestDenyStopsLaterHooks(t *testing.T) {
 func TestOtherOutputAllows(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{
 		`echo '{"decision":"allow","reason":"fine"}'`,
 		`echo '[1, 2]'`,
 		`echo '"deny"'`,
@@ -282,7 +285,7 @@ func TestOtherOutputAllows(t *testing.T) {
 func TestExitNonZeroWarnsAndAllows(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{script(t, dir, "check.sh", `echo '{"decision":"deny","reason":"x"}'
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{script(t, dir, "check.sh", `echo '{"decision":"deny","reason":"x"}'
 echo "first line" >&2
 echo "it went wrong" >&2
 exit 1`)}, Log: log}
@@ -297,7 +300,7 @@ exit 1`)}, Log: log}
 func TestExitNonZeroWithoutStderr(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{"exit 3"}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{"exit 3"}, Log: log}
 	within(t, func() { r.PreToolCall(context.Background(), preEvent(dir)) })
 	logs.only(t, "WARN", "🪝 preToolCall hook exit 3: exited with status 3")
 }
@@ -305,7 +308,7 @@ func TestExitNonZeroWithoutStderr(t *testing.T) {
 func TestAFailedHookDoesNotStopTheNext(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{"false", `echo '{"decision":"deny","reason":"r"}'`}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{"false", `echo '{"decision":"deny","reason":"r"}'`}, Log: log}
 	within(t, func() {
 		if denied, _ := r.PreToolCall(context.Background(), preEvent(dir)); !denied {
 			t.Error("the hook after a failed one did not deny")
@@ -316,7 +319,7 @@ func TestAFailedHookDoesNotStopTheNext(t *testing.T) {
 
 func TestMissingCwdWarnsAndAllows(t *testing.T) {
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{`echo '{"decision":"deny"}'`}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{`echo '{"decision":"deny"}'`}, Log: log}
 	within(t, func() {
 		if denied, _ := r.PreToolCall(context.Background(), preEvent(filepath.Join(t.TempDir(), "gone"))); denied {
 			t.Error("a hook that could not start denied")
@@ -331,7 +334,7 @@ func TestMissingCwdWarnsAndAllows(t *testing.T) {
 func TestMissingBashWarnsAndAllows(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{`echo '{"decision":"deny"}'`}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{`echo '{"decision":"deny"}'`}, Log: log}
 	within(t, func() {
 		if denied, _ := r.PreToolCall(context.Background(), preEvent(t.TempDir())); denied {
 			t.Error("a hook that could not start denied")
@@ -343,7 +346,7 @@ func TestMissingBashWarnsAndAllows(t *testing.T) {
 // groupScript writes its shell's pid to "pid" and a background
 // grandchild's to "pid2", then waits for the grandchild.
 const groupScript = `echo $$ > pid.tmp && mv pid.tmp pid
-sleep 30 & echo $! > pid2.tmp && mv pid2.tmp pid2
+sleep 1000 & echo $! > pid2.tmp && mv pid2.tmp pid2
 wait`
 
 func TestTimeoutKillsTheGroupWarnsAndAllows(t *testing.T) {
@@ -464,7 +467,7 @@ func TestCancelPostAskKillsTheGroupAndLogsNothing(t *testing.T) {
 func TestCancelledContextRunsNothing(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{"touch ran"}, PostAskLines: []string{"touch ran"}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{"touch ran"}, PostAskLines: []string{"touch ran"}, Log: log}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	within(t, func() {
@@ -484,7 +487,7 @@ func TestCancelledContextRunsNothing(t *testing.T) {
 func TestInvalidJSONWarnsAndAllows(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{script(t, dir, "chatty.sh", `echo "  I think this is fine  "`)}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{script(t, dir, "chatty.sh", `echo "  I think this is fine  "`)}, Log: log}
 	within(t, func() {
 		if denied, _ := r.PreToolCall(context.Background(), preEvent(dir)); denied {
 			t.Error("a hook printing invalid JSON denied")
@@ -497,7 +500,7 @@ func TestInvalidJSONIsQuotedShortOnOneLine(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
 	long := strings.Repeat("é", 300) // 600 bytes: the cut falls inside no character
-	r := &Runner{PreToolCallLines: []string{"echo 'line one'\necho " + long}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{"echo 'line one'\necho " + long}, Log: log}
 	within(t, func() { r.PreToolCall(context.Background(), preEvent(dir)) })
 	want := `🪝 preToolCall hook echo 'line one'\necho ` + long + `: printed invalid JSON: line one\n` + strings.Repeat("é", (200-len("line one\n"))/2)
 	logs.only(t, "WARN", want)
@@ -506,7 +509,7 @@ func TestInvalidJSONIsQuotedShortOnOneLine(t *testing.T) {
 func TestTooMuchOutputWarnsAndAllows(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{`echo '{"decision":"deny"}'; head -c 1000000 /dev/zero | tr '\0' ' '; head -c 1000000 /dev/zero >&2`}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{`echo '{"decision":"deny"}'; head -c 1000000 /dev/zero | tr '\0' ' '; head -c 1000000 /dev/zero >&2`}, Log: log}
 	within(t, func() {
 		if denied, _ := r.PreToolCall(context.Background(), preEvent(dir)); denied {
 			t.Error("a hook printing too much denied")
@@ -517,7 +520,7 @@ func TestTooMuchOutputWarnsAndAllows(t *testing.T) {
 
 func TestGrandchildHoldingStdoutDoesNotHang(t *testing.T) {
 	dir := t.TempDir()
-	r := &Runner{PreToolCallLines: []string{`echo $$ > pid; sleep 30 & echo '{"decision":"deny","reason":"left a child"}'`}}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{`echo $$ > pid; sleep 1000 & echo '{"decision":"deny","reason":"left a child"}'`}}
 	killGroupAtCleanup(t, filepath.Join(dir, "pid"))
 	within(t, func() {
 		if denied, reason := r.PreToolCall(context.Background(), preEvent(dir)); !denied || reason != "left a child" {
@@ -531,7 +534,7 @@ func TestLargeInput(t *testing.T) {
 	big := strings.Repeat("x", 4<<20)
 	e := PreToolCallEvent{Cwd: dir, Tool: "write", Input: map[string]any{"content": big}}
 	log, logs := newLog()
-	r := &Runner{PreToolCallLines: []string{
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{
 		"exit 0",       // never reads its stdin
 		"wc -c > size", // reads it all
 	}, Log: log}
@@ -553,7 +556,7 @@ func TestLargeInput(t *testing.T) {
 
 func TestCwdAndSessionMark(t *testing.T) {
 	dir := t.TempDir()
-	r := &Runner{PreToolCallLines: []string{`pwd -P > where; printf '%s' "$MM_SESSION_ID" > sid`}}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{`pwd -P > where; printf '%s' "$MM_SESSION_ID" > sid`}}
 	within(t, func() {
 		r.PreToolCall(context.Background(), PreToolCallEvent{SessionID: "sess-7", Cwd: dir, Tool: "bash"})
 	})
@@ -579,7 +582,7 @@ func TestCwdAndSessionMark(t *testing.T) {
 
 func TestOwnProcessGroup(t *testing.T) {
 	dir := t.TempDir()
-	r := &Runner{PreToolCallLines: []string{`echo $$ > pid; read -r _ _ _ _ pgid _ < /proc/$$/stat; echo "$pgid" > pgid`}}
+	r := &Runner{Timeout: testwait.Hang, PreToolCallLines: []string{`echo $$ > pid; read -r _ _ _ _ pgid _ < /proc/$$/stat; echo "$pgid" > pgid`}}
 	within(t, func() { r.PreToolCall(context.Background(), preEvent(dir)) })
 	pid, ok := readPid(filepath.Join(dir, "pid"))
 	if !ok {
@@ -601,7 +604,7 @@ func postEvent(dir string) PostAskEvent {
 func TestPostAskReplacesTheAnswer(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PostAskLines: []string{script(t, dir, "redact.sh", `cat > event.json
+	r := &Runner{Timeout: testwait.Hang, PostAskLines: []string{script(t, dir, "redact.sh", `cat > event.json
 echo '{"answer":"yes, with a \"quote\" and\nanother line"}'`)}, Log: log}
 	within(t, func() {
 		if got := r.PostAsk(context.Background(), postEvent(dir)); got != "yes, with a \"quote\" and\nanother line" {
@@ -629,7 +632,7 @@ echo '{"answer":"yes, with a \"quote\" and\nanother line"}'`)}, Log: log}
 func TestPostAskChains(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PostAskLines: []string{
+	r := &Runner{Timeout: testwait.Hang, PostAskLines: []string{
 		`echo '{"answer":"first"}'`,
 		`in=$(cat); case "$in" in *'"answer":"first"'*) echo '{"answer":"second saw first"}';; *) echo '{"answer":"second saw something else"}';; esac`,
 		`echo '{"answer":null}'`,
@@ -654,7 +657,7 @@ func TestPostAskChains(t *testing.T) {
 func TestPostAskSameAnswerIsNoReplacement(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PostAskLines: []string{`echo '{"answer":"yes"}'`}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PostAskLines: []string{`echo '{"answer":"yes"}'`}, Log: log}
 	within(t, func() {
 		if got := r.PostAsk(context.Background(), postEvent(dir)); got != "yes" {
 			t.Errorf("PostAsk = %q", got)
@@ -666,7 +669,7 @@ func TestPostAskSameAnswerIsNoReplacement(t *testing.T) {
 func TestPostAskInvalidOutputKeepsTheAnswer(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PostAskLines: []string{script(t, dir, "x.sh", `echo 'answer: no'`)}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PostAskLines: []string{script(t, dir, "x.sh", `echo 'answer: no'`)}, Log: log}
 	within(t, func() {
 		if got := r.PostAsk(context.Background(), postEvent(dir)); got != "yes" {
 			t.Errorf("PostAsk = %q; want the answer kept", got)
@@ -678,7 +681,7 @@ func TestPostAskInvalidOutputKeepsTheAnswer(t *testing.T) {
 func TestPostAskNonStringAnswerKeepsTheAnswer(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PostAskLines: []string{`echo '{"answer":42}'`}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PostAskLines: []string{`echo '{"answer":42}'`}, Log: log}
 	within(t, func() {
 		if got := r.PostAsk(context.Background(), postEvent(dir)); got != "yes" {
 			t.Errorf("PostAsk = %q; want the answer kept", got)
@@ -690,7 +693,7 @@ func TestPostAskNonStringAnswerKeepsTheAnswer(t *testing.T) {
 func TestPostAskFailureKeepsTheAnswer(t *testing.T) {
 	dir := t.TempDir()
 	log, logs := newLog()
-	r := &Runner{PostAskLines: []string{`echo '{"answer":"no"}'; echo broken >&2; exit 2`}, Log: log}
+	r := &Runner{Timeout: testwait.Hang, PostAskLines: []string{`echo '{"answer":"no"}'; echo broken >&2; exit 2`}, Log: log}
 	within(t, func() {
 		if got := r.PostAsk(context.Background(), postEvent(dir)); got != "yes" {
 			t.Errorf("PostAsk = %q; want the answer kept", got)
@@ -702,6 +705,7 @@ func TestPostAskFailureKeepsTheAnswer(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	dir := t.TempDir()
 	r := &Runner{
+		Timeout:          testwait.Hang,
 		PreToolCallLines: []string{`in=$(cat); case "$in" in *'"tool":"deny-me"'*) echo '{"decision":"deny","reason":"asked"}';; esac`},
 		PostAskLines:     []string{`in=$(cat); echo "{\"answer\":\"seen ${#in}\"}"`},
 	}

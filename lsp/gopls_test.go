@@ -8,11 +8,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestGopls runs definition and hover against the real gopls, when it is
 // installed, on a module made for the test.
 func TestGopls(t *testing.T) {
+	testwait.Short(t, "the test against gopls, which loads a module first")
 	gopls, err := exec.LookPath("gopls")
 	if err != nil {
 		t.Skip("gopls is not on PATH; the test against a real language server is skipped")

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/lsp/lsptest"
 )
 
@@ -129,8 +130,13 @@ func (e *env) client(servers Servers) *Client {
 }
 
 // clientWith makes a Client of cfg, rooted at the workspace, closed when
-// the test ends.
+// the test ends. Without a timeout of its own, a call is bounded by the
+// hang bound rather than lsp.timeout's 30 s: a test that is not about the
+// timeout must not fail because a loaded machine was slow to answer.
 func (e *env) clientWith(cfg Config) *Client {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = testwait.Hang
+	}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := NewClient(cfg, e.dir, "session-1", log)
 	e.t.Cleanup(c.Close)
@@ -200,12 +206,62 @@ func (e *env) pids() []int {
 // is no speed requirement.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("waited %v for %s", testwait.Hang, what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// retry repeats try until done holds, within the hang bound. It is for a
+// call under a short lsp.timeout whose effect a loaded machine may not
+// reach in time (the call's time can run out while the server starts,
+// before the request is written): each try is checked by try itself, and
+// after it done is given a second to show the effect before the next try.
+// Where it is used a try too many changes nothing, so the verdict does not
+// depend on how soon the effect shows.
+func retry(t *testing.T, what string, try func(), done func() bool) (tries int) {
+	t.Helper()
+	deadline := time.Now().Add(testwait.Hang)
+	for tries = 1; ; tries++ {
+		try()
+		if t.Failed() {
+			t.FailNow()
+		}
+		for wait := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if done() {
+				if tries > 1 {
+					t.Logf("%s took %d tries", what, tries)
+				}
+				return tries
+			}
+			if time.Now().After(wait) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen in %d tries over %v", what, tries, testwait.Hang)
+		}
+	}
+}
+
+// settle waits until no call holds the language's server: the goroutine of
+// a call that returned at its timeout has then finished with the server.
+func (e *env) settle(lang string) {
+	e.t.Helper()
+	e.c.mu.Lock()
+	s := e.c.slots[lang]
+	e.c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	select {
+	case s.turn <- struct{}{}:
+		<-s.turn
+	case <-time.After(testwait.Hang):
+		e.t.Fatalf("a call held the %s server for %v", lang, testwait.Hang)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -65,9 +66,8 @@ func openFileBackend(t testing.TB, maxBytes int64) *testBackend {
 }
 
 func openPGBackend(t testing.TB, maxBytes int64) *testBackend {
-	url := pg.URL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	url := pgURL(t)
+	ctx := testwait.Context(t)
 	s, err := OpenPostgres(ctx, url, maxBytes)
 	if err != nil {
 		t.Fatal(err)

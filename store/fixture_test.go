@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/internal/pgtest"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -17,6 +18,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
 // pg is the package's throwaway PostgreSQL server, started by the first
 // test that needs one (backend_test.go).
 var pg pgtest.Shared
+
+// pgURL is the URL of a new schema of pg for one test. Starting the server
+// takes seconds, so -short leaves the PostgreSQL tests out.
+func pgURL(t testing.TB) string {
+	t.Helper()
+	testwait.Short(t, "the PostgreSQL tests, which start a server")
+	return pg.URL(t)
+}
 
 // withPostgres runs the tests, then stops the server if one was started,
 // before goleak looks for goroutines left behind.

@@ -109,12 +109,16 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// TestListReadsHeaderOnly: List decodes a file's header, never its history.
+// The huge file's history is cut short, which a List that decoded it would
+// find and skip the file for; a sound header is listed all the same. How
+// long it took is logged, not asserted.
 func TestListReadsHeaderOnly(t *testing.T) {
 	cwd := t.TempDir()
 	const dir = "sessions"
 	f := file("huge", 50_000, 100)
 	data := mustMarshal(t, f)
-	if err := WriteAtomic(Path(cwd, dir, "huge"), data); err != nil {
+	if err := WriteAtomic(Path(cwd, dir, "huge"), data[:len(data)-len(data)/4]); err != nil {
 		t.Fatal(err)
 	}
 	writeSession(t, cwd, dir, file("small", 5, 100))
@@ -138,11 +142,6 @@ func TestListReadsHeaderOnly(t *testing.T) {
 	}
 	if got[0].Title != "Fix the failing test number 1" {
 		t.Errorf("title %q", got[0].Title)
-	}
-	// Decoding 50,000 messages takes far longer than this; the bound is
-	// loose so that a slow, race-instrumented machine passes.
-	if elapsed > 50*time.Millisecond {
-		t.Errorf("List of a %d-byte history took %v", len(data), elapsed)
 	}
 	t.Logf("List over a %d MB, 50k-message file: %v", len(data)>>20, elapsed)
 }

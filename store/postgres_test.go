@@ -6,16 +6,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestPGMigrate: mm processes starting at once against an empty database
 // all find one schema made once; a database a newer mm migrated is refused
 // with a line that says to upgrade.
 func TestPGMigrate(t *testing.T) {
-	url := pg.URL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	url := pgURL(t)
+	ctx := testwait.Context(t)
 	var wg sync.WaitGroup
 	stores := make([]*PGStore, 4)
 	errs := make([]error, 4)
@@ -51,8 +51,7 @@ func TestPGMigrate(t *testing.T) {
 // TestPGOpenErrors: a store.url that cannot be used fails at start, in
 // one line naming the key, without the password.
 func TestPGOpenErrors(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	for _, url := range []string{
 		"postgres://mm:s3cret@127.0.0.1:1/postgres?connect_timeout=5",
 		"postgres://mm:s3cret@127.0.0.1:5432/postgres?sslmode=bogus",

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestLiveTailKeepsTheEnd: past LiveOutputBytes the view is the end of the
@@ -36,6 +38,14 @@ func TestShowLiveStops(t *testing.T) {
 	var views atomic.Int32
 	stop := showLive(&l, func(string) { views.Add(1) })
 	l.Write([]byte("a"))
+	// The first view comes at a tick, however late a loaded machine runs
+	// it; then the unchanged output gets no more (a slow machine can only
+	// hide an extra view, never invent one).
+	for deadline := time.Now().Add(testwait.Hang); views.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no view of the output in %v", testwait.Hang)
+		}
+	}
 	time.Sleep(3 * LiveOutputEvery)
 	if n := views.Load(); n != 1 {
 		t.Errorf("%d views of one unchanged output, want 1", n)

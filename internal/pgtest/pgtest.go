@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // RequireEnv, set to 1, makes a missing PostgreSQL fail the tests that
@@ -108,7 +110,7 @@ func Start() (*Server, error) {
 	// A free port may be taken between looking and listening: try again.
 	for attempt := 0; ; attempt++ {
 		if s.port, err = freePort(); err == nil {
-			err = s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "-o",
+			err = s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(dir, "log"), "-w", "-t", strconv.Itoa(int(testwait.Hang.Seconds())), "-o",
 				fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=%s -c max_connections=200", s.port, dir, fsync), "start")
 		}
 		if err == nil {
@@ -230,7 +232,7 @@ func (sh *Shared) Get(t testing.TB) *Server {
 func (sh *Shared) URL(t testing.TB) string {
 	t.Helper()
 	srv := sh.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	url, err := srv.Schema(ctx)
 	if err != nil {

@@ -1,13 +1,13 @@
 package pgtest
 
 import (
-	"context"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 var shared Shared
@@ -27,8 +27,8 @@ func TestMain(m *testing.M) {
 // TestServer: the throwaway server takes connections, and each schema is a
 // test's own.
 func TestServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	testwait.Short(t, "starting a PostgreSQL server")
+	ctx := testwait.Context(t)
 	a, b := shared.URL(t), shared.URL(t)
 	for _, url := range []string{a, b} {
 		conn, err := pgx.Connect(ctx, url)

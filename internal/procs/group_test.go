@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // helperVar tells the test binary, started by TestGroupKill, to play a
@@ -22,10 +24,11 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		os.Stdout.WriteString("ready\n")
-		time.Sleep(time.Minute)
+		// Far longer than the test waits: only the kill ends them.
+		time.Sleep(time.Hour)
 		os.Exit(0)
 	case "child":
-		time.Sleep(time.Minute)
+		time.Sleep(time.Hour)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -54,7 +57,7 @@ func TestGroupKill(t *testing.T) {
 	g.Kill()
 	_ = cmd.Wait()
 	Done(cmd)
-	g.WaitGone(time.Now().Add(5 * time.Second))
+	g.WaitGone(time.Now().Add(testwait.Hang))
 	if g.hasLiving() {
 		t.Error("the group has a living member after Kill")
 	}

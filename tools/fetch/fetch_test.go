@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/goleak"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them: every
@@ -401,13 +403,13 @@ func TestTruncated(t *testing.T) {
 	}
 }
 
-// stall answers after the client has given up, or after a long time should
-// the client never give up, so that a test failure cannot hang the server's
-// Close.
+// stall answers after the client has given up, or after the hang bound
+// should the client never give up, so that a test failure cannot hang the
+// server's Close for ever. The limit a test sets is the only way out.
 func stall(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-r.Context().Done():
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 	}
 }
 

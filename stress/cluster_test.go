@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ func TestClusterRun(t *testing.T) {
 	testwait.Short(t, "a run against a cluster of three mm serve")
 	c := Defaults()
 	c.Sessions, c.Turns, c.Concurrency = 30, 4, 8
-	c.Serve, c.Nodes, c.Conns = filepath.Join(bins, "mm"), 3, 1
+	c.Serve, c.Nodes, c.Conns = binary(t, "mm"), 3, 1
 	r, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +53,7 @@ func TestClusterKillNode(t *testing.T) {
 	testwait.Short(t, "a node of three killed during a run")
 	c := Defaults()
 	c.Sessions, c.Turns, c.Concurrency = 30, 6, 16
-	c.Serve, c.Nodes, c.Conns, c.Persist = filepath.Join(bins, "mm"), 3, 2, true
+	c.Serve, c.Nodes, c.Conns, c.Persist = binary(t, "mm"), 3, 2, true
 	c.TokensPerS, c.Words, c.KillNode = 200, 40, 400*time.Millisecond
 	r, err := Run(context.Background(), c)
 	if err != nil {
@@ -93,7 +92,7 @@ func TestClusterKillNodeOnLastTurn(t *testing.T) {
 	testwait.Short(t, "a node of three killed on the sessions' last turn")
 	c := Defaults()
 	c.Sessions, c.Turns, c.Concurrency = 30, 1, 64
-	c.Serve, c.Nodes, c.Conns, c.Persist = filepath.Join(bins, "mm"), 3, 2, true
+	c.Serve, c.Nodes, c.Conns, c.Persist = binary(t, "mm"), 3, 2, true
 	c.TokensPerS, c.Words, c.KillNode = 200, 1000, time.Second
 	r, err := Run(context.Background(), c)
 	if err != nil {
@@ -119,7 +118,7 @@ func TestClusterByURLs(t *testing.T) {
 	dir := t.TempDir()
 	c := Defaults()
 	c.Sessions, c.Turns, c.Concurrency = 10, 2, 4
-	c.Serve, c.Nodes = filepath.Join(bins, "mm"), 2
+	c.Serve, c.Nodes = binary(t, "mm"), 2
 	const token = "cluster-by-urls-token-0123456789"
 	procs, err := startServeProcs(context.Background(), &c, dir, "", token)
 	if err != nil {

@@ -245,6 +245,7 @@ func TestPermissionWaitFreesTheSlot(t *testing.T) {
 // TestCancelStormAnnouncesEveryCall: under cancels that land at every
 // moment of a turn, every update about a tool call follows its tool_call.
 func TestCancelStormAnnouncesEveryCall(t *testing.T) {
+	testwait.Short(t, "400 turns cancelled at every moment")
 	e := newToolEnv(t, nil)
 	sid := e.newSession()
 	for i := 0; i < 400; i++ {

@@ -133,6 +133,7 @@ func TestPostgresSharedByTwoAgents(t *testing.T) {
 // a session of its own in the database, which another mm lists and loads;
 // the session itself goes on, saved at its next revision.
 func TestPostgresNewKeepsTheConversation(t *testing.T) {
+	testwait.Short(t, "a PostgreSQL server started")
 	url := pg.URL(t)
 	e := newSessEnv(t, sessionScript, func(c *configs.Config) { c.Store.URL = url })
 	conn := e.pgAgent()

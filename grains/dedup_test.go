@@ -13,12 +13,14 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestCallSentAgainIsServedOnce: protoactor's cluster.Request sends a
 // request again when its answer is late; a session's grain serves each
 // call of a client connection once, however often it comes.
 func TestCallSentAgainIsServedOnce(t *testing.T) {
+	testwait.Short(t, "a session grain's calls sent again (TestMember keeps a member's life in -short)")
 	var out syncBuffer
 	nodes, _ := testCluster(t, 1, &out)
 	m := nodes[0].m
@@ -36,7 +38,7 @@ func TestCallSentAgainIsServedOnce(t *testing.T) {
 	sid := string(actors.NewSessionID(time.Now()))
 	send := func(c *grainspb.Call) {
 		t.Helper()
-		res, err := m.Cluster().Request(sid, SessionKind, c, cluster.WithTimeout(5*time.Second))
+		res, err := m.Cluster().Request(sid, SessionKind, c, cluster.WithTimeout(testwait.Hang))
 		if a, ok := res.(*grainspb.Accepted); err != nil || !ok || a.Again {
 			t.Fatalf("%s: %v %v", c.Method, res, err)
 		}
@@ -57,13 +59,13 @@ func TestCallSentAgainIsServedOnce(t *testing.T) {
 	send(newSession)
 	send(newSession)
 	// A client knows its session's id once session/new has answered.
-	waitFor(t, 10*time.Second, "session/new answered", func() bool { return answers("1") > 0 })
+	waitFor(t, "session/new answered", func() bool { return answers("1") > 0 })
 	prompt := &grainspb.Call{Conn: conn, Seq: 2, Owner: "alice", Method: "session/prompt", Id: []byte("2"), SessionId: sid,
 		Params: params(map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": "ping"}}})}
 	send(prompt)
 	send(prompt)
 	send(newSession) // late, behind the prompt
-	waitFor(t, 10*time.Second, "the prompt answered", func() bool { return answers("2") > 0 })
+	waitFor(t, "the prompt answered", func() bool { return answers("2") > 0 })
 	time.Sleep(300 * time.Millisecond) // what a second run would write by now
 	if n1, n2 := answers("1"), answers("2"); n1 != 1 || n2 != 1 {
 		t.Errorf("session/new answered %d times, the prompt %d times:\n%s", n1, n2, wire.String())
@@ -81,18 +83,19 @@ func TestCallSentAgainIsServedOnce(t *testing.T) {
 // and drops, still answering, what a node it does not count as a member
 // sends (a stale copy of a session on a node counted out).
 func TestEdgeWritesLinesOnce(t *testing.T) {
+	testwait.Short(t, "the edge's Lines sent again (TestMember keeps a member's life in -short)")
 	var out syncBuffer
 	nodes, _ := testCluster(t, 1, &out)
 	m := nodes[0].m
 	var client syncBuffer
 	answered := 0
 	fw := nodes[0].edge.Forwarder("alice", nil)(&client, func(n int) { answered += n })
-	defer fw.Close(time.Second)
+	defer fw.Close(testwait.Hang) // returns once its lanes are idle
 	edge := fw.(*edgeConn).self
 	from := &grainspb.Conn{Address: m.Address(), Id: "virtual-1"}
 	send := func(node string, seq uint64, data string) {
 		t.Helper()
-		res, err := m.System().Root.RequestFuture(edge, &grainspb.Lines{From: from, Node: node, Seq: seq, Data: []byte(data)}, 5*time.Second).Result()
+		res, err := m.System().Root.RequestFuture(edge, &grainspb.Lines{From: from, Node: node, Seq: seq, Data: []byte(data)}, testwait.Hang).Result()
 		if w, ok := res.(*grainspb.Written); err != nil || !ok || w.Seq != seq {
 			t.Fatalf("Lines %d from %s: %v %v", seq, node, res, err)
 		}

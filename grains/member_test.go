@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/logs"
 )
 
@@ -105,7 +106,7 @@ func TestMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Leave(context.Background())
-	waitFor(t, 5*time.Second, "joined", m.Joined)
+	waitFor(t, "joined", m.Joined)
 	if got := m.Members(); !slices.Equal(got, []string{m.Address()}) {
 		t.Errorf("members = %v, want only %s", got, m.Address())
 	}
@@ -121,7 +122,7 @@ func TestMember(t *testing.T) {
 	}
 
 	for i := range 5 {
-		if _, err := m.Cluster().Request(fmt.Sprintf("id-%d", i), "echo", wrapperspb.String("hi"), cluster.WithTimeout(5*time.Second)); err != nil {
+		if _, err := m.Cluster().Request(fmt.Sprintf("id-%d", i), "echo", wrapperspb.String("hi"), cluster.WithTimeout(testwait.Hang)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,7 +134,7 @@ func TestMember(t *testing.T) {
 	if err := m.System().Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "4 grains", func() bool { return gauge(t, reg, "mm_cluster_grains") == 4 })
+	waitFor(t, "4 grains", func() bool { return gauge(t, reg, "mm_cluster_grains") == 4 })
 	if n := gauge(t, reg, "mm_cluster_members"); n != 1 {
 		t.Errorf("mm_cluster_members = %v", n)
 	}
@@ -151,7 +152,7 @@ func TestMember(t *testing.T) {
 	go func() { m.Leave(context.Background()); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(time.Second):
+	case <-time.After(testwait.Hang):
 		t.Error("a second Leave waits")
 	}
 	if strings.Contains(out.String(), "ERROR") || strings.Contains(out.String(), "WARN") {
@@ -163,6 +164,7 @@ func TestMember(t *testing.T) {
 // on both, count them, tell a topology handler when one leaves, and go
 // without leaving a goroutine behind.
 func TestTwoMembers(t *testing.T) {
+	testwait.Short(t, "a two-member cluster")
 	if raceBuild {
 		// Two members in one process race inside protoactor: each remote's
 		// Start sets grpc's global logger while the other's server reads
@@ -195,7 +197,7 @@ func TestTwoMembers(t *testing.T) {
 			m.Leave(context.Background())
 		}
 	}()
-	waitFor(t, 5*time.Second, "both members see both", func() bool {
+	waitFor(t, "both members see both", func() bool {
 		return members[0].Joined() && members[1].Joined() && len(members[0].Members()) == 2 && len(members[1].Members()) == 2
 	})
 	want := []string{members[0].Address(), members[1].Address()}
@@ -217,7 +219,7 @@ func TestTwoMembers(t *testing.T) {
 	// Grains land on both nodes; each node counts its own.
 	where := map[string]int{}
 	for i := range 20 {
-		r, err := members[0].Cluster().Request(fmt.Sprintf("id-%d", i), "echo", wrapperspb.String("hi"), cluster.WithTimeout(5*time.Second))
+		r, err := members[0].Cluster().Request(fmt.Sprintf("id-%d", i), "echo", wrapperspb.String("hi"), cluster.WithTimeout(testwait.Hang))
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
@@ -240,7 +242,7 @@ func TestTwoMembers(t *testing.T) {
 		if !slices.Equal(c.live, []string{members[0].Address()}) || !slices.Equal(c.left, []string{members[1].Address()}) {
 			t.Errorf("after a leave: %+v", c)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("no topology change after a member left")
 	}
 	if members[1].Joined() {
@@ -317,12 +319,13 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label string) float64
 	return 0
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+// waitFor polls ok until it holds, testwait.Hang at most.
+func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(testwait.Hang)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v: not %s", d, what)
+			t.Fatalf("after %v: not %s", testwait.Hang, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/logs"
@@ -30,7 +31,7 @@ rules:
       - toolCalls: [{name: bash, args: {command: "touch made.txt"}}]
       - {text: "made"}
   - match: "^slow$"
-    steps: [{sleep: 30s}]
+    steps: [{sleep: 1h}] # never answers: only a cancel ends its turn
 `
 
 // node is one member of an in-process test cluster: its hub, its host and
@@ -85,7 +86,9 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 			t.Fatal(err)
 		}
 		host.Watch(m)
-		nodes = append(nodes, &node{hub: hub, host: host, m: m, edge: NewEdge(m, 10*time.Second, log)})
+		// The edge's budget bounds a hang: a request is tried until its
+		// session's node is reached or counted out.
+		nodes = append(nodes, &node{hub: hub, host: host, m: m, edge: NewEdge(m, testwait.Hang, log)})
 	}
 	t.Cleanup(func() {
 		for _, nd := range nodes {
@@ -94,7 +97,7 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 			nd.hub.Shutdown()
 		}
 	})
-	waitFor(t, 10*time.Second, "every member sees every member", func() bool {
+	waitFor(t, "every member sees every member", func() bool {
 		for _, nd := range nodes {
 			if len(nd.m.Members()) != n {
 				return false
@@ -110,14 +113,15 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 // nodes, a cancel. Then node 1 drains and leaves: its session's next
 // prompt finds it on node 0, reopened from the store with its history.
 func TestSessionsAsGrains(t *testing.T) {
+	testwait.Short(t, "sessions on a two-member cluster")
 	if raceBuild {
 		// cmd/mm's cluster tests run the same with a process per node.
 		t.Skip("protoactor's remote races with a second member in the same process")
 	}
 	var out syncBuffer
-	nodes, _ := testCluster(t, 2, &out)
+	nodes, srv := testCluster(t, 2, &out)
 	c := acptest.OnHub(nodes[0].hub, protocol.ConnOptions{Owner: "alice", Forward: nodes[0].edge.Forwarder("alice", nil)})
-	t.Cleanup(func() { _ = c.Close(5 * time.Second) })
+	t.Cleanup(func() { _ = c.Close(testwait.Hang) })
 	ctx := t.Context()
 	if _, err := c.Init(ctx); err != nil {
 		t.Fatal(err)
@@ -156,23 +160,24 @@ func TestSessionsAsGrains(t *testing.T) {
 		t.Errorf("the allowed command did not run: %v", err)
 	}
 	done := make(chan acp.StopReason, 1)
+	asked := srv.Requests()
 	go func() {
 		res, _ := c.Ask(ctx, remote, "slow")
 		done <- res.StopReason
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "the slow turn at the model", func() bool { return srv.Requests() > asked })
 	_ = c.Cancel(ctx, acp.CancelNotification{SessionId: remote})
 	select {
 	case r := <-done:
 		if r != acp.StopReasonCancelled {
 			t.Errorf("cancelled turn on node 1: %s", r)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the cancel did not reach node 1")
 	}
 
 	// Node 1 drains and leaves; its sessions come back on node 0.
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, testwait.Hang)
 	nodes[1].host.Drain(dctx)
 	cancel()
 	nodes[1].host.Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -20,7 +21,7 @@ import (
 // same Session.Start and Cancel as the prompts read from stdin.
 func TestAgentMethodsWithoutTheIngress(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "script.yaml")
-	if err := os.WriteFile(path, []byte("rules:\n  - match: \"^ping$\"\n    steps: [{text: pong}]\n  - match: \"^slow$\"\n    steps: [{sleep: 30s}]\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("rules:\n  - match: \"^ping$\"\n    steps: [{text: pong}]\n  - match: \"^slow$\"\n    steps: [{sleep: 1h}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	model, err := llm.New(llm.Config{Provider: "scripted", Script: path})
@@ -53,7 +54,7 @@ func TestAgentMethodsWithoutTheIngress(t *testing.T) {
 		done <- r.StopReason
 	}()
 	sess := a.live(string(s.SessionId))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Hang); ; time.Sleep(time.Millisecond) {
 		if st, _ := sess.State(); st != nil && st.History[len(st.History)-1].Content == "slow" {
 			break
 		}
@@ -69,7 +70,7 @@ func TestAgentMethodsWithoutTheIngress(t *testing.T) {
 		if r != acp.StopReasonCancelled {
 			t.Fatalf("slow: %s", r)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("Cancel did not end the turn")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
@@ -407,7 +408,7 @@ func TestCancelDuringStreaming(t *testing.T) {
 			t.Fatalf("stopReason = %s", res.StopReason)
 		}
 		t.Logf("cancel answered in %v", time.Since(start))
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("cancel did not end the turn")
 	}
 	// The session goes on, with the partial answer in its history.
@@ -480,7 +481,7 @@ func TestTurnSerializer(t *testing.T) {
 				if r != acp.StopReasonCancelled {
 					t.Fatalf("B: %s", r)
 				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(testwait.Hang):
 				t.Fatal("cancelled B did not answer")
 			}
 			select {
@@ -532,10 +533,10 @@ func TestPromptsOfOneSessionQueue(t *testing.T) {
 
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
+			t.Fatalf("condition not reached in %v", testwait.Hang)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

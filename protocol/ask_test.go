@@ -11,6 +11,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -184,7 +185,7 @@ func TestCancelWhileAFormWaits(t *testing.T) {
 		if r != acp.StopReasonCancelled {
 			t.Fatalf("stopReason %s", r)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the turn waited for the form")
 	}
 	waitFor(t, func() bool { return strings.Contains(e.conn.Stdout.String(), `"method":"$/cancel_request"`) })

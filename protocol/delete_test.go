@@ -7,6 +7,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/store"
 )
 
@@ -57,7 +58,7 @@ func TestDeleteSession(t *testing.T) {
 		if r != acp.StopReasonCancelled {
 			t.Errorf("the running turn ended %s", r)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the running turn was not ended")
 	}
 	time.Sleep(50 * time.Millisecond) // a stray save would land by now

@@ -1,7 +1,6 @@
 package protocol_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -168,6 +168,13 @@ func nestedPage(size int) string {
 // agent that runs four turns at once, as a user with other sessions has.
 func hostileEnv(t *testing.T, pages map[string]func(http.ResponseWriter)) (*env, *httptest.Server) {
 	t.Helper()
+	return hostileEnvThen(t, pages, `{text: "read it"}`)
+}
+
+// hostileEnvThen is hostileEnv whose model, once it has read a page, takes
+// the step then.
+func hostileEnvThen(t *testing.T, pages map[string]func(http.ResponseWriter), then string) (*env, *httptest.Server) {
+	t.Helper()
 	mux := http.NewServeMux()
 	var rules strings.Builder
 	for path, serve := range pages {
@@ -183,14 +190,19 @@ func hostileEnv(t *testing.T, pages map[string]func(http.ResponseWriter)) (*env,
   - match: "^%[1]s$"
     steps:
       - toolCalls: [{name: fetch_content, args: {url: "%[2]s/%[1]s"}}]
-      - {text: "read it"}`, strings.TrimPrefix(path, "/"), srv.URL)
+      - %[3]s`, strings.TrimPrefix(path, "/"), srv.URL, then)
 	}
 	script := "rules:" + rules.String() + `
   - match: "^ping$"
     steps: [{text: "pong"}]
 usage: true
 `
-	return newEnvScript(t, script, func(c *configs.Config) { c.Turns.Concurrency = 4 }), srv
+	return newEnvScript(t, script, func(c *configs.Config) {
+		c.Turns.Concurrency = 4
+		// The conversion's cost is on trial, not tools.fetch.timeout: under
+		// -race on a busy machine a 5 MiB page takes far longer than 30 s.
+		c.Tools.Fetch.Timeout = testwait.Hang
+	}), srv
 }
 
 // strayEndTags is the page that costs the parser the most within its
@@ -217,6 +229,7 @@ func deepLists(size int) string {
 // bounded, the 1 MB page took 245 s of CPU and 1.1 GB, and nothing could
 // cancel it.
 func TestFetchHostileHTML(t *testing.T) {
+	testwait.Short(t, "converting hostile pages of up to 5 MiB")
 	pages := []struct{ name, page, note string }{
 		{"nested", nestedPage(1 << 20), "the page is cut where its elements nest deeper than 128"},
 		{"nested5m", nestedPage(5 << 20), "the page is cut where its elements nest deeper than 128"},
@@ -237,16 +250,14 @@ func TestFetchHostileHTML(t *testing.T) {
 		e.conn.Client.Reset()
 		var res acp.PromptResponse
 		var err error
-		// A generous hang bound: the figures are logged, not asserted.
-		const hang = 20 * time.Second
+		// Only a hang ends the turn early (e.ctx): the figures are logged,
+		// not asserted.
 		f := measureAttack(t, e.ctx, e.conn, other, func() {
-			ctx, cancel := context.WithTimeout(e.ctx, hang)
-			defer cancel()
-			res, err = e.conn.Ask(ctx, sid, p.name)
+			res, err = e.conn.Ask(e.ctx, sid, p.name)
 		})
 		t.Logf("%s (%d bytes): %s", p.name, len(p.page), f)
 		if err != nil {
-			t.Fatalf("%s: the turn did not end within %v: %v", p.name, hang, err)
+			t.Fatalf("%s: the turn did not end: %v", p.name, err)
 		}
 		// What the model read is the call's result, which its last update
 		// shows; the scripted model does not echo it, so that the turn
@@ -264,14 +275,17 @@ func TestFetchHostileHTML(t *testing.T) {
 }
 
 // TestFetchCancelDuringConversion: a cancel that lands while a hostile
-// page is being converted ends the turn at once, and the session goes on.
+// page is being converted ends the turn, and the session goes on. The
+// model never answers once it has read the page, so that the cancel is the
+// only way the turn ends, however fast the conversion is: the log says
+// whether the cancel beat it.
 func TestFetchCancelDuringConversion(t *testing.T) {
 	page := strayEndTags(5 << 20)
 	sent := make(chan struct{}, 1)
-	e, _ := hostileEnv(t, map[string]func(http.ResponseWriter){"/stray5m": func(w http.ResponseWriter) {
+	e, _ := hostileEnvThen(t, map[string]func(http.ResponseWriter){"/stray5m": func(w http.ResponseWriter) {
 		fmt.Fprint(w, page)
 		sent <- struct{}{}
-	}})
+	}}, `{sleep: 1h}`)
 	sid := e.newSession()
 	done := make(chan acp.PromptResponse, 1)
 	go func() {
@@ -285,19 +299,18 @@ func TestFetchCancelDuringConversion(t *testing.T) {
 	// The server has written the whole body: the fetch reads its end and
 	// starts converting within milliseconds.
 	time.Sleep(20 * time.Millisecond)
-	start := time.Now()
+	start, asked := time.Now(), e.server.Requests()
 	if err := e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: sid}); err != nil {
 		t.Fatal(err)
 	}
-	const hang = 10 * time.Second
 	select {
 	case res := <-done:
-		t.Logf("cancel answered in %v (%s)", time.Since(start), res.StopReason)
+		t.Logf("cancel answered in %v (%s); the conversion had ended first: %v", time.Since(start), res.StopReason, asked > 1)
 		if res.StopReason != acp.StopReasonCancelled {
 			t.Errorf("stopReason = %s", res.StopReason)
 		}
-	case <-time.After(hang):
-		t.Fatalf("the cancel was not answered within %v", hang)
+	case <-time.After(testwait.Hang):
+		t.Fatalf("the cancel was not answered within %v", testwait.Hang)
 	}
 	if res := e.ask(sid, "ping"); res.StopReason != acp.StopReasonEndTurn {
 		t.Errorf("the session after the cancel: %s", res.StopReason)

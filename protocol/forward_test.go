@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
@@ -28,7 +29,7 @@ rules:
       - toolCalls: [{name: bash, args: {command: "touch made.txt"}}]
       - {text: "made"}
   - match: "^slow$"
-    steps: [{sleep: 30s}]
+    steps: [{sleep: 1h}] # never answers: only a cancel ends its turn
 `
 
 // loopForwarder is a Forwarder whose "other node" is a second hub in this
@@ -115,7 +116,7 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 			v := node.Virtual(protocol.VirtualOptions{Out: &lineCounter{out: out, answered: answered}, Owner: owner, CallPrefix: "mm-n1-", Node: "n1"})
 			return &loopForwarder{v: v, answered: answered, prompts: map[string]string{}}
 		}})
-		t.Cleanup(func() { _ = c.Close(5 * time.Second) })
+		t.Cleanup(func() { _ = c.Close(testwait.Hang) })
 		return c
 	}
 	c := connect("alice")

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/protocol"
@@ -48,7 +49,7 @@ func newHubEnv(t *testing.T, edit func(*configs.Config)) *hubEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	t.Cleanup(func() { cancel(); h.Shutdown() })
 	return &hubEnv{t: t, hub: h, server: srv, cwd: t.TempDir(), ctx: ctx}
 }
@@ -57,7 +58,7 @@ func newHubEnv(t *testing.T, edit func(*configs.Config)) *hubEnv {
 func (e *hubEnv) client(owner string, roots ...string) *acptest.Conn {
 	e.t.Helper()
 	c := acptest.OnHub(e.hub, protocol.ConnOptions{Owner: owner, Roots: roots})
-	e.t.Cleanup(func() { _ = c.Close(5 * time.Second) })
+	e.t.Cleanup(func() { _ = c.Close(testwait.Hang) })
 	init, err := c.Init(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
@@ -151,7 +152,7 @@ func TestReconnectTakesTheSessionOver(t *testing.T) {
 		if r != acp.StopReasonCancelled {
 			t.Errorf("the old connection's turn ended %s, want cancelled", r)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the old connection's turn did not end")
 	}
 	replayed := acptest.Text(second.Client.Updates(sid))
@@ -176,7 +177,7 @@ func TestDisconnectLeavesTheSessionLoadable(t *testing.T) {
 	if _, err := first.Ask(e.ctx, sid, "ping"); err != nil {
 		t.Fatal(err)
 	}
-	if err := first.Close(5 * time.Second); err != nil {
+	if err := first.Close(testwait.Hang); err != nil {
 		t.Fatal(err)
 	}
 	again := e.client("alice")

@@ -2,7 +2,6 @@ package protocol_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // The tests of this file drive the edge with raw lines, the way a client
@@ -39,7 +39,7 @@ func promptLine(id int, sid, text string) string {
 func (r *rawAgent) untilResponses(ids ...float64) (chunks []string, responses map[float64]map[string]any) {
 	r.t.Helper()
 	responses = map[float64]map[string]any{}
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for len(responses) < len(ids) {
 		select {
 		case m, ok := <-r.lines:
@@ -118,6 +118,7 @@ func TestCancelRequestCancelsAPrompt(t *testing.T) {
 // TestOversizedLines: a line of any size up to acp.maxLineBytes is read, a
 // longer one gets an error naming the limit; neither stops mm.
 func TestOversizedLines(t *testing.T) {
+	testwait.Short(t, "lines of 12 and 17 MiB")
 	big := strings.Replace(script, "rules:\n", "rules:\n  - match: \"^big \"\n    steps: [{text: \"a big one\"}]\n", 1)
 	r, _ := newRawAgentWith(t, big, func(c *configs.Config) {
 		c.ACP.MaxLineBytes = 16 << 20
@@ -213,7 +214,7 @@ func TestPermissionWaitFreesTheSlot(t *testing.T) {
 	e.conn.Client.Permission = func(acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
 		select { // the user thinks until the other session has answered
 		case <-otherDone:
-		case <-time.After(10 * time.Second):
+		case <-e.ctx.Done():
 		}
 		return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{
 			Selected: &acp.RequestPermissionOutcomeSelected{OptionId: "allow"},
@@ -226,9 +227,9 @@ func TestPermissionWaitFreesTheSlot(t *testing.T) {
 		done <- res
 	}()
 	waitFor(t, func() bool { return len(e.conn.Client.Permissions()) == 1 })
-	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
-	defer cancel()
-	res, err := e.conn.Ask(ctx, other, "ping")
+	// Were the other session held behind the permission, its ping would
+	// wait until e.ctx ends: the user answers only once it has come back.
+	res, err := e.conn.Ask(e.ctx, other, "ping")
 	if err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("the other session waited for the permission answer: %v %v", res, err)
 	}
@@ -244,6 +245,7 @@ func TestPermissionWaitFreesTheSlot(t *testing.T) {
 // TestCancelStormAnnouncesEveryCall: under cancels that land at every
 // moment of a turn, every update about a tool call follows its tool_call.
 func TestCancelStormAnnouncesEveryCall(t *testing.T) {
+	testwait.Short(t, "400 turns cancelled at every moment")
 	e := newToolEnv(t, nil)
 	sid := e.newSession()
 	for i := 0; i < 400; i++ {
@@ -273,6 +275,7 @@ func TestCancelStormAnnouncesEveryCall(t *testing.T) {
 // that streams pauses its model instead of piling its output up in memory;
 // once the client reads again, the whole answer arrives.
 func TestSlowReaderBoundsMemory(t *testing.T) {
+	testwait.Short(t, "a 12 MiB answer held by a client that reads nothing")
 	// Large words: langchaingo concatenates the answer chunk by chunk,
 	// which costs the square of their number.
 	word := strings.Repeat("w", 32<<10-1) + " "
@@ -283,12 +286,8 @@ func TestSlowReaderBoundsMemory(t *testing.T) {
 	heapBefore := heapNow()
 	e.conn.Pause()
 	done := make(chan error, 1)
-	// Under -race on a busy machine the flood takes far longer than the
-	// environment's 30 s: its time is not what this test measures.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	go func() {
-		res, err := e.conn.Ask(ctx, sid, "flood")
+		res, err := e.conn.Ask(e.ctx, sid, "flood")
 		if err == nil && res.StopReason != acp.StopReasonEndTurn {
 			err = fmt.Errorf("stopReason %s", res.StopReason)
 		}

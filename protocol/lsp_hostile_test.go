@@ -12,6 +12,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/lsp/lsptest"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
@@ -32,6 +33,7 @@ usage: true
 // bounded heap; the model and the user read one line that says what
 // happened, and another session's ping is answered meanwhile.
 func TestHostileLanguageServer(t *testing.T) {
+	testwait.Short(t, "language servers that attack mm")
 	for _, tc := range []struct{ attack, want string }{
 		{"endless-header", "[lsp: the go server misbehaved (a header over 4 KiB); stopped]"},
 		{"ask-flood", "[lsp: the go server misbehaved (64 answers to its requests unread); stopped]"},
@@ -53,7 +55,14 @@ func testHostileLanguageServer(t *testing.T, attack, want string) {
 	e := newEnvScript(t, hostileLSPScript, func(c *configs.Config) {
 		c.Turns.Concurrency = 4
 		c.LSP.Servers = map[string]string{"go": bin + " -attack " + attack + " -record " + record}
-		c.LSP.Timeout = time.Second
+		// lsp.timeout is on trial against the mute server alone, which
+		// never answers: the limit is its only way out. For the others it
+		// only bounds a hang, since it also bounds a call's start (the
+		// server started, initialized) on a machine that may be slow.
+		c.LSP.Timeout = testwait.Hang
+		if attack == "mute" {
+			c.LSP.Timeout = time.Second
+		}
 	})
 	for name, text := range map[string]string{
 		"go.mod":  "module example.com/demo\n\ngo 1.21\n",
@@ -79,11 +88,14 @@ func testHostileLanguageServer(t *testing.T, attack, want string) {
 		_, err := e.conn.Ask(e.ctx, victim, "def")
 		done <- err
 	}()
-	// The other session pings until the attacked turn is over, and for 3 s
-	// at least, since some attacks go on after it.
+	// The other session pings until the attacked turn is over, and 20
+	// times more, since some attacks go on after it.
 	var worst time.Duration
-	pings, begin := 0, time.Now()
-	for finished := false; !finished || time.Since(begin) < 3*time.Second; pings++ {
+	pings, after := 0, 0
+	for finished := false; !finished || after < 20; pings++ {
+		if finished {
+			after++
+		}
 		start := time.Now()
 		if res := e.ask(other, "ping"); res.StopReason != acp.StopReasonEndTurn {
 			t.Errorf("ping: %s", res.StopReason)

@@ -1,9 +1,9 @@
 package protocol_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +11,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/mcpclient/mcptest"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
@@ -38,21 +39,15 @@ func hostileMCP(name, mode string) acp.McpServer {
 }
 
 // newHostileEnv serves the agent with four turn slots, as the issue's
-// figures are taken. Its requests have two minutes, not newEnv's 30
-// seconds: the SDK reading a page of 11 MB under the race detector, on a
-// machine busy with other tests, takes a while.
+// figures are taken.
 func newHostileEnv(t *testing.T, edit func(*configs.Config)) *env {
 	t.Helper()
-	e := newEnvScript(t, hostileScript, func(c *configs.Config) {
+	return newEnvScript(t, hostileScript, func(c *configs.Config) {
 		c.Turns.Concurrency = 4
 		if edit != nil {
 			edit(c)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	e.ctx = ctx
-	return e
 }
 
 // openWith opens a session with an MCP server.
@@ -116,16 +111,23 @@ func TestMCPInvalidSchemasLeftOut(t *testing.T) {
 // mcp.maxTools offered, with a warning; the rest never reach the model's
 // requests nor stay in memory.
 func TestMCPTooManyTools(t *testing.T) {
-	const n = 100000
+	testwait.Short(t, "a listing of 100,000 tools")
+	// The SDK reads and decodes the whole page (11 MB for 100,000 tools)
+	// within mcpclient's fixed 30 s for a listing. Under the race detector
+	// on a busy 2-core machine that took longer than 30 s, and the server
+	// was given up ("0 of the server's tools offered"): there, a tenth of
+	// it, still 78 times mcp.maxTools, keeps that limit far above the work.
+	n := 100000
+	if raceBuild {
+		n = 10000
+	}
 	e := newHostileEnv(t, func(c *configs.Config) { c.MCP.MaxTools = 128 })
 	other := e.newSession()
 	var sid acp.SessionId
 	var names []string
 	f := measureAttack(t, e.ctx, e.conn, other, func() {
-		sid = openWith(t, e, hostileMCP("many", mcptest.ManyTools+":100000"))
-		// The SDK reads and decodes the 11 MB page (twice as slow under
-		// the race detector on a busy machine): only a hang fails the test.
-		names = waitToolsFor(t, e, sid, "mcp__many__t0", time.Minute)
+		sid = openWith(t, e, hostileMCP("many", mcptest.ManyTools+":"+strconv.Itoa(n)))
+		names = waitTools(t, e, sid, "mcp__many__t0")
 	})
 	warnings := acptest.Text(e.conn.Client.Updates(sid))
 	e.ask(sid, "ping")
@@ -155,6 +157,7 @@ func TestMCPTooManyTools(t *testing.T) {
 // mcp.timeout, or the server's own timeout, with a note the model reads;
 // the turn goes on.
 func TestMCPCallTimeout(t *testing.T) {
+	testwait.Short(t, "MCP calls left to their time limit")
 	for _, c := range []struct {
 		name   string
 		edit   func(*configs.Config)
@@ -178,11 +181,11 @@ func TestMCPCallTimeout(t *testing.T) {
 			waitTools(t, e, sid, "mcp__hang__wait")
 			e.conn.Client.Reset()
 			other := e.newSession()
-			ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
-			defer cancel()
+			// The server never answers the call: the time limit is the only
+			// way the call ends, and e.ctx bounds only a hang.
 			var res acp.PromptResponse
 			var err error
-			f := measureAttack(t, e.ctx, e.conn, other, func() { res, err = e.conn.Ask(ctx, sid, "wait") })
+			f := measureAttack(t, e.ctx, e.conn, other, func() { res, err = e.conn.Ask(e.ctx, sid, "wait") })
 			t.Logf("the unanswered call: %s", f)
 			if err != nil || res.StopReason != acp.StopReasonEndTurn {
 				t.Fatalf("the turn with an unanswered call: %v %v", res.StopReason, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -48,13 +49,10 @@ func serveMCP() {
 	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "waits until cancelled"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in mcpSlow) (*mcp.CallToolResult, any, error) {
 			_ = os.WriteFile(in.Started, []byte("started"), 0o644)
-			select {
-			case <-ctx.Done():
-				_ = os.WriteFile(in.Cancelled, []byte("cancelled"), 0o644)
-				return nil, nil, ctx.Err()
-			case <-time.After(time.Minute):
-				return reply("slept"), nil, nil
-			}
+			// It never answers by itself: only a cancel ends the call.
+			<-ctx.Done()
+			_ = os.WriteFile(in.Cancelled, []byte("cancelled"), 0o644)
+			return nil, nil, ctx.Err()
 		})
 	_ = s.Run(context.Background(), &mcp.StdioTransport{})
 }
@@ -83,17 +81,14 @@ usage: true
 `, filepath.Join(dir, "started"), filepath.Join(dir, "cancelled"))
 }
 
-// waitTools waits until the model is offered a tool, and returns the
-// names it was offered.
+// waitTools waits until the model is offered a tool (mcp__<server>__<tool>),
+// and returns the names it was offered. It fails at once if the session
+// was told that the tool's server did not start or did not list its tools,
+// and after testwait.Hang if the tool never comes.
 func waitTools(t *testing.T, e *env, sid acp.SessionId, want string) []string {
 	t.Helper()
-	return waitToolsFor(t, e, sid, want, 15*time.Second)
-}
-
-// waitToolsFor is waitTools with a hang bound of the caller's.
-func waitToolsFor(t *testing.T, e *env, sid acp.SessionId, want string, bound time.Duration) []string {
-	t.Helper()
-	deadline := time.Now().Add(bound)
+	server, _, _ := strings.Cut(strings.TrimPrefix(want, "mcp__"), "__")
+	deadline := time.Now().Add(testwait.Hang)
 	for {
 		e.ask(sid, "ping")
 		var names []string
@@ -101,8 +96,17 @@ func waitToolsFor(t *testing.T, e *env, sid acp.SessionId, want string, bound ti
 		for _, tl := range tools {
 			names = append(names, tl.(map[string]any)["function"].(map[string]any)["name"].(string))
 		}
-		if strings.Contains(strings.Join(names, " "), want) || time.Now().After(deadline) {
+		if strings.Contains(strings.Join(names, " "), want) {
 			return names
+		}
+		told := acptest.Text(e.conn.Client.Updates(sid))
+		for _, gaveUp := range []string{fmt.Sprintf("MCP server %q did not start", server), fmt.Sprintf("MCP server %q did not list its tools", server)} {
+			if i := strings.Index(told, gaveUp); i >= 0 {
+				t.Fatalf("waiting for %s: %.300s", want, told[i:])
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not offered within %v; offered %v", want, testwait.Hang, names)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -115,9 +119,7 @@ func TestMCPServers(t *testing.T) {
 	dir := t.TempDir()
 	e := newEnvScript(t, mcpScript(dir), nil)
 	newSession := func(servers ...acp.McpServer) acp.SessionId {
-		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
-		defer cancel()
-		res, err := e.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: servers})
+		res, err := e.conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: servers})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +166,7 @@ func TestMCPServers(t *testing.T) {
 		if r != acp.StopReasonCancelled {
 			t.Fatalf("stopReason %s", r)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the cancel did not end the MCP call")
 	}
 	waitFor(t, func() bool { return fileExists(filepath.Join(dir, "cancelled")) })

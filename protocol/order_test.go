@@ -12,6 +12,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/store"
 )
@@ -75,11 +76,32 @@ func TestModeThenPromptInOrder(t *testing.T) {
 	}
 }
 
+// update reads until a session/update of the kind comes.
+func (r *rawAgent) update(kind string) {
+	r.t.Helper()
+	timeout := time.After(testwait.Hang)
+	for {
+		select {
+		case m, ok := <-r.lines:
+			if !ok {
+				r.t.Fatal("the agent closed its output")
+			}
+			if p, ok := m["params"].(map[string]any); ok && m["method"] == "session/update" {
+				if u, ok := p["update"].(map[string]any); ok && u["sessionUpdate"] == kind {
+					return
+				}
+			}
+		case <-timeout:
+			r.t.Fatalf("no %s", kind)
+		}
+	}
+}
+
 // untilAnswered reads until the response with id, allowing every
 // permission request meanwhile; it reports whether one was asked.
 func (r *rawAgent) untilAnswered(id float64) (asked bool) {
 	r.t.Helper()
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for {
 		select {
 		case m, ok := <-r.lines:
@@ -154,9 +176,10 @@ func TestCloseThenLoadAndDelete(t *testing.T) {
 // rest), so its goroutines and heap stay flat; once the client reads
 // again, every request is answered once, in order.
 func TestRequestFloodIsBounded(t *testing.T) {
+	testwait.Short(t, "20,000 requests while the client reads nothing")
 	r, _ := newRawAgent(t)
 	sid := r.initSession(t.TempDir())
-	time.Sleep(100 * time.Millisecond) // the session's start-up settles
+	r.update("available_commands_update") // the session's start-up is over
 	goroutines, heap := runtime.NumGoroutine(), heapNow()
 	const n = 20000
 	lines := make([]string, n)
@@ -194,7 +217,7 @@ func TestRequestFloodIsBounded(t *testing.T) {
 	}
 	// Reading again: every request answered once, in order.
 	want := 1000.0
-	timeout := time.After(2 * time.Minute)
+	timeout := time.After(testwait.Hang)
 	for want < 1000+n {
 		select {
 		case m := <-r.lines:
@@ -232,7 +255,7 @@ func TestNullIDRequests(t *testing.T) {
 	}
 	go r.send(append(burst, `{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":1}}`)...)
 	refused := 0
-	timeout := time.After(time.Minute)
+	timeout := time.After(testwait.Hang)
 	for {
 		select {
 		case m, ok := <-r.lines:

@@ -9,6 +9,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -43,6 +44,7 @@ func sessionIDs(t *testing.T, conn *acptest.Conn, e *sessEnv, cwd *string) []str
 // it again, which fences the second in turn. A third mm, which knows no
 // folder, deletes it.
 func TestPostgresSharedByTwoAgents(t *testing.T) {
+	testwait.Short(t, "a PostgreSQL server started for two agents")
 	url := pg.URL(t)
 	e := newSessEnv(t, sessionScript, func(c *configs.Config) { c.Store.URL = url })
 	first := e.pgAgent()
@@ -131,6 +133,7 @@ func TestPostgresSharedByTwoAgents(t *testing.T) {
 // a session of its own in the database, which another mm lists and loads;
 // the session itself goes on, saved at its next revision.
 func TestPostgresNewKeepsTheConversation(t *testing.T) {
+	testwait.Short(t, "a PostgreSQL server started")
 	url := pg.URL(t)
 	e := newSessEnv(t, sessionScript, func(c *configs.Config) { c.Store.URL = url })
 	conn := e.pgAgent()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/protocol"
@@ -30,7 +31,7 @@ rules:
       - {text: "Running it.", toolCalls: [{name: bash, args: {command: "echo hi"}}]}
       - {text: "model read: {{last_tool_output}}"}
   - match: "^slow$"
-    steps: [{sleep: 30s}]
+    steps: [{sleep: 1h}] # never answers: only a cancel ends its turn
   - match: "^bash$"
     steps:
       - toolCalls: [{name: bash, args: {command: "true"}}]
@@ -61,7 +62,7 @@ func newSessEnv(t *testing.T, script string, edit func(*configs.Config)) *sessEn
 	if edit != nil {
 		edit(cfg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	t.Cleanup(cancel)
 	return &sessEnv{t: t, server: srv, cfg: cfg, cwd: t.TempDir(), ctx: ctx, stateDir: t.TempDir()}
 }
@@ -77,7 +78,7 @@ func (e *sessEnv) agent() *acptest.Conn {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = conn.Close(5 * time.Second) })
+	e.t.Cleanup(func() { _ = conn.Close(testwait.Hang) })
 	init, err := conn.Init(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
@@ -530,7 +531,7 @@ func (e *sessEnv) agentWithModels() *acptest.Conn {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = conn.Close(5 * time.Second) })
+	e.t.Cleanup(func() { _ = conn.Close(testwait.Hang) })
 	if _, err := conn.Init(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/pgtest"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/lsp/lsptest"
@@ -63,9 +64,9 @@ rules:
   - match: "^garbage$"
     steps: [{garbage: true}]
   - match: "^sleep$"
-    steps: [{text: "partial answer that streams so slowly that a cancel always lands in the middle of it, word after word after word", tokensPerSec: 2}]
+    steps: [{text: "partial answer that never ends", stall: true}] # streams "partial", then nothing: only a cancel ends it
   - match: "(?s)^slow( @notes.txt\\n.*)?$"
-    steps: [{sleep: 30s}]
+    steps: [{sleep: 1h}] # never answers: only a cancel ends its turn
   - match: "^long$"
     steps: [{text: "cut short", finish: length}]
 usage: true
@@ -133,10 +134,10 @@ func newEnvScript(t *testing.T, script string, edit func(*configs.Config)) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	t.Cleanup(func() {
 		cancel()
-		if err := conn.Close(5 * time.Second); err != nil {
+		if err := conn.Close(testwait.Hang); err != nil {
 			t.Errorf("agent did not stop: %v", err)
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -493,7 +494,7 @@ func TestCancelAbandonsPermissionRequest(t *testing.T) {
 		if r != acp.StopReasonCancelled {
 			t.Fatalf("stopReason = %s", r)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the turn waited for the abandoned permission request")
 	}
 	if fileExists(filepath.Join(e.cwd, "notes.txt")) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
@@ -83,7 +84,7 @@ func newRawAgentOpts(t *testing.T, script string, edit func(*configs.Config), op
 		inW.Close()
 		select {
 		case <-r.done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Hang):
 			t.Error("agent did not stop")
 		}
 		for range r.lines {
@@ -101,7 +102,7 @@ func (r *rawAgent) send(lines ...string) {
 // response waits for the response with the given id, skipping notifications.
 func (r *rawAgent) response(id float64) map[string]any {
 	r.t.Helper()
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for {
 		select {
 		case m := <-r.lines:
@@ -116,7 +117,7 @@ func (r *rawAgent) response(id float64) map[string]any {
 
 func (r *rawAgent) errorResponse() map[string]any {
 	r.t.Helper()
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for {
 		select {
 		case m := <-r.lines:

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // raw speaks streamable HTTP by hand, to see statuses and streams as they
@@ -137,10 +139,10 @@ func (s *sse) close() {
 }
 
 // next waits for the stream's next message whose path matches, skipping
-// others; "" if the stream ends or 10 s pass.
+// others; "" if the stream ends, and a failure after testwait.Hang.
 func (s *sse) next(t *testing.T, path, want string) string {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for {
 		select {
 		case m, ok := <-s.msgs:
@@ -156,9 +158,9 @@ func (s *sse) next(t *testing.T, path, want string) string {
 	}
 }
 
-// ended says whether the stream ends within 10 s.
+// ended says whether the stream ends, testwait.Hang at most.
 func (s *sse) ended() bool {
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for {
 		select {
 		case _, ok := <-s.msgs:

@@ -3,10 +3,10 @@ package serve_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -16,7 +16,7 @@ func TestPingPong(t *testing.T) {
 	e := newEnv(t, nil)
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 			defer cancel()
 			c := e.dial(tr, token)
 			sid := c.start(t, ctx)

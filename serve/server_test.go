@@ -24,6 +24,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve"
 	"github.com/mm-agent/mm/serve/servetest"
@@ -133,7 +134,7 @@ func TestAdmission(t *testing.T) {
 // either transport gets 503, and a closed one gives its place back.
 func TestMaxConnections(t *testing.T) {
 	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.MaxConnections = 2 })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	a := e.dial(serve.WebSocket, token)
 	a.start(t, ctx)
@@ -154,7 +155,7 @@ func TestMaxConnections(t *testing.T) {
 // TestMetrics: /metrics counts connections by transport.
 func TestMetrics(t *testing.T) {
 	e := newEnv(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	c := e.dial(serve.WebSocket, token)
 	c.start(t, ctx)
@@ -181,7 +182,7 @@ func TestMetrics(t *testing.T) {
 func TestReady(t *testing.T) {
 	var ready atomic.Bool
 	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.Ready = ready.Load })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	if status, body := e.get("/readyz"); status != 503 || body != "not ready" {
 		t.Errorf("/readyz before ready: %d %q", status, body)
@@ -209,9 +210,13 @@ func TestReady(t *testing.T) {
 // TestDrain: once Serve's context ends, /readyz answers 503 and new
 // connections are refused; an idle connection ends at once, one with a
 // turn in flight after DrainTimeout, its turn cancelled; Serve returns.
+// The turn's model never answers ("slow" stalls), so DrainTimeout is the
+// only way the busy connection ends: the log's reasons tell which way each
+// ended, and the times are logged.
 func TestDrain(t *testing.T) {
+	testwait.Short(t, "a drain that waits for serve.drainTimeout")
 	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.DrainTimeout = time.Second })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	idle := e.raw()
 	idle.init()
@@ -228,22 +233,27 @@ func TestDrain(t *testing.T) {
 	}
 	start := time.Now()
 	served := make(chan error, 1)
-	go func() { served <- e.stop(20 * time.Second) }()
+	go func() { served <- e.stop(testwait.Hang) }()
 	waitFor(t, func() bool { s, _ := e.get("/readyz"); return s == 503 })
 	if !idleStream.ended() {
-		t.Error("the idle connection was not ended at once")
+		t.Error("the idle connection did not end")
 	}
-	if d := time.Since(start); d > 900*time.Millisecond {
-		t.Errorf("the idle connection ended after %v", d)
-	}
+	t.Logf("the idle connection ended %v after the drain began", time.Since(start))
 	if _, resp, err := servetest.DialWebSocket(ctx, e.ws, token, nil); err == nil || resp.StatusCode != 503 {
 		t.Errorf("a new connection while draining: %v", err)
 	}
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d < time.Second {
-		t.Errorf("Serve returned after %v, before DrainTimeout", d)
+	t.Logf("Serve returned %v after the drain began (serve.drainTimeout 1s)", time.Since(start))
+	log := e.stderr.String()
+	for _, want := range []string{
+		"[serve] http connection of alice closed: the server is shutting down conn=",
+		"[serve] websocket connection of alice closed: the server is shutting down (serve.drainTimeout) conn=",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
 	}
 	select {
 	case resp := <-answered:
@@ -264,7 +274,7 @@ func TestHTTP2(t *testing.T) {
 	tr := &http.Transport{Protocols: &p}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: &protoCheck{t: t, rt: tr}}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	c := newClient(t, servetest.DialHTTP(e.url, token, client))
 	sid := c.start(t, ctx)
@@ -299,7 +309,7 @@ func TestTLS(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: &protoCheck{t: t, rt: tr}}
 	https := "https" + strings.TrimPrefix(e.url, "http")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	c := newClient(t, servetest.DialHTTP(https, token, client))
 	sid := c.start(t, ctx)
@@ -357,14 +367,19 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 // is disconnected after the stall timeout, on either transport; over HTTP
 // mm's writer waits once the connection's streams hold MaxBufferedBytes.
 func TestStall(t *testing.T) {
+	testwait.Short(t, "clients cut off after the stall timeout")
 	e := newEnv(t, func(o *serve.Options, c *configs.Config) {
-		o.StallTimeout = 500 * time.Millisecond
+		// The paused client never reads again, so the limit is its only
+		// way out; the limit also bounds what a reading client does before
+		// it pauses (the streams opened, initialize answered), which must
+		// fit in it on a loaded machine.
+		o.StallTimeout = stallBound
 		o.MaxBufferedBytes = 64 << 10
 		c.Model.Script = writeScript(t, bigScript())
 	})
 	for i, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 			defer cancel()
 			p := &pausable{}
 			var s servetest.Stream

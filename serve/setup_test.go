@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
@@ -24,7 +26,35 @@ import (
 	"github.com/mm-agent/mm/serve/servetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks that no goroutine outlives the tests. Every client a test
+// opens is closed, and its reader seen to end, by the test's cleanup
+// (newClient); what winds down after that (the SDK's notification queue,
+// a server's last writes) gets until testwait.Hang, so that a loaded
+// machine is not taken for a leak, while a goroutine that never ends
+// still fails the run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := settledLeaks(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// settledLeaks is goleak.Find, tried again until it finds nothing or
+// testwait.Hang has passed.
+func settledLeaks() error {
+	deadline := time.Now().Add(testwait.Hang)
+	for {
+		err := goleak.Find()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
 
 // token is the tests' bearer token, named alice.
 const token = "0123456789abcdef-test-token"
@@ -81,7 +111,9 @@ func newEnv(t *testing.T, edit func(*serve.Options, *configs.Config)) *env {
 	cfg.Model.WarmUp = false
 	cfg.Model.Script = writeScript(t, script)
 	o := serve.Options{Tokens: []serve.Token{{Name: "alice", Secret: token}, {Name: "bob", Secret: token + "-bob"}},
-		StallTimeout: 5 * time.Second, DrainTimeout: 5 * time.Second}
+		// The stall timeout only bounds a hang here: a test that puts it on
+		// trial sets its own, with a client that never reads.
+		StallTimeout: testwait.Hang, DrainTimeout: 5 * time.Second}
 	if edit != nil {
 		edit(&o, cfg)
 	}
@@ -109,7 +141,7 @@ func newEnv(t *testing.T, edit func(*serve.Options, *configs.Config)) *env {
 		srv: srv, stderr: stderr, cancel: cancel, served: make(chan error, 1), conn: conn}
 	go func() { e.served <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() {
-		if err := e.stop(30 * time.Second); err != nil {
+		if err := e.stop(testwait.Hang); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 		if t.Failed() || testing.Verbose() {
@@ -142,7 +174,16 @@ func newClient(t *testing.T, s servetest.Stream) *client {
 	t.Helper()
 	rec := acptest.NewClient()
 	conn := acptest.Dial(rec, s, s)
-	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() {
+		_ = s.Close()
+		// The SDK's reader ends once the closed stream gives it EOF; a
+		// leak check that ran before would find it still reading.
+		select {
+		case <-conn.Done():
+		case <-time.After(testwait.Hang):
+			t.Errorf("the client's reader had not ended %v after its stream closed", testwait.Hang)
+		}
+	})
 	return &client{Conn: conn, rec: rec, stream: s}
 }
 
@@ -150,9 +191,7 @@ func newClient(t *testing.T, s servetest.Stream) *client {
 func (e *env) dial(transport, tok string) *client {
 	e.t.Helper()
 	if transport == serve.WebSocket {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ws, _, err := servetest.DialWebSocket(ctx, e.ws, tok, nil)
+		ws, _, err := servetest.DialWebSocket(testwait.Context(e.t), e.ws, tok, nil)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -180,15 +219,18 @@ func (c *client) ask(ctx context.Context, sid acp.SessionId, text string) (acp.P
 
 var transports = []string{serve.WebSocket, serve.HTTP}
 
-const timeMillisecond = time.Millisecond // (a short stall timeout)
+// stallBound is serve.stallTimeout where a test puts it on trial with a
+// client that never reads: short, yet far above what a client that does
+// read needs before it stops (initialize answered, its streams opened).
+const stallBound = 2 * time.Second
 
-// waitFor polls ok for 10 s.
+// waitFor polls ok, testwait.Hang at most.
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+			t.Fatalf("the condition was not reached in %v", testwait.Hang)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

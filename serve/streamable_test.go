@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/serve"
 )
 
@@ -178,7 +179,9 @@ func TestSessionStreamsBound(t *testing.T) {
 // TestAbandoned: a connection whose client never opens its stream ends
 // after the stall timeout.
 func TestAbandoned(t *testing.T) {
-	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.StallTimeout = 300 * timeMillisecond })
+	testwait.Short(t, "a connection abandoned for the stall timeout")
+	// The limit also bounds initialize's answer, inline, before it.
+	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.StallTimeout = stallBound })
 	r := e.raw()
 	r.init()
 	waitFor(t, func() bool { return strings.Contains(e.stderr.String(), "no stream open for serve.stallTimeout") })

@@ -5,21 +5,22 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mm-agent/mm/grains"
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestClusterRun: a run against three `mm serve` it starts as one
 // cluster (-nodes 3) passes every check, its connections reach every
 // node, and its sessions live on more than one node.
 func TestClusterRun(t *testing.T) {
+	testwait.Short(t, "a run against a cluster of three mm serve")
 	c := Defaults()
 	c.Sessions, c.Turns, c.Concurrency = 30, 4, 8
-	c.Serve, c.Nodes, c.Conns = filepath.Join(bins, "mm"), 3, 1
+	c.Serve, c.Nodes, c.Conns = binary(t, "mm"), 3, 1
 	r, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -49,9 +50,10 @@ func TestClusterRun(t *testing.T) {
 // is lost or answered twice, the checks hold for every answered turn, and
 // every session whose turn failed goes on on a live node.
 func TestClusterKillNode(t *testing.T) {
+	testwait.Short(t, "a node of three killed during a run")
 	c := Defaults()
 	c.Sessions, c.Turns, c.Concurrency = 30, 6, 16
-	c.Serve, c.Nodes, c.Conns, c.Persist = filepath.Join(bins, "mm"), 3, 2, true
+	c.Serve, c.Nodes, c.Conns, c.Persist = binary(t, "mm"), 3, 2, true
 	c.TokensPerS, c.Words, c.KillNode = 200, 40, 400*time.Millisecond
 	r, err := Run(context.Background(), c)
 	if err != nil {
@@ -83,12 +85,15 @@ func TestClusterKillNode(t *testing.T) {
 // TestClusterKillNodeOnLastTurn: with one turn per session, the kill
 // lands on each session's last turn: a session whose turn failed runs one
 // more (a ping, not among the turns), which must be answered on a live
-// node.
+// node. The turns stream for 5 s and the kill comes 1 s in: their prompts,
+// all sent at once, have a second to reach their nodes however slow the
+// machine, and still stream when it dies.
 func TestClusterKillNodeOnLastTurn(t *testing.T) {
+	testwait.Short(t, "a node of three killed on the sessions' last turn")
 	c := Defaults()
 	c.Sessions, c.Turns, c.Concurrency = 30, 1, 64
-	c.Serve, c.Nodes, c.Conns, c.Persist = filepath.Join(bins, "mm"), 3, 2, true
-	c.TokensPerS, c.Words, c.KillNode = 200, 200, 300*time.Millisecond
+	c.Serve, c.Nodes, c.Conns, c.Persist = binary(t, "mm"), 3, 2, true
+	c.TokensPerS, c.Words, c.KillNode = 200, 1000, time.Second
 	r, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +104,7 @@ func TestClusterKillNodeOnLastTurn(t *testing.T) {
 		t.Fatalf("run not OK: %+v", k)
 	}
 	if k.Failed == 0 {
-		t.Fatal("no turn ran on the killed node when it died (30 turns of a second, all at once, the kill at 0.3 s)")
+		t.Fatal("no turn ran on the killed node when it died (30 turns of 5 s, all at once, the kill at 1 s)")
 	}
 	if k.Resumed != k.Failed || k.Answered+k.Failed != int64(r.Turns)+k.Failed {
 		t.Errorf("%d turns; answered %d, failed %d, resumed %d: each failed session's extra turn must be answered", r.Turns, k.Answered, k.Failed, k.Resumed)
@@ -109,10 +114,11 @@ func TestClusterKillNodeOnLastTurn(t *testing.T) {
 // TestClusterByURLs: -url takes the nodes of a cluster started apart, the
 // connections round-robin over them.
 func TestClusterByURLs(t *testing.T) {
+	testwait.Short(t, "a run against two mm serve started apart")
 	dir := t.TempDir()
 	c := Defaults()
 	c.Sessions, c.Turns, c.Concurrency = 10, 2, 4
-	c.Serve, c.Nodes = filepath.Join(bins, "mm"), 2
+	c.Serve, c.Nodes = binary(t, "mm"), 2
 	const token = "cluster-by-urls-token-0123456789"
 	procs, err := startServeProcs(context.Background(), &c, dir, "", token)
 	if err != nil {

@@ -307,10 +307,16 @@ func (p *peakRSS) watch(f *fleet) (stop func()) {
 	return func() { close(quit); wg.Wait() }
 }
 
-// goroutinesLeft waits a little for goroutines to wind down and returns how
-// many more there are than before the run.
+// windDown bounds the wait for goroutines to wind down once the run's
+// connections have closed: far above the milliseconds it takes, so that a
+// loaded machine is not taken for a leak; a real leak waits this long
+// before it is counted.
+const windDown = 30 * time.Second
+
+// goroutinesLeft waits for goroutines to wind down, windDown at most, and
+// returns how many more there are than before the run.
 func goroutinesLeft(before int) int {
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(windDown)
 	for {
 		n := runtime.NumGoroutine() - before
 		if n <= 0 || time.Now().After(deadline) {

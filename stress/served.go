@@ -313,13 +313,13 @@ func (s *server) cpu() time.Duration {
 	return sum
 }
 
-// goroutinesLeft waits a little for each live node's goroutines to wind
-// down after the run's connections closed, and returns how many more
+// goroutinesLeft waits for each live node's goroutines to wind down after
+// the run's connections closed (windDown at most), and returns how many more
 // there are than before they opened, summed over the nodes: those beyond
 // what mm keeps (left), and those it may keep (at most kept per node).
 func (s *server) goroutinesLeft(before, kept []int) (left, keeps int) {
 	for i, n := range s.nodes {
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(windDown)
 		for !n.dead.Load() {
 			m, err := s.scrape(context.Background(), n)
 			if err != nil {

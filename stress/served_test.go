@@ -2,9 +2,10 @@ package stress
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestServedOverWebSocket: a small run against a real `mm serve` the run
@@ -12,6 +13,7 @@ import (
 // kind of turn: the same checks as over pipes pass, and the memory figures
 // come from the server's /metrics.
 func TestServedOverWebSocket(t *testing.T) {
+	testwait.Short(t, "runs that need the mm binary built")
 	for _, tc := range []struct {
 		name  string
 		conns int
@@ -26,7 +28,7 @@ func TestServedOverWebSocket(t *testing.T) {
 			if tc.mix {
 				c.Bash, c.Edit, c.Ask, c.Cancel, c.Fail = 0.15, 0.15, 0.15, 0.15, 0.1
 			}
-			c.Serve, c.Conns = filepath.Join(bins, "mm"), tc.conns
+			c.Serve, c.Conns = binary(t, "mm"), tc.conns
 			r, err := Run(context.Background(), c)
 			if err != nil {
 				t.Fatal(err)
@@ -54,6 +56,7 @@ func TestServedOverWebSocket(t *testing.T) {
 // -write-config gives it and the sessions' folders in its root (-dir); a
 // wrong token fails the run at once, saying so.
 func TestServedByURL(t *testing.T) {
+	testwait.Short(t, "runs that need the mm binary built")
 	dir := t.TempDir()
 	c := Defaults()
 	c.Sessions, c.Turns, c.Concurrency = 10, 2, 4
@@ -62,7 +65,7 @@ func TestServedByURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "served-by-url-token-0123456789"
-	p, err := startServeProc(context.Background(), filepath.Join(bins, "mm"), cfg, dir, "", token)
+	p, err := startServeProc(context.Background(), binary(t, "mm"), cfg, dir, "", token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,25 +6,44 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/internal/mmbuild"
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
-var bins string // mm and mmstress, built once
+// bins is where mm and mmstress are built, once, by the first test that
+// needs them (binary): under -short none does, and nothing is built.
+var (
+	bins      string
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// binary is the path of the mm or mmstress binary, built on first use.
+func binary(t testing.TB, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		for _, b := range []string{"mm", "mmstress"} {
+			if err := mmbuild.Build(filepath.Join(bins, b), "../cmd/"+b); err != nil {
+				buildErr = err
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(bins, name)
+}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "mmstress-bin")
 	if err != nil {
 		panic(err)
-	}
-	for _, b := range []string{"mm", "mmstress"} {
-		if err := mmbuild.Build(filepath.Join(dir, b), "../cmd/"+b); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n", b, err)
-			os.Exit(1)
-		}
 	}
 	bins = dir
 	code := 0
@@ -86,8 +105,9 @@ func TestInProcessMix(t *testing.T) {
 
 // TestSubprocessesMix is the same over real pipes to two `mm -acp`.
 func TestSubprocessesMix(t *testing.T) {
+	testwait.Short(t, "runs that need the mm binary built")
 	c := mix()
-	c.Procs, c.MM = 2, filepath.Join(bins, "mm")
+	c.Procs, c.MM = 2, binary(t, "mm")
 	c.Persist = true
 	r, err := Run(context.Background(), c)
 	if err != nil {
@@ -163,7 +183,7 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 // sessions, 64 slots, the harness's client (b.N turns).
 func BenchmarkTurnsOverPipes(b *testing.B) {
 	c := Defaults()
-	c.Procs, c.MM = 1, filepath.Join(bins, "mm")
+	c.Procs, c.MM = 1, binary(b, "mm")
 	c.Turns = max(1, b.N/c.Sessions)
 	b.ResetTimer()
 	r, err := Run(context.Background(), c)
@@ -177,7 +197,7 @@ func BenchmarkTurnsOverPipes(b *testing.B) {
 // serve` over one WebSocket connection.
 func BenchmarkTurnsOverWebSocket(b *testing.B) {
 	c := Defaults()
-	c.Serve = filepath.Join(bins, "mm")
+	c.Serve = binary(b, "mm")
 	c.Turns = max(1, b.N/c.Sessions)
 	b.ResetTimer()
 	r, err := Run(context.Background(), c)
@@ -190,7 +210,7 @@ func BenchmarkTurnsOverWebSocket(b *testing.B) {
 // BenchmarkEchoOverPipes is the baseline: JSON-RPC echo on acp-go-sdk's
 // connection, same client, same pipes, same concurrency.
 func BenchmarkEchoOverPipes(b *testing.B) {
-	r, err := RunEcho(context.Background(), filepath.Join(bins, "mmstress"), "sdk", 1000, max(1, b.N/1000))
+	r, err := RunEcho(context.Background(), binary(b, "mmstress"), "sdk", 1000, max(1, b.N/1000))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -199,7 +219,7 @@ func BenchmarkEchoOverPipes(b *testing.B) {
 
 // BenchmarkRawEchoOverPipes is the floor: a hand-rolled echo.
 func BenchmarkRawEchoOverPipes(b *testing.B) {
-	r, err := RunEcho(context.Background(), filepath.Join(bins, "mmstress"), "raw", 1000, max(1, b.N/1000))
+	r, err := RunEcho(context.Background(), binary(b, "mmstress"), "raw", 1000, max(1, b.N/1000))
 	if err != nil {
 		b.Fatal(err)
 	}

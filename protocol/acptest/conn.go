@@ -2,6 +2,8 @@ package acptest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -178,11 +180,29 @@ func (c *Conn) Wait(timeout time.Duration) error {
 	}
 }
 
-// Close closes the agent's stdin and waits for it to finish, at most
-// timeout; it returns the agent's exit error, or context.DeadlineExceeded.
+// Close closes the agent's stdin and waits for it to finish, and for the
+// client's reader to read the agent's last line, at most timeout in all;
+// it returns the agent's exit error, or context.DeadlineExceeded. Once it
+// has returned, none of the connection's goroutines is left for a leak
+// check to find.
 func (c *Conn) Close(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	_ = c.closeIn()
-	return c.Wait(timeout)
+	if c.valve != nil {
+		c.valve.set(false) // a paused reader would never reach the end
+	}
+	err := c.Wait(timeout)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c.Done():
+		return err
+	case <-t.C:
+		return fmt.Errorf("acptest: the client's reader had not ended %v after Close: %w", timeout, context.DeadlineExceeded)
+	}
 }
 
 // Init sends a standard initialize request.

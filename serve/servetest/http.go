@@ -151,7 +151,10 @@ func (c *HTTP) initialize(msg []byte) error {
 	if err := <-ready; err != nil {
 		return err
 	}
-	c.in <- body
+	select {
+	case c.in <- body:
+	case <-c.ctx.Done():
+	}
 	return nil
 }
 
@@ -252,7 +255,8 @@ func (c *HTTP) received(msg []byte, session string) {
 }
 
 // Read gives the server's messages, one per line; io.EOF once the
-// connection stream has ended.
+// connection stream has ended, or Close was called (before initialize,
+// no stream would ever end it).
 func (c *HTTP) Read(p []byte) (int, error) {
 	for len(c.cur) == 0 {
 		select {
@@ -265,6 +269,8 @@ func (c *HTTP) Read(p []byte) (int, error) {
 			default:
 				return 0, io.EOF
 			}
+		case <-c.ctx.Done():
+			return 0, io.EOF
 		}
 	}
 	n := copy(p, c.cur)

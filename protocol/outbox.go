@@ -100,18 +100,33 @@ func (o *outbox) Request(sessionID string, id json.RawMessage, method string, pa
 // whether that finished within d; if not, a shard blocked on a write is
 // left to end when its write does.
 func (o *outbox) closeWithin(d time.Duration) bool {
-	deadline := time.After(d)
+	deadline := time.Now().Add(d)
+	return o.closeUnless(func() bool { return !time.Now().Before(deadline) })
+}
+
+// closeUnless writes what is queued, then stops the shards, unless giveUp,
+// asked every tenth of a second while a shard still writes, says to stop
+// waiting. It reports whether every shard finished; a shard blocked on a
+// write is left to end when its write does.
+func (o *outbox) closeUnless(giveUp func() bool) bool {
 	for _, s := range o.shards {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
 		s.cond.Broadcast()
 	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for _, s := range o.shards {
-		select {
-		case <-s.done:
-		case <-deadline:
-			return false
+		for done := false; !done; {
+			select {
+			case <-s.done:
+				done = true
+			case <-tick.C:
+				if giveUp() {
+					return false
+				}
+			}
 		}
 	}
 	return true

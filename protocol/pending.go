@@ -63,18 +63,33 @@ func (p *pending) count() int {
 	return p.n
 }
 
-// drain waits until every request read has been answered, or until no
-// answer was written for idle (a client that stopped reading): it reports
-// whether all were.
-func (p *pending) drain(idle time.Duration) bool {
+// How a drain ended.
+const (
+	drainDone   = iota // every request read was answered
+	drainStuck         // the client stopped reading
+	drainSilent        // no answer came for the wait's hang bound
+)
+
+// drain waits until every request read has been answered. It gives up
+// when stuck says the client has stopped reading, asked each time a
+// second passes without an answer, or when no answer came for hang.
+func (p *pending) drain(stuck func() bool, hang time.Duration) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	quiet := time.Duration(0)
 	for p.n > 0 {
-		if !p.waitProgress(p.answered, idle) {
-			return false
+		if p.waitProgress(p.answered, time.Second) {
+			quiet = 0
+			continue
+		}
+		if stuck() {
+			return drainStuck
+		}
+		if quiet += time.Second; quiet >= hang {
+			return drainSilent
 		}
 	}
-	return true
+	return drainDone
 }
 
 // waitProgress waits up to idle for an answer after seen; p.mu is held.

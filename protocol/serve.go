@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -57,7 +58,10 @@ type Conn struct {
 	acp     *acp.AgentSideConnection
 	out     *outbox
 	pending *pending
-	cancel  context.CancelFunc
+	// w is the connection's one writer: Wait asks it whether the client
+	// still reads.
+	w      *lockedWriter
+	cancel context.CancelFunc
 	// hub is shut down by Wait when the connection owns it (mm -acp).
 	hub *Hub
 }
@@ -107,7 +111,7 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	// The outbox delivers to actors once the runtime is up; the client's
 	// initialize is read and answered meanwhile, needing none of it.
 	go func() { box.setRoot(h.runtime().Root()) }()
-	return &Conn{agent: a, acp: conn, out: box, pending: waiting, cancel: cancel}
+	return &Conn{agent: a, acp: conn, out: box, pending: waiting, w: out, cancel: cancel}
 }
 
 // sdkWriter is the SDK's way out. The responses it writes answer requests
@@ -133,13 +137,42 @@ func (s *sdkWriter) Write(b []byte) (int, error) {
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+	// writing is when the write in progress began, as time since
+	// clockStart (monotonic), 0 between writes: a write that does not
+	// return is a client that does not read.
+	writing atomic.Int64
 }
+
+// clockStart is the origin of lockedWriter.writing.
+var clockStart = time.Now()
 
 func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.writing.Store(int64(time.Since(clockStart)) | 1) // never 0
+	defer l.writing.Store(0)
 	return l.w.Write(b)
 }
+
+// stuck says whether a write has been waiting on the client for d or more.
+func (l *lockedWriter) stuck(d time.Duration) bool {
+	began := l.writing.Load()
+	return began != 0 && time.Since(clockStart)-time.Duration(began) >= d
+}
+
+// The wait for the last answers at the end of a connection ends when they
+// are written, when the client stops reading, or when mm answers nothing
+// for a long time. A client that stops reading is seen by mm's write to
+// it: one that has not returned for clientIdle. mm's own pace is no such
+// sign: on a loaded machine it may write nothing for a second or two while
+// the client reads on, and giving up then would drop answers to requests
+// it read (TestEveryPipedRequestIsAnswered). Only silence for mmHang, far
+// above any pause of a working mm, is taken for a request it will never
+// answer.
+const (
+	clientIdle = 5 * time.Second
+	mmHang     = time.Minute
+)
 
 // quietEOF passes on the SDK's log records but one: the Info "connection
 // closed" it logs when the client closes its side (cause "peer connection
@@ -197,9 +230,18 @@ func (c *Conn) Wait(ctx context.Context) {
 	}
 	// Stdin closing is no reason to drop answers: every request read is
 	// answered before the sessions go, unless the client stopped reading
-	// too (no answer written for a second).
-	if !c.pending.drain(time.Second) {
+	// too. With a Forwarder, what is left unanswered after its Close was
+	// given up there (it bounds its own wait): a second's silence ends
+	// the wait for it.
+	hang := mmHang
+	if a.forward != nil {
+		hang = time.Second
+	}
+	switch c.pending.drain(func() bool { return c.w.stuck(clientIdle) }, hang) {
+	case drainStuck:
 		a.log.Warn(fmt.Sprintf("shutdown: %d request(s) left unanswered: the client does not read", c.pending.count()))
+	case drainSilent:
+		a.log.Warn(fmt.Sprintf("shutdown: %d request(s) left unanswered: no answer came for %s", c.pending.count(), hang))
 	}
 	c.pending.close()
 	a.mu.Lock()
@@ -217,9 +259,10 @@ func (c *Conn) Wait(ctx context.Context) {
 	a.calls.close()
 	c.cancel()
 	a.runtime() // a client may leave before the runtime is up
-	// A client that stopped reading must not hold the process forever: the
-	// last updates get a moment to drain, no more.
-	if !c.out.closeWithin(time.Second) {
+	// A client that stopped reading must not hold the process forever;
+	// one that reads gets the last updates, however long mm takes to write
+	// them.
+	if !c.out.closeUnless(func() bool { return c.w.stuck(clientIdle) }) {
 		a.log.Warn("shutdown: the client did not read the last updates")
 	}
 	if c.hub != nil {

@@ -12,7 +12,8 @@
 # to you: docker --user "$(id -u):$(id -g)"; rootless podman
 # --userns=keep-id --user "$(id -u):$(id -g)" (keep-id alone leaves the
 # image's USER below in force on all but recent Podman, 4.3 in Debian 12
-# among them: uid 10001, which cannot write your files). Mount the project
+# among them: uid 10001, which cannot write your files); podman as root
+# (rootful) docker's form, for it refuses keep-id. Mount the project
 # at the path it has on the host so that the editor's paths are valid
 # inside, and create ~/.config/mm before mounting it (or leave that mount
 # out for the embedded defaults). docs/container.md has podman, a model

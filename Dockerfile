@@ -12,7 +12,8 @@
 # to you: docker --user "$(id -u):$(id -g)"; rootless podman
 # --userns=keep-id --user "$(id -u):$(id -g)" (keep-id alone leaves the
 # image's USER below in force on all but recent Podman, 4.3 in Debian 12
-# among them: uid 10001, which cannot write your files). Mount the project
+# among them: uid 10001, which cannot write your files); podman as root
+# (rootful) docker's form, for it refuses keep-id. Mount the project
 # at the path it has on the host so that the editor's paths are valid
 # inside, and create ~/.config/mm before mounting it (or leave that mount
 # out for the embedded defaults). docs/container.md has podman, a model
@@ -44,8 +45,15 @@ RUN CGO_ENABLED=0 go build -trimpath -tags "$TAGS" \
 # bash, coreutils, git and ps (procps) are the agent's hands; the image stays
 # small otherwise.
 FROM docker.io/library/debian:bookworm-slim
-# tini reaps the orphans of killed command groups: mm would otherwise be
-# PID 1 and they would pile up as zombies.
+# tini is PID 1 so that mm is not. It is not there for the orphans of the
+# agent's commands: mm is their child subreaper (internal/procs) and reaps
+# them itself, and it handles SIGTERM and SIGINT (drain, exit 0), which tini
+# hands on. PID 1 must also reap what no one else does, e.g. what
+# `docker exec` leaves behind, in every mode: `mm connect` is no subreaper,
+# and as PID 1 its zombies would pile up. And a signal that mm leaves to
+# Go's default (SIGHUP) ends it with 129, as a signal; the kernel lets no
+# default action kill PID 1, so there Go falls back to exit 2, the status of
+# a usage error.
 # HOME is /home/mm for every uid: the caller's uid has no passwd entry here,
 # so HOME and its .config and .cache are writable by anyone (sticky, as /tmp).
 # The project belongs to the caller, not to the image's user: git must not

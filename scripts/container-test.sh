@@ -16,6 +16,20 @@
 #   - `IMAGE --version`, and words mm does not understand refused (exit 2).
 # Prints the image size.
 #
+# The page's commands differ with the engine and with who runs it, and so
+# does the block the test runs (MM_CONTAINER_MODE, as the markers name them):
+#   docker           Docker whose daemon runs as root (the usual install),
+#                    called by you or by root: --user "$(id -u):$(id -g)"
+#   docker-rootless  Docker's rootless daemon: --user 0:0 (its root is you)
+#   podman-rootless  Podman run by a user other than root:
+#                    --userns=keep-id --user "$(id -u):$(id -g)"
+#   podman-rootful   Podman run by root (or a client of a root Podman
+#                    service): the Docker form, --user "$(id -u):$(id -g)";
+#                    it refuses keep-id
+# The engine says which it is (`podman info`: Host.Security.Rootless;
+# `docker info`: SecurityOptions name=rootless), so a `docker` that is
+# Podman's docker shim gets Podman's block.
+#
 #   scripts/container-test.sh              docker, else podman
 #   ENGINE=podman scripts/container-test.sh
 #   IMAGE=mm:dev scripts/container-test.sh  the tag to build (default mm:container-test)
@@ -43,11 +57,28 @@ if [[ -z $engine ]]; then
 	exit 0
 fi
 
+# Podman answers Host.Security.Rootless (also through a `docker` shim);
+# Docker has no such field and fails the template.
+if rootless=$("$engine" info --format '{{.Host.Security.Rootless}}' 2>/dev/null); then
+	case $rootless in
+	true) mode=podman-rootless ;;
+	false) mode=podman-rootful ;;
+	*)
+		echo "container-test: \`$engine info\` says Host.Security.Rootless is \"$rootless\", want true or false" >&2
+		exit 1
+		;;
+	esac
+elif [[ $("$engine" info --format '{{json .SecurityOptions}}') == *name=rootless* ]]; then
+	mode=docker-rootless
+else
+	mode=docker
+fi
+
 image=${IMAGE:-mm:container-test}
-echo "container-test: building $image with $engine"
+echo "container-test: building $image with $engine ($mode, as uid $(id -u))"
 "$engine" build -t "$image" .
-echo "container-test: driving mm -acp and mm serve in $image"
-MM_CONTAINER_ENGINE=$engine MM_CONTAINER_IMAGE=$image \
+echo "container-test: driving mm -acp and mm serve in $image, with docs/container.md's $mode commands"
+MM_CONTAINER_ENGINE=$engine MM_CONTAINER_IMAGE=$image MM_CONTAINER_MODE=$mode \
 	go test -tags container -count=1 -run '^TestContainer' -v ./cmd/mm
 size=$("$engine" image inspect --format '{{.Size}}' "$image")
 echo "container-test: OK; image $image is $((size / 1000000)) MB ($size bytes)"

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,17 +68,22 @@ type fixture struct {
 	home, project string
 	run           docRun
 	wantUID       int // who bash runs as in the container
+	wantOwner     int // whose, on the host, the files it writes are: the caller's
 }
 
-// containerEngine returns the engine and the image that
-// scripts/container-test.sh built, or skips the test.
-func containerEngine(t *testing.T) (engine, image string) {
+// containerEngine returns the engine, the image that
+// scripts/container-test.sh built and the mode it found the engine in (one
+// of containerModes: which of the page's blocks fit), or skips the test.
+func containerEngine(t *testing.T) (engine, image, mode string) {
 	t.Helper()
-	engine, image = os.Getenv("MM_CONTAINER_ENGINE"), os.Getenv("MM_CONTAINER_IMAGE")
+	engine, image, mode = os.Getenv("MM_CONTAINER_ENGINE"), os.Getenv("MM_CONTAINER_IMAGE"), os.Getenv("MM_CONTAINER_MODE")
 	if engine == "" || image == "" {
-		t.Skip("run scripts/container-test.sh: it builds the image and sets MM_CONTAINER_ENGINE and MM_CONTAINER_IMAGE")
+		t.Skip("run scripts/container-test.sh: it builds the image and sets MM_CONTAINER_ENGINE, MM_CONTAINER_IMAGE and MM_CONTAINER_MODE")
 	}
-	return engine, image
+	if !slices.Contains(containerModes, mode) {
+		t.Fatalf("MM_CONTAINER_MODE=%q, want one of %q (scripts/container-test.sh sets it)", mode, containerModes)
+	}
+	return engine, image, mode
 }
 
 // newFixture reads the command marked what for the engine out of
@@ -86,11 +92,15 @@ func containerEngine(t *testing.T) (engine, image string) {
 // model goes there.
 func newFixture(t *testing.T, what string) *fixture {
 	t.Helper()
-	engine, image := containerEngine(t)
-	f := &fixture{engine: engine, image: image, home: t.TempDir(), project: t.TempDir(), wantUID: os.Getuid()}
+	engine, image, mode := containerEngine(t)
+	f := &fixture{engine: engine, image: image, home: t.TempDir(), project: t.TempDir(),
+		wantUID: os.Getuid(), wantOwner: os.Getuid()}
+	if mode == "docker-rootless" {
+		f.wantUID = 0 // the container's root, which is the caller on the host
+	}
 	env := docEnv{home: f.home, pwd: f.project, uid: os.Getuid(), gid: os.Getgid(),
 		gitName: testGitName, gitEmail: testGitEmail, token: containerToken}
-	run, err := docRunFor(readDoc(t, containerDoc), what, filepath.Base(engine), env)
+	run, err := docRunFor(readDoc(t, containerDoc), what, mode, env)
 	if err != nil {
 		t.Fatalf("docs/container.md: %v", err)
 	}
@@ -162,8 +172,8 @@ func (f *fixture) checkWrite(t *testing.T, text string) {
 		t.Errorf("made.txt holds %q", data)
 	}
 	if fi, err := os.Stat(made); err == nil {
-		if owner := int(fi.Sys().(*syscall.Stat_t).Uid); owner != f.wantUID {
-			t.Errorf("made.txt belongs to uid %d on the host, want %d (rootless docker maps container uids elsewhere: see docs/container.md)", owner, f.wantUID)
+		if owner := int(fi.Sys().(*syscall.Stat_t).Uid); owner != f.wantOwner {
+			t.Errorf("made.txt belongs to uid %d on the host, want %d (rootless docker maps container uids elsewhere: see docs/container.md)", owner, f.wantOwner)
 		}
 	}
 }
@@ -423,7 +433,7 @@ func TestContainerServeMin(t *testing.T) {
 // its default argument: `IMAGE --version` prints the version, and words mm
 // does not understand are a usage error, not ACP on stdio.
 func TestContainerCommands(t *testing.T) {
-	engine, image := containerEngine(t)
+	engine, image, _ := containerEngine(t)
 	out, err := exec.Command(engine, "run", "--rm", "--network=none", image, "--version").Output()
 	if err != nil || strings.TrimSpace(string(out)) != protocol.Version {
 		t.Errorf("IMAGE --version: %q %v, want %s", out, err, protocol.Version)

@@ -21,8 +21,29 @@ import (
 const containerDoc = "../../docs/container.md"
 
 // docMarker marks a fenced sh block for the container test: what the block
-// is (stdio, serve, serve-min) and the engines it runs with.
-var docMarker = regexp.MustCompile(`^<!-- container-test: ([a-z-]+)((?: (?:docker|podman))+) -->$`)
+// is (stdio, serve, serve-min) and the modes it is for.
+var docMarker = regexp.MustCompile(`^<!-- container-test: ([a-z-]+)((?: (?:docker|docker-rootless|podman-rootless|podman-rootful))+) -->$`)
+
+// containerModes are the engine and user combinations that need different
+// commands, as scripts/container-test.sh tells them apart (MM_CONTAINER_MODE):
+//   - docker: Docker whose daemon runs as root (the usual install), called by
+//     you or by root; the container's uids are the host's, so --user "$(id
+//     -u):$(id -g)" is you;
+//   - docker-rootless: Docker's rootless daemon; the container's root is
+//     you, so --user 0:0;
+//   - podman-rootless: Podman run by a user other than root; the container's
+//     uids map onto your subuids, so --userns=keep-id --user "$(id -u):$(id
+//     -g)";
+//   - podman-rootful: Podman run by root (or the client of a root Podman
+//     service); no user namespace, so the Docker form, and keep-id, which
+//     only rootless Podman has, is refused.
+var containerModes = []string{"docker", "docker-rootless", "podman-rootless", "podman-rootful"}
+
+// modeProgram is the program a mode's commands run: docker or podman.
+func modeProgram(mode string) string {
+	program, _, _ := strings.Cut(mode, "-")
+	return program
+}
 
 // docEnv is what the test gives the words a shell would expand.
 type docEnv struct {
@@ -48,10 +69,10 @@ func (e docEnv) expansions() map[string]string {
 // docBlock is one marked block: its commands, each as the words a shell
 // would hand the program.
 type docBlock struct {
-	what    string
-	engines []string
-	line    int // the marker's line in the page
-	cmds    [][]string
+	what  string
+	modes []string // containerModes
+	line  int      // the marker's line in the page
+	cmds  [][]string
 }
 
 // parseContainerDoc returns the marked blocks of text (docs/container.md),
@@ -75,10 +96,10 @@ func parseContainerDoc(text string, env docEnv) ([]docBlock, error) {
 		}
 		m := docMarker.FindStringSubmatch(l)
 		if m == nil {
-			return nil, fmt.Errorf("line %d: malformed marker %q, want <!-- container-test: WHAT ENGINE… -->", i+1, l)
+			return nil, fmt.Errorf("line %d: malformed marker %q, want <!-- container-test: WHAT MODE… -->", i+1, l)
 		}
-		b := docBlock{what: m[1], engines: strings.Fields(m[2]), line: i + 1}
-		for _, e := range b.engines {
+		b := docBlock{what: m[1], modes: strings.Fields(m[2]), line: i + 1}
+		for _, e := range b.modes {
 			key := b.what + " " + e
 			if at, dup := seen[key]; dup {
 				return nil, fmt.Errorf("line %d: a second block for %q (the first is at line %d)", i+1, key, at)
@@ -333,18 +354,19 @@ func parseRun(b docBlock) (docRun, error) {
 	return r, nil
 }
 
-// docRunFor returns the run of the block marked what for engine.
-func docRunFor(text, what, engine string, env docEnv) (docRun, error) {
+// docRunFor returns the run of the block marked what for mode (one of
+// containerModes).
+func docRunFor(text, what, mode string, env docEnv) (docRun, error) {
 	blocks, err := parseContainerDoc(text, env)
 	if err != nil {
 		return docRun{}, err
 	}
 	for _, b := range blocks {
-		if b.what == what && slices.Contains(b.engines, engine) {
+		if b.what == what && slices.Contains(b.modes, mode) {
 			return parseRun(b)
 		}
 	}
-	return docRun{}, fmt.Errorf("no block marked <!-- container-test: %s %s -->", what, engine)
+	return docRun{}, fmt.Errorf("no block marked <!-- container-test: %s %s -->", what, mode)
 }
 
 // values returns the values of the options named one of names.
@@ -458,23 +480,24 @@ var testDocEnv = docEnv{
 }
 
 // TestContainerDocCommands: the blocks the container test runs are in
-// docs/container.md, parse, and say what the page and issue 21 promise:
-// Podman as keep-id with --user, Docker with --user, the config folder made
-// before it is mounted, the project at its own path, git's identity, and
-// the smallest serve command as the issue gives it.
+// docs/container.md, one of each kind for every mode, parse, and say what
+// the page and issue 21 promise: the caller's uid (rootless Podman as
+// keep-id with --user, Docker and rootful Podman with --user, rootless
+// Docker as the container's root), the config folder made before it is
+// mounted, the project at its own path, git's identity, and the smallest
+// serve command as the issue gives it.
 func TestContainerDocCommands(t *testing.T) {
 	text := readDoc(t, containerDoc)
 	e := testDocEnv
-	user := fmt.Sprintf("%d:%d", e.uid, e.gid)
 	cfg := e.home + "/.config/mm"
 	for _, what := range []string{"stdio", "serve", "serve-min"} {
-		for _, engine := range []string{"docker", "podman"} {
-			r, err := docRunFor(text, what, engine, e)
+		for _, mode := range containerModes {
+			r, err := docRunFor(text, what, mode, e)
 			if err != nil {
-				t.Errorf("%s %s: %v", what, engine, err)
+				t.Errorf("%s %s: %v", what, mode, err)
 				continue
 			}
-			where := fmt.Sprintf("docs/container.md:%d (%s %s)", r.block.line, what, engine)
+			where := fmt.Sprintf("docs/container.md:%d (%s %s)", r.block.line, what, mode)
 			if what == "serve-min" {
 				// The issue's words, run by either engine.
 				want := "docker run -p 8765:8765 -e MM_SERVE_TOKEN=… IMAGE serve -listen 0.0.0.0:8765"
@@ -489,15 +512,20 @@ func TestContainerDocCommands(t *testing.T) {
 				}
 				continue
 			}
-			if r.program != engine {
+			if r.program != modeProgram(mode) {
 				t.Errorf("%s: runs %s", where, r.program)
 			}
-			// As the caller: --user, and for rootless Podman keep-id with it.
-			if !r.has("--user", user) {
-				t.Errorf("%s: no --user \"$(id -u):$(id -g)\"", where)
+			// As the caller: --user, and for rootless Podman keep-id with
+			// it; rootless Docker's root is the caller.
+			user, said := fmt.Sprintf("%d:%d", e.uid, e.gid), `"$(id -u):$(id -g)"`
+			if mode == "docker-rootless" {
+				user, said = "0:0", "0:0"
 			}
-			if keep := r.has("--userns", "keep-id"); keep != (engine == "podman") {
-				t.Errorf("%s: --userns=keep-id %v, want it with podman only", where, keep)
+			if !r.has("--user", user) {
+				t.Errorf("%s: no --user %s", where, said)
+			}
+			if keep := r.has("--userns", "keep-id"); keep != (mode == "podman-rootless") {
+				t.Errorf("%s: --userns=keep-id %v, want it with rootless podman only (rootful podman refuses it)", where, keep)
 			}
 			// The config folder made first, and mounted read-only.
 			if !slices.Contains(r.values("-v"), cfg+":/home/mm/.config/mm:ro") {
@@ -543,7 +571,7 @@ func TestContainerDocCommands(t *testing.T) {
 // TestContainerDocTestArgs: what the container test runs is the documented
 // run with only the changes the page lists.
 func TestContainerDocTestArgs(t *testing.T) {
-	r, err := docRunFor(readDoc(t, containerDoc), "serve", "podman", testDocEnv)
+	r, err := docRunFor(readDoc(t, containerDoc), "serve", "podman-rootless", testDocEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,8 +624,9 @@ func TestContainerDocParser(t *testing.T) {
 		{"no block", "<!-- container-test: stdio docker -->\n\n```sh\ndocker run mm\n```\n"},
 		{"not sh", "<!-- container-test: stdio docker -->\n```json\n{}\n```\n"},
 		{"unclosed", "<!-- container-test: stdio docker -->\n```sh\ndocker run mm\n"},
-		{"twice", "<!-- container-test: stdio docker -->\n```sh\ndocker run mm\n```\n<!-- container-test: stdio podman docker -->\n```sh\ndocker run mm\n```\n"},
+		{"twice", "<!-- container-test: stdio docker -->\n```sh\ndocker run mm\n```\n<!-- container-test: stdio podman-rootless docker -->\n```sh\ndocker run mm\n```\n"},
 		{"malformed marker", "<!-- container-test: stdio lxc -->\n```sh\ndocker run mm\n```\n"},
+		{"podman without rootless or rootful", "<!-- container-test: stdio podman -->\n```sh\npodman run mm\n```\n"},
 		{"pipe", "<!-- container-test: stdio docker -->\n```sh\ndocker run mm | cat\n```\n"},
 		{"dangling backslash", "<!-- container-test: stdio docker -->\n```sh\ndocker run mm \\\n```\n"},
 		{"empty", "<!-- container-test: stdio docker -->\n```sh\n# nothing\n```\n"},
@@ -618,7 +647,7 @@ func TestContainerDocParser(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", bad.why, err)
 		}
-		if _, err := parseRun(docBlock{what: "stdio", engines: []string{"docker"}, cmds: cmds}); err == nil {
+		if _, err := parseRun(docBlock{what: "stdio", modes: []string{"docker"}, cmds: cmds}); err == nil {
 			t.Errorf("%s: parsed", bad.why)
 		}
 	}
@@ -633,28 +662,43 @@ func TestContainerDocParser(t *testing.T) {
 	}
 }
 
+// fenced is a fenced block of a page, and the modes of the container-test
+// marker right before it (none if it is not marked).
+type fenced struct {
+	body  string
+	modes []string
+}
+
 // fencedBlocks returns the fenced blocks of text whose info string is lang.
-func fencedBlocks(text, lang string) []string {
-	var out []string
+func fencedBlocks(text, lang string) []fenced {
+	var out []fenced
 	var cur []string
+	var modes []string
 	in := false
+	prev := ""
 	for _, l := range strings.Split(text, "\n") {
 		switch {
 		case !in && strings.TrimSpace(l) == "```"+lang:
-			in, cur = true, nil
+			in, cur, modes = true, nil, nil
+			if m := docMarker.FindStringSubmatch(strings.TrimSpace(prev)); m != nil {
+				modes = strings.Fields(m[2])
+			}
 		case in && strings.HasPrefix(l, "```"):
 			in = false
-			out = append(out, strings.Join(cur, "\n"))
+			out = append(out, fenced{strings.Join(cur, "\n"), modes})
 		case in:
 			cur = append(cur, l)
 		}
+		prev = l
 	}
 	return out
 }
 
-// TestContainerDocEveryCommand: every command on the page, marked or not,
-// runs rootless Podman as the caller and makes ~/.config/mm before it
-// mounts it; so does the Dockerfile's comment.
+// TestContainerDocEveryCommand: every Podman command on the page, marked or
+// not, runs rootless Podman as the caller (keep-id with --user), save the
+// blocks marked for rootful Podman only, which run it with --user and
+// without keep-id; every command makes ~/.config/mm before it mounts it; so
+// does the Dockerfile's comment.
 func TestContainerDocEveryCommand(t *testing.T) {
 	dockerfile := readDoc(t, "../../Dockerfile")
 	var header []string
@@ -664,15 +708,21 @@ func TestContainerDocEveryCommand(t *testing.T) {
 		}
 		header = append(header, strings.TrimSpace(strings.TrimPrefix(l, "#")))
 	}
-	texts := map[string][]string{
+	texts := map[string][]fenced{
 		"docs/container.md":    fencedBlocks(readDoc(t, containerDoc), "sh"),
-		"the Dockerfile's top": {strings.Join(header, "\n")},
+		"the Dockerfile's top": {{body: strings.Join(header, "\n")}},
 	}
 	for where, blocks := range texts {
-		for _, b := range blocks {
+		for _, fb := range blocks {
+			b := fb.body
 			flat := strings.Join(strings.Fields(strings.ReplaceAll(b, "\\\n", " ")), " ")
-			if strings.Contains(flat, "podman run") && !strings.Contains(flat, `--userns=keep-id --user "$(id -u):$(id -g)"`) {
-				t.Errorf("%s: podman without --userns=keep-id --user \"$(id -u):$(id -g)\":\n%s", where, b)
+			rootful := slices.Equal(fb.modes, []string{"podman-rootful"})
+			switch {
+			case !strings.Contains(flat, "podman run"):
+			case rootful && (strings.Contains(flat, "keep-id") || !strings.Contains(flat, `--user "$(id -u):$(id -g)"`)):
+				t.Errorf("%s: rootful podman without --user \"$(id -u):$(id -g)\", or with keep-id, which it refuses:\n%s", where, b)
+			case !rootful && !strings.Contains(flat, `--userns=keep-id --user "$(id -u):$(id -g)"`):
+				t.Errorf("%s: podman without --userns=keep-id --user \"$(id -u):$(id -g)\" (only a block marked for podman-rootful leaves keep-id out):\n%s", where, b)
 			}
 			if mount := strings.Index(flat, "-v ~/.config/mm:"); mount >= 0 {
 				if mk := strings.Index(flat, "mkdir -p ~/.config/mm"); mk < 0 || mk > mount {
@@ -698,7 +748,8 @@ func TestContainerDocEveryCommand(t *testing.T) {
 // (Podman: keep-id with --user), with the config and git's identity.
 func TestContainerDocZed(t *testing.T) {
 	engines := map[string]bool{}
-	for _, b := range fencedBlocks(readDoc(t, containerDoc), "json") {
+	for _, fb := range fencedBlocks(readDoc(t, containerDoc), "json") {
+		b := fb.body
 		var v struct {
 			AgentServers map[string]struct {
 				Command string   `json:"command"`

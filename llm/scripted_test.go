@@ -293,7 +293,7 @@ rules:
 	whileSlow(t, "a gap reached the timeout", func() bool {
 		slow := 0
 		got, err := m.Stream(t.Context(), llm.Request{Messages: user("steady")}, func(d llm.Delta) {
-			if slow++; slow <= 3 {
+			if slow++; slow <= 2 {
 				time.Sleep(300 * time.Millisecond)
 			}
 		})

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/coder/acp-go-sdk"
 )
@@ -14,8 +12,7 @@ import (
 //
 //	go test -run '^$' -bench ClusterTurn -benchtime 2000x ./cmd/mm
 func BenchmarkClusterTurn(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := b.Context() // as long as -benchtime asks; go test's -timeout bounds a hang
 	ping := func(b *testing.B, w *wireClient, sid acp.SessionId) {
 		for b.Loop() {
 			if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
@@ -45,7 +42,7 @@ func BenchmarkClusterTurn(b *testing.B) {
 			b.Fatal(err)
 		}
 		var n int
-		waitUntil(b, 5*time.Second, "the session's node logs it", func() bool { n = c.hosts(res.SessionId); return n >= 0 })
+		waitUntil(b, "the session's node logging it", func() bool { n = c.hosts(res.SessionId); return n >= 0 })
 		at[n] = res.SessionId
 	}
 	b.Run("grain on the client's node", func(b *testing.B) { ping(b, w, at[0]) })

@@ -3,9 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/mm-agent/mm/grains"
 	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve/servetest"
 )
@@ -54,8 +58,7 @@ func (t teeStream) Read(p []byte) (int, error) { return t.r.Read(p) }
 
 func (s *served) wire(t testing.TB) *wireClient {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +102,7 @@ func (w *wireClient) ask(ctx context.Context, sid acp.SessionId, text string) (a
 // sessions go on elsewhere. It runs with the file store on the shared
 // folder and with Postgres (store.url).
 func TestClusterNodeLost(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
 	t.Run("files", func(t *testing.T) { clusterNodeLost(t, "sessions:\n  enabled: true\n") })
 	t.Run("postgres", func(t *testing.T) {
 		clusterNodeLost(t, fmt.Sprintf("sessions:\n  enabled: true\nstore:\n  url: %q\n", pg.URL(t)))
@@ -107,8 +111,7 @@ func TestClusterNodeLost(t *testing.T) {
 
 func clusterNodeLost(t *testing.T, extra string) {
 	c := &testCluster{nodes: startCluster(t, 3, extra)}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	w := c.nodes[0].wire(t)
 	project := c.nodes[0].project(t)
 	perNode := map[int][]acp.SessionId{}
@@ -120,7 +123,7 @@ func clusterNodeLost(t *testing.T, extra string) {
 		}
 		sids = append(sids, res.SessionId)
 		var at int
-		waitUntil(t, 5*time.Second, "the session's node logs it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
+		waitUntil(t, "the session's node logging it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
 		perNode[at] = append(perNode[at], res.SessionId)
 	}
 	t.Logf("%d sessions: %d, %d and %d on nodes 0, 1, 2", len(sids), len(perNode[0]), len(perNode[1]), len(perNode[2]))
@@ -164,7 +167,7 @@ func clusterNodeLost(t *testing.T, extra string) {
 		_, err := w.ask(ctx, lost, "slow")
 		lostErr <- err
 	}()
-	waitUntil(t, 10*time.Second, "the slow turn streams", func() bool {
+	waitUntil(t, "the slow turn streaming", func() bool {
 		return strings.Contains(acptest.Text(w.rec.Updates(lost)), "thinking")
 	})
 	for _, sid := range sids {
@@ -191,7 +194,7 @@ func clusterNodeLost(t *testing.T, extra string) {
 			t.Fatalf("the turn on the killed node: %v", err)
 		}
 		t.Logf("the node-lost error came %v after kill -9 (cluster.failureTimeout %s)", time.Since(killed).Round(time.Millisecond), testFailureTimeout)
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the turn on the killed node was never answered")
 	}
 	wg.Wait()
@@ -241,7 +244,7 @@ func clusterNodeLost(t *testing.T, extra string) {
 			results <- err
 		}()
 	}
-	waitUntil(t, 10*time.Second, "a steady turn streams", func() bool {
+	waitUntil(t, "a steady turn streaming", func() bool {
 		for _, sid := range steady {
 			if strings.Contains(acptest.Text(w.rec.Updates(sid)), "steady") {
 				return true
@@ -257,14 +260,8 @@ func clusterNodeLost(t *testing.T, extra string) {
 			t.Errorf("a turn on the node that was stopped: %v", err)
 		}
 	}
-	select {
-	case err := <-c.nodes[1].exited:
-		c.nodes[1].exited <- err
-		if err != nil {
-			t.Errorf("node 1 after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("node 1 did not stop")
+	if err := c.nodes[1].waitExit(t, "node 1 after SIGTERM"); err != nil {
+		t.Errorf("node 1 after SIGTERM: %v", err)
 	}
 	for _, sid := range steady {
 		if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
@@ -283,11 +280,15 @@ func clusterNodeLost(t *testing.T, extra string) {
 // the others count it out, and the session's next prompt reactivates it on
 // a live node, which saves it. Once thawed, the frozen node's copy ends
 // its turn and fails its save (fenced): it stops, says why, and the store
-// keeps the live copy's turns only.
+// keeps the live copy's turns only. The turn's model holds the rest of
+// its answer until the test lets it go (heldModel), so that the turn is
+// under way when the node is frozen, and ends only once it is thawed,
+// however slow the machine.
 func TestClusterTwoActivations(t *testing.T) {
-	c := &testCluster{nodes: startCluster(t, 2, fmt.Sprintf("sessions:\n  enabled: true\nstore:\n  url: %q\n", pg.URL(t)))}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	testwait.Short(t, "the cluster tests")
+	model := newHeldModel(t)
+	c := &testCluster{nodes: startClusterModel(t, 2, model.section(), fmt.Sprintf("sessions:\n  enabled: true\nstore:\n  url: %q\n", pg.URL(t)))}
+	ctx := testwait.Context(t)
 	w := c.nodes[0].wire(t)
 	project := c.nodes[0].project(t)
 	var sid acp.SessionId
@@ -300,7 +301,7 @@ func TestClusterTwoActivations(t *testing.T) {
 			t.Fatal(err)
 		}
 		var at int
-		waitUntil(t, 5*time.Second, "the session's node logs it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
+		waitUntil(t, "the session's node logging it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
 		if at == 1 {
 			sid = res.SessionId
 		}
@@ -311,11 +312,11 @@ func TestClusterTwoActivations(t *testing.T) {
 
 	stale := make(chan error, 1)
 	go func() {
-		_, err := w.ask(ctx, sid, "steady")
+		_, err := w.ask(ctx, sid, "held")
 		stale <- err
 	}()
-	waitUntil(t, 10*time.Second, "the steady turn streams", func() bool {
-		return strings.Contains(acptest.Text(w.rec.Updates(sid)), "steady")
+	waitUntil(t, "the held turn streaming", func() bool {
+		return strings.Contains(acptest.Text(w.rec.Updates(sid)), "held")
 	})
 	frozen := c.nodes[1].cmd.Process
 	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
@@ -334,7 +335,7 @@ func TestClusterTwoActivations(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), grains.NodeLost) {
 			t.Fatalf("the turn on the frozen node: %v", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the turn on the frozen node was never answered")
 	}
 	if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
@@ -345,12 +346,13 @@ func TestClusterTwoActivations(t *testing.T) {
 	}
 
 	thaw()
-	waitUntil(t, 20*time.Second, "the stale copy fails its save", func() bool {
+	model.let()
+	waitUntil(t, "the stale copy failing its save", func() bool {
 		return strings.Contains(c.nodes[1].stderr.String(), "session "+string(sid)+": another mm took this session over; this copy stopped")
 	})
 	// What the stale copy streamed after it was counted out never reached
 	// the client.
-	if text := acptest.Text(w.rec.Updates(sid)); strings.Contains(text, "to stream to the end") {
+	if text := acptest.Text(w.rec.Updates(sid)); strings.Contains(text, heldRest) {
 		t.Errorf("the client got the stale copy's stream: %q", text)
 	}
 	// The store has the live copy's turns: load it through a new
@@ -360,10 +362,92 @@ func TestClusterTwoActivations(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 	replay := acptest.Text(w2.rec.Updates(sid))
-	if strings.Count(replay, "pong") != 2 || strings.Contains(replay, "to stream to the end") {
+	if strings.Count(replay, "pong") != 2 || strings.Contains(replay, heldRest) {
 		t.Errorf("the replay is not the live copy's: %q", replay)
 	}
 	if res, err := w2.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Errorf("ping after the load: %v %v", res, err)
+	}
+}
+
+// heldRest is the part of heldModel's "held" answer it holds back.
+const heldRest = "and the rest of the held answer"
+
+// heldModel is an OpenAI-compatible model server for the nodes of a
+// cluster: a prompt "held" streams its first word and holds the rest
+// until let is called (or the request ends); any other prompt is answered
+// "pong" at once. A turn is then in the middle of its answer for as long
+// as the test needs, on any machine.
+type heldModel struct {
+	srv     *httptest.Server
+	release chan struct{}
+	once    sync.Once
+}
+
+func newHeldModel(t testing.TB) *heldModel {
+	t.Helper()
+	m := &heldModel{release: make(chan struct{})}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.chat))
+	t.Cleanup(func() { m.let(); m.srv.Close() })
+	return m
+}
+
+// section is the model: section of a node's config that uses m.
+func (m *heldModel) section() string {
+	return fmt.Sprintf("model:\n  provider: openai\n  baseURL: %s/v1\n  contextWindow: 100000\n  warmUp: false\n", m.srv.URL)
+}
+
+// let lets every held answer, and every later one, go to its end.
+func (m *heldModel) let() { m.once.Do(func() { close(m.release) }) }
+
+func (m *heldModel) chat(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		http.NotFound(w, r)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	prompt := ""
+	for _, msg := range gjson.GetBytes(body, "messages").Array() {
+		if msg.Get("role").String() == "user" {
+			if c := msg.Get("content"); c.IsArray() {
+				prompt = c.Get("0.text").String()
+			} else {
+				prompt = c.String()
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	send := func(delta map[string]string, finish any) bool {
+		chunk, _ := json.Marshal(map[string]any{"id": "chatcmpl-held", "object": "chat.completion.chunk", "created": 0, "model": "held",
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", chunk); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(map[string]string{"role": "assistant"}, nil) {
+		return
+	}
+	if prompt == "held" {
+		if !send(map[string]string{"content": "held "}, nil) {
+			return
+		}
+		select {
+		case <-m.release:
+		case <-r.Context().Done():
+			return
+		}
+		if !send(map[string]string{"content": heldRest}, nil) {
+			return
+		}
+	} else if !send(map[string]string{"content": "pong"}, nil) {
+		return
+	}
+	if send(map[string]string{}, "stop") {
+		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,7 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // tsClients is the folder of the TypeScript SDK's clients test: its
@@ -49,6 +49,7 @@ func TestClusterTypeScriptClients(t *testing.T) {
 // runTypeScriptClients runs cmd/mm/testdata/ts/clients.mjs, the official
 // TypeScript SDK's clients, against the mm serve start returns.
 func runTypeScriptClients(t *testing.T, start func() *served) {
+	testwait.Short(t, "the TypeScript SDK's clients (Node.js)")
 	missing := func(format string, args ...any) {
 		t.Helper()
 		if os.Getenv("MM_REQUIRE_NODE") == "1" {
@@ -80,9 +81,7 @@ func runTypeScriptClients(t *testing.T, start func() *served) {
 		}
 	}
 	s := start()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "clients.mjs", s.url, serveToken, s.project(t))
+	cmd := exec.CommandContext(testwait.Context(t), node, "clients.mjs", s.url, serveToken, s.project(t))
 	cmd.Dir = tsClients
 	out, err = cmd.CombinedOutput()
 	if err != nil {

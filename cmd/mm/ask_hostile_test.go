@@ -16,6 +16,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/agents/agenttest"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
@@ -41,8 +42,7 @@ func startHostile(t *testing.T, mode string) (*acptest.Conn, *exec.Cmd, *llmtest
 	// A window large enough for an answer of 100,000 pieces.
 	conn, cmd, srv := startMMScript(t, hostileAskScript, fmt.Sprintf("  contextWindow: 1000000\nturns:\n  concurrency: 4\nagents:\n  - {name: hostile, command: %q, env: {%s: %q}}\n",
 		os.Args[0], agenttest.Env, mode))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
+	ctx := testwait.Context(t)
 	if _, err := conn.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -191,9 +191,11 @@ func TestAskAgentExits(t *testing.T) {
 }
 
 // TestAskAgentFloodCancelled: an asked agent that streams without end and
-// ignores session/cancel is killed a second after the cancel; what mm keeps
-// of its answer is bounded meanwhile.
+// ignores session/cancel is killed a second after the cancel (the grace is
+// the only way out: it never answers); the turn ends cancelled, and what mm
+// keeps of its answer is bounded meanwhile.
 func TestAskAgentFloodCancelled(t *testing.T) {
+	testwait.Short(t, "3 s of an asked agent's flood")
 	conn, cmd, _, ctx, sid := startHostile(t, agenttest.Flood)
 	watch := pongWatch(t, conn, ctx)
 	rss := memKiB(t, cmd.Process.Pid, "VmRSS")
@@ -213,7 +215,7 @@ func TestAskAgentFloodCancelled(t *testing.T) {
 		if r != acp.StopReasonCancelled {
 			t.Errorf("stopReason %s", r)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the cancel did not end the question")
 	}
 	if hwm := memKiB(t, cmd.Process.Pid, "VmHWM"); hwm > 256<<10 {

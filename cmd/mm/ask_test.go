@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -53,8 +54,7 @@ func helperConfig(t *testing.T) string {
 func startAsking(t *testing.T, extra string) (*acptest.Conn, context.Context, string, acp.SessionId) {
 	t.Helper()
 	conn, _, _ := startMM(t, fmt.Sprintf("agents:\n  - {name: helper, command: %q, args: [\"-acp\", \"-config\", %q]}\n%s", mmBin, helperConfig(t), extra))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
+	ctx := testwait.Context(t)
 	if _, err := conn.InitForms(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -165,20 +165,15 @@ func TestAskAgentPostAskAndCancel(t *testing.T) {
 		if r != acp.StopReasonCancelled {
 			t.Fatalf("stopReason %s", r)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the cancel did not reach the asked agent")
+	case <-time.After(testwait.Hang):
+		t.Fatal("the cancel did not end the asking turn")
 	}
 	helpers := helperPids(t)
 	if _, err := conn.CloseSession(ctx, acp.CloseSessionRequest{SessionId: sid}); err != nil {
 		t.Fatal(err)
 	}
 	for _, pid := range helpers {
-		for i := 0; i < 250 && acptest.Alive(pid); i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if acptest.Alive(pid) {
-			t.Errorf("the helper (%d) outlived the session", pid)
-		}
+		waitUntil(t, fmt.Sprintf("the helper (%d) gone with the session", pid), func() bool { return !acptest.Alive(pid) })
 	}
 }
 

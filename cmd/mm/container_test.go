@@ -20,6 +20,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
@@ -235,9 +236,8 @@ func TestContainer(t *testing.T) {
 		}
 	}()
 
-	// The first run may wait for the engine to set up; later steps are quick.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	// The first run may wait for the engine to set up.
+	ctx := testwait.Context(t)
 	init, err := conn.Init(ctx)
 	if err != nil {
 		t.Fatalf("initialize: %v", err)
@@ -259,11 +259,11 @@ func TestContainer(t *testing.T) {
 	// Closing stdin ends mm, the container and the engine's client, with
 	// exit status 0; --rm then removes the container.
 	start := time.Now()
-	if err := conn.Close(30 * time.Second); err != nil {
+	if err := conn.Close(testwait.Hang); err != nil {
 		t.Fatalf("after stdin closed: %v", err)
 	}
 	t.Logf("exited %v after stdin closed", time.Since(start).Round(time.Millisecond))
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for {
 		out, err := exec.Command(f.engine, "ps", "-a", "-q", "--filter", "name=^"+name+"$").Output()
 		if err == nil && strings.TrimSpace(string(out)) == "" {
@@ -332,8 +332,8 @@ func serveContainer(t *testing.T, f *fixture) *containerServed {
 	case <-listening:
 	case err := <-s.exited:
 		t.Fatalf("the container exited: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("mm serve in the container did not say it listens")
+	case <-time.After(testwait.Hang):
+		t.Fatal("mm serve in the container did not say it listens, nor exit")
 	}
 	return s
 }
@@ -376,7 +376,7 @@ func (s *containerServed) stop(t *testing.T) {
 		if err != nil {
 			t.Errorf("the container exited: %v", err)
 		}
-	case <-time.After(time.Minute):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the container did not exit after stop")
 	}
 	if !strings.Contains(s.stderr.String(), "serve: stopped") {
@@ -394,8 +394,7 @@ func (s *containerServed) stop(t *testing.T) {
 func TestContainerServe(t *testing.T) {
 	f := newFixture(t, "serve")
 	s := serveContainer(t, f)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testwait.Context(t)
 	conn := s.connect(ctx, t)
 	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: f.project, McpServers: []acp.McpServer{}})
 	if err != nil {
@@ -403,7 +402,7 @@ func TestContainerServe(t *testing.T) {
 	}
 	f.checkWrite(t, turn(ctx, t, conn, sess.SessionId, "write"))
 	f.checkCommit(t, turn(ctx, t, conn, sess.SessionId, "commit"))
-	if err := conn.Close(10 * time.Second); err != nil {
+	if err := conn.Close(testwait.Hang); err != nil {
 		t.Errorf("mm connect after stdin closed: %v", err)
 	}
 	s.stop(t)
@@ -417,13 +416,12 @@ func TestContainerServe(t *testing.T) {
 func TestContainerServeMin(t *testing.T) {
 	f := newFixture(t, "serve-min")
 	s := serveContainer(t, f)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testwait.Context(t)
 	conn := s.connect(ctx, t)
 	if _, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/home/mm", McpServers: []acp.McpServer{}}); err != nil {
 		t.Fatalf("session/new in /home/mm: %v", err)
 	}
-	if err := conn.Close(10 * time.Second); err != nil {
+	if err := conn.Close(testwait.Hang); err != nil {
 		t.Errorf("mm connect after stdin closed: %v", err)
 	}
 	s.stop(t)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -82,6 +82,7 @@ func diffOf(content []acp.ToolCallContent) *acp.ToolCallContentDiff {
 // disk. A script path taken relative to mm's working directory instead of
 // the config file's would not even start.
 func TestDemo(t *testing.T) {
+	testwait.Short(t, "the demo's tour, paced as a model streams (10 s)")
 	config, err := filepath.Abs("../../configs/examples/demo.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +95,7 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close(5 * time.Second); _ = cmd.Process.Kill() })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	if _, err := conn.Init(ctx); err != nil {
 		t.Fatalf("initialize: %v\n%s", err, conn.Stderr.String())
 	}

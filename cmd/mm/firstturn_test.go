@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // BenchmarkFirstTurn measures what an editor user feels when opening mm:
@@ -26,7 +28,7 @@ func BenchmarkFirstTurn(b *testing.B) {
 		b.StopTimer() // a server per op: each process starts with nothing pooled
 		conn, cmd, _ := startMMScript(b, script, "  contextWindow: 100000\n")
 		b.StartTimer()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 		if _, err := conn.Init(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -71,7 +73,7 @@ func BenchmarkPromptAtOnce(b *testing.B) {
 				b.StopTimer()
 				conn, cmd, _ := startMMScript(b, script, fmt.Sprintf("  warmUp: %t\n", warm))
 				b.StartTimer()
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 				if _, err := conn.Init(ctx); err != nil {
 					b.Fatal(err)
 				}

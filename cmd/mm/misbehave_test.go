@@ -6,12 +6,18 @@ import (
 	"testing"
 
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestModelKeysFromConfig: model.retries and model.idleTimeout, written in
-// the user's config, reach the real process's model calls.
+// the user's config, reach the real process's model calls. The idle
+// timeout ends a stream that never goes on (the script's stall), its only
+// way out; it is long enough (10 s) that a ping's answer from the test's
+// server is never taken for a stall on a loaded machine.
 func TestModelKeysFromConfig(t *testing.T) {
-	conn, _, srv := startMM(t, "  idleTimeout: 300ms\n  retries: 1\n")
+	testwait.Short(t, "a model.idleTimeout of 10 s")
+	conn, _, srv := startMM(t, "  idleTimeout: 10s\n  retries: 1\n")
 	ctx, _, sess := openSession(t, conn)
 
 	srv.FailNext(1, 503, "0")
@@ -37,7 +43,7 @@ func TestModelKeysFromConfig(t *testing.T) {
 	}
 
 	_, err = conn.Ask(ctx, sess.SessionId, "stall")
-	if !errors.As(err, &re) || !strings.Contains(re.Error(), "no answer for 300ms (model.idleTimeout)") {
+	if !errors.As(err, &re) || !strings.Contains(re.Error(), "no answer for 10s (model.idleTimeout)") {
 		t.Errorf("err = %v, want the idle timeout", err)
 	}
 	if res, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {

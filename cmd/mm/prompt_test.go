@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestHugePromptRealProcess: the attack on a real mm, whose memory
@@ -20,11 +21,11 @@ import (
 // small, and the test logs mm's time, peak and remaining RSS, and the
 // worst ping→pong of the other session.
 func TestHugePromptRealProcess(t *testing.T) {
+	testwait.Short(t, "a prompt of 5 MiB")
 	conn, cmd, _ := startMMScript(t, "rules:\n  - match: \"^ping$\"\n    steps: [{text: pong}]\n  - match: \"^@\"\n    steps: [{text: seen}]\n",
 		"  contextWindow: 1073741824\nturns:\n  concurrency: 4\nsessions:\n  enabled: true\n")
 	_, cwd, sess := openSession(t, conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testwait.Context(t)
 	other, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/store"
 )
@@ -29,10 +30,7 @@ func TestKilledMidTurnThenLoaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _, _ = conn.Ask(ctx, sid, "slow") }()
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Requests() < 2 && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitUntil(t, "the slow turn asking the model", func() bool { return srv.Requests() >= 2 })
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = conn.Close(5 * time.Second)
 
@@ -68,9 +66,7 @@ func TestKilledMidTurnThenLoaded(t *testing.T) {
 // TestRandomKillsLeaveLoadableFiles kills mm at random moments while its
 // sessions are being rewritten, 200 times, and loads every session file.
 func TestRandomKillsLeaveLoadableFiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("200 process kills")
-	}
+	testwait.Short(t, "200 process kills")
 	_, cmd, _ := startMM(t, persisted)
 	_ = cmd.Process.Kill()
 	cfg := cmd.Args[3]
@@ -83,7 +79,7 @@ func TestRandomKillsLeaveLoadableFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		proc := conn.Process()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 		if _, err := conn.Init(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -151,8 +147,7 @@ func TestListWithoutCwdInANewProcess(t *testing.T) {
 		t.Cleanup(func() { _ = conn.Close(5 * time.Second) })
 		return conn
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	first := start()
 	if _, err := first.Init(ctx); err != nil {
 		t.Fatal(err)
@@ -169,7 +164,10 @@ func TestListWithoutCwdInANewProcess(t *testing.T) {
 		}
 		ids = append(ids, res.SessionId)
 	}
-	_ = first.Close(5 * time.Second)
+	// The next process reads what this one wrote at its exit.
+	if err := first.Close(testwait.Hang); err != nil {
+		t.Fatalf("the first mm's exit: %v", err)
+	}
 
 	list := func() map[acp.SessionId]string {
 		conn := start()

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/connect"
 	"github.com/mm-agent/mm/internal/testwait"
@@ -190,9 +191,22 @@ func TestConnectEndOfInput(t *testing.T) {
 	if strings.Contains(conn.Stderr.String(), "unanswered") {
 		t.Errorf("the drain ran out: %s", conn.Stderr.String())
 	}
+	// What mm connect wrote is the verdict. acp-go-sdk holds a response
+	// until the notifications read before it are handled, and reports
+	// "peer disconnected while waiting for pre-response notifications"
+	// instead when the stream ends meanwhile: on a loaded machine, the
+	// exit that follows the answer at once can come first.
 	r := <-answered
 	if r.err != nil || r.resp.StopReason != acp.StopReasonCancelled {
-		t.Errorf("the turn in flight: %v %v, want cancelled", r.resp, r.err)
+		t.Logf("the SDK returned %v %v", r.resp, r.err)
+	}
+	cancelled := false
+	for _, line := range strings.Split(conn.Stdout.String(), "\n") {
+		m := gjson.GetMany(line, "method", "result.stopReason")
+		cancelled = cancelled || !m[0].Exists() && m[1].String() == string(acp.StopReasonCancelled)
+	}
+	if !cancelled {
+		t.Errorf("mm connect wrote no cancelled answer to the prompt in flight:\n%s", conn.Stdout.String())
 	}
 }
 

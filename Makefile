@@ -6,7 +6,7 @@ build:
 	go build -o bin/mmstress ./cmd/mmstress
 
 test:
-	go test -race ./...
+	go test -race -timeout 30m ./...
 
 # The hot-path benchmarks, then mmstress with its standard settings (in
 # process, then one mm over pipes against the echo baseline), 10,000 idle

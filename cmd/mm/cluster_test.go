@@ -66,7 +66,7 @@ func startClusterModel(t testing.TB, n int, model, extra string) []*node {
 		}
 		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n",
 			strings.Join(peers, ", "), health[i], testFailureTimeout)
-		s := startServeModel(t, clusterBin, dir, fmt.Sprintf("node%d.yaml", i), model, cluster+extra, "MM_SERVE_TOKEN="+serveToken, "GORACE=exitcode=0")
+		s := startServeModel(t, clusterBin, dir, fmt.Sprintf("node%d.yaml", i), model, serveScript, cluster+extra, "MM_SERVE_TOKEN="+serveToken, "GORACE=exitcode=0")
 		ready := s.readyz(t)
 		nodes[i] = &node{served: s, health: health[i], readyAtStart: ready, joinedAtStart: strings.Contains(s.metricsOf(t), "mm_cluster_members")}
 	}

@@ -390,7 +390,7 @@ func TestConnectLongLine(t *testing.T) {
 // sees a stalled client and cuts it for serve.stallTimeout, as it would a
 // WebSocket client of its own; mm connect then ends with a non-zero code.
 func TestConnectBackpressure(t *testing.T) {
-	s := startServe(t, "serve:\n  stallTimeout: 1s\n")
+	s := startServeBig(t, "serve:\n  stallTimeout: 1s\n")
 	conn := connectTo(t, s.ws, "MM_TOKEN="+serveToken)
 	ctx := testwait.Context(t)
 	if _, err := conn.Init(ctx); err != nil {

@@ -37,13 +37,21 @@ rules:
     steps: [{text: "thinking hard", stall: true}]
   - match: "^steady$"
     steps: [{text: "steady words that take a second or so to stream to the end", tokensPerSec: 10}]
-  - match: "^big$"
-    steps: [{text: "BIG", tokensPerSec: 100000}]
   - match: "^bash$"
     steps:
       - toolCalls: [{name: bash, args: {command: "echo ran-in-bash"}}]
       - {text: "bash said: {{last_tool_output}}"}
 `
+
+// bigScript is serveScript and "big": 12 MB in 4 kB messages, more than
+// the sockets hold, and each message small, so that a client that stops
+// reading takes no more of it. Only the tests of such a client have it: a
+// race-built mm takes seconds to read a script of 12 MB (6 s on an idle
+// machine), which every node of every cluster paid before it listened.
+func bigScript() string {
+	big := strings.Repeat(strings.Repeat("w", 4000)+" ", 3000)
+	return serveScript + "  - match: \"^big$\"\n    steps: [{text: \"" + big + "\", tokensPerSec: 100000}]\n"
+}
 
 // served is one `mm serve` process.
 type served struct {
@@ -86,19 +94,22 @@ const scriptedModel = "model:\n  provider: scripted\n  script: script.yaml\n  wa
 // startServeBin is startServeAt with the mm binary bin.
 func startServeBin(t testing.TB, bin, dir, name, extra string, env ...string) *served {
 	t.Helper()
-	return startServeModel(t, bin, dir, name, scriptedModel, extra, env...)
+	return startServeModel(t, bin, dir, name, scriptedModel, serveScript, extra, env...)
+}
+
+// startServeBig is startServe on bigScript.
+func startServeBig(t testing.TB, extra string) *served {
+	t.Helper()
+	return startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, bigScript(), extra, "MM_SERVE_TOKEN="+serveToken)
 }
 
 // startServeModel is startServeBin with model as the config's model:
-// section. It waits for the process to say where it listens, or to exit:
+// section and script in script.yaml. It waits for the process to say where it listens, or to exit:
 // a loaded machine with an empty build cache may take long to start a
 // race-built mm; only testwait.Hang ends the wait.
-func startServeModel(t testing.TB, bin, dir, name, model, extra string, env ...string) *served {
+func startServeModel(t testing.TB, bin, dir, name, model, script, extra string, env ...string) *served {
 	t.Helper()
-	// 12 MB in 4 kB messages: more than the sockets hold, and each message
-	// small, so that a client that stops reading takes no more of it.
-	big := strings.Repeat(strings.Repeat("w", 4000)+" ", 3000)
-	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(strings.Replace(serveScript, "BIG", big, 1)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := model + "skills:\n  dirs: []\n" + extra
@@ -326,7 +337,7 @@ func TestServeRefuses(t *testing.T) {
 // serve.stallTimeout, and the server goes on serving others.
 func TestServeStall(t *testing.T) {
 	testwait.Short(t, "stalled clients of 12 MB answers")
-	s := startServe(t, "serve:\n  stallTimeout: 1s\n")
+	s := startServeBig(t, "serve:\n  stallTimeout: 1s\n")
 	const stalled = "closed: the client read nothing for serve.stallTimeout"
 	for i, tr := range []string{"websocket", "http"} {
 		t.Run(tr, func(t *testing.T) {

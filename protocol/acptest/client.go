@@ -113,15 +113,20 @@ func (c *Client) Reset() {
 	c.mu.Unlock()
 }
 
-// WaitUpdate blocks until some notification of the session satisfies ok, or
-// ctx ends.
-func (c *Client) WaitUpdate(ctx context.Context, sessionID acp.SessionId, ok func(acp.SessionUpdate) bool) error {
-	stop := context.AfterFunc(ctx, func() {
+// wakeWhenDone wakes the client's waiters when ctx ends, so that a wait on
+// c.cond sees ctx.Err(); it returns the func that stops it.
+func (c *Client) wakeWhenDone(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, func() {
 		c.mu.Lock()
 		c.cond.Broadcast()
 		c.mu.Unlock()
 	})
-	defer stop()
+}
+
+// WaitUpdate blocks until some notification of the session satisfies ok, or
+// ctx ends.
+func (c *Client) WaitUpdate(ctx context.Context, sessionID acp.SessionId, ok func(acp.SessionUpdate) bool) error {
+	defer c.wakeWhenDone(ctx)()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {

@@ -79,12 +79,7 @@ func (c *Client) Settle(ctx context.Context) error {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, settleBound)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		c.mu.Lock()
-		c.cond.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop()
+	defer c.wakeWhenDone(ctx)()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.delivered < want {

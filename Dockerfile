@@ -35,12 +35,16 @@ COPY . .
 # the version in the source.
 ARG VERSION=
 # The image is how a cluster is deployed (deploy/, docs/cluster.md), so it
-# has every cluster provider: the etcd, Consul and Kubernetes clients are
-# left out of the default build, which editors start (docs/benchmarks.md).
+# has mm-node, mm with the cluster, beside mm, with every cluster provider:
+# `mm serve` runs it when the config names a cluster. mm itself, which
+# editors start, links no cluster (docs/benchmarks.md).
 ARG TAGS=etcd,consul,k8s
-RUN CGO_ENABLED=0 go build -trimpath -tags "$TAGS" \
+RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w${VERSION:+ -X github.com/mm-agent/mm/protocol.Version=$VERSION}" \
-      -o /out/mm ./cmd/mm
+      -o /out/mm ./cmd/mm && \
+    CGO_ENABLED=0 go build -trimpath -tags "$TAGS" \
+      -ldflags "-s -w${VERSION:+ -X github.com/mm-agent/mm/protocol.Version=$VERSION}" \
+      -o /out/mm-node ./cmd/mm-node
 
 # bash, coreutils, git and ps (procps) are the agent's hands; the image stays
 # small otherwise.
@@ -69,7 +73,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends bash ca-certifi
  && chmod 1777 /home/mm /home/mm/.config /home/mm/.cache \
  && git config --system --add safe.directory '*'
 ENV HOME=/home/mm
-COPY --from=build /out/mm /usr/local/bin/mm
+COPY --from=build /out/mm /out/mm-node /usr/local/bin/
 # Non-root unless the caller says otherwise (--user).
 USER 10001:10001
 WORKDIR /home/mm

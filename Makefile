@@ -2,7 +2,7 @@
 .PHONY: build test bench stress release container-test
 
 build:
-	go build -o bin/mm ./cmd/mm
+	go build -o bin/ ./cmd/mm ./cmd/mm-node
 	go build -o bin/mmstress ./cmd/mmstress
 
 test:

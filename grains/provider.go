@@ -49,7 +49,7 @@ func newProvider(cfg configs.Cluster, host string, sys *actor.ActorSystem, log *
 		return &providerHandle{p: p, close: func() {}}, nil
 	}
 	if _, ok := providerTags[cfg.Provider]; ok {
-		return nil, fmt.Errorf("cluster.provider %s: this mm was built without it: build it with `go build -tags %s ./cmd/mm`, or run the container image, which has every provider (docs/cluster.md)", cfg.Provider, cfg.Provider)
+		return nil, fmt.Errorf("cluster.provider %s: this mm-node was built without it: build it with `go build -tags %s ./cmd/mm-node`, or run the container image, which has every provider (docs/cluster.md)", cfg.Provider, cfg.Provider)
 	}
 	return nil, fmt.Errorf("cluster.provider: unknown provider %q", cfg.Provider)
 }

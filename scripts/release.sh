@@ -5,8 +5,9 @@
 #   scripts/release.sh --names v1.2.3   print "<registry platform> <archive> <cmd>" per target; build nothing
 #   make release VERSION=v1.2.3         the same as the first line
 #
-# Each archive holds mm (mm.exe on Windows), LICENSE and README.md at its top
-# level: mm-<version>-<os>-<arch>.tar.gz, or .zip for Windows. Upload them to
+# Each archive holds mm (mm.exe on Windows), the binary editors start, and
+# mm-node, mm with the cluster (every provider), which `mm serve` runs when
+# its config names a cluster; LICENSE and README.md, all at its top level: mm-<version>-<os>-<arch>.tar.gz, or .zip for Windows. Upload them to
 # the GitHub release tagged <version>: acp_registry/agent.json points there,
 # and cmd/mm/registry_test.go checks its URLs against `--names`, so the names
 # are made in one place, archive_name below.
@@ -115,20 +116,29 @@ for t in "${targets[@]}"; do
 	dir="$stage/$goos-$goarch"
 	mkdir -p "$dir"
 	echo "release: $goos/$goarch → $archive" >&2
+	node=${exe/mm/mm-node}
 	CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
 		-ldflags "-s -w -X github.com/mm-agent/mm/protocol.Version=$version" \
 		-o "$dir/$exe" ./cmd/mm ||
 		die "go build failed for $goos/$goarch"
+	# mm-node, beside mm, is what mm serve runs on a cluster config: it has
+	# every cluster provider (docs/cluster.md).
+	CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath -tags etcd,consul,k8s \
+		-ldflags "-s -w -X github.com/mm-agent/mm/protocol.Version=$version" \
+		-o "$dir/$node" ./cmd/mm-node ||
+		die "go build of mm-node failed for $goos/$goarch"
 	if [[ $t == "$host" ]]; then
 		got=$("$dir/$exe" --version)
 		[[ $got == "$version" ]] || die "$goos/$goarch: mm --version printed \"$got\", want \"$version\""
+		got=$("$dir/$node" --version)
+		[[ $got == "$version" ]] || die "$goos/$goarch: mm-node --version printed \"$got\", want \"$version\""
 	fi
 	cp "$stage/docs/LICENSE" "$stage/docs/README.md" "$dir/"
 	touch -d "@$SOURCE_DATE_EPOCH" "$dir"/* 2>/dev/null || true
 	if [[ $goos == windows ]]; then
-		(cd "$dir" && zip -q -X "$out/$archive" "$exe" LICENSE README.md)
+		(cd "$dir" && zip -q -X "$out/$archive" "$exe" "$node" LICENSE README.md)
 	else
-		tar ${tar_flags[@]+"${tar_flags[@]}"} -C "$dir" -cf - "$exe" LICENSE README.md | gzip -n -9 >"$out/$archive"
+		tar ${tar_flags[@]+"${tar_flags[@]}"} -C "$dir" -cf - "$exe" "$node" LICENSE README.md | gzip -n -9 >"$out/$archive"
 	fi
 	built+=("$archive")
 done

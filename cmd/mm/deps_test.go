@@ -6,20 +6,44 @@ import (
 	"testing"
 )
 
-// The mm an editor starts (the default build: mm -acp, mm connect, mm --ask)
-// links no cluster provider's client: their package initialisers alone
-// made its start-up slower than its peers' (docs/benchmarks.md). They come
-// with -tags etcd, consul, k8s (docs/cluster.md).
-func TestEditorBinaryLinksNoClusterProvider(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/mm-agent/mm/cmd/mm").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, pkg := range strings.Fields(string(out)) {
-		for _, banned := range []string{"k8s.io/", "sigs.k8s.io/", "go.etcd.io/", "github.com/hashicorp/consul"} {
+// The mm an editor starts (mm -acp, mm connect, mm --ask) links no cluster:
+// the package initialisers of the providers' clients alone made its
+// start-up slower than its peers', and protoactor's cluster, its gRPC
+// remote and the grains cost it 1.4 ms of initialisers and 7 MB more
+// (docs/benchmarks.md). mm-node links them (automanaged always, the other
+// providers with -tags etcd, consul, k8s; docs/cluster.md).
+func TestEditorBinaryLinksNoCluster(t *testing.T) {
+	mm := deps(t, "github.com/mm-agent/mm/cmd/mm")
+	for _, pkg := range mm {
+		for _, banned := range []string{
+			"k8s.io/", "sigs.k8s.io/", "go.etcd.io/", "github.com/hashicorp/consul",
+			"github.com/asynkron/protoactor-go/cluster", "github.com/asynkron/protoactor-go/remote",
+			"google.golang.org/grpc", "github.com/mm-agent/mm/grains",
+		} {
 			if strings.HasPrefix(pkg, banned) {
-				t.Errorf("the default build imports %s", pkg)
+				t.Errorf("mm, the editor's binary, imports %s", pkg)
 			}
 		}
 	}
+	// mm-node, untagged, is a member with automanaged peers, and nothing
+	// more: mm serve on a cluster config runs it.
+	node := strings.Join(deps(t, "github.com/mm-agent/mm/cmd/mm-node"), "\n") + "\n"
+	for _, want := range []string{"github.com/mm-agent/mm/grains\n", "github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged\n"} {
+		if !strings.Contains(node, want) {
+			t.Errorf("mm-node does not import %s", strings.TrimSpace(want))
+		}
+	}
+	for _, banned := range []string{"k8s.io/", "go.etcd.io/", "github.com/hashicorp/consul"} {
+		if strings.Contains(node, "\n"+banned) || strings.HasPrefix(node, banned) {
+			t.Errorf("mm-node's default build imports %s", banned)
+		}
+	}
+}
+
+func deps(t *testing.T, pkg string) []string {
+	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	return strings.Fields(string(out))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/agents/agenttest"
+	"github.com/mm-agent/mm/internal/cli"
 	"github.com/mm-agent/mm/internal/mmbuild"
 	"github.com/mm-agent/mm/internal/pgtest"
 	"github.com/mm-agent/mm/internal/testwait"
@@ -43,8 +44,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// mm, and mm-node beside it: mm serve on a cluster config runs the
+	// mm-node next to it, as an installed pair does.
 	mmBin = filepath.Join(dir, "mm")
-	if err := mmbuild.Build(mmBin, "."); err != nil {
+	if err := buildPair(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "building mm: %v\n", err)
 		os.Exit(1)
 	}
@@ -52,8 +55,8 @@ func TestMain(m *testing.M) {
 	if raceEnabled {
 		// The cluster's nodes run with the race detector too, when the
 		// tests do: mm's own code across processes is checked (mmRaces).
-		clusterBin = filepath.Join(dir, "mm-race")
-		if err := mmbuild.Build(clusterBin, ".", "-race"); err != nil {
+		clusterBin = filepath.Join(dir, "race", "mm")
+		if err := buildPair(filepath.Dir(clusterBin), "-race"); err != nil {
 			fmt.Fprintf(os.Stderr, "building mm -race: %v\n", err)
 			os.Exit(1)
 		}
@@ -62,6 +65,17 @@ func TestMain(m *testing.M) {
 	pg.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// buildPair builds mm and mm-node into dir.
+func buildPair(dir string, flags ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := mmbuild.Build(filepath.Join(dir, "mm"), ".", flags...); err != nil {
+		return err
+	}
+	return mmbuild.Build(filepath.Join(dir, cli.NodeBinary), "../mm-node", flags...)
 }
 
 const script = `

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // network until SIGTERM or SIGINT, then a drain. It writes nothing on
 // stdout; its log, the token it made (if it made one) and the line naming
 // its address go to stderr.
-func runServe(args []string, stderr io.Writer) int {
+func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	fs := flag.NewFlagSet("mm serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "`ADDR` to listen on, host:port; port 0 picks a free one (default serve.listen)")
@@ -47,6 +47,10 @@ func runServe(args []string, stderr io.Writer) int {
 	if err != nil {
 		log.Error(err.Error())
 		return 1
+	}
+	if cfg.Cluster.Enabled() && newNode == nil {
+		errw.Close()
+		return handOff(args, stderr)
 	}
 	model, models, err := loadModels(cfg)
 	if err != nil {
@@ -87,10 +91,10 @@ func runServe(args []string, stderr io.Writer) int {
 	// wherever the cluster places them.
 	connector := hubConnector{hub: hub, roots: roots}
 	var ready func() bool
-	var node *clusterNode
+	var node Node
 	if cfg.Cluster.Enabled() {
-		node = newClusterNode(hub, log)
-		ready, connector.forward = node.ready, node.forward
+		node = newNode(hub, log)
+		ready, connector.forward = node.Ready, node.Forward
 	}
 	srv, err := serve.New(serve.Options{
 		Connector: connector,
@@ -135,7 +139,7 @@ func runServe(args []string, stderr io.Writer) int {
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	drained := make(chan struct{})
 	if node != nil {
-		if err := node.join(cfg, reg, log); err != nil {
+		if err := node.Join(cfg, reg); err != nil {
 			log.Error(err.Error())
 			cancelServe()
 			<-served
@@ -148,7 +152,7 @@ func runServe(args []string, stderr io.Writer) int {
 			<-ctx.Done()
 			dctx, cancel := context.WithTimeout(context.Background(), cfg.Serve.DrainTimeout)
 			defer cancel()
-			node.drain(dctx)
+			node.Drain(dctx)
 		}()
 	} else {
 		close(drained)
@@ -162,7 +166,7 @@ func runServe(args []string, stderr io.Writer) int {
 	// the node leaves its cluster.
 	hub.Shutdown()
 	if node != nil {
-		node.leave(leaveTimeout)
+		node.Leave(leaveTimeout)
 	}
 	if err != nil {
 		log.Error(err.Error())

@@ -1,0 +1,83 @@
+package grains
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/protocol"
+)
+
+// Node is mm serve as a node of a cluster (cluster.name set), as mm-node
+// runs it: a member hosting the session grains of its hub, and the edge
+// through which its own connections' sessions live wherever the cluster
+// places them.
+type Node struct {
+	host *Host
+	log  *slog.Logger
+	m    atomic.Pointer[Member]
+	edge atomic.Pointer[Edge]
+}
+
+// NewNode makes the node of hub; Join makes it a member.
+func NewNode(hub *protocol.Hub, log *slog.Logger) *Node {
+	return &Node{host: NewHost(hub, log), log: log}
+}
+
+// Join starts the membership, which takes protoactor a second or more;
+// the node is ready once it sees itself among the members.
+func (n *Node) Join(cfg *configs.Config, reg prometheus.Registerer) error {
+	m, err := Start(Options{Config: cfg.Cluster, Kinds: []*cluster.Kind{n.host.Kind()}, Log: n.log, Registry: reg})
+	if err != nil {
+		return err
+	}
+	n.host.Watch(m)
+	switch {
+	case !cfg.Sessions.Enabled:
+		n.log.Warn("cluster: sessions.enabled is false: a session lives only as long as its node; set it, with store.url, so that sessions move when a node is lost or leaves (docs/cluster.md)")
+	case cfg.Store.URL == "":
+		n.log.Warn("cluster: sessions are kept in files, whose saves are not fenced: two copies of a session (a frozen node, a partition) can both save; store.url (Postgres) fences every save (docs/cluster.md)")
+	}
+	// A request is tried until a lost node has left the membership and a
+	// leaving one has drained and gone: then its session has a new place.
+	budget := cfg.Cluster.FailureTimeout + cfg.Serve.DrainTimeout + 10*time.Second
+	n.edge.Store(NewEdge(m, budget, n.log))
+	n.m.Store(m)
+	return nil
+}
+
+// Ready is /readyz's: a node serves once it is a member.
+func (n *Node) Ready() bool {
+	m := n.m.Load()
+	return m != nil && m.Joined()
+}
+
+// Forward makes the Forwarder of a connection of owner. Connections are
+// let in only once the node is ready, so the edge exists by then.
+func (n *Node) Forward(owner string, roots []string) protocol.NewForwarder {
+	if e := n.edge.Load(); e != nil {
+		return e.Forwarder(owner, roots)
+	}
+	return nil
+}
+
+// Drain takes no new work from other nodes' clients and waits for the
+// turns running here, until ctx ends and they are cancelled.
+func (n *Node) Drain(ctx context.Context) { n.host.Drain(ctx) }
+
+// Leave ends what this node serves for other nodes' clients (their
+// sessions stay in the store, to be reopened elsewhere) and leaves the
+// cluster, within timeout.
+func (n *Node) Leave(timeout time.Duration) {
+	n.host.Close()
+	if m := n.m.Load(); m != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		m.Leave(ctx)
+	}
+}

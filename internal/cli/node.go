@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/logs"
+	"github.com/mm-agent/mm/protocol"
+)
+
+// Node is mm serve as a node of a cluster (grains.Node): a member that
+// hosts session grains, and the edge its own connections' sessions go
+// through.
+type Node interface {
+	// Join makes the node a member; it is Ready once it sees itself.
+	Join(cfg *configs.Config, reg prometheus.Registerer) error
+	Ready() bool
+	// Forward makes the Forwarder of a connection of owner.
+	Forward(owner string, roots []string) protocol.NewForwarder
+	// Drain waits for the turns of other nodes' clients running here.
+	Drain(ctx context.Context)
+	// Leave leaves the cluster within timeout.
+	Leave(timeout time.Duration)
+}
+
+// NewNode makes the cluster node of a served hub.
+type NewNode func(hub *protocol.Hub, log *slog.Logger) Node
+
+// NodeBinary is the name of the binary that is mm plus the cluster.
+const NodeBinary = "mm-node"
+
+// handOff is mm serve, in the binary that links no cluster, once the
+// config names one: it becomes mm-node (exec, as git runs its git-*
+// commands), with the same arguments, environment, standard files and pid,
+// so that a supervisor or container engine sees no difference. mm-node is
+// looked for next to this binary, then on PATH, and must be of this mm's
+// version.
+func handOff(args []string, stderr io.Writer) int {
+	log := logs.New(stderr, slog.LevelInfo)
+	path, err := nodeBinary()
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	out, err := exec.Command(path, "--version").Output()
+	if v := strings.TrimSpace(string(out)); err != nil || v != protocol.Version {
+		if err != nil {
+			v = err.Error()
+		}
+		log.Error(fmt.Sprintf("cluster.name is set: %s is not this mm's mm-node (it answers --version %q, this mm is %s): build both from one tree, `go build -o DIR/ ./cmd/mm ./cmd/mm-node` (docs/cluster.md)", path, v, protocol.Version))
+		return 1
+	}
+	log.Info("serve: cluster.name is set: this mm links no cluster; running " + path + " (mm with the cluster)")
+	argv := append([]string{path, "serve"}, args...)
+	err = syscall.Exec(path, argv, os.Environ())
+	log.Error(fmt.Sprintf("cluster.name is set: running %s: %v", path, err))
+	return 1
+}
+
+// nodeBinary finds mm-node: next to this binary, else on PATH.
+func nodeBinary() (string, error) {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	dir := "?"
+	if err == nil {
+		dir = filepath.Dir(self)
+		next := filepath.Join(dir, NodeBinary)
+		if fi, err := os.Stat(next); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return next, nil
+		}
+	}
+	if p, err := exec.LookPath(NodeBinary); err == nil {
+		return p, nil
+	}
+	return "", errors.New("cluster.name is set, and this mm links no cluster: a cluster node runs " + NodeBinary +
+		" (mm with the cluster), which is neither next to this mm (" + dir + ") nor on PATH; build both with `go build -o DIR/ ./cmd/mm ./cmd/mm-node` (the release archives and the container image have both; docs/cluster.md)")
+}

@@ -34,8 +34,12 @@ type Hub struct {
 	store store.Backend
 
 	// ready is closed once rt is set; only runtime() reads rt before that.
-	rt    *actors.Runtime
-	ready chan struct{}
+	// begin starts the runtime once: at NewHub, or (DeferRuntime) once
+	// initialize is answered or another request read.
+	begin     sync.Once
+	beginFunc func()
+	rt        *actors.Runtime
+	ready     chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*entry
@@ -75,11 +79,17 @@ type HubOptions struct {
 	// cwd knows only a connection's folders, session files are written
 	// unsigned, and no file is trusted to set a session's mode.
 	StateDir string
+	// DeferRuntime starts the runtime only once initialize is answered, or
+	// another request read (StartRuntime): mm -acp's, whose editor waits
+	// for that answer. protoactor's actor system alone takes about 3 ms
+	// and 2.8 MB on 66,000 allocations (its process registry), which
+	// delayed the answer, on two cores, by as much again.
+	DeferRuntime bool
 }
 
 // NewHub starts the actor runtime in the background (it takes a few
 // milliseconds, which the first connection's initialize does not wait
-// for). It fails on a configuration the runtime cannot use, and on a
+// for; with DeferRuntime, not before it is answered). It fails on a configuration the runtime cannot use, and on a
 // store.url whose database cannot be reached or its tables made.
 func NewHub(o HubOptions) (*Hub, error) {
 	log := o.Log
@@ -97,21 +107,30 @@ func NewHub(o HubOptions) (*Hub, error) {
 	}
 	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}), sessions: map[string]*entry{}, lanes: map[string]*lane{},
 		store: backend}
-	go func() {
-		if o.Config.Sessions.Enabled {
-			// The key's file is read (or made) here rather than by the
-			// first save, which a session actor waits for.
-			key.Load()
-		}
-		h.rt = actors.NewRuntime(actors.Options{
-			Config: o.Config, Model: o.Model, Models: o.Models, Sensitive: sensitive,
-			Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
-			Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: h.store,
-			SelfStopped: h.forget,
-		})
-		close(h.ready)
-	}()
+	h.beginFunc = func() { go h.startRuntime(o, key, sensitive, log) }
+	if !o.DeferRuntime {
+		h.StartRuntime()
+	}
 	return h, nil
+}
+
+// StartRuntime starts the actor runtime in the background unless it is
+// started; runtime() waits for it.
+func (h *Hub) StartRuntime() { h.begin.Do(h.beginFunc) }
+
+func (h *Hub) startRuntime(o HubOptions, key *store.Key, sensitive *tools.Sensitive, log *slog.Logger) {
+	if o.Config.Sessions.Enabled {
+		// The key's file is read (or made) here rather than by the
+		// first save, which a session actor waits for.
+		key.Load()
+	}
+	h.rt = actors.NewRuntime(actors.Options{
+		Config: o.Config, Model: o.Model, Models: o.Models, Sensitive: sensitive,
+		Hooks: &hooks.Runner{PreToolCallLines: o.Config.Hooks.PreToolCall, PostAskLines: o.Config.Hooks.PostAsk, Timeout: o.Config.Hooks.Timeout, Log: log},
+		Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: h.store,
+		SelfStopped: h.forget,
+	})
+	close(h.ready)
 }
 
 // openStore opens where the sessions are kept: the files under
@@ -136,8 +155,16 @@ func openStore(cfg *configs.Config, key *store.Key, stateDir string, log *slog.L
 	return pg, nil
 }
 
-// runtime returns the actor runtime, waiting for it to be up.
+// runtime returns the actor runtime, starting it if need be and waiting
+// for it to be up.
 func (h *Hub) runtime() *actors.Runtime {
+	h.StartRuntime()
+	<-h.ready
+	return h.rt
+}
+
+// started returns the runtime once something else has started it.
+func (h *Hub) started() *actors.Runtime {
 	<-h.ready
 	return h.rt
 }

@@ -229,6 +229,10 @@ func (in *ingress) route(line []byte) []byte {
 	}
 	in.pending.take()
 	id = append(json.RawMessage(nil), id...)
+	if method != acp.AgentMethodInitialize {
+		// Anything but initialize needs the actors soon (DeferRuntime).
+		in.agent.hub.StartRuntime()
+	}
 	if in.serve(method, id, m.Params) {
 		return nil
 	}

@@ -70,7 +70,7 @@ type Conn struct {
 // ends both. It fails only on a configuration the runtime cannot use.
 func Start(o Options) (*Conn, error) {
 	h, err := NewHub(HubOptions{Config: o.Config, Model: o.Model, Models: o.Models, Log: o.Log,
-		ContextWindow: o.ContextWindow, Probe: o.Probe, StateDir: o.StateDir})
+		ContextWindow: o.ContextWindow, Probe: o.Probe, StateDir: o.StateDir, DeferRuntime: true})
 	if err != nil {
 		return nil, err
 	}
@@ -104,13 +104,14 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	// The SDK's SetLogger is not synchronised with its reader goroutine:
 	// that goroutine's first read waits until the logger is set.
 	gated := gate.New(in)
-	conn := acp.NewAgentSideConnection(a, &sdkWriter{w: out, answered: waiting.give}, gated)
+	conn := acp.NewAgentSideConnection(a, &sdkWriter{w: out, answered: waiting.give, start: h.StartRuntime}, gated)
 	conn.SetLogger(slog.New(quietEOF{log.Handler()}).With("lib", "acp"))
 	gated.Open()
 	a.conn = conn
 	// The outbox delivers to actors once the runtime is up; the client's
-	// initialize is read and answered meanwhile, needing none of it.
-	go func() { box.setRoot(h.runtime().Root()) }()
+	// initialize is read and answered meanwhile, needing none of it (with
+	// DeferRuntime, before it starts).
+	go func() { box.setRoot(h.started().Root()) }()
 	return &Conn{agent: a, acp: conn, out: box, pending: waiting, w: out, cancel: cancel}
 }
 
@@ -121,6 +122,9 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 type sdkWriter struct {
 	w        io.Writer
 	answered func(int)
+	// start starts the hub's runtime, once a response (initialize's) is
+	// out.
+	start func()
 }
 
 func (s *sdkWriter) Write(b []byte) (int, error) {
@@ -129,6 +133,7 @@ func (s *sdkWriter) Write(b []byte) (int, error) {
 	// method.
 	if !gjson.GetBytes(b, "method").Exists() {
 		s.answered(1)
+		s.start()
 	}
 	return n, err
 }

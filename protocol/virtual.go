@@ -67,7 +67,7 @@ func (h *Hub) Virtual(o VirtualOptions) *Virtual {
 	}
 	in := &ingress{agent: a, out: out, log: log, prompts: map[string]*promptRef{}}
 	box.encode, box.answered = a.encode, in.answered
-	go func() { box.setRoot(h.runtime().Root()) }()
+	go func() { box.setRoot(h.started().Root()) }()
 	return &Virtual{a: a, in: in, cancel: cancel}
 }
 

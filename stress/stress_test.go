@@ -15,7 +15,8 @@ import (
 	"github.com/mm-agent/mm/internal/testwait"
 )
 
-// bins is where mm and mmstress are built, once, by the first test that
+// bins is where mm, mm-node (which mm serve runs for a cluster) and
+// mmstress are built, once, by the first test that
 // needs them (binary): under -short none does, and nothing is built.
 var (
 	bins      string
@@ -27,7 +28,7 @@ var (
 func binary(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		for _, b := range []string{"mm", "mmstress"} {
+		for _, b := range []string{"mm", "mm-node", "mmstress"} {
 			if err := mmbuild.Build(filepath.Join(bins, b), "../cmd/"+b); err != nil {
 				buildErr = err
 				return

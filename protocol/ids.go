@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -118,41 +119,51 @@ func headID(head []byte) json.RawMessage {
 }
 
 // duplicateKey returns a member name that appears twice in the JSON object
-// obj, or "". encoding/json keeps the last of two, so a message such as
+// obj, and whether there is one (the name may be ""). encoding/json keeps the last of two, so a message such as
 // {"method":"session/list","method":"session/delete"} would be read as the
 // one its writer may not have meant: such a message is refused instead.
-func duplicateKey(obj []byte) string {
-	var seen []string // a message has a handful of members
-	var many map[string]bool
-	dup := ""
+func duplicateKey(obj []byte) (dup string, twice bool) {
+	var n memberNames
 	// obj is read in place: gjson.ParseBytes would copy a line that may
 	// be megabytes long, and no result outlives this call.
 	gjson.Parse(unsafe.String(unsafe.SliceData(obj), len(obj))).ForEach(func(k, _ gjson.Result) bool {
-		name := k.String()
-		if many != nil {
-			if many[name] {
-				dup = name
-				return false
-			}
-			many[name] = true
-			return true
-		}
-		for _, s := range seen {
-			if s == name {
-				dup = name
-				return false
-			}
-		}
-		seen = append(seen, name)
-		if len(seen) > 16 {
-			many = make(map[string]bool, 2*len(seen))
-			for _, s := range seen {
-				many[s] = true
-			}
+		if name := k.String(); n.again(name) {
+			dup, twice = name, true
+			return false
 		}
 		return true
 	})
-	return dup
+	return dup, twice
+}
+
+// memberNames are the member names of an object seen so far: a slice for
+// the handful of a message, a map past 16 (an object of a million members
+// costs a million lookups, not a million squared).
+type memberNames struct {
+	seen []string
+	many map[string]bool
+}
+
+// again records name and says whether it was seen before.
+func (n *memberNames) again(name string) bool {
+	if n.many != nil {
+		if n.many[name] {
+			return true
+		}
+		n.many[name] = true
+		return false
+	}
+	if slices.Contains(n.seen, name) {
+		return true
+	}
+	n.seen = append(n.seen, name)
+	if len(n.seen) > 16 {
+		n.many = make(map[string]bool, 2*len(n.seen))
+		for _, s := range n.seen {
+			n.many[s] = true
+		}
+	}
+	return false
 }
 
 // validID says whether raw is a string, a number or null.

@@ -60,9 +60,11 @@ func TestDuplicateKey(t *testing.T) {
 		`{"a":1,"b":2}`:               "",
 		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":3}`: "k3",
 		`{"a\u0062":1,"ab":2}`: "ab",
+		`{"":1,"a":2,"":3}`:    "",
 	} {
-		if got := duplicateKey([]byte(obj)); got != want {
-			t.Errorf("%s: %q, want %q", obj, got, want)
+		got, twice := duplicateKey([]byte(obj))
+		if got != want || twice != (want != "" || obj == `{"":1,"a":2,"":3}`) {
+			t.Errorf("%s: %q %t, want %q", obj, got, twice, want)
 		}
 	}
 }

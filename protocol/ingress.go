@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
+	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
@@ -19,8 +23,9 @@ import (
 
 // The ingress is mm's one way in. It stands between stdin and acp-go-sdk's
 // connection, which reads its lines from it as it would from stdin. Each
-// line is read whole (up to acp.maxLineBytes) and decoded once with
-// encoding/json into a JSON-RPC envelope, then:
+// line is read whole (up to acp.maxLineBytes) and split once into a
+// JSON-RPC envelope (parseEnvelope: one validating pass and one pass over
+// its members), then:
 //
 //   - what is not a valid JSON-RPC message gets its error (with the
 //     message's id when it has a usable one: one read from the first bytes
@@ -155,6 +160,85 @@ type envelope struct {
 	Error   json.RawMessage `json:"error"`
 }
 
+// parse fills m from body as json.Unmarshal(body, m) would (members are
+// matched without regard to case, the last of a name wins; a line that is
+// not JSON, or not an object, is its error, a *json.SyntaxError for the
+// first), and returns the first member name that appears twice, if one
+// does. It reads
+// body twice, validating, then walking its members (gjson, in place); the
+// encoding/json decode and the duplicate scan after it took four times as
+// long on a prompt's line, the one line of every turn.
+func (m *envelope) parse(body []byte) (dup string, twice bool, err error) {
+	if !gjson.ValidBytes(body) {
+		// The slow path: encoding/json's error message, or what it reads
+		// where gjson is stricter.
+		if err := json.Unmarshal(body, m); err != nil {
+			return "", false, err
+		}
+		dup, twice = duplicateKey(body)
+		return dup, twice, nil
+	}
+	if body[0] != '{' {
+		if string(body) == "null" {
+			return "", false, nil // json.Unmarshal leaves m as it is
+		}
+		return "", false, &json.UnmarshalTypeError{Value: "non-object", Type: reflect.TypeFor[envelope]()}
+	}
+	var names memberNames
+	// body is read in place: no result outlives this call but the copies
+	// taken of the members' raw values.
+	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
+		name := k.String()
+		if !twice && names.again(name) {
+			dup, twice = name, true
+		}
+		f := m.member(name)
+		if f == nil {
+			return true
+		}
+		*f = json.RawMessage(v.Raw)
+		return true
+	})
+	return dup, twice, nil
+}
+
+// member is the field of the member name, or nil: an exact match, else one
+// without regard to case, as encoding/json matches.
+func (m *envelope) member(name string) *json.RawMessage {
+	switch name {
+	case "jsonrpc":
+		return &m.JSONRPC
+	case "id":
+		return &m.ID
+	case "method":
+		return &m.Method
+	case "params":
+		return &m.Params
+	case "result":
+		return &m.Result
+	case "error":
+		return &m.Error
+	}
+	if len(name) > 3*len("jsonrpc") {
+		return nil // no fold of any of them (ſ for s is two bytes)
+	}
+	switch {
+	case strings.EqualFold(name, "jsonrpc"):
+		return &m.JSONRPC
+	case strings.EqualFold(name, "id"):
+		return &m.ID
+	case strings.EqualFold(name, "method"):
+		return &m.Method
+	case strings.EqualFold(name, "params"):
+		return &m.Params
+	case strings.EqualFold(name, "result"):
+		return &m.Result
+	case strings.EqualFold(name, "error"):
+		return &m.Error
+	}
+	return nil
+}
+
 // route serves a line or returns it, newline added, for the SDK.
 func (in *ingress) route(line []byte) []byte {
 	body := bytes.TrimSpace(line)
@@ -162,7 +246,8 @@ func (in *ingress) route(line []byte) []byte {
 		return nil
 	}
 	var m envelope
-	if err := json.Unmarshal(body, &m); err != nil {
+	dup, twice, err := m.parse(body)
+	if err != nil {
 		var syntax *json.SyntaxError
 		if errors.As(err, &syntax) {
 			in.reply(nil, acp.NewParseError(map[string]any{"error": "the line is not valid JSON: " + err.Error()}))
@@ -176,7 +261,7 @@ func (in *ingress) route(line []byte) []byte {
 		in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": "id must be a string, a number or null"}))
 		return nil
 	}
-	if dup := duplicateKey(body); dup != "" {
+	if twice {
 		if dup == "id" {
 			id = nil // which one?
 		}
@@ -212,7 +297,7 @@ func (in *ingress) route(line []byte) []byte {
 		return nil
 	}
 	if len(m.Params) > 0 && m.Params[0] == '{' {
-		if dup := duplicateKey(m.Params); dup != "" {
+		if dup, twice := duplicateKey(m.Params); twice {
 			in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("the member %q appears twice in params", dup)}))
 			return nil
 		}

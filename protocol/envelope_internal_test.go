@@ -1,0 +1,81 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// The envelope's one-pass parse reads every line as encoding/json and
+// duplicateKey did before it: the same error or none, the same members,
+// the same duplicate.
+func FuzzEnvelopeParse(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"ping"}]}}`,
+		`{"jsonrpc":"2.0","id":"x","result":{}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}`,
+		`{"ID":1,"Method":"initialize"}`, `{"id":1,"id":2}`, `{"method":"a","METHOD":"b"}`, `{"\u0069d":7}`,
+		`null`, `[]`, `"s"`, `12`, `{`, `{"a":}`, `{"id":01}`, "{\"text\":\"\xff\"}", `{"params":{"x":1,"x":2}}`, `{"jſonrpc":"1.0"}`, `{"paramſ":[],"ERROR":{}}`, `{"":1,"":2}`,
+		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"a":18}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		body = bytes.TrimSpace(body)
+		if len(body) == 0 {
+			return
+		}
+		var want envelope
+		wantErr := json.Unmarshal(body, &want)
+		var got envelope
+		dup, twice, err := got.parse(body)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: error %v, encoding/json's %v", body, err, wantErr)
+		}
+		if err != nil {
+			_, gotSyntax := err.(*json.SyntaxError)
+			_, wantSyntax := wantErr.(*json.SyntaxError)
+			if gotSyntax != wantSyntax || (gotSyntax && err.Error() != wantErr.Error()) {
+				t.Fatalf("%q: error %v, encoding/json's %v", body, err, wantErr)
+			}
+			return
+		}
+		if body[0] == '{' {
+			if wantDup, wantTwice := duplicateKey(body); dup != wantDup || twice != wantTwice {
+				t.Fatalf("%q: duplicate %q %t, want %q %t", body, dup, twice, wantDup, wantTwice)
+			}
+		}
+		for _, p := range [][3]any{{"jsonrpc", got.JSONRPC, want.JSONRPC}, {"id", got.ID, want.ID}, {"method", got.Method, want.Method},
+			{"params", got.Params, want.Params}, {"result", got.Result, want.Result}, {"error", got.Error, want.Error}} {
+			g, w := p[1].(json.RawMessage), p[2].(json.RawMessage)
+			if !bytes.Equal(g, w) || (g == nil) != (w == nil) {
+				t.Fatalf("%q: %s %q, encoding/json's %q", body, p[0], g, w)
+			}
+		}
+	})
+}
+
+// BenchmarkEnvelope: a prompt's line, the one line of every turn, split by
+// parse and, for the ratio, as the ingress did before it (encoding/json,
+// then the duplicate scan).
+func BenchmarkEnvelope(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":1234,"method":"session/prompt","params":{"sessionId":"sess_0123456789abcdef0123456789","prompt":[{"type":"text","text":"ping"}]}}`)
+	b.Run("parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var m envelope
+			if _, _, err := m.parse(line); err != nil || m.Method == nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var m envelope
+			if err := json.Unmarshal(line, &m); err != nil || m.Method == nil {
+				b.Fatal(err)
+			}
+			duplicateKey(line)
+		}
+	})
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
 	"strings"
 	"sync"
 	"unsafe"
@@ -160,6 +159,9 @@ type envelope struct {
 	Error   json.RawMessage `json:"error"`
 }
 
+// errNotObject is parse's error for JSON that is not an object.
+var errNotObject = errors.New("a JSON-RPC message is a JSON object")
+
 // parse fills m from body as json.Unmarshal(body, m) would (members are
 // matched without regard to case, the last of a name wins; a line that is
 // not JSON, or not an object, is its error, a *json.SyntaxError for the
@@ -182,7 +184,7 @@ func (m *envelope) parse(body []byte) (dup string, twice bool, err error) {
 		if string(body) == "null" {
 			return "", false, nil // json.Unmarshal leaves m as it is
 		}
-		return "", false, &json.UnmarshalTypeError{Value: "non-object", Type: reflect.TypeFor[envelope]()}
+		return "", false, errNotObject
 	}
 	var names memberNames
 	// body is read in place: no result outlives this call but the copies
@@ -192,49 +194,24 @@ func (m *envelope) parse(body []byte) (dup string, twice bool, err error) {
 		if !twice && names.again(name) {
 			dup, twice = name, true
 		}
-		f := m.member(name)
-		if f == nil {
-			return true
+		if f := m.member(name); f != nil {
+			*f = json.RawMessage(v.Raw)
 		}
-		*f = json.RawMessage(v.Raw)
 		return true
 	})
 	return dup, twice, nil
 }
 
-// member is the field of the member name, or nil: an exact match, else one
-// without regard to case, as encoding/json matches.
+// member is the field of the member name, or nil, matched as encoding/json
+// matches: without regard to case.
 func (m *envelope) member(name string) *json.RawMessage {
-	switch name {
-	case "jsonrpc":
-		return &m.JSONRPC
-	case "id":
-		return &m.ID
-	case "method":
-		return &m.Method
-	case "params":
-		return &m.Params
-	case "result":
-		return &m.Result
-	case "error":
-		return &m.Error
-	}
-	if len(name) > 3*len("jsonrpc") {
-		return nil // no fold of any of them (ſ for s is two bytes)
-	}
-	switch {
-	case strings.EqualFold(name, "jsonrpc"):
-		return &m.JSONRPC
-	case strings.EqualFold(name, "id"):
-		return &m.ID
-	case strings.EqualFold(name, "method"):
-		return &m.Method
-	case strings.EqualFold(name, "params"):
-		return &m.Params
-	case strings.EqualFold(name, "result"):
-		return &m.Result
-	case strings.EqualFold(name, "error"):
-		return &m.Error
+	for _, f := range [...]struct {
+		name string
+		raw  *json.RawMessage
+	}{{"jsonrpc", &m.JSONRPC}, {"id", &m.ID}, {"method", &m.Method}, {"params", &m.Params}, {"result", &m.Result}, {"error", &m.Error}} {
+		if name == f.name || strings.EqualFold(name, f.name) {
+			return f.raw
+		}
 	}
 	return nil
 }

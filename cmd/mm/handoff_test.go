@@ -68,6 +68,19 @@ func TestServeClusterHandOff(t *testing.T) {
 			t.Errorf("exit %d:\n%s", code, out)
 		}
 	})
+	t.Run("an mm named mm-node", func(t *testing.T) {
+		// A copy of mm as mm-node answers the same --version: mm hands
+		// off to it once, and it refuses rather than handing off again.
+		dir := lone(t)
+		if err := os.Link(filepath.Join(dir, "mm"), filepath.Join(dir, "mm-node")); err != nil {
+			t.Fatal(err)
+		}
+		out, code := serve(t, dir)
+		if code != 1 || strings.Count(out, "running "+filepath.Join(dir, "mm-node")) != 1 ||
+			!strings.Contains(out, "links no cluster either: it is an mm, not mm-node") {
+			t.Errorf("exit %d:\n%s", code, out)
+		}
+	})
 	t.Run("beside mm-node", func(t *testing.T) {
 		// The real pair: mm becomes mm-node (exec: the same process), which
 		// joins, serves, and drains on SIGTERM as a node does.

@@ -37,6 +37,9 @@ import (
 // the exit code. newNode makes a cluster node for mm serve; nil, mm serve
 // with cluster.name set runs mm-node instead (handOff).
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, newNode NewNode) int {
+	if newNode != nil {
+		os.Unsetenv(handOffEnv) // this is mm-node: the hand-off is over
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "serve":

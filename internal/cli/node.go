@@ -41,6 +41,10 @@ type NewNode func(hub *protocol.Hub, log *slog.Logger) Node
 // NodeBinary is the name of the binary that is mm plus the cluster.
 const NodeBinary = "mm-node"
 
+// handOffEnv names, in mm-node's environment, the binary mm handed off
+// to; mm-node removes it (Run), so that nothing it starts inherits it.
+const handOffEnv = "MM_HANDED_OFF_TO"
+
 // handOff is mm serve, in the binary that links no cluster, once the
 // config names one: it becomes mm-node (exec, as git runs its git-*
 // commands), with the same arguments, environment, standard files and pid,
@@ -49,6 +53,12 @@ const NodeBinary = "mm-node"
 // version.
 func handOff(args []string, stderr io.Writer) int {
 	log := logs.New(stderr, slog.LevelInfo)
+	if p := os.Getenv(handOffEnv); p != "" {
+		// An "mm-node" that is an mm (a copy, a link) would hand off to
+		// itself for ever.
+		log.Error(fmt.Sprintf("cluster.name is set: %s links no cluster either: it is an mm, not mm-node; build mm-node with `go build -o DIR/ ./cmd/mm ./cmd/mm-node` (docs/cluster.md)", p))
+		return 1
+	}
 	path, err := nodeBinary()
 	if err != nil {
 		log.Error(err.Error())
@@ -64,7 +74,7 @@ func handOff(args []string, stderr io.Writer) int {
 	}
 	log.Info("serve: cluster.name is set: this mm links no cluster; running " + path + " (mm with the cluster)")
 	argv := append([]string{path, "serve"}, args...)
-	err = syscall.Exec(path, argv, os.Environ())
+	err = syscall.Exec(path, argv, append(os.Environ(), handOffEnv+"="+path))
 	log.Error(fmt.Sprintf("cluster.name is set: running %s: %v", path, err))
 	return 1
 }

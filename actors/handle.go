@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,11 @@ type Session struct {
 	mu      sync.Mutex
 	open    []*Reply
 	stopped bool
+	// calls are the requests the actor answers to the handle (Flush,
+	// State…), some maybe answered already; gone is closed once the
+	// actor stopped, so their waits end.
+	calls []*call
+	gone  chan struct{}
 }
 
 // SpawnSession starts the actor of a session: a new one (only ID and Cwd
@@ -53,7 +59,7 @@ type Session struct {
 func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 	final := make(chan struct{})
 	s := newSession(rt, st, final)
-	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final}
+	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final, gone: make(chan struct{})}
 	// The actor holds its handle only to mark it stopped when it stops by
 	// itself (fenced); it never reads pid, set below.
 	s.handle = h
@@ -193,15 +199,12 @@ var closedOutcome = &Outcome{Err: ErrSessionClosed.Error()}
 // RequestState asks for a copy of the session's state now, in the
 // session's order, and returns a function that waits for it.
 func (s *Session) RequestState() func() (*SessionState, error) {
-	f := s.rt.sys.Root.RequestFuture(s.pid, &GetState{}, -1)
+	c := s.call(func(c *call) any { return &GetState{call: c} })
 	return func() (*SessionState, error) {
-		res, err := f.Result()
-		if err != nil {
-			return nil, err
-		}
+		res := s.wait(c)
 		st, ok := res.(*SessionState)
 		if !ok {
-			return nil, errUnexpected(res)
+			return nil, doneErr(res)
 		}
 		return st, nil
 	}
@@ -214,25 +217,76 @@ func (s *Session) State() (*SessionState, error) { return s.RequestState()() }
 // and nil: to none), after every message sent to it before; it returns once
 // the session has moved.
 func (s *Session) Attach(out Outbox, client Client) error {
-	return s.ask(&Attach{Out: out, Client: client})
+	return s.ask(func(c *call) any { return &Attach{Out: out, Client: client, call: c} })
 }
 
 // Settle waits until the session has no turn running or queued: the ones
 // it had ended (after a Cancel, they end cancelled) and their answers are
 // queued. A session that stops meanwhile is settled too.
 func (s *Session) Settle() {
-	_, _ = s.rt.sys.Root.RequestFuture(s.pid, &settle{}, -1).Result()
+	s.wait(s.call(func(c *call) any { return &settle{call: c} }))
 }
 
 // Flush writes the session file (when sessions are persisted) and returns
 // once it is on disk.
-func (s *Session) Flush() error { return s.ask(&Flush{}) }
+func (s *Session) Flush() error {
+	return s.ask(func(c *call) any { return &Flush{call: c} })
+}
 
-func (s *Session) ask(msg any) error {
-	res, err := s.rt.sys.Root.RequestFuture(s.pid, msg, -1).Result()
-	if err != nil {
-		return err
+// call is a request of the edge's that the session answers to the handle
+// itself, not through an Outbox: whoever answers first (the actor, or the
+// handle once the actor is gone) answers, once.
+type call struct {
+	done     chan any
+	answered atomic.Bool
+}
+
+func (c *call) answer(v any) {
+	if c.answered.CompareAndSwap(false, true) {
+		c.done <- v
 	}
+}
+
+// closedDone answers a call the session stopped before answering.
+var closedDone = &Done{Err: ErrSessionClosed.Error()}
+
+// call sends the message msg makes for a new call, in the order of the
+// handle's other methods, and returns the call. A session that has
+// stopped gets nothing: the call is answered closed at once.
+func (s *Session) call(msg func(*call) any) *call {
+	c := &call{done: make(chan any, 1)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		c.answer(closedDone)
+		return c
+	}
+	s.calls = append(slices.DeleteFunc(s.calls, func(o *call) bool { return o.answered.Load() }), c)
+	s.rt.sys.Root.Send(s.pid, msg(c))
+	return c
+}
+
+// wait returns c's answer. Once the actor is gone, what it did not answer
+// is answered closed, after the session's file is final: a flush its
+// writer still held is answered by the writer first.
+func (s *Session) wait(c *call) any {
+	select {
+	case v := <-c.done:
+		return v
+	case <-s.gone:
+	}
+	<-s.final
+	c.answer(closedDone)
+	return <-c.done
+}
+
+// ask is call and wait for a request answered with a *Done.
+func (s *Session) ask(msg func(*call) any) error {
+	return doneErr(s.wait(s.call(msg)))
+}
+
+// doneErr is the error a *Done (or another reply) stands for.
+func doneErr(res any) error {
 	d, ok := res.(*Done)
 	if !ok {
 		return errUnexpected(res)
@@ -257,7 +311,7 @@ func (s *Session) Close() {
 // Delete is Close, and the session's file is removed; it returns once the
 // file is gone.
 func (s *Session) Delete() error {
-	if err := s.ask(&Forget{}); err != nil {
+	if err := s.ask(func(c *call) any { return &Forget{call: c} }); err != nil {
 		return err
 	}
 	s.Close()
@@ -290,9 +344,13 @@ func StopAll(sessions []*Session) {
 // still in the mailbox when the actor stopped is dropped by protoactor.
 func (s *Session) stopped1() {
 	s.mu.Lock()
+	if !s.stopped {
+		close(s.gone)
+	}
 	s.stopped = true
 	open := s.open
 	s.open = nil
+	s.calls = nil
 	s.mu.Unlock()
 	for _, r := range open {
 		if r.isPrompt() {

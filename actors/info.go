@@ -35,11 +35,11 @@ func (s *session) infoUpdate() {
 // Forget makes the session remove its file when it stops (session/delete);
 // the reply is a *Done. The session's final channel is closed once the file
 // is gone (or there was none to remove).
-type Forget struct{}
+type Forget struct{ call *call }
 
-func (s *session) onForget(ctx actor.Context, _ *Forget) {
+func (s *session) onForget(_ actor.Context, m *Forget) {
 	s.forget = true
-	ctx.Respond(&Done{})
+	m.call.answer(&Done{})
 }
 
 // removeFile deletes the stored session once its writer w (nil: none) is

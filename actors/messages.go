@@ -46,14 +46,15 @@ type Resume struct{ Reply *Reply }
 type Attach struct {
 	Out    Outbox
 	Client Client
+	call   *call
 }
 
 // settle asks a session to answer, with a *Done, once it has no turn.
-type settle struct{}
+type settle struct{ call *call }
 
 // GetState asks a session for a copy of its state; the reply is a
 // *SessionState.
-type GetState struct{}
+type GetState struct{ call *call }
 
 // SetMode switches a session between "ask" and "yolo"; the answer is an
 // *Outcome.
@@ -86,7 +87,7 @@ type Done struct{ Err string }
 
 // Flush asks a session to write its file now; the reply, a *Done, comes
 // once it is on disk (or at once without persistence).
-type Flush struct{}
+type Flush struct{ call *call }
 
 // persisted tells a session its file was written.
 type persisted struct{}

@@ -175,23 +175,22 @@ func (s *session) fencedWhy() string {
 // fenced session writes nothing more: protoactor still hands a stopping
 // actor the messages queued before its stop took effect, and such a flush
 // was answered as saved (TestFencedSessionStops, under load).
-func (s *session) onFlush(ctx actor.Context) {
-	to := ctx.Sender()
+func (s *session) onFlush(m *Flush) {
+	c := m.call
 	if s.fenced {
-		ctx.Respond(&Done{Err: s.fencedWhy()})
+		c.answer(&Done{Err: s.fencedWhy()})
 		return
 	}
-	if s.writer == nil || to == nil {
-		ctx.Respond(&Done{})
+	if s.writer == nil {
+		c.answer(&Done{})
 		return
 	}
 	data, err := s.encode(s.file())
 	if err != nil {
-		ctx.Respond(&Done{Err: err.Error()})
+		c.answer(&Done{Err: err.Error()})
 		return
 	}
-	root := ctx.ActorSystem().Root
-	s.writer.Save(data, func() { root.Send(to, &Done{}) })
+	s.writer.Save(data, func() { c.answer(&Done{}) })
 }
 
 // save queues the current state for the writer. With notify, the writer

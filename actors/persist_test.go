@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,4 +89,75 @@ func TestFencedSessionStops(t *testing.T) {
 	if n := st.saves.Load(); n != saves || n != 2 {
 		t.Errorf("%d saves, then %d; want 2: the new session's and the fenced one", saves, n)
 	}
+}
+
+// gateOutbox holds the session inside its Receive: its first Update waits
+// until release is closed.
+type gateOutbox struct {
+	*recOutbox
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (o *gateOutbox) Update(id string, u acp.SessionUpdate) {
+	o.once.Do(func() {
+		close(o.entered)
+		<-o.release
+	})
+	o.recOutbox.Update(id, u)
+}
+
+// TestStoppedSessionAnswersWhatItNeverRead: protoactor drops the messages
+// left in a mailbox when its actor stops; the edge's requests among them
+// (a state, a flush, a settle) are answered closed rather than waited for
+// for ever. Found as a 30-minute hang of TestFencedSessionStops in CI: a
+// flush sent as the fenced session stopped was never answered.
+func TestStoppedSessionAnswersWhatItNeverRead(t *testing.T) {
+	model, err := llm.New(llm.Config{Provider: "scripted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &gateOutbox{recOutbox: &recOutbox{}, entered: make(chan struct{}), release: make(chan struct{})}
+	rt := NewRuntime(Options{Config: configs.Default(), Model: model, Out: out})
+	out.rt = rt
+	t.Cleanup(rt.Shutdown)
+
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	mode := &Reply{Done: make(chan any, 1)}
+	s.SetMode("yolo", mode) // its current_mode_update holds the actor
+	select {
+	case <-out.entered:
+	case <-time.After(testwait.Hang):
+		t.Fatal("the session never said its mode")
+	}
+	// Queued behind the held message: a state request, then the stop,
+	// which protoactor handles first (a system message) and so drops the
+	// request.
+	state := s.RequestState()
+	stop := rt.sys.Root.StopFuture(s.pid)
+	close(out.release)
+	_ = stop.Wait()
+
+	waits := map[string]func() error{
+		"state": func() error { _, err := state(); return err },
+		"flush": s.Flush,
+		"settle": func() error {
+			s.Settle()
+			return ErrSessionClosed
+		},
+	}
+	for name, wait := range waits {
+		done := make(chan error, 1)
+		go func() { done <- wait() }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s of a stopped session succeeded", name)
+			}
+		case <-time.After(testwait.Hang):
+			t.Fatalf("%s of a session stopped before it read it was never answered", name)
+		}
+	}
+	s.Stop()
 }

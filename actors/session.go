@@ -115,7 +115,7 @@ type session struct {
 	// session have left processes running.
 	ranCommands bool
 	// settlers wait for the session to have no turn (Session.Settle).
-	settlers []*actor.PID
+	settlers []*call
 	// allowAlways and never hold the remembered permission answers, by
 	// tool name. They survive /new.
 	allowAlways, never map[string]bool
@@ -242,20 +242,20 @@ func (s *session) Receive(ctx actor.Context) {
 	case *fenced:
 		s.onFenced(ctx, m)
 	case *Flush:
-		s.onFlush(ctx)
+		s.onFlush(m)
 	case *Replay:
 		s.onReplay(m)
 	case *Resume:
 		s.onResume(m)
 	case *GetState:
-		ctx.Respond(s.state())
+		m.call.answer(s.state())
 	case *Attach:
 		s.onAttach(ctx, m)
 	case *settle:
 		if s.cur == nil && s.held == nil && len(s.queue) == 0 {
-			ctx.Respond(&Done{})
-		} else if ctx.Sender() != nil {
-			s.settlers = append(s.settlers, ctx.Sender())
+			m.call.answer(&Done{})
+		} else {
+			s.settlers = append(s.settlers, m.call)
 		}
 	case *Forget:
 		s.onForget(ctx, m)
@@ -274,11 +274,11 @@ func (s *session) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		s.onStopping(ctx)
 	case *actor.Stopped:
-		if s.fenced {
-			// Nobody asked this session to stop: its handle learns it
-			// here, and answers what the edge still sends it.
-			s.handle.stopped1()
-		}
+		// The handle learns it here, whoever stopped the session (a
+		// fenced one stopped itself), and answers what the edge sent it
+		// that the actor will not see: protoactor drops the messages
+		// left in a stopped actor's mailbox.
+		s.handle.stopped1()
 	}
 }
 
@@ -299,7 +299,7 @@ func (s *session) onStopping(ctx actor.Context) {
 		s.rt.answer(s.id, h.answer, h.res)
 	}
 	s.stopPersistence()
-	s.settled(ctx)
+	s.settled()
 	if pool := s.agents; pool != nil {
 		s.rt.goWork(pool.Close)
 	}
@@ -375,5 +375,5 @@ func (s *session) onAttach(ctx actor.Context, m *Attach) {
 	if s.client == nil {
 		s.client = nobody{}
 	}
-	ctx.Respond(&Done{})
+	m.call.answer(&Done{})
 }

@@ -169,7 +169,7 @@ func (s *session) next(ctx actor.Context) {
 		s.queue = nil
 	}
 	if s.cur == nil && s.held == nil && len(s.queue) == 0 {
-		s.settled(ctx)
+		s.settled()
 	}
 }
 
@@ -442,9 +442,9 @@ func (s *session) reply(t *turn, res *TurnResult) {
 }
 
 // settled answers the requests waiting for the session to have no turn.
-func (s *session) settled(ctx actor.Context) {
-	for _, pid := range s.settlers {
-		ctx.Send(pid, &Done{})
+func (s *session) settled() {
+	for _, c := range s.settlers {
+		c.answer(&Done{})
 	}
 	s.settlers = nil
 }

@@ -32,19 +32,23 @@ func scriptedConfig(tb testing.TB) string {
 
 // BenchmarkStartToInitialize measures a process start up to the initialize
 // response being read — exec, runtime start, package initialisers, config,
-// the actor system, and one JSON-RPC round trip — for mm and, alternated
-// with it in the same run, for the floor: a bare Go process answering the
-// same line (testdata/floor). It reports the medians: mm-ms, floor-ms.
+// and one JSON-RPC round trip — for mm and, alternated with it in the same
+// run, for two floors: a bare Go process answering the same line
+// (testdata/floor), and one that also links the three libraries mm must
+// use and answers through acp-go-sdk (testdata/libfloor). It reports the
+// medians: mm-ms, floor-ms, libs-ms.
 func BenchmarkStartToInitialize(b *testing.B) {
 	cfg := scriptedConfig(b)
-	floor := floorBin(b)
-	var mm, fl []time.Duration
+	floor, libs := floorBin(b, "floor"), floorBin(b, "libfloor")
+	var mm, fl, lf []time.Duration
 	for b.Loop() {
 		mm = append(mm, spawnToInitialize(b, exec.Command(mmBin, "-acp", "-config", cfg)))
 		fl = append(fl, spawnToInitialize(b, exec.Command(floor)))
+		lf = append(lf, spawnToInitialize(b, exec.Command(libs)))
 	}
 	b.ReportMetric(median(mm), "mm-ms")
 	b.ReportMetric(median(fl), "floor-ms")
+	b.ReportMetric(median(lf), "libs-ms")
 	b.ReportMetric(maxOf(mm), "mm-max-ms")
 }
 
@@ -71,13 +75,13 @@ func spawnToInitialize(b *testing.B, cmd *exec.Cmd) time.Duration {
 	return d
 }
 
-// floorBin builds testdata/floor once per benchmark run.
-func floorBin(b *testing.B) string {
-	out := filepath.Join(filepath.Dir(mmBin), "floor")
+// floorBin builds testdata/<name> once per benchmark run.
+func floorBin(b *testing.B, name string) string {
+	out := filepath.Join(filepath.Dir(mmBin), name)
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
-	if err := mmbuild.Build(out, "./testdata/floor"); err != nil {
+	if err := mmbuild.Build(out, "./testdata/"+name); err != nil {
 		b.Fatal(err)
 	}
 	return out
@@ -116,7 +120,7 @@ func BenchmarkRSSAfterNewSession(b *testing.B) {
 	conn, _, pid := startScriptedPID(b)
 	rss := float64(vmRSS(b, pid))
 	_ = conn.Close(5 * time.Second)
-	floor := exec.Command(floorBin(b))
+	floor := exec.Command(floorBin(b, "floor"))
 	stdin, _ := floor.StdinPipe()
 	stdout, _ := floor.StdoutPipe()
 	if err := floor.Start(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // The inbound stands between an asked agent's stdout and acp-go-sdk's
@@ -313,11 +314,5 @@ func (w *wire) Write(p []byte) (int, error) {
 	return w.w.Write(p)
 }
 
-// idKey compares ids by their JSON text, with strings by value.
-func idKey(id json.RawMessage) string {
-	var s string
-	if json.Unmarshal(id, &s) == nil {
-		return "s" + s
-	}
-	return "r" + string(bytes.TrimSpace(id))
-}
+// idKey compares ids as every connection of mm does (jsonrpc.IDKey).
+func idKey(id json.RawMessage) string { return jsonrpc.IDKey(id) }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/tidwall/gjson"
 
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/protocol"
 )
 
@@ -311,16 +311,14 @@ func (b *bridge) down() error {
 	}
 }
 
-// idKey names a request id so that its answer's id matches it: mm echoes
-// a number as it reads it, which may not be as it was written (1.0, 1).
+// idKey names a request id so that its answer's id matches it
+// (jsonrpc.IDKey): mm echoes a number as it reads it, which may not be as
+// it was written (1.0, 1). ok is false for anything but a string or number.
 func idKey(v gjson.Result) (string, bool) {
-	switch v.Type {
-	case gjson.String:
-		return "s" + v.Str, true
-	case gjson.Number:
-		return "n" + strconv.FormatFloat(v.Num, 'g', -1, 64), true
+	if v.Type != gjson.String && v.Type != gjson.Number {
+		return "", false
 	}
-	return "", false
+	return jsonrpc.IDKey([]byte(v.Raw)), true
 }
 
 // responseID reads the id of a response from the first bytes of its

@@ -1,40 +1,8 @@
 package protocol
 
 import (
-	"encoding/json"
 	"testing"
 )
-
-// TestIDKey: ids compare by value, as acp-go-sdk's canonical id key
-// compares them; a string is never a number.
-func TestIDKey(t *testing.T) {
-	same := [][]string{
-		{`1`, `1.0`, `1e0`, `10e-1`, `0.1e1`, `1.000`, ` 1 `},
-		{`0`, `-0`, `0.0`, `0e5`},
-		{`-12.5`, `-125e-1`, `-1.25E1`},
-		{`100`, `1e2`, `1E+2`, `100.0`},
-		{`"1"`},
-		{`"a\u0062"`, `"ab"`},
-	}
-	for i, group := range same {
-		want := idKey(json.RawMessage(group[0]))
-		for _, id := range group[1:] {
-			if got := idKey(json.RawMessage(id)); got != want {
-				t.Errorf("%s: key %q, want %q as for %s", id, got, want, group[0])
-			}
-		}
-		for j, other := range same {
-			if j != i && idKey(json.RawMessage(other[0])) == want {
-				t.Errorf("%s and %s share a key", group[0], other[0])
-			}
-		}
-	}
-	// Numbers too large to spell out are compared as written, not
-	// expanded.
-	if k := idKey(json.RawMessage(`1e999999999`)); len(k) > 64 {
-		t.Errorf("1e999999999 was expanded to %d bytes", len(k))
-	}
-}
 
 // TestHeadID: the id of a line too long to read, from its first bytes.
 func TestHeadID(t *testing.T) {

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strconv"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // A client's message is checked here the way the TypeScript SDK's AcpServer
@@ -115,17 +116,13 @@ func validID(v gjson.Result) bool {
 	return v.Type == gjson.Null && v.Exists() || v.Type == gjson.String || v.Type == gjson.Number
 }
 
-// idKey is how an id is compared: by type and value, 1 and 1.0 alike.
+// idKey is how an id is compared (jsonrpc.IDKey: by type and exact value,
+// 1 and 1.0 alike); ok is false when v is not an id.
 func idKey(v gjson.Result) (string, bool) {
-	switch {
-	case v.Type == gjson.String:
-		return "s:" + v.Str, true
-	case v.Type == gjson.Number:
-		return "n:" + strconv.FormatFloat(v.Num, 'g', -1, 64), true
-	case v.Type == gjson.Null && v.Exists():
-		return "null", true
+	if !validID(v) {
+		return "", false
 	}
-	return "", false
+	return jsonrpc.IDKey([]byte(v.Raw)), true
 }
 
 // outMessage is what the routing needs of a line mm wrote.

@@ -187,3 +187,37 @@ func TestAbandoned(t *testing.T) {
 	waitFor(t, func() bool { return strings.Contains(e.stderr.String(), "no stream open for serve.stallTimeout") })
 	r.post(`{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}`, http.StatusNotFound)
 }
+
+// TestExactIDs: two requests in flight whose ids are integers a float64
+// cannot tell apart (2^53 and 2^53+1) are two requests: each answer goes to
+// its own session's stream. Keyed through a float64, the second request's
+// route replaced the first's, and the first session's answer went to the
+// other session's stream.
+func TestExactIDs(t *testing.T) {
+	e := newEnv(t, func(_ *serve.Options, c *configs.Config) { c.Yolo = false })
+	r := e.raw()
+	r.init()
+	conn := r.stream("", http.StatusOK)
+	ids := []string{"9007199254740992", "9007199254740993"}
+	var sids []string
+	for i := range ids {
+		r.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, i+1, t.TempDir()), http.StatusAccepted)
+		sids = append(sids, gjson.Get(conn.next(t, "id", fmt.Sprint(i+1)), "result.sessionId").String())
+	}
+	var streams []*sse
+	var asks []string
+	for i, sid := range sids {
+		streams = append(streams, r.stream(sid, http.StatusOK))
+		// The turn waits for its permission: both requests are in flight.
+		r.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"bash"}]}}`, ids[i], sid),
+			http.StatusAccepted, "Acp-Session-Id", sid)
+		asks = append(asks, gjson.Get(streams[i].next(t, "method", "session/request_permission"), "id").Raw)
+	}
+	for i, sid := range sids {
+		r.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`, asks[i]),
+			http.StatusAccepted, "Acp-Session-Id", sid)
+		if m := streams[i].next(t, "id", ids[i]); gjson.Get(m, "result.stopReason").String() != "end_turn" {
+			t.Errorf("session %d: prompt %s answered %s", i, ids[i], m)
+		}
+	}
+}

@@ -48,10 +48,6 @@ import (
 // included; a longer one stops the connection.
 const sdkMaxLine = 10 << 20
 
-// headBytes is how much of a line too long to read is kept to learn what
-// it was.
-const headBytes = 4 << 10
-
 // maxRequests bounds the agent's requests being answered at once.
 const maxRequests = 16
 
@@ -92,35 +88,11 @@ func (in *inbound) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readLine reads one line, without its newline. A line of sdkMaxLine bytes
-// or more is read to its end and dropped: only its size and its first
-// headBytes are returned.
+// readLine reads one line, without its newline (jsonrpc.ReadLine). A line
+// of sdkMaxLine bytes or more, newline included, is read to its end and
+// dropped: only its size and its first bytes are returned.
 func (in *inbound) readLine() (line, head []byte, size int, err error) {
-	for {
-		frag, err := in.r.ReadSlice('\n')
-		size += len(frag)
-		if size <= sdkMaxLine {
-			line = append(line, frag...)
-		} else {
-			if line != nil {
-				head = line[:min(len(line), headBytes)]
-			}
-			line = nil
-			if len(head) < headBytes {
-				head = append(head, frag[:min(len(frag), headBytes-len(head))]...)
-			}
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if n := len(frag); n > 0 && frag[n-1] == '\n' {
-			size--
-			if line != nil {
-				line = line[:len(line)-1]
-			}
-		}
-		return line, head, size, err
-	}
+	return jsonrpc.ReadLine(in.r, sdkMaxLine-1)
 }
 
 // envelope is a JSON-RPC message with its parts undecoded; an absent part

@@ -16,8 +16,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/tidwall/gjson"
 
+	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/jsonrpc"
-	"github.com/mm-agent/mm/protocol"
 )
 
 // bridge is one connection's two ways and what the drain needs to know.
@@ -163,10 +163,10 @@ func (b *bridge) stdinClosed() bool {
 func (b *bridge) up(stdin io.Reader) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
 	for {
-		line, head, size, err := readLine(r, b.max)
+		line, head, size, err := jsonrpc.ReadLine(r, b.max)
 		switch {
 		case size > b.max:
-			if werr := b.out.line(protocol.LineTooLong(head, size, b.max)); werr != nil {
+			if werr := b.out.line(jsonrpc.LineTooLong(head, size, configs.Bytes(b.max).String())); werr != nil {
 				return werr
 			}
 		case len(bytes.TrimSpace(line)) > 0:
@@ -184,37 +184,6 @@ func (b *bridge) up(stdin io.Reader) error {
 		if err != nil {
 			return stdinError{err}
 		}
-	}
-}
-
-// readLine reads one line, without its newline. A line longer than max is
-// read to its end and dropped: only its size and first headBytes are
-// returned.
-func readLine(r *bufio.Reader, max int) (line, head []byte, size int, err error) {
-	for {
-		frag, err := r.ReadSlice('\n')
-		size += len(frag)
-		if size <= max+1 {
-			line = append(line, frag...)
-		} else {
-			if line != nil {
-				head = line[:min(len(line), headBytes)]
-				line = nil
-			}
-			if len(head) < headBytes {
-				head = append(head, frag[:min(len(frag), headBytes-len(head))]...)
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if n := len(frag); n > 0 && frag[n-1] == '\n' {
-			size--
-			if line != nil {
-				line = line[:len(line)-1]
-			}
-		}
-		return line, head, size, err
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 const (
@@ -29,9 +31,8 @@ const (
 	// then stops mm connect, so only what the socket buffers holds goes
 	// past that; past maxTracked, the drain waits its whole bound.
 	maxTracked = 4096
-	// headBytes is how much of a frame is kept to read its id, and of a
-	// line too long to send to answer it with its id.
-	headBytes = 4 << 10
+	// headBytes is how much of a frame is kept to read its id.
+	headBytes = jsonrpc.HeadBytes
 )
 
 // Options wires one bridge.

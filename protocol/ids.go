@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 	"unsafe"
@@ -16,33 +15,8 @@ import (
 // idKey is jsonrpc.IDKey: how every part of mm compares request ids.
 func idKey(raw json.RawMessage) string { return jsonrpc.IDKey(raw) }
 
-// headID reads the id of a message from the first bytes of its line (a
-// line too long to be read whole): the members before the id must be
-// complete in head. It returns nil when no id can be read there.
-func headID(head []byte) json.RawMessage {
-	dec := json.NewDecoder(bytes.NewReader(head))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		key, _ := t.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil
-		}
-		if key == "id" {
-			if validID(v) && string(v) != "null" {
-				return v
-			}
-			return nil
-		}
-	}
-	return nil
-}
+// headID is jsonrpc.HeadID.
+func headID(head []byte) json.RawMessage { return jsonrpc.HeadID(head) }
 
 // duplicateKey returns a member name that appears twice in the JSON object
 // obj, and whether there is one (the name may be ""). encoding/json keeps the last of two, so a message such as
@@ -92,11 +66,5 @@ func (n *memberNames) again(name string) bool {
 	return false
 }
 
-// validID says whether raw is a string, a number or null.
-func validID(raw json.RawMessage) bool {
-	switch c := raw[0]; {
-	case c == '"', c == 'n', c == '-', c >= '0' && c <= '9':
-		return true
-	}
-	return false
-}
+// validID is jsonrpc.ValidID.
+func validID(raw json.RawMessage) bool { return jsonrpc.ValidID(raw) }

@@ -18,6 +18,7 @@ import (
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // The ingress is mm's one way in. It stands between stdin and acp-go-sdk's
@@ -57,9 +58,6 @@ import (
 // sdkMaxLine is the longest line acp-go-sdk's reader takes, newline
 // included; a longer one would stop the connection.
 const sdkMaxLine = 10 << 20
-
-// headBytes is how much of a line too long to read is kept to find its id.
-const headBytes = 4 << 10
 
 type ingress struct {
 	r       *bufio.Reader
@@ -103,49 +101,14 @@ func (in *ingress) Read(p []byte) (int, error) {
 }
 
 // LineTooLong is mm's answer to a line of size bytes, longer than max
-// (acp.maxLineBytes): -32600 with the id read from head, the line's first
-// bytes, as one line ending in a newline. `mm connect` gives the same
-// answer to a line it does not send.
+// (acp.maxLineBytes): jsonrpc.LineTooLong.
 func LineTooLong(head []byte, size, max int) []byte {
-	id := headID(head)
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	// Marshal cannot fail: headID returns valid JSON, the rest is strings.
-	b, _ := json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: id, Error: acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
-		"the line is %d bytes, longer than acp.maxLineBytes (%s); it was skipped", size, configs.Bytes(max))})})
-	return append(b, '\n')
+	return jsonrpc.LineTooLong(head, size, configs.Bytes(max).String())
 }
 
-// readLine reads one line, without its newline. A line longer than max is
-// read to its end and dropped: only its size and its first headBytes are
-// returned.
+// readLine reads one line (jsonrpc.ReadLine).
 func (in *ingress) readLine() (line, head []byte, size int, err error) {
-	for {
-		frag, err := in.r.ReadSlice('\n')
-		size += len(frag)
-		if size <= in.max+1 {
-			line = append(line, frag...)
-		} else {
-			if line != nil {
-				head = line[:min(len(line), headBytes)]
-			}
-			line = nil
-			if len(head) < headBytes {
-				head = append(head, frag[:min(len(frag), headBytes-len(head))]...)
-			}
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if n := len(frag); n > 0 && frag[n-1] == '\n' {
-			size--
-			if line != nil {
-				line = line[:len(line)-1]
-			}
-		}
-		return line, head, size, err
-	}
+	return jsonrpc.ReadLine(in.r, in.max)
 }
 
 // envelope is a JSON-RPC message with its parts undecoded. An absent field

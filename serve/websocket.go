@@ -18,6 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // The WebSocket transport: GET /acp with Upgrade: websocket, then one
@@ -195,7 +196,7 @@ func readMessage(r io.Reader, max int) (msg, head []byte, size int, err error) {
 
 // headBytes is how much of a message too long to read is kept to find its
 // id.
-const headBytes = 4 << 10
+const headBytes = jsonrpc.HeadBytes
 
 // tooLong answers a message longer than acp.maxLineBytes as mm's ingress
 // answers such a line on stdio.

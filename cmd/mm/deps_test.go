@@ -50,3 +50,17 @@ func deps(t *testing.T, pkg string) []string {
 	}
 	return strings.Fields(string(out))
 }
+
+// TestConnectLinksNoAgent: mm connect's bridge speaks JSON-RPC (package
+// jsonrpc) and WebSocket; it links neither mm's agent side (protocol) nor
+// the actor system. It imported all of protocol, 441 packages, for one
+// function (issue 27).
+func TestConnectLinksNoAgent(t *testing.T) {
+	for _, pkg := range deps(t, "github.com/mm-agent/mm/connect") {
+		for _, banned := range []string{"github.com/mm-agent/mm/protocol", "github.com/mm-agent/mm/actors", "github.com/asynkron/protoactor-go"} {
+			if strings.HasPrefix(pkg, banned) {
+				t.Errorf("connect imports %s", pkg)
+			}
+		}
+	}
+}

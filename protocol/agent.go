@@ -44,7 +44,6 @@ type Agent struct {
 	// forward, when set, takes the session requests: their sessions live
 	// on the cluster's nodes (forward.go).
 	forward Forwarder
-	conn    *acp.AgentSideConnection
 	// ctx is the context of the requests the ingress serves: the
 	// connection's lifetime.
 	ctx context.Context
@@ -346,9 +345,13 @@ func (a *Agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 	return nil
 }
 
-// Logout has nothing to end: mm needs no login.
+// Logout ends nothing and succeeds: mm has no login of its own
+// (authMethods is empty). Over the network the token is what admits a
+// client; it is revoked in the server's config (serve.tokens), not by
+// the client that holds it.
 func (a *Agent) Logout(context.Context, acp.LogoutRequest) (acp.LogoutResponse, error) {
-	return acp.LogoutResponse{}, acp.NewMethodNotFound(acp.AgentMethodLogout)
+	a.log.Info("[acp] logout: mm has no login to end")
+	return acp.LogoutResponse{}, nil
 }
 
 // mcpServers turns the editor's MCP servers into the sessions': stdio and

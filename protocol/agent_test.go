@@ -60,6 +60,30 @@ func TestInitialize(t *testing.T) {
 	}
 }
 
+// TestLogout: logout, a method of ACP v1 the seed left out, is one entry
+// of the method table (methods.go) and one handler: advertised in
+// agentCapabilities.auth, it answers {} (mm has no login to end) and the
+// connection goes on.
+func TestLogout(t *testing.T) {
+	e := newEnv(t, nil)
+	res, err := e.conn.Initialize(e.ctx, acp.InitializeRequest{ProtocolVersion: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AgentCapabilities.Auth.Logout == nil {
+		t.Errorf("logout not advertised: %+v", res.AgentCapabilities.Auth)
+	}
+	if _, err := e.conn.Logout(e.ctx, acp.LogoutRequest{}); err != nil {
+		t.Fatalf("logout: %v", err)
+	}
+	if !strings.Contains(e.conn.Stdout.String(), `"result":{}`) {
+		t.Errorf("logout's answer is not {}:\n%s", e.conn.Stdout.String())
+	}
+	if sid := e.newSession(); e.ask(sid, "ping").StopReason != acp.StopReasonEndTurn {
+		t.Error("the connection did not go on after logout")
+	}
+}
+
 func TestInitializeTitleOmittedWhenEmpty(t *testing.T) {
 	e := newEnv(t, func(c *configs.Config) { c.ACP.Title = ""; c.ACP.Name = "robot" })
 	res, err := e.conn.Init(e.ctx)

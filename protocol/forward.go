@@ -5,7 +5,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/coder/acp-go-sdk"
 	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/actors"
@@ -44,19 +43,17 @@ type NewForwarder func(out io.Writer, answered func(n int)) Forwarder
 // forwarded serves a request (id set) or notification of a session by
 // handing it to the connection's Forwarder; it reports false for what is
 // served here.
-func (a *Agent) forwarded(method string, id, params json.RawMessage) bool {
+func (a *Agent) forwarded(m methodDef, name string, id, params json.RawMessage) bool {
 	f := a.forward
 	if f == nil {
 		return false
 	}
 	var sid string
-	switch method {
-	case acp.AgentMethodSessionNew, acp.AgentMethodSessionFork:
+	switch {
+	case m.creates:
 		// The cluster places a session by its id: it is made here.
 		sid = actors.NewSessionID(time.Now())
-	case acp.AgentMethodSessionPrompt, acp.AgentMethodSessionCancel, acp.AgentMethodSessionLoad,
-		acp.AgentMethodSessionResume, acp.AgentMethodSessionClose, acp.AgentMethodSessionDelete,
-		acp.AgentMethodSessionSetMode, acp.AgentMethodSessionSetConfigOption:
+	case m.session:
 		sid = gjson.GetBytes(params, "sessionId").String()
 		if sid == "" {
 			return false // its error is the one the edge answers
@@ -64,6 +61,6 @@ func (a *Agent) forwarded(method string, id, params json.RawMessage) bool {
 	default:
 		return false
 	}
-	f.Forward(sid, method, id, params)
+	f.Forward(sid, name, id, params)
 	return true
 }

@@ -21,43 +21,38 @@ import (
 	"github.com/mm-agent/mm/jsonrpc"
 )
 
-// The ingress is mm's one way in. It stands between stdin and acp-go-sdk's
-// connection, which reads its lines from it as it would from stdin. Each
-// line is read whole (up to acp.maxLineBytes) and split once into a
-// JSON-RPC envelope (parseEnvelope: one validating pass and one pass over
-// its members), then:
+// The ingress is mm's one way in: the connection's reader (run), on a
+// goroutine of its own. Each line is read whole (up to acp.maxLineBytes,
+// jsonrpc.ReadLine) and split once into a JSON-RPC envelope (parse: one
+// validating pass and one pass over its members), then:
 //
 //   - what is not a valid JSON-RPC message gets its error (with the
 //     message's id when it has a usable one: one read from the first bytes
 //     of a line too long to read) and goes no further; so does a message
-//     with a member twice, and a request whose id is null, which the SDK
-//     would take for a notification and never answer;
+//     with a member twice, and a request whose id is null, which no answer
+//     could name;
 //   - a request takes a place in pending first (pending.go): when too many
 //     are unanswered, the ingress waits, and stops reading;
-//   - every request and notification of a session — prompt, cancel,
+//   - a request is served by the method table (methods.go), which names
+//     every method mm serves once: a session's requests — prompt,
 //     set_mode, set_config_option, load, resume, close, fork, delete — and
-//     session/new are served here, in the order read: each reaches its
-//     session's mailbox before the next line is read (order.go), and is
-//     answered by the session or the edge through the outbox, the one
-//     ordered writer. The SDK would run each request on a goroutine of
-//     its own, in any order, and queue cancels apart;
-//   - $/cancel_request of a prompt cancels it as session/cancel would;
-//   - every other notification is logged at debug level and dropped: the
-//     SDK would queue it (its queue closes the connection past 1,024) only
-//     to answer nothing;
-//   - everything else — initialize, authenticate, session/list, methods
-//     mm does not have, the responses to the SDK's own requests — goes on
-//     to the SDK, which frames, dispatches and answers it. A line the SDK's
-//     reader cannot take (over 10 MiB, where it stops the connection) is
-//     answered here instead.
+//     session/new are served in the order read (each reaches its session's
+//     mailbox before the next line is read, order.go); initialize,
+//     authenticate, logout and session/list on a goroutine each. Every
+//     answer goes through the outbox, the one ordered writer. A method not
+//     in the table is answered "Method not found";
+//   - session/cancel, and $/cancel_request of a prompt, cancel as they say;
+//     every other notification is logged at debug level and dropped;
+//   - a response goes to the call of mm's it answers (calls.go: a
+//     permission request, an elicitation), or, in a cluster, to the node
+//     that asked; one that answers nothing is dropped.
 //
-// Concurrency: Read is called by the SDK's reader goroutine only; the
-// handlers it calls never block on the client or on a turn (they wait only
-// for a place in pending, or a free session creator).
-
-// sdkMaxLine is the longest line acp-go-sdk's reader takes, newline
-// included; a longer one would stop the connection.
-const sdkMaxLine = 10 << 20
+// acp-go-sdk supplies the types and their validation; it no longer reads or
+// writes a line of mm's agent side.
+//
+// Concurrency: route is called by run only; the handlers it calls never
+// block on the client or on a turn (they wait only for a place in
+// pending, or a free session creator).
 
 type ingress struct {
 	r       *bufio.Reader
@@ -67,8 +62,8 @@ type ingress struct {
 	log     *slog.Logger
 	pending *pending
 
-	sdkLine []byte // the line the SDK is reading
-	err     error
+	// done is closed once the client's stream has ended.
+	done chan struct{}
 
 	// prompts are the prompt requests read and not yet answered, by id
 	// key, for $/cancel_request; the outbox removes them once answered.
@@ -77,27 +72,28 @@ type ingress struct {
 }
 
 func newIngress(r io.Reader, maxLine int, a *Agent, out io.Writer, log *slog.Logger, p *pending) *ingress {
-	return &ingress{r: bufio.NewReaderSize(r, 64<<10), max: maxLine, agent: a, out: out, log: log, pending: p, prompts: map[string]*promptRef{}}
+	return &ingress{r: bufio.NewReaderSize(r, 64<<10), max: maxLine, agent: a, out: out, log: log, pending: p, prompts: map[string]*promptRef{}, done: make(chan struct{})}
 }
 
-// Read gives the SDK the lines that are its to serve.
-func (in *ingress) Read(p []byte) (int, error) {
-	for len(in.sdkLine) == 0 {
-		if in.err != nil {
-			return 0, in.err
-		}
+// run reads the client's lines until its stream ends or fails, serving
+// each, then closes done.
+func (in *ingress) run() {
+	defer close(in.done)
+	for {
 		line, head, size, err := in.readLine()
-		in.err = err
 		switch {
 		case size > in.max:
 			_, _ = in.out.Write(LineTooLong(head, size, in.max))
 		case len(line) > 0:
-			in.sdkLine = in.route(line)
+			in.route(line)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				in.log.Info(fmt.Sprintf("[acp] the client's stream failed: %v", err))
+			}
+			return
 		}
 	}
-	n := copy(p, in.sdkLine)
-	in.sdkLine = in.sdkLine[n:]
-	return n, nil
 }
 
 // LineTooLong is mm's answer to a line of size bytes, longer than max
@@ -179,11 +175,11 @@ func (m *envelope) member(name string) *json.RawMessage {
 	return nil
 }
 
-// route serves a line or returns it, newline added, for the SDK.
-func (in *ingress) route(line []byte) []byte {
+// route serves one line.
+func (in *ingress) route(line []byte) {
 	body := bytes.TrimSpace(line)
 	if len(body) == 0 {
-		return nil
+		return
 	}
 	var m envelope
 	dup, twice, err := m.parse(body)
@@ -194,23 +190,23 @@ func (in *ingress) route(line []byte) []byte {
 		} else {
 			in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": "a JSON-RPC message is a JSON object"}))
 		}
-		return nil
+		return
 	}
 	id := m.ID
 	if id != nil && !validID(id) {
 		in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": "id must be a string, a number or null"}))
-		return nil
+		return
 	}
 	if twice {
 		if dup == "id" {
 			id = nil // which one?
 		}
 		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("the member %q appears twice in the message", dup)}))
-		return nil
+		return
 	}
 	if m.JSONRPC != nil && string(m.JSONRPC) != `"2.0"` {
 		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": `jsonrpc must be "2.0"`}))
-		return nil
+		return
 	}
 	if m.Method == nil {
 		if id != nil && (m.Result != nil || m.Error != nil) {
@@ -218,39 +214,43 @@ func (in *ingress) route(line []byte) []byte {
 				// A response to no request of ours (the client's answer
 				// to a line it could not read): nothing waits for it.
 				in.log.Debug("[acp] a response with a null id ignored")
-				return nil
+				return
 			}
 			if in.agent.calls.answered(id, m.Result, m.Error) {
-				return nil // one of mm's own calls (calls.go)
+				return // one of mm's own calls (calls.go)
 			}
 			if f := in.agent.forward; f != nil && f.Answer(id, m.Result, m.Error) {
-				return nil // a call of a session served on another node
+				return // a call of a session served on another node
 			}
-			return in.forwardResponse(id, line)
+			// A response to nothing mm waits for: an answer after its
+			// request was given up, or to nothing mm asked.
+			in.log.Debug(fmt.Sprintf("[acp] a response to no request of mm's ignored (id %s)", id))
+			return
 		}
 		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": "a request needs a method, a response a result or an error"}))
-		return nil
+		return
 	}
 	var method string
 	if m.Method[0] != '"' || json.Unmarshal(m.Method, &method) != nil || method == "" {
 		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": "method must be a non-empty string"}))
-		return nil
+		return
 	}
 	if len(m.Params) > 0 && m.Params[0] == '{' {
 		if dup, twice := duplicateKey(m.Params); twice {
 			in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("the member %q appears twice in params", dup)}))
-			return nil
+			return
 		}
 	}
 	if id == nil {
-		return in.notification(method, m.Params, line)
+		in.notification(method, m.Params)
+		return
 	}
 	if string(id) == "null" {
 		// JSON-RPC 2.0 allows it and advises against it; the SDK takes
 		// such a request for a notification and never answers it.
 		in.reply(id, acp.NewInvalidRequest(map[string]any{"method": method,
 			"error": "a request's id must be a string or a number: with a null id no answer could name its request"}))
-		return nil
+		return
 	}
 	in.pending.take()
 	id = append(json.RawMessage(nil), id...)
@@ -258,70 +258,36 @@ func (in *ingress) route(line []byte) []byte {
 		// Anything but initialize needs the actors soon (DeferRuntime).
 		in.agent.hub.StartRuntime()
 	}
-	if in.serve(method, id, m.Params) {
-		return nil
-	}
-	if len(line)+1 > sdkMaxLine {
-		in.agent.box.Respond("", id, nil, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf(
-			"the request is %d bytes; %s requests are read up to %d (acp-go-sdk's limit), session requests up to acp.maxLineBytes", len(line), method, sdkMaxLine-1)}))
-		return nil
-	}
-	return append(line, '\n')
+	in.serve(method, id, m.Params)
 }
 
-// serve serves a request of a session, or one that creates a session,
-// here and in the order read; it reports false for the others (the SDK's).
-// A request's panic becomes its internal error.
-func (in *ingress) serve(method string, id, params json.RawMessage) bool {
+// serve serves a request by the method table (methods.go), in the order
+// read; a request of a method mm does not have is answered so. A
+// request's panic becomes its internal error.
+func (in *ingress) serve(method string, id, params json.RawMessage) {
 	a := in.agent
-	if a.forwarded(method, id, params) {
-		return true
+	m, ok := methods[method]
+	if ok && a.forwarded(m, method, id, params) {
+		return
 	}
 	r := &actors.Reply{ID: id, Method: method, Out: a.box}
 	defer a.survive(method, r)
-	switch method {
-	case acp.AgentMethodSessionPrompt:
-		// The hot path: decoded by the ingress's own fast decoder.
-		var p promptRequest
-		if rerr := decodeParams(params, &p); rerr != nil {
-			a.answer("", r, nil, rerr)
-			break
-		}
-		in.servePrompt(r, p.request())
-	case acp.AgentMethodSessionNew:
-		decoded(a, r, params, a.serveNew)
-	case acp.AgentMethodSessionFork:
-		decoded(a, r, params, a.serveFork)
-	case acp.AgentMethodSessionLoad:
-		decoded(a, r, params, a.serveLoad)
-	case acp.AgentMethodSessionResume:
-		decoded(a, r, params, a.serveResume)
-	case acp.AgentMethodSessionClose:
-		decoded(a, r, params, a.serveClose)
-	case acp.AgentMethodSessionDelete:
-		decoded(a, r, params, a.serveDelete)
-	case acp.AgentMethodSessionSetMode:
-		decoded(a, r, params, a.serveSetMode)
-	case acp.AgentMethodSessionSetConfigOption:
-		decoded(a, r, params, a.serveSetConfig)
-	default:
-		return false
-	}
-	return true
-}
-
-// decoded decodes a request's params as the SDK would and serves them, or
-// answers why they cannot be read.
-func decoded[P any, PP interface {
-	*P
-	Validate() error
-}](a *Agent, r *actors.Reply, params json.RawMessage, serve func(*actors.Reply, P)) {
-	var p P
-	if rerr := decodeParams(params, PP(&p)); rerr != nil {
-		a.answer("", r, nil, rerr)
+	if !ok {
+		a.answer("", r, nil, acp.NewMethodNotFound(method))
 		return
 	}
-	serve(r, p)
+	m.serve(in, r, params)
+}
+
+// prompt serves session/prompt, the hot path: decoded by the ingress's own
+// fast decoder.
+func (in *ingress) prompt(r *actors.Reply, params json.RawMessage) {
+	var p promptRequest
+	if rerr := decodeParams(params, &p); rerr != nil {
+		in.agent.answer("", r, nil, rerr)
+		return
+	}
+	in.servePrompt(r, p.request())
 }
 
 // decodeParams decodes and validates a request's params as the SDK does.
@@ -335,39 +301,28 @@ func decodeParams(raw json.RawMessage, p interface{ Validate() error }) *acp.Req
 	return nil
 }
 
-// forwardResponse passes a response to one of mm's requests to the SDK; one
-// too long for its reader reaches the waiting request as an error.
-func (in *ingress) forwardResponse(id json.RawMessage, line []byte) []byte {
-	if len(line)+1 <= sdkMaxLine {
-		return append(line, '\n')
-	}
-	in.log.Warn(fmt.Sprintf("[acp] a response of %d bytes from the client is over acp-go-sdk's %d; its request fails", len(line), sdkMaxLine))
-	b, _ := json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: id, Error: acp.NewInvalidRequest(map[string]any{"error": "the response was too long to read"})})
-	return append(b, '\n')
-}
-
 // notification serves session/cancel and the $/cancel_request of a
 // prompt; it passes other $/cancel_requests to the SDK and drops the rest.
-func (in *ingress) notification(method string, params json.RawMessage, line []byte) []byte {
+func (in *ingress) notification(method string, params json.RawMessage) {
 	switch method {
 	case acp.AgentMethodSessionCancel:
-		if in.agent.forwarded(method, nil, params) {
-			return nil
+		if in.agent.forwarded(methodDef{session: true}, method, nil, params) {
+			return
 		}
 		var p acp.CancelNotification
 		if rerr := decodeParams(params, &p); rerr != nil {
 			in.log.Warn(fmt.Sprintf("[acp] session/cancel ignored: %v", rerr))
-			return nil
+			return
 		}
 		_ = in.agent.Cancel(in.agent.ctx, p)
-		return nil
+		return
 	case "$/cancel_request":
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
 		}
 		if json.Unmarshal(params, &p) == nil && len(p.RequestID) > 0 && validID(p.RequestID) {
 			if f := in.agent.forward; f != nil && f.CancelRequest(p.RequestID) {
-				return nil
+				return
 			}
 			in.mu.Lock()
 			ref, ok := in.prompts[idKey(p.RequestID)]
@@ -383,16 +338,15 @@ func (in *ingress) notification(method string, params json.RawMessage, line []by
 				if ref.session != nil {
 					ref.session.CancelPrompt(ref.seq)
 				}
-				return nil
+				return
 			}
 		}
-		if len(line)+1 <= sdkMaxLine {
-			return append(line, '\n') // one of the SDK's requests, or its error
-		}
-		return nil
+		// A cancel of a request that is not a prompt: the others are
+		// answered at once, or waited for by their session in order.
+		return
 	}
 	in.log.Debug(fmt.Sprintf("[acp] notification %s ignored", method))
-	return nil
+	return
 }
 
 // reply writes the error response of a line that goes no further. It waits

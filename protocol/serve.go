@@ -9,12 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/acp-go-sdk"
-	"github.com/tidwall/gjson"
-
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -55,7 +51,7 @@ type ConnOptions struct {
 // Conn is one served connection.
 type Conn struct {
 	agent   *Agent
-	acp     *acp.AgentSideConnection
+	in      *ingress
 	out     *outbox
 	pending *pending
 	// w is the connection's one writer: Wait asks it whether the client
@@ -97,45 +93,24 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 		cwds: map[string]bool{}, creators: make(chan struct{}, maxCreating)}
 	waiting := newPending(int(h.cfg.ACP.MaxPending))
 	in := newIngress(o.In, int(h.cfg.ACP.MaxLineBytes), a, out, log, waiting)
-	box.encode, box.answered, box.written = a.encode, in.answered, waiting.give
+	box.encode, box.answered = a.encode, in.answered
+	box.written = func(n int) {
+		waiting.give(n)
+		if n > 0 {
+			// With DeferRuntime, the runtime starts once a response
+			// (initialize's) is out, not beside it.
+			h.StartRuntime()
+		}
+	}
 	if o.Forward != nil {
 		a.forward = o.Forward(out, waiting.give)
 	}
-	// The SDK's SetLogger is not synchronised with its reader goroutine:
-	// that goroutine's first read waits until the logger is set.
-	gated := gate.New(in)
-	conn := acp.NewAgentSideConnection(a, &sdkWriter{w: out, answered: waiting.give, start: h.StartRuntime}, gated)
-	conn.SetLogger(slog.New(quietEOF{log.Handler()}).With("lib", "acp"))
-	gated.Open()
-	a.conn = conn
+	go in.run()
 	// The outbox delivers to actors once the runtime is up; the client's
 	// initialize is read and answered meanwhile, needing none of it (with
 	// DeferRuntime, before it starts).
 	go func() { box.setRoot(h.started().Root()) }()
-	return &Conn{agent: a, acp: conn, out: box, pending: waiting, w: out, cancel: cancel}
-}
-
-// sdkWriter is the SDK's way out. The responses it writes answer requests
-// the ingress passed it, whose places in pending it gives back once
-// written; its own requests (a permission request) and their cancels are
-// not answers.
-type sdkWriter struct {
-	w        io.Writer
-	answered func(int)
-	// start starts the hub's runtime, once a response (initialize's) is
-	// out.
-	start func()
-}
-
-func (s *sdkWriter) Write(b []byte) (int, error) {
-	n, err := s.w.Write(b)
-	// The SDK writes one message per Write: a response is the one with no
-	// method.
-	if !gjson.GetBytes(b, "method").Exists() {
-		s.answered(1)
-		s.start()
-	}
-	return n, err
+	return &Conn{agent: a, in: in, out: box, pending: waiting, w: out, cancel: cancel}
 }
 
 // lockedWriter makes each Write one whole line (or batch of lines) on w.
@@ -179,31 +154,6 @@ const (
 	mmHang     = time.Minute
 )
 
-// quietEOF passes on the SDK's log records but one: the Info "connection
-// closed" it logs when the client closes its side (cause "peer connection
-// closed"). That is how every session with an editor ends, and how the
-// README's smoke test ends; a line about it reads like a fault. A close for
-// any other cause (a read error) is still logged.
-type quietEOF struct{ slog.Handler }
-
-func (q quietEOF) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level == slog.LevelInfo && r.Message == "connection closed" {
-		eof := false
-		r.Attrs(func(a slog.Attr) bool {
-			eof = a.Key == "cause" && a.Value.String() == "peer connection closed"
-			return !eof
-		})
-		if eof {
-			return nil
-		}
-	}
-	return q.Handler.Handle(ctx, r)
-}
-
-func (q quietEOF) WithAttrs(as []slog.Attr) slog.Handler { return quietEOF{q.Handler.WithAttrs(as)} }
-
-func (q quietEOF) WithGroup(g string) slog.Handler { return quietEOF{q.Handler.WithGroup(g)} }
-
 // SetContextWindow records the model's context window once it is known.
 func (c *Conn) SetContextWindow(n int) { c.agent.hub.SetContextWindow(n) }
 
@@ -215,7 +165,7 @@ func (c *Conn) SetContextWindow(n int) { c.agent.hub.SetContextWindow(n) }
 func (c *Conn) Wait(ctx context.Context) {
 	select {
 	case <-ctx.Done():
-	case <-c.acp.Done():
+	case <-c.in.done:
 	}
 	a := c.agent
 	// No session is created any more (those being created are answered),

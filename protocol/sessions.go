@@ -24,6 +24,8 @@ func (a *Agent) capabilities() acp.AgentCapabilities {
 		PromptCapabilities: acp.PromptCapabilities{EmbeddedContext: true, Image: a.cfg.Model.Vision},
 		// MCP servers over stdio (always) and streamable HTTP.
 		McpCapabilities: acp.McpCapabilities{Http: true},
+		// logout answers: mm has nothing to end (Agent.Logout).
+		Auth: acp.AgentAuthCapabilities{Logout: &acp.LogoutCapabilities{}},
 		SessionCapabilities: acp.SessionCapabilities{
 			Close: &acp.SessionCloseCapabilities{},
 			Fork:  &acp.SessionForkCapabilities{},

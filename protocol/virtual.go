@@ -78,7 +78,7 @@ func (v *Virtual) Call(method string, id, params json.RawMessage, sessionID stri
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if id == nil {
-		v.in.notification(method, params, nil)
+		v.in.notification(method, params)
 		return
 	}
 	a := v.a
@@ -86,17 +86,21 @@ func (v *Virtual) Call(method string, id, params json.RawMessage, sessionID stri
 	case method == acp.AgentMethodSessionNew && sessionID != "":
 		r := &actors.Reply{ID: id, Method: method, Out: a.box}
 		defer a.survive(method, r)
-		decoded(a, r, params, func(r *actors.Reply, p acp.NewSessionRequest) { a.serveNewAs(r, p, sessionID) })
+		ordered(func(a *Agent, r *actors.Reply, p acp.NewSessionRequest) { a.serveNewAs(r, p, sessionID) })(v.in, r, params)
 		return
 	case method == acp.AgentMethodSessionFork && sessionID != "":
 		r := &actors.Reply{ID: id, Method: method, Out: a.box}
 		defer a.survive(method, r)
-		decoded(a, r, params, func(r *actors.Reply, p acp.UnstableForkSessionRequest) { a.serveForkAs(r, p, sessionID) })
+		ordered(func(a *Agent, r *actors.Reply, p acp.UnstableForkSessionRequest) { a.serveForkAs(r, p, sessionID) })(v.in, r, params)
 		return
 	}
-	if !v.in.serve(method, id, params) {
-		v.a.answer("", &actors.Reply{ID: id, Method: method, Out: v.a.box}, nil, acp.NewMethodNotFound(method))
+	// Only a session's requests come here: the client's node serves the
+	// connection's.
+	if m, ok := methods[method]; ok && (m.session || m.creates) {
+		v.in.serve(method, id, params)
+		return
 	}
+	v.a.answer("", &actors.Reply{ID: id, Method: method, Out: v.a.box}, nil, acp.NewMethodNotFound(method))
 }
 
 // Answered takes the client's answer to one of mm's requests of this

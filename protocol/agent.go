@@ -97,8 +97,6 @@ func (a *Agent) attach(st *actors.SessionState) *actors.SessionState {
 	return st
 }
 
-var _ acp.Agent = (*Agent)(nil)
-
 // Initialize negotiates the protocol version and says who we are.
 func (a *Agent) Initialize(_ context.Context, p acp.InitializeRequest) (_ acp.InitializeResponse, err error) {
 	defer a.surviveSDK("initialize", &err)
@@ -128,12 +126,6 @@ func (a *Agent) Initialize(_ context.Context, p acp.InitializeRequest) (_ acp.In
 // Authenticate has nothing to check: mm needs no login.
 func (a *Agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
 	return acp.AuthenticateResponse{}, nil
-}
-
-// NewSession serves session/new for a caller that serves the Agent itself;
-// the ingress serves it with serveNew.
-func (a *Agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
-	return call[acp.NewSessionResponse](a, acp.AgentMethodSessionNew, func(r *actors.Reply) { a.serveNew(r, p) })
 }
 
 // serveNew creates a session actor for an existing, absolute cwd, off the
@@ -283,15 +275,6 @@ func (a *Agent) create(r *actors.Reply, make func() (string, any, error)) {
 			s.Announce()
 		}
 	}()
-}
-
-// Prompt serves session/prompt for a caller that serves the Agent itself,
-// and answers once the turn has ended and its updates are written. The
-// prompts read from stdin reach the same Session.Start through the
-// ingress, which answers them from the outbox without a goroutine waiting.
-// Cancellation reaches the turn through Cancel, not through ctx.
-func (a *Agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	return call[acp.PromptResponse](a, acp.AgentMethodSessionPrompt, func(r *actors.Reply) { a.servePrompt(r, p, nil) })
 }
 
 // servePrompt starts a prompt's turn in its session's order; its response

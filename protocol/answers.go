@@ -63,26 +63,8 @@ func (a *Agent) encode(r *actors.Reply, res any) (any, *acp.RequestError) {
 	return nil, a.internal(r.Method, fmt.Errorf("mm has no answer of type %T for %s", res, r.Method))
 }
 
-// call serves one request as the ingress does and waits for its answer:
-// the acp.Agent methods, for a caller that serves the Agent on a
-// connection of its own. The ingress never goes through them.
-func call[T any](a *Agent, method string, serve func(*actors.Reply)) (T, error) {
-	var zero T
-	r := &actors.Reply{Method: method, Out: a.box, Done: make(chan any, 1)}
-	serve(r)
-	result, rerr := a.encode(r, <-r.Done)
-	if rerr != nil {
-		return zero, rerr
-	}
-	v, ok := result.(T)
-	if !ok {
-		return zero, a.internal(method, fmt.Errorf("mm answered with %T", result))
-	}
-	return v, nil
-}
-
-// surviveSDK is survive for the requests the SDK serves, which answer with
-// the handler's error.
+// surviveSDK is survive for the handlers that return their answer
+// (methods.go's conn: initialize, session/list), as the SDK's did.
 func (a *Agent) surviveSDK(method string, err *error) {
 	if p := recover(); p != nil {
 		*err = a.internal(method, fmt.Errorf("mm failed: %v", p))

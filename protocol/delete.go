@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"context"
 	"fmt"
 	"sort"
 
@@ -16,13 +15,6 @@ func (a *Agent) know(cwd string) {
 	a.mu.Lock()
 	a.cwds[cwd] = true
 	a.mu.Unlock()
-}
-
-// UnstableDeleteSession serves session/delete (stable in ACP's current
-// schema, unstable in acp-go-sdk v0.13.5) for a caller that serves the
-// Agent itself; the ingress serves it with serveDelete.
-func (a *Agent) UnstableDeleteSession(_ context.Context, p acp.UnstableDeleteSessionRequest) (acp.UnstableDeleteSessionResponse, error) {
-	return call[acp.UnstableDeleteSessionResponse](a, acp.AgentMethodSessionDelete, func(r *actors.Reply) { a.serveDelete(r, p) })
 }
 
 // serveDelete deletes a session in its order: a live one is closed like

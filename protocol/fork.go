@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -14,12 +13,6 @@ import (
 )
 
 // session/fork: a new session with a copy of another's history.
-
-// UnstableForkSession serves session/fork for a caller that serves the
-// Agent itself; the ingress serves it with serveFork.
-func (a *Agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error) {
-	return call[acp.UnstableForkSessionResponse](a, acp.AgentMethodSessionFork, func(r *actors.Reply) { a.serveFork(r, p) })
-}
 
 // serveFork starts a new session with a copy of another's history, as the
 // requests read before the fork left it; its provenance points at the

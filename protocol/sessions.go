@@ -15,8 +15,6 @@ import (
 // The session methods beyond session/new and session/prompt: load, resume,
 // list, close, fork, modes and the model selector.
 
-var _ acp.AgentLoader = (*Agent)(nil)
-
 // capabilities advertises what works with this configuration.
 func (a *Agent) capabilities() acp.AgentCapabilities {
 	caps := acp.AgentCapabilities{
@@ -116,12 +114,6 @@ func (a *Agent) mayOpen(st *actors.SessionState) bool {
 	return a.owner == "" || st.Owner == a.owner
 }
 
-// LoadSession serves session/load for a caller that serves the Agent
-// itself; the ingress serves it with serveLoad.
-func (a *Agent) LoadSession(_ context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
-	return call[acp.LoadSessionResponse](a, acp.AgentMethodSessionLoad, func(r *actors.Reply) { a.serveLoad(r, p) })
-}
-
 // serveLoad replays a stored session, or re-attaches to a live one; the
 // session answers behind its replay.
 func (a *Agent) serveLoad(r *actors.Reply, p acp.LoadSessionRequest) {
@@ -130,12 +122,6 @@ func (a *Agent) serveLoad(r *actors.Reply, p acp.LoadSessionRequest) {
 		return
 	}
 	a.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Replay(r) })
-}
-
-// ResumeSession serves session/resume for a caller that serves the Agent
-// itself; the ingress serves it with serveResume.
-func (a *Agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
-	return call[acp.ResumeSessionResponse](a, acp.AgentMethodSessionResume, func(r *actors.Reply) { a.serveResume(r, p) })
 }
 
 // serveResume is serveLoad without the replay.
@@ -255,12 +241,6 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	return out, nil
 }
 
-// CloseSession serves session/close for a caller that serves the Agent
-// itself; the ingress serves it with serveClose.
-func (a *Agent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
-	return call[acp.CloseSessionResponse](a, acp.AgentMethodSessionClose, func(r *actors.Reply) { a.serveClose(r, p) })
-}
-
 // serveClose ends a session after the requests read before the close: its
 // turns are cancelled, the rest served, its actor freed. It answers once
 // the session's file is final; the session's next requests (a load, a
@@ -283,12 +263,6 @@ func (a *Agent) serveClose(r *actors.Reply, p acp.CloseSessionRequest) {
 	})
 }
 
-// SetSessionMode serves session/set_mode for a caller that serves the
-// Agent itself; the ingress serves it with serveSetMode.
-func (a *Agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	return call[acp.SetSessionModeResponse](a, acp.AgentMethodSessionSetMode, func(r *actors.Reply) { a.serveSetMode(r, p) })
-}
-
 // serveSetMode switches between ask and yolo, in the session's order.
 func (a *Agent) serveSetMode(r *actors.Reply, p acp.SetSessionModeRequest) {
 	id := string(p.SessionId)
@@ -300,12 +274,6 @@ func (a *Agent) serveSetMode(r *actors.Reply, p acp.SetSessionModeRequest) {
 		}
 		s.SetMode(string(p.ModeId), r)
 	})
-}
-
-// SetSessionConfigOption serves session/set_config_option for a caller
-// that serves the Agent itself; the ingress serves it with serveSetConfig.
-func (a *Agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return call[acp.SetSessionConfigOptionResponse](a, acp.AgentMethodSessionSetConfigOption, func(r *actors.Reply) { a.serveSetConfig(r, p) })
 }
 
 // serveSetConfig sets the model selector, in the session's order.

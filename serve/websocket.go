@@ -38,9 +38,10 @@ import (
 
 // wsConn is one WebSocket connection.
 type wsConn struct {
-	c   *connection
-	ws  *websocket.Conn
-	max int // acp.maxLineBytes
+	c    *connection
+	ws   *websocket.Conn
+	sock *stallConn // under ws: corks a batch's frames into one write
+	max  int        // acp.maxLineBytes
 
 	// mu orders the start of mm's side with the end of the connection;
 	// it is not held while mm's side opens (Connect may write).
@@ -64,7 +65,8 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, owner st
 	defer c.release()
 	// The TypeScript SDK's adapter names the connection in the 101.
 	w.Header().Set(headerConnectionID, c.id)
-	ws, err := websocket.Accept(stallHijacker{w, s.o.StallTimeout}, r, &websocket.AcceptOptions{
+	hj := &stallHijacker{ResponseWriter: w, stall: s.o.StallTimeout}
+	ws, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		// The Origin header was checked against serve.allowedOrigins
 		// before the token; Accept's own check (same host only) would
 		// refuse a listed origin.
@@ -74,7 +76,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, owner st
 		return // Accept has answered
 	}
 	ws.SetReadLimit(-1) // readMessage bounds each message
-	t := &wsConn{c: c, ws: ws, max: s.o.MaxMessageBytes}
+	t := &wsConn{c: c, ws: ws, sock: hj.sock, max: s.o.MaxMessageBytes}
 	t.opened = sync.NewCond(&t.mu)
 	read := make(chan struct{})
 	closed := make(chan struct{})
@@ -310,7 +312,13 @@ func (t *wsConn) reply(b []byte) { t.writeFrame(b) }
 // while the client does not read; once the client is gone (a write
 // failed), what mm writes is dropped, as on a closed pipe, so that mm's
 // shutdown does not wait on it.
+//
+// The frames of one Write (a batch of the outbox: what queued while the
+// last one was written) go to the socket in one write, as the lines of a
+// batch go to a pipe: the WebSocket library flushes each message, and a
+// write per frame cost mm serve about a quarter of its CPU under load.
 func (t *wsConn) Write(p []byte) (int, error) {
+	t.sock.cork()
 	for line := range bytes.Lines(p) {
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {
@@ -321,6 +329,9 @@ func (t *wsConn) Write(p []byte) (int, error) {
 			t.c.answered(o.id)
 		}
 	}
+	if err := t.sock.uncork(); err != nil {
+		t.failed(err)
+	}
 	return len(p), nil
 }
 
@@ -329,14 +340,22 @@ func (t *wsConn) writeFrame(b []byte) {
 		return
 	}
 	if err := t.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
-		t.broken.Store(true)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.close(dropSocket, "the client read nothing for serve.stallTimeout")
-		} else {
-			t.c.end("the client left")
-		}
-		_ = t.ws.CloseNow()
+		t.failed(err)
 	}
+}
+
+// failed ends a connection whose write failed: the client is gone, or it
+// read nothing for the stall timeout.
+func (t *wsConn) failed(err error) {
+	if t.broken.Swap(true) {
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.close(dropSocket, "the client read nothing for serve.stallTimeout")
+	} else {
+		t.c.end("the client left")
+	}
+	_ = t.ws.CloseNow()
 }
 
 // stallHijacker hands the WebSocket library a connection whose writes
@@ -344,15 +363,16 @@ func (t *wsConn) writeFrame(b []byte) {
 type stallHijacker struct {
 	http.ResponseWriter
 	stall time.Duration
+	sock  *stallConn // once hijacked
 }
 
-func (h stallHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (h *stallHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
-	sc := &stallConn{Conn: conn, stall: h.stall}
-	return sc, bufio.NewReadWriter(brw.Reader, bufio.NewWriter(sc)), nil
+	h.sock = &stallConn{Conn: conn, stall: h.stall}
+	return h.sock, bufio.NewReadWriter(brw.Reader, bufio.NewWriter(h.sock)), nil
 }
 
 // stallConn writes in pieces, each with a deadline of the stall timeout
@@ -360,15 +380,60 @@ func (h stallHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // one that reads nothing for that long makes the write fail. The kernel's
 // socket buffers are what waits for the client, besides the frame being
 // written.
+//
+// Corked (cork, uncork), it keeps what it is given and writes it all at
+// uncork. mu makes each write whole: the library's own frames (a pong, a
+// close) wait for a batch being written, or join it.
 type stallConn struct {
 	net.Conn
 	stall time.Duration
+
+	mu     sync.Mutex
+	corked bool
+	held   []byte
 }
 
 // stallPiece is the most written under one deadline.
 const stallPiece = 32 << 10
 
 func (c *stallConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked {
+		c.held = append(c.held, p...)
+		return len(p), nil
+	}
+	return c.write(p)
+}
+
+// cork holds the writes until uncork.
+func (c *stallConn) cork() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.corked = true
+	c.mu.Unlock()
+}
+
+// uncork writes what was held, in one write.
+func (c *stallConn) uncork() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	_, err := c.write(c.held)
+	if cap(c.held) > 1<<20 {
+		c.held = nil // a burst's buffer is not kept
+	} else {
+		c.held = c.held[:0]
+	}
+	return err
+}
+
+func (c *stallConn) write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		piece := p[:min(len(p), stallPiece)]

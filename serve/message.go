@@ -25,21 +25,31 @@ var (
 
 // message is one client message, made one line.
 type message struct {
-	line []byte       // compact JSON, no newline
+	line []byte       // the JSON, on one line, no newline
 	v    gjson.Result // line, parsed
 }
 
-// parseMessage checks raw (a frame or a POST body, maybe pretty-printed)
-// and makes it one line: json.Compact drops the whitespace between tokens,
-// and a newline cannot occur inside a JSON string, so the line stream
-// that mm reads keeps one message per line.
+// parseMessage checks raw (a frame or a POST body, maybe pretty-printed;
+// the caller's, which parseMessage may keep) and makes it one line. A
+// message already on one line, as clients write them, is kept as it is,
+// validated in place; one with newlines between its tokens is compacted
+// (json.Compact: a newline cannot occur inside a JSON string), so that the
+// line stream mm reads keeps one message per line.
 func parseMessage(raw []byte) (message, error) {
-	var b bytes.Buffer
-	b.Grow(len(raw))
-	if err := json.Compact(&b, raw); err != nil {
+	line := bytes.TrimSpace(raw)
+	if len(line) == 0 {
 		return message{}, errNotJSON
 	}
-	line := b.Bytes()
+	if bytes.IndexByte(line, '\n') >= 0 {
+		var b bytes.Buffer
+		b.Grow(len(line))
+		if err := json.Compact(&b, line); err != nil {
+			return message{}, errNotJSON
+		}
+		line = b.Bytes()
+	} else if !gjson.ValidBytes(line) {
+		return message{}, errNotJSON
+	}
 	switch line[0] {
 	case '[':
 		return message{}, errBatch

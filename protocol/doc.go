@@ -1,53 +1,53 @@
-// Package protocol is mm's ACP edge: acp-go-sdk's agent-side connection,
-// the ingress in front of it, and the ordered writer behind it. It
-// implements acp.Agent, turns requests into calls on the session handles of
+// Package protocol is mm's ACP edge: the ingress (the connection's reader
+// and the one way in), the method table it serves by, and the ordered
+// writer behind it. It turns requests into calls on the session handles of
 // package actors, and writes what the sessions say back to the client.
+// acp-go-sdk supplies the types and their validation; it reads and writes
+// nothing here.
 //
-// Files: ingress.go (the one way in: every stdin line read whole, decoded
-// once, checked, and served here or passed to the SDK), prompt.go (a
-// prompt's params and its request kept for $/cancel_request), ids.go (request ids
-// compared by value, the id of a line too long to read, members twice),
-// pending.go (the bound on requests read and not answered), order.go (a
-// session's order while it is opened or closed), agent.go (initialize,
-// session/new, prompt, cancel), sessions.go (load, resume, list, close,
-// modes, the model selector), fork.go, delete.go, answers.go (how every
-// request the edge serves is answered, failures included), outbox.go (the sharded writer that
+// Files: ingress.go (the one way in: every line read whole, its envelope
+// decoded once, checked, and served), methods.go (every method mm serves,
+// named once: its params type, its handler, how it is placed), prompt.go (a
+// prompt's params and its request kept for $/cancel_request), ids.go
+// (members twice; ids and framing are package jsonrpc's), pending.go (the
+// bound on requests read and not answered), order.go (a session's order
+// while it is opened or closed), agent.go (initialize, session/new,
+// prompt, cancel, logout), sessions.go (load, resume, list, close, modes,
+// the model selector), fork.go, delete.go, answers.go (how every request
+// is answered, failures included), outbox.go (the sharded writer that
 // keeps each session's updates and responses in order), calls.go (mm's own
 // requests to the client), serve.go (one connection from start to
-// shutdown).
+// shutdown), forward.go (in a cluster, a session's requests to its node),
+// virtual.go (a connection whose client is on another node).
 //
 // Order. Every request and notification of a session — session/prompt,
 // session/cancel, session/set_mode, session/set_config_option,
 // session/load, session/resume, session/close, session/fork and
 // session/delete — is served by the ingress on its one goroutine, in the
 // order read, and reaches the session's mailbox before the next line is
-// read: the mailbox is the order from there. The SDK would serve each
-// request on a goroutine of its own, so that a prompt written after
-// set_config_option could run on the old model. Opening a session from its
+// read: the mailbox is the order from there. Opening a session from its
 // file, closing it until its file is final and deleting it end outside
 // the session; meanwhile its next requests wait in its lane (order.go).
-// session/new is served here too, so that its response goes out before the
-// new session's first update. Not ordered, and served by the SDK:
-// initialize and authenticate, which name no session and change none;
-// session/list, which names no session and only reads files (a session's
-// file is final once close has answered, so a list after a close sees it);
-// methods mm does not have; and the client's answers to the SDK's
-// permission requests.
+// session/new is served in order too, so that its response goes out before
+// the new session's first update. Not ordered, each on a goroutine of its
+// own: initialize, authenticate and logout, which name no session and
+// change none; session/list, which names no session and only reads files
+// (a session's file is final once close has answered, so a list after a
+// close sees it).
 //
-// Answers. Every request the edge serves is answered once, through the
-// outbox: by its session (a prompt's turn result, a mode or model outcome,
-// a replay) behind the updates it caused, or by the edge (a bad request, an
-// unknown session, a creation). At most acp.maxPending requests are read
-// and not yet answered (pending.go); past that the ingress waits and reads
-// nothing.
+// Answers. Every request is answered once, through the outbox: by its
+// session (a prompt's turn result, a mode or model outcome, a replay)
+// behind the updates it caused, or by the edge (a bad request, an unknown
+// session or method, a creation, the connection's requests). At most
+// acp.maxPending requests are read and not yet answered (pending.go); past
+// that the ingress waits and reads nothing.
 //
-// Concurrency: the SDK's reader goroutine calls the ingress, which never
-// blocks on a turn or on the client, except to wait for a place in pending
-// or to answer a line it refuses. The SDK calls the handlers of the
-// requests it serves each on a goroutine of its own; they may wait on the
-// actors (futures are fine out here), actors never wait on the edge. Work
-// outside a session that a request needs (a file read, a close) runs on a
-// goroutine of its own, its session's lane held. The session table and the
-// lanes are guarded by one mutex; everything a session sends goes through
-// the outbox.
+// Concurrency: the ingress's goroutine never blocks on a turn or on the
+// client, except to wait for a place in pending or to answer a line it
+// refuses. The connection's requests run on goroutines of their own; they
+// may wait on the actors (futures are fine out here), actors never wait on
+// the edge. Work outside a session that a request needs (a file read, a
+// close) runs on a goroutine of its own, its session's lane held. The
+// session table and the lanes are guarded by one mutex; everything a
+// session sends goes through the outbox.
 package protocol

@@ -168,16 +168,7 @@ func (c *Conn) Wait(ctx context.Context) {
 	case <-c.in.done:
 	}
 	a := c.agent
-	// No session is created any more (those being created are answered),
-	// and every prompt, running, queued or still to be served, ends
-	// cancelled.
-	a.mu.Lock()
-	a.draining = true
-	a.mu.Unlock()
-	a.creating.Wait()
-	for _, s := range a.hub.heldBy(a) {
-		s.Cancel()
-	}
+	a.stopTaking()
 	if a.forward != nil {
 		// The sessions served elsewhere end their turns cancelled too,
 		// and answer what was forwarded.
@@ -199,20 +190,15 @@ func (c *Conn) Wait(ctx context.Context) {
 		a.log.Warn(fmt.Sprintf("shutdown: %d request(s) left unanswered: no answer came for %s", c.pending.count(), hang))
 	}
 	c.pending.close()
-	a.mu.Lock()
-	a.closed = true
-	a.mu.Unlock()
 	if c.hub != nil {
 		// The sessions' last words still reach this connection's writer.
+		a.markClosed()
 		c.hub.stopSessions()
+		a.calls.close()
+		c.cancel()
 	} else {
-		for _, s := range a.hub.heldBy(a) {
-			s.Settle()
-		}
-		a.hub.detach(a)
+		a.letGo(c.cancel)
 	}
-	a.calls.close()
-	c.cancel()
 	a.runtime() // a client may leave before the runtime is up
 	// A client that stopped reading must not hold the process forever;
 	// one that reads gets the last updates, however long mm takes to write
@@ -225,6 +211,39 @@ func (c *Conn) Wait(ctx context.Context) {
 		// closes the store.
 		c.hub.Shutdown()
 	}
+}
+
+// stopTaking begins a connection's end: no session is created any more
+// (those being created are answered), and every prompt of its sessions,
+// running, queued or still to be served, ends cancelled.
+func (a *Agent) stopTaking() {
+	a.mu.Lock()
+	a.draining = true
+	a.mu.Unlock()
+	a.creating.Wait()
+	for _, s := range a.hub.heldBy(a) {
+		s.Cancel()
+	}
+}
+
+// markClosed says the connection answers nothing more of its own.
+func (a *Agent) markClosed() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+}
+
+// letGo ends a connection on a shared hub: once their turns have ended,
+// its sessions are left detached, live and loadable; mm's own requests of
+// the client fail; cancel ends the connection's context.
+func (a *Agent) letGo(cancel context.CancelFunc) {
+	a.markClosed()
+	for _, s := range a.hub.heldBy(a) {
+		s.Settle()
+	}
+	a.hub.detach(a)
+	a.calls.close()
+	cancel()
 }
 
 // isDraining says whether the connection is ending.

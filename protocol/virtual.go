@@ -113,20 +113,9 @@ func (v *Virtual) Answered(id, result, rerr json.RawMessage) bool {
 // cancelled and the sessions are left detached, live and loadable.
 func (v *Virtual) Close() {
 	a := v.a
-	a.mu.Lock()
-	a.draining, a.closed = true, true
-	a.mu.Unlock()
-	a.creating.Wait()
-	held := a.hub.heldBy(a)
-	for _, s := range held {
-		s.Cancel()
-	}
-	for _, s := range held {
-		s.Settle()
-	}
-	a.hub.detach(a)
-	a.calls.close()
-	v.cancel()
+	a.markClosed() // at once: nothing waits for answers here
+	a.stopTaking()
+	a.letGo(v.cancel)
 	a.box.closeWithin(time.Second)
 }
 

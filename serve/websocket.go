@@ -204,8 +204,8 @@ const headBytes = jsonrpc.HeadBytes
 // answers such a line on stdio.
 func (t *wsConn) tooLong(head []byte, size int) {
 	id := "null"
-	if v := gjson.GetBytes(head, "id"); v.Type == gjson.String || v.Type == gjson.Number {
-		id = v.Raw
+	if v := jsonrpc.HeadID(head); v != nil {
+		id = string(v)
 	}
 	t.reply(errorResponse(id, codeInvalidRequest, "Invalid request", map[string]string{"error": fmt.Sprintf(
 		"the message is %d bytes, longer than acp.maxLineBytes (%s); it was skipped", size, configs.Bytes(t.max))}))

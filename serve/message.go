@@ -23,10 +23,13 @@ var (
 	errNotAnObj = errors.New("not a JSON object")
 )
 
-// message is one client message, made one line.
+// message is one client message, made one line, and its top-level
+// members, read in one walk (the first of a name, as gjson.Get finds it).
 type message struct {
-	line []byte       // the JSON, on one line, no newline
-	v    gjson.Result // line, parsed
+	line []byte // the JSON, on one line, no newline
+
+	jsonrpc, idv, methodv, params, result, errv gjson.Result
+	sid                                         gjson.Result // params.sessionId
 }
 
 // parseMessage checks raw (a frame or a POST body, maybe pretty-printed;
@@ -57,22 +60,44 @@ func parseMessage(raw []byte) (message, error) {
 	default:
 		return message{}, errNotAnObj
 	}
-	return message{line: line, v: gjson.ParseBytes(line)}, nil
+	m := message{line: line}
+	first := func(r *gjson.Result, v gjson.Result) {
+		if !r.Exists() {
+			*r = v
+		}
+	}
+	gjson.ParseBytes(line).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "jsonrpc":
+			first(&m.jsonrpc, v)
+		case "id":
+			first(&m.idv, v)
+		case "method":
+			first(&m.methodv, v)
+		case "params":
+			first(&m.params, v)
+		case "result":
+			first(&m.result, v)
+		case "error":
+			first(&m.errv, v)
+		}
+		return true
+	})
+	if m.params.IsObject() {
+		m.sid = m.params.Get("sessionId")
+	}
+	return m, nil
 }
-
-func (m message) has(key string) bool { return m.v.Get(key).Exists() }
 
 func (m message) method() (string, bool) {
-	v := m.v.Get("method")
-	return v.Str, v.Type == gjson.String
+	return m.methodv.Str, m.methodv.Type == gjson.String
 }
 
-func (m message) id() gjson.Result { return m.v.Get("id") }
+func (m message) id() gjson.Result { return m.idv }
 
 // envelope: jsonrpc is "2.0".
 func (m message) envelope() bool {
-	v := m.v.Get("jsonrpc")
-	return v.Type == gjson.String && v.Str == "2.0"
+	return m.jsonrpc.Type == gjson.String && m.jsonrpc.Str == "2.0"
 }
 
 // isRequest: an envelope with a usable id and a method.
@@ -90,10 +115,10 @@ func (m message) isNotification() bool {
 // isResponse: an envelope without a method, with a usable id and either a
 // result or a well-formed error.
 func (m message) isResponse() bool {
-	if !m.envelope() || m.has("method") || !validID(m.id()) {
+	if !m.envelope() || m.methodv.Exists() || !validID(m.id()) {
 		return false
 	}
-	res, e := m.v.Get("result"), m.v.Get("error")
+	res, e := m.result, m.errv
 	if res.Exists() == e.Exists() {
 		return false
 	}
@@ -107,19 +132,18 @@ func (m message) isResponse() bool {
 // isResponseShaped: anything without a method that looks like an answer,
 // well-formed or not; it is never answered.
 func (m message) isResponseShaped() bool {
-	return !m.has("method") && (m.has("id") || m.has("result") || m.has("error"))
+	return !m.methodv.Exists() && (m.idv.Exists() || m.result.Exists() || m.errv.Exists())
 }
 
 // isInitialize: an initialize request, its id null or not.
 func (m message) isInitialize() bool {
 	meth, _ := m.method()
-	return m.envelope() && m.has("id") && meth == "initialize"
+	return m.envelope() && m.idv.Exists() && meth == "initialize"
 }
 
 // sessionID is params.sessionId when it is a string.
 func (m message) sessionID() (string, bool) {
-	v := m.v.Get("params.sessionId")
-	return v.Str, v.Type == gjson.String && m.v.Get("params").IsObject()
+	return m.sid.Str, m.sid.Type == gjson.String
 }
 
 func validID(v gjson.Result) bool {
@@ -143,7 +167,24 @@ type outMessage struct {
 	result    string // result.sessionId of a response
 }
 
+// updatePrefix starts every session/update mm writes: its encoder writes
+// the members in one order (protocol's rpcMessage, then the SDK's
+// SessionNotification), so the session of most lines is read without
+// parsing them.
+const updatePrefix = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"`
+
+// parseOut reads what the routing needs of a line mm wrote. Lines come
+// from mm's own encoder, never from a client.
 func parseOut(line []byte) outMessage {
+	if rest, ok := bytes.CutPrefix(line, []byte(updatePrefix)); ok {
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+			return outMessage{sessionID: string(rest[:i])}
+		}
+	}
+	return parseOutSlow(line)
+}
+
+func parseOutSlow(line []byte) outMessage {
 	r := gjson.GetManyBytes(line, "method", "id", "params.sessionId", "result.sessionId")
 	var o outMessage
 	o.response = !r[0].Exists()

@@ -153,3 +153,37 @@ func TestDecodePromptMatchesTheSDK(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodePrompt: for any params, the ingress's decoding (its one-walk
+// read of plain text blocks included) gives what acp.PromptRequest's
+// gives, or fails where it fails.
+func FuzzDecodePrompt(f *testing.F) {
+	for _, s := range []string{
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"hi"}]}`,
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"a\nb\"c\\d\/e\tf"}]}`,
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"\ud83d\ude00 \ud800x"}]}`,
+		`{"sessionId":"s1","prompt":[{"text":"x","type":"text"},{"type":"text","text":"y","type":"image"}]}`,
+		`{"sessionId":"s1","prompt":[{"TYPE":"text","Text":"x"}]}`,
+		`{"sessionId":"s1","prompt":[{"type":"te\u0078t","text":"x"}]}`,
+		"{\"sessionId\":\"s1\",\"prompt\":[{\"type\":\"text\",\"text\":\"\xff\xfe\"}]}",
+		`{"sessionId":"s1","prompt":[{"type":"text","text":null}]}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, params string) {
+		var ours promptRequest
+		var sdk acp.PromptRequest
+		e1, e2 := decodeParams([]byte(params), &ours), decodeParams([]byte(params), &sdk)
+		if (e1 == nil) != (e2 == nil) {
+			t.Fatalf("%q: ours %v, the SDK's %v", params, e1, e2)
+		}
+		if e1 != nil {
+			return
+		}
+		a, _ := json.Marshal(ours.request())
+		b, _ := json.Marshal(sdk)
+		if string(a) != string(b) {
+			t.Fatalf("%q:\nours %s\nsdk  %s", params, a, b)
+		}
+	})
+}

@@ -3,8 +3,11 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/actors"
 )
@@ -69,12 +72,43 @@ type promptRequest struct {
 type promptBlock struct{ acp.ContentBlock }
 
 func (b *promptBlock) UnmarshalJSON(data []byte) error {
+	if text, ok := plainText(data); ok {
+		b.Text = &acp.ContentBlockText{Type: "text", Text: text}
+		return nil
+	}
 	var t acp.ContentBlockText
 	if json.Unmarshal(data, &t) == nil && t.Type == "text" {
 		b.Text = &t
 		return nil
 	}
 	return b.ContentBlock.UnmarshalJSON(data)
+}
+
+// plainText reads a block that is {"type":"text","text":…} and nothing
+// else, its text valid UTF-8 with no \u escape, in one walk: what nearly
+// every prompt is. Anything else (other members, a name spelled another
+// way or twice, a \u escape, invalid UTF-8, where encoding/json's reading
+// could differ) is left to json.Unmarshal. data is valid JSON: the
+// decoder checked the whole line before it called UnmarshalJSON.
+func plainText(data []byte) (string, bool) {
+	var typ, text gjson.Result
+	plain := true
+	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Raw == `"type"` && !typ.Exists():
+			typ = v
+		case k.Raw == `"text"` && !text.Exists():
+			text = v
+		default:
+			plain = false
+		}
+		return plain
+	})
+	if !plain || typ.Raw != `"text"` || text.Type != gjson.String ||
+		strings.Contains(text.Raw, `\u`) || !utf8.ValidString(text.Raw) {
+		return "", false
+	}
+	return text.Str, true
 }
 
 func (p *promptRequest) request() acp.PromptRequest {

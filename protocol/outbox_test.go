@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -136,22 +137,30 @@ func TestDecodePromptMatchesTheSDK(t *testing.T) {
 		`{"sessionId":7,"prompt":[]}`,
 		`"nope"`,
 	} {
-		var ours promptRequest
-		var sdk acp.PromptRequest
-		e1, e2 := decodeParams([]byte(params), &ours), decodeParams([]byte(params), &sdk)
-		if (e1 == nil) != (e2 == nil) {
-			t.Errorf("%s: ours %v, the SDK's %v", params, e1, e2)
-			continue
-		}
-		if e1 != nil {
-			continue
-		}
-		a, _ := json.Marshal(ours.request())
-		b, _ := json.Marshal(sdk)
-		if string(a) != string(b) {
-			t.Errorf("%s:\nours %s\nsdk  %s", params, a, b)
+		if why := decodesAsTheSDK(params); why != "" {
+			t.Error(why)
 		}
 	}
+}
+
+// decodesAsTheSDK says how the ingress's decoding of prompt params differs
+// from acp.PromptRequest's, "" when it does not.
+func decodesAsTheSDK(params string) string {
+	var ours promptRequest
+	var sdk acp.PromptRequest
+	e1, e2 := decodeParams([]byte(params), &ours), decodeParams([]byte(params), &sdk)
+	if (e1 == nil) != (e2 == nil) {
+		return fmt.Sprintf("%q: ours %v, the SDK's %v", params, e1, e2)
+	}
+	if e1 != nil {
+		return ""
+	}
+	a, _ := json.Marshal(ours.request())
+	b, _ := json.Marshal(sdk)
+	if string(a) != string(b) {
+		return fmt.Sprintf("%q:\nours %s\nsdk  %s", params, a, b)
+	}
+	return ""
 }
 
 // FuzzDecodePrompt: for any params, the ingress's decoding (its one-walk
@@ -171,19 +180,8 @@ func FuzzDecodePrompt(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, params string) {
-		var ours promptRequest
-		var sdk acp.PromptRequest
-		e1, e2 := decodeParams([]byte(params), &ours), decodeParams([]byte(params), &sdk)
-		if (e1 == nil) != (e2 == nil) {
-			t.Fatalf("%q: ours %v, the SDK's %v", params, e1, e2)
-		}
-		if e1 != nil {
-			return
-		}
-		a, _ := json.Marshal(ours.request())
-		b, _ := json.Marshal(sdk)
-		if string(a) != string(b) {
-			t.Fatalf("%q:\nours %s\nsdk  %s", params, a, b)
+		if why := decodesAsTheSDK(params); why != "" {
+			t.Fatal(why)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -66,10 +67,10 @@ func BenchmarkSessionSpawn(b *testing.B) {
 
 // The model request used to copy the history; it is now a capped view.
 // These two show what that saved per model call on a 200-message history.
-func history200() []llm.Message {
-	h := make([]llm.Message, 200)
+func history200() []history.Message {
+	h := make([]history.Message, 200)
 	for i := range h {
-		h[i] = llm.Message{Role: llm.RoleUser, Content: "some text of a message"}
+		h[i] = history.Message{Role: history.RoleUser, Content: "some text of a message"}
 	}
 	return h
 }
@@ -78,7 +79,7 @@ func BenchmarkRequestHistoryCopy200(b *testing.B) {
 	h := history200()
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = llm.Request{Messages: append([]llm.Message(nil), h...)}
+		_ = llm.Request{Messages: append([]history.Message(nil), h...)}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -27,24 +28,8 @@ type compactDone struct {
 // scripted model match on it.
 const CompactPrompt = "Summarise the conversation below"
 
-// split returns how many messages (after the system prompt) lie before the
-// last keep turns, and the index where the kept part starts.
-func (s *session) split(keep int) (older, cut int) {
-	var starts []int
-	for i := 1; i < len(s.history); i++ {
-		if m := &s.history[i]; m.Role == llm.RoleUser && !m.Summary {
-			starts = append(starts, i)
-		}
-	}
-	if len(starts) <= keep {
-		return 0, len(s.history)
-	}
-	cut = len(s.history)
-	if keep > 0 {
-		cut = starts[len(starts)-keep]
-	}
-	return cut - 1, cut
-}
+// split is history.Split of the session's history.
+func (s *session) split(keep int) (older, cut int) { return history.Split(s.history, keep) }
 
 // compactionDue says whether the turn starting now compresses the history
 // first: it has outgrown its share of the context window and has turns to
@@ -85,9 +70,9 @@ func (s *session) startCompaction(ctx actor.Context, t *turn) {
 		limit = max(l-len(system)-len(ask)-8, 1)
 	}
 	req := llm.Request{
-		Messages: []llm.Message{
-			{Role: llm.RoleSystem, Content: system},
-			{Role: llm.RoleUser, Content: ask + transcript(s.history[1:cut], limit)},
+		Messages: []history.Message{
+			{Role: history.RoleSystem, Content: system},
+			{Role: history.RoleUser, Content: ask + history.Transcript(s.history[1:cut], limit)},
 		},
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
@@ -122,9 +107,7 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 			s.usage.add(u)
 		}
 		compressed, kept := t.cut-1, len(s.history)-t.cut
-		h := make([]llm.Message, 0, 2+kept)
-		h = append(h, s.history[0], llm.Message{Role: llm.RoleUser, Content: summary, Summary: true})
-		s.history = append(h, s.history[t.cut:]...)
+		s.history = history.Compacted(s.history, t.cut, summary)
 		s.lastUsed = 0 // the history changed: the last measure no longer holds
 		s.prov.CompressionDepth++
 		if t.auto {
@@ -142,57 +125,4 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 	}
 	s.compactLine(line)
 	s.finish(ctx, t, acp.StopReasonEndTurn, "")
-}
-
-// transcript renders messages as text for the summariser, in at most
-// limit bytes (0: no limit): the newest messages that fit, after a line
-// counting the oldest ones left out. Tool outputs are cut: the summary
-// needs their gist, not their bulk.
-func transcript(msgs []llm.Message, limit int) string {
-	const maxTool = 2000
-	from := 0
-	if limit > 0 {
-		used := 0
-		for from = len(msgs); from > 0; from-- {
-			m := &msgs[from-1]
-			n := len(m.Content) + 32
-			if m.Role == llm.RoleTool {
-				n = min(n, maxTool+64)
-			}
-			for _, c := range m.ToolCalls {
-				n += len(c.Name) + len(c.Arguments) + 12
-			}
-			if used+n > limit-200 {
-				break
-			}
-			used += n
-		}
-	}
-	var b strings.Builder
-	if from > 0 {
-		fmt.Fprintf(&b, "[the %d oldest messages are left out: they do not fit the model's context window]\n\n", from)
-	}
-	for i := from; i < len(msgs); i++ {
-		m := &msgs[i]
-		switch {
-		case m.Summary:
-			b.WriteString("EARLIER SUMMARY:\n")
-		case m.Role == llm.RoleUser:
-			b.WriteString("USER:\n")
-		case m.Role == llm.RoleAssistant:
-			b.WriteString("ASSISTANT:\n")
-		case m.Role == llm.RoleTool:
-			b.WriteString("TOOL RESULT (" + m.Name + "):\n")
-		}
-		content := m.Content
-		if m.Role == llm.RoleTool && len(content) > maxTool {
-			content = content[:maxTool] + fmt.Sprintf("\n[… %d more bytes]", len(content)-maxTool)
-		}
-		b.WriteString(content)
-		for _, c := range m.ToolCalls {
-			b.WriteString("\nTOOL CALL " + c.Name + " " + c.Arguments)
-		}
-		b.WriteString("\n\n")
-	}
-	return b.String()
 }

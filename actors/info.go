@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/store"
 )
 
@@ -21,7 +22,7 @@ func (s *session) infoUpdate() {
 		s.updatedAt = at
 		u.UpdatedAt = acp.Ptr(at)
 	}
-	if title := store.TitleOf(s.history); title != s.title {
+	if title := history.Title(s.history); title != s.title {
 		s.title = title
 		if title != "" { // the SDK's type cannot say null; an emptied title waits for the next one
 			u.Title = acp.Ptr(title)

@@ -8,10 +8,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/store"
-	"github.com/mm-agent/mm/tools"
 )
 
 // SessionState is what a session is made of: enough to spawn it again from
@@ -24,8 +23,8 @@ type SessionState struct {
 	Mode       string
 	Model      string
 	Usage      store.Usage
-	History    []llm.Message
-	Plan       []tools.PlanEntry
+	History    []history.Message
+	Plan       []history.PlanEntry
 	// MCP are the MCP servers the editor gave the session (not saved: a
 	// load or a resume names them again).
 	MCP []mcpclient.Server
@@ -105,14 +104,14 @@ func (s *session) state() *SessionState {
 	return &SessionState{
 		ID: s.id, Cwd: s.cwd, Created: s.created, Provenance: s.prov, Owner: s.owner,
 		Mode: s.mode, Model: s.modelID, Usage: s.usage.store(),
-		History: append([]llm.Message(nil), s.history...), Plan: s.plan,
+		History: append([]history.Message(nil), s.history...), Plan: s.plan,
 	}
 }
 
 func (s *session) file() *store.File {
 	return &store.File{
 		ID: s.id, Cwd: s.cwd, Created: s.created, Updated: time.Now(),
-		Title: store.TitleOf(s.history), Owner: s.owner, Provenance: s.prov,
+		Title: history.Title(s.history), Owner: s.owner, Provenance: s.prov,
 		Mode: s.mode, Model: s.modelID, Usage: s.usage.store(), History: s.history, Plan: s.plan,
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/tools"
 )
 
@@ -70,11 +70,11 @@ func promptTooMuchText(blocks []acp.ContentBlock, limit, most int) string {
 // after limit bytes with a note; binary data described, not inlined.
 // Images (and image resources) go to a vision model; otherwise a note in
 // extra tells the model one was left out.
-func promptContent(blocks []acp.ContentBlock, limit int, vision bool) (text, extra string, images []llm.Image) {
+func promptContent(blocks []acp.ContentBlock, limit int, vision bool) (text, extra string, images []history.Image) {
 	var b, x strings.Builder
 	image := func(mime, data, name string) {
 		if vision {
-			images = append(images, llm.Image{MIMEType: mime, Data: data})
+			images = append(images, history.Image{MIMEType: mime, Data: data})
 			return
 		}
 		fmt.Fprintf(&x, "\n[an image (%s%s) was attached, but this model does not take images (model.vision is false): it was left out]", mime, name)

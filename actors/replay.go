@@ -7,7 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
@@ -30,7 +30,7 @@ func (s *session) onReplay(m *Replay) {
 	for i := 1; i < len(h); i++ {
 		m := &h[i]
 		switch m.Role {
-		case llm.RoleUser:
+		case history.RoleUser:
 			if m.Summary {
 				send(acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: meta, Content: acp.TextBlock("🗜️ " + m.Content)}})
 			} else {
@@ -41,12 +41,12 @@ func (s *session) onReplay(m *Replay) {
 					send(acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.ImageBlock(im.Data, im.MIMEType)}})
 				}
 			}
-		case llm.RoleAssistant:
+		case history.RoleAssistant:
 			if m.Content != "" {
 				send(acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: meta, Content: acp.TextBlock(m.Content)}})
 			}
 			for _, c := range m.ToolCalls {
-				send(acp.SessionUpdate{ToolCall: replayCall(c, answerTo(h[i+1:], c.ID), meta)})
+				send(acp.SessionUpdate{ToolCall: replayCall(c, history.AnswerTo(h[i+1:], c.ID), meta)})
 			}
 		}
 	}
@@ -77,24 +77,9 @@ func (s *session) outcome() *Outcome {
 	return &Outcome{Mode: s.mode, Model: s.modelID, Provenance: s.prov}
 }
 
-// answerTo finds the tool message that answers call id among the messages
-// after the call's.
-func answerTo(after []llm.Message, id string) *llm.Message {
-	for i := range after {
-		m := &after[i]
-		if m.Role == llm.RoleTool && m.ToolCallID == id {
-			return m
-		}
-		if m.Role == llm.RoleUser {
-			break // a new prompt: the call was never answered
-		}
-	}
-	return nil
-}
-
 // replayCall is the tool_call of a stored call: completed (or failed) with
 // its output when it was answered, failed with no content when it was not.
-func replayCall(c llm.ToolCall, answer *llm.Message, meta map[string]any) *acp.SessionUpdateToolCall {
+func replayCall(c history.ToolCall, answer *history.Message, meta map[string]any) *acp.SessionUpdateToolCall {
 	tc := &acp.SessionUpdateToolCall{Meta: meta, ToolCallId: acp.ToolCallId(c.ID), Status: acp.ToolCallStatusFailed}
 	if answer == nil {
 		tc.Title, tc.Kind = liveTitle(c)
@@ -122,7 +107,7 @@ func replayCall(c llm.ToolCall, answer *llm.Message, meta map[string]any) *acp.S
 
 // liveTitle gives a stored call without a recorded answer the title and
 // kind the live tool would have shown, without touching any file.
-func liveTitle(c llm.ToolCall) (string, acp.ToolKind) {
+func liveTitle(c history.ToolCall) (string, acp.ToolKind) {
 	kind := acp.ToolKindExecute
 	if t, ok := tools.Lookup(c.Name); ok {
 		kind = toolKind(t.Kind())

@@ -8,12 +8,12 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/agents"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/lsp"
 	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/store"
-	"github.com/mm-agent/mm/tools"
 	"github.com/mm-agent/mm/tools/skills"
 )
 
@@ -61,7 +61,7 @@ type session struct {
 	skillDirs []string
 	skills    *skills.Set
 	// plan is the plan the model keeps with the plan tool.
-	plan []tools.PlanEntry
+	plan []history.PlanEntry
 	// agents are the agents ask_agent reaches, started on first use.
 	agents *agents.Pool
 	// lsp are the language servers of the lsp tool, started on first use.
@@ -76,7 +76,7 @@ type session struct {
 	mcpNotes     []string
 	mcpNotesLeft int
 
-	history []llm.Message
+	history []history.Message
 	// title and updatedAt are what session_info_update last told.
 	title, updatedAt string
 	// forget, when set, makes the file go when the session stops
@@ -154,7 +154,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	if st.Provenance.Kind != "fork" {
 		// A loaded session's title is the one session/list showed; a
 		// fork's is news to the client, told after its first turn.
-		s.title = store.TitleOf(st.History)
+		s.title = history.Title(st.History)
 	}
 	s.toolDefs = rt.toolDefs
 	s.mcpServers = rt.mcpServers(st.MCP)
@@ -190,11 +190,11 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		s.modelID = "default"
 	}
 	// The stored system prompt is always replaced by the current one.
-	system := llm.Message{Role: llm.RoleSystem, Content: systemPrompt(s.cwd, s.skills)}
-	if len(s.history) > 0 && s.history[0].Role == llm.RoleSystem {
-		s.history = append([]llm.Message{system}, s.history[1:]...)
+	system := history.Message{Role: history.RoleSystem, Content: systemPrompt(s.cwd, s.skills)}
+	if len(s.history) > 0 && s.history[0].Role == history.RoleSystem {
+		s.history = append([]history.Message{system}, s.history[1:]...)
 	} else {
-		s.history = append([]llm.Message{system}, s.history...)
+		s.history = append([]history.Message{system}, s.history...)
 	}
 	return s
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/tools"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/tools/skills"
 )
 
@@ -133,12 +133,12 @@ func (s *session) useSkills(set *skills.Set) {
 }
 
 // setPlan keeps the plan a plan call made and shows it whole.
-func (s *session) setPlan(p []tools.PlanEntry) {
+func (s *session) setPlan(p []history.PlanEntry) {
 	s.plan = p
 	s.out.Update(s.id, planUpdate(p, nil))
 }
 
-func planUpdate(p []tools.PlanEntry, meta map[string]any) acp.SessionUpdate {
+func planUpdate(p []history.PlanEntry, meta map[string]any) acp.SessionUpdate {
 	entries := make([]acp.PlanEntry, len(p))
 	for i, e := range p {
 		entries[i] = acp.PlanEntry{Content: e.Content, Priority: acp.PlanEntryPriority(e.Priority), Status: acp.PlanEntryStatus(e.Status)}

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
 )
@@ -65,7 +66,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 
 // callKey identifies a call by its tool and its arguments, whatever their
 // spacing or key order.
-func callKey(c llm.ToolCall) string {
+func callKey(c history.ToolCall) string {
 	var v any
 	if json.Unmarshal([]byte(c.Arguments), &v) == nil {
 		if b, err := json.Marshal(v); err == nil {
@@ -210,8 +211,8 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 	if m.Plan != nil {
 		s.setPlan(m.Plan)
 	}
-	s.history = append(s.history, llm.Message{
-		Role: llm.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: m.Output,
+	s.history = append(s.history, history.Message{
+		Role: history.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: m.Output,
 		CallRef: m.CallID, Title: t.toolTitle, Kind: string(t.toolKind), RawInput: t.toolInput, Failed: m.Failed,
 	})
 	if m.Ran {
@@ -235,7 +236,7 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 // run a result, so the history stays one the model server accepts.
 func (s *session) answerPending(t *turn, text string) {
 	for _, c := range t.pending {
-		s.history = append(s.history, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: text})
+		s.history = append(s.history, history.Message{Role: history.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: text})
 	}
 	t.pending = nil
 }

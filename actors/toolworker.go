@@ -10,6 +10,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/agents"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/tools"
 )
@@ -142,7 +143,7 @@ type toolFinished struct {
 	Ran    bool // the tool ran (it was not refused and its arguments were valid)
 	Denied bool // a preToolCall hook denied it
 	// Plan, when not nil, is the session's plan as a plan call left it.
-	Plan []tools.PlanEntry
+	Plan []history.PlanEntry
 	// Media are images and resources the tool returned.
 	Media []tools.Media
 	// Edits are the files a rename changed.

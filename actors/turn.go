@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools/skills"
 )
@@ -37,7 +38,7 @@ type turn struct {
 	// join it in the user message (promptContent).
 	text   string
 	extra  string
-	images []llm.Image
+	images []history.Image
 	out    *Reply
 	state  turnState
 	slash  bool // /new or /compact
@@ -62,8 +63,8 @@ type turn struct {
 	cancelled bool
 	// pending are the tool calls of the last model answer not yet run;
 	// tool is the one running.
-	pending []llm.ToolCall
-	tool    llm.ToolCall
+	pending []history.ToolCall
+	tool    history.ToolCall
 	// What the running call's tool_call showed, kept with its result;
 	// announced is set once that tool_call was sent: nothing is said about
 	// a call before it.
@@ -187,7 +188,7 @@ func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 // begin appends the user message and queues the turn for a slot.
 func (s *session) begin(ctx actor.Context, t *turn) {
 	s.tellMCPNotes()
-	user := llm.Message{Role: llm.RoleUser, Content: t.text + t.extra, Images: t.images}
+	user := history.Message{Role: history.RoleUser, Content: t.text + t.extra, Images: t.images}
 	t.text, t.extra, t.images = "", "", nil
 	if why := s.promptTooLarge(&user); why != "" {
 		// Refused whole: a prompt that cannot be sent never enters the
@@ -348,7 +349,7 @@ func (s *session) onModelDone(ctx actor.Context, m *modelDone) {
 		calls = nil
 	}
 	if text != "" || len(calls) > 0 {
-		s.history = append(s.history, llm.Message{Role: llm.RoleAssistant, Content: text, ToolCalls: calls})
+		s.history = append(s.history, history.Message{Role: history.RoleAssistant, Content: text, ToolCalls: calls})
 	}
 	switch {
 	case r.FinishReason == llm.FinishLength:
@@ -365,7 +366,7 @@ func (s *session) onModelDone(ctx actor.Context, m *modelDone) {
 // the history holds everything the user saw.
 func (s *session) keepAnswer(t *turn) {
 	if t.answer.Len() > 0 {
-		s.history = append(s.history, llm.Message{Role: llm.RoleAssistant, Content: t.answer.String()})
+		s.history = append(s.history, history.Message{Role: history.RoleAssistant, Content: t.answer.String()})
 		t.answer.Reset()
 	}
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/llm"
 )
 
 // grantLog is a stand-in for session actors: it records the slots the
@@ -157,10 +157,10 @@ func TestNoActorHoldsTheOthers(t *testing.T) {
 // TestCallKey: the loop detector counts calls equal but for spacing and
 // key order as the same call.
 func TestCallKey(t *testing.T) {
-	a := callKey(llm.ToolCall{Name: "bash", Arguments: `{"command":"ls","timeout":5}`})
-	b := callKey(llm.ToolCall{Name: "bash", Arguments: "{ \"timeout\": 5,\n \"command\": \"ls\" }"})
-	c := callKey(llm.ToolCall{Name: "bash", Arguments: `{"command":"ls -a"}`})
-	d := callKey(llm.ToolCall{Name: "read_file", Arguments: `{"command":"ls","timeout":5}`})
+	a := callKey(history.ToolCall{Name: "bash", Arguments: `{"command":"ls","timeout":5}`})
+	b := callKey(history.ToolCall{Name: "bash", Arguments: "{ \"timeout\": 5,\n \"command\": \"ls\" }"})
+	c := callKey(history.ToolCall{Name: "bash", Arguments: `{"command":"ls -a"}`})
+	d := callKey(history.ToolCall{Name: "read_file", Arguments: `{"command":"ls","timeout":5}`})
 	if a != b || a == c || a == d {
 		t.Errorf("keys: %q %q %q %q", a, b, c, d)
 	}

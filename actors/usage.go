@@ -3,6 +3,7 @@ package actors
 import (
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -23,13 +24,7 @@ func (s *session) usageUpdate(used int) {
 
 // estimate guesses the history's size in tokens (four bytes a token) for
 // servers that report nothing.
-func (s *session) estimate() int {
-	n := 0
-	for i := range s.history {
-		n += msgChars(&s.history[i])
-	}
-	return n / 4
-}
+func (s *session) estimate() int { return history.Estimate(s.history) }
 
 func (u *usageTotals) add(r *llm.Usage) {
 	u.reported = true

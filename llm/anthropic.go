@@ -10,6 +10,8 @@ import (
 
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
+
+	"github.com/mm-agent/mm/history"
 )
 
 const anthropicBaseURL = "https://api.anthropic.com/v1"
@@ -117,7 +119,7 @@ func (m *anthropicModel) Warm(ctx context.Context) {
 // or tool call, because langchaingo sends only an assistant message's first
 // part. The API joins consecutive messages of one role, so the server sees
 // the original turn; empty text, which it rejects, is left out.
-func anthropicMessages(msgs []Message) []llms.MessageContent {
+func anthropicMessages(msgs []history.Message) []llms.MessageContent {
 	in := langchainMessages(msgs, imageBinary)
 	out := make([]llms.MessageContent, 0, len(in))
 	for _, mc := range in {

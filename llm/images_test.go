@@ -6,15 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 )
 
 // pixel is a 1×1 PNG, base64.
 const pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
-var withImage = []llm.Message{
-	{Role: llm.RoleSystem, Content: "sys"},
-	{Role: llm.RoleUser, Content: "what is this?", Images: []llm.Image{{MIMEType: "image/png", Data: pixel}}},
+var withImage = []history.Message{
+	{Role: history.RoleSystem, Content: "sys"},
+	{Role: history.RoleUser, Content: "what is this?", Images: []history.Image{{MIMEType: "image/png", Data: pixel}}},
 }
 
 // lastUser is the JSON of the last message sent, its content included.
@@ -79,8 +80,8 @@ func TestImagesReachEveryProvider(t *testing.T) {
 
 // TestImagesCountAsTokens: an image counts ImageTokens, not its base64.
 func TestImagesCountAsTokens(t *testing.T) {
-	text := llm.EstimateTokens([]llm.Message{{Role: llm.RoleUser, Content: "what is this?"}})
-	if got := llm.EstimateTokens(withImage[1:]); got != text+llm.ImageTokens {
-		t.Errorf("%d tokens, want %d", got, text+llm.ImageTokens)
+	text := llm.EstimateTokens([]history.Message{{Role: history.RoleUser, Content: "what is this?"}})
+	if got := llm.EstimateTokens(withImage[1:]); got != text+history.ImageTokens {
+		t.Errorf("%d tokens, want %d", got, text+history.ImageTokens)
 	}
 }

@@ -1,10 +1,13 @@
 package llm
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 
 	"github.com/tmc/langchaingo/llms"
+
+	"github.com/mm-agent/mm/history"
 )
 
 // This file converts between this package's types and langchaingo's, for
@@ -38,14 +41,14 @@ func langchainTools(defs []ToolDef) []llms.Tool {
 // tool result is its own message answering a call id. A user message's
 // images follow its text, each as image makes it: the providers' clients
 // take different part types.
-func langchainMessages(msgs []Message, image func(Image) llms.ContentPart) []llms.MessageContent {
+func langchainMessages(msgs []history.Message, image func(history.Image) llms.ContentPart) []llms.MessageContent {
 	out := make([]llms.MessageContent, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		switch m.Role {
-		case RoleSystem:
+		case history.RoleSystem:
 			out = append(out, llms.TextParts(llms.ChatMessageTypeSystem, m.Content))
-		case RoleAssistant:
+		case history.RoleAssistant:
 			parts := make([]llms.ContentPart, 0, 1+len(m.ToolCalls))
 			if m.Content != "" || len(m.ToolCalls) == 0 {
 				parts = append(parts, llms.TextContent{Text: m.Content})
@@ -58,7 +61,7 @@ func langchainMessages(msgs []Message, image func(Image) llms.ContentPart) []llm
 				})
 			}
 			out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: parts})
-		case RoleTool:
+		case history.RoleTool:
 			out = append(out, llms.MessageContent{
 				Role:  llms.ChatMessageTypeTool,
 				Parts: []llms.ContentPart{llms.ToolCallResponse{ToolCallID: m.ToolCallID, Name: m.Name, Content: m.Content}},
@@ -71,7 +74,7 @@ func langchainMessages(msgs []Message, image func(Image) llms.ContentPart) []llm
 }
 
 // userMessage is a user message's text, then its images.
-func userMessage(m *Message, image func(Image) llms.ContentPart) llms.MessageContent {
+func userMessage(m *history.Message, image func(history.Image) llms.ContentPart) llms.MessageContent {
 	mc := llms.TextParts(llms.ChatMessageTypeHuman, m.Content)
 	for _, im := range m.Images {
 		mc.Parts = append(mc.Parts, image(im))
@@ -80,12 +83,24 @@ func userMessage(m *Message, image func(Image) llms.ContentPart) llms.MessageCon
 }
 
 // imageURL is an image as OpenAI-compatible servers take it.
-func imageURL(im Image) llms.ContentPart { return llms.ImageURLContent{URL: im.dataURL()} }
+func imageURL(im history.Image) llms.ContentPart {
+	return llms.ImageURLContent{URL: "data:" + im.MIMEType + ";base64," + im.Data}
+}
 
 // imageBinary is an image as langchaingo's Anthropic and Ollama clients
 // take it.
-func imageBinary(im Image) llms.ContentPart {
-	return llms.BinaryContent{MIMEType: im.MIMEType, Data: im.bytes()}
+func imageBinary(im history.Image) llms.ContentPart {
+	return llms.BinaryContent{MIMEType: im.MIMEType, Data: imageBytes(im)}
+}
+
+// imageBytes is the decoded image (the clients encode it again); nil if
+// Data is not base64.
+func imageBytes(im history.Image) []byte {
+	b, err := base64.StdEncoding.DecodeString(im.Data)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // argumentsOrEmpty replaces empty arguments with an empty object: servers
@@ -100,13 +115,13 @@ func argumentsOrEmpty(args string) string {
 // toolCallsFrom converts langchaingo's assembled tool calls, dropping any
 // without a name: they are stray argument fragments a server sent without
 // the call they belong to, which no tool could run.
-func toolCallsFrom(calls []llms.ToolCall) []ToolCall {
-	var out []ToolCall
+func toolCallsFrom(calls []llms.ToolCall) []history.ToolCall {
+	var out []history.ToolCall
 	for _, tc := range calls {
 		if tc.FunctionCall == nil || tc.FunctionCall.Name == "" {
 			continue
 		}
-		out = append(out, ToolCall{ID: tc.ID, Name: tc.FunctionCall.Name, Arguments: argumentsOrEmpty(tc.FunctionCall.Arguments)})
+		out = append(out, history.ToolCall{ID: tc.ID, Name: tc.FunctionCall.Name, Arguments: argumentsOrEmpty(tc.FunctionCall.Arguments)})
 	}
 	return out
 }

@@ -2,71 +2,11 @@ package llm
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
+
+	"github.com/mm-agent/mm/history"
 )
-
-// Role is the author of a history message.
-type Role string
-
-// The roles a history message may have.
-const (
-	RoleSystem    Role = "system"
-	RoleUser      Role = "user"
-	RoleAssistant Role = "assistant"
-	RoleTool      Role = "tool"
-)
-
-// Message is one entry of a conversation history. It is plain data: the
-// session actor owns a slice of them and hands copies to model calls.
-type Message struct {
-	Role    Role   `json:"role"`
-	Content string `json:"content,omitempty"`
-	// ToolCalls are the calls an assistant message asked for.
-	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
-	// ToolCallID and Name identify the call a tool message answers.
-	ToolCallID string `json:"toolCallId,omitempty"`
-	Name       string `json:"name,omitempty"`
-	// Summary marks a user-role message that holds a /compact summary.
-	Summary bool `json:"summary,omitempty"`
-	// Images are a user message's pictures, after its text, for a model
-	// that takes images (model.vision).
-	Images []Image `json:"images,omitempty"`
-
-	// ACP bookkeeping of a tool-role message, kept for replay.
-	CallRef  string         `json:"callRef,omitempty"`  // the ACP toolCallId (call_N)
-	Title    string         `json:"title,omitempty"`    // the live tool_call title
-	Kind     string         `json:"kind,omitempty"`     // the ACP tool kind
-	RawInput map[string]any `json:"rawInput,omitempty"` // the decoded arguments
-	Failed   bool           `json:"failed,omitempty"`   // the call ended failed
-}
-
-// Image is a picture of a user message, as the editor sent it.
-type Image struct {
-	MIMEType string `json:"mimeType"`
-	Data     string `json:"data"` // base64
-}
-
-// dataURL is the image as a data: URL, the form OpenAI-compatible servers take.
-func (im Image) dataURL() string { return "data:" + im.MIMEType + ";base64," + im.Data }
-
-// bytes is the decoded image, the form langchaingo's Anthropic and Ollama
-// clients take (they encode it again); nil if Data is not base64.
-func (im Image) bytes() []byte {
-	b, err := base64.StdEncoding.DecodeString(im.Data)
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
-// ToolCall is one complete tool call, assembled from streamed fragments.
-type ToolCall struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"` // JSON object text, as the model wrote it
-}
 
 // ToolDef describes a tool offered to the model.
 type ToolDef struct {
@@ -77,7 +17,7 @@ type ToolDef struct {
 
 // Request is one model call.
 type Request struct {
-	Messages    []Message
+	Messages    []history.Message
 	Tools       []ToolDef
 	MaxTokens   int     // 0 = provider default
 	Temperature float64 // < 0 = provider default
@@ -122,7 +62,7 @@ type Delta struct {
 type Response struct {
 	Text         string
 	Reasoning    string
-	ToolCalls    []ToolCall
+	ToolCalls    []history.ToolCall
 	Usage        *Usage // nil when the server reported nothing
 	FinishReason string // FinishStop, FinishLength or FinishToolCalls
 }

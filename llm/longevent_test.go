@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 )
@@ -246,7 +247,7 @@ func TestOpenAILongChunk(t *testing.T) {
 		t.Errorf("text %d bytes (deltas %d), reasoning %d (deltas %d): want %d and %d",
 			len(got.resp.Text), len(got.text), len(got.resp.Reasoning), len(got.reasoning), len(text), len(reasoning))
 	}
-	want := []llm.ToolCall{{ID: "call_1", Name: "write_file", Arguments: args}, {ID: "call_2", Name: "bash", Arguments: `{"command":"ls"}`}}
+	want := []history.ToolCall{{ID: "call_1", Name: "write_file", Arguments: args}, {ID: "call_2", Name: "bash", Arguments: `{"command":"ls"}`}}
 	if calls := got.resp.ToolCalls; len(calls) != 2 || calls[0] != want[0] || calls[1] != want[1] {
 		t.Errorf("tool calls %.300v, want write_file with its %d bytes, then bash", calls, len(args))
 	}

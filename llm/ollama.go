@@ -9,6 +9,8 @@ import (
 
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/ollama"
+
+	"github.com/mm-agent/mm/history"
 )
 
 const ollamaDefaultURL = "http://127.0.0.1:11434"
@@ -94,21 +96,21 @@ func (m *ollamaModel) Warm(ctx context.Context) {
 
 // ollamaMessages converts a history to text-only messages, writing past
 // tool calls into the assistant's text so the model still sees them.
-func ollamaMessages(msgs []Message) []llms.MessageContent {
+func ollamaMessages(msgs []history.Message) []llms.MessageContent {
 	out := make([]llms.MessageContent, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		role := llms.ChatMessageTypeHuman
 		text := m.Content
 		switch m.Role {
-		case RoleSystem:
+		case history.RoleSystem:
 			role = llms.ChatMessageTypeSystem
-		case RoleAssistant:
+		case history.RoleAssistant:
 			role = llms.ChatMessageTypeAI
 			for _, tc := range m.ToolCalls {
 				text += fmt.Sprintf("\n[called tool %s with %s]", tc.Name, argumentsOrEmpty(tc.Arguments))
 			}
-		case RoleTool:
+		case history.RoleTool:
 			role = llms.ChatMessageTypeTool
 		}
 		mc := llms.TextParts(role, text)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 )
@@ -64,8 +65,8 @@ func stream(ctx context.Context, m llm.Model, req llm.Request) streamed {
 	return s
 }
 
-func user(text string) []llm.Message {
-	return []llm.Message{{Role: llm.RoleSystem, Content: "You are a test."}, {Role: llm.RoleUser, Content: text}}
+func user(text string) []history.Message {
+	return []history.Message{{Role: history.RoleSystem, Content: "You are a test."}, {Role: history.RoleUser, Content: text}}
 }
 
 func textDeltas(deltas []llm.Delta) int {
@@ -172,9 +173,9 @@ func TestOpenAIToolConversationRoundTrips(t *testing.T) {
 	}
 	calls := first.resp.ToolCalls
 	msgs = append(msgs,
-		llm.Message{Role: llm.RoleAssistant, Content: first.resp.Text, ToolCalls: calls},
-		llm.Message{Role: llm.RoleTool, ToolCallID: calls[0].ID, Name: calls[0].Name, Content: "hi\n"},
-		llm.Message{Role: llm.RoleTool, ToolCallID: calls[1].ID, Name: calls[1].Name, Content: "file body"},
+		history.Message{Role: history.RoleAssistant, Content: first.resp.Text, ToolCalls: calls},
+		history.Message{Role: history.RoleTool, ToolCallID: calls[0].ID, Name: calls[0].Name, Content: "hi\n"},
+		history.Message{Role: history.RoleTool, ToolCallID: calls[1].ID, Name: calls[1].Name, Content: "file body"},
 	)
 	second := stream(t.Context(), m, llm.Request{Messages: msgs, Tools: tools, Temperature: 0.25, MaxTokens: 100})
 	if second.err != nil {
@@ -376,7 +377,7 @@ data: [DONE]
 		if got.text != "Let me check." || got.resp.Text != got.text {
 			t.Errorf("deltas %q, text %q: want both \"Let me check.\"", got.text, got.resp.Text)
 		}
-		want := []llm.ToolCall{{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`}}
+		want := []history.ToolCall{{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`}}
 		if !reflect.DeepEqual(got.resp.ToolCalls, want) {
 			t.Errorf("tool calls %+v, want %+v", got.resp.ToolCalls, want)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -56,15 +57,15 @@ func flushLines(w http.ResponseWriter, contentType string, lines ...string) {
 	}
 }
 
-var toolTurn = []llm.Message{
-	{Role: llm.RoleSystem, Content: "sys"},
-	{Role: llm.RoleUser, Content: "list files"},
-	{Role: llm.RoleAssistant, Content: "Listing.", ToolCalls: []llm.ToolCall{
+var toolTurn = []history.Message{
+	{Role: history.RoleSystem, Content: "sys"},
+	{Role: history.RoleUser, Content: "list files"},
+	{Role: history.RoleAssistant, Content: "Listing.", ToolCalls: []history.ToolCall{
 		{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`},
 		{ID: "c2", Name: "pwd"},
 	}},
-	{Role: llm.RoleTool, ToolCallID: "c1", Name: "bash", Content: "a.txt"},
-	{Role: llm.RoleTool, ToolCallID: "c2", Name: "pwd", Content: "/tmp"},
+	{Role: history.RoleTool, ToolCallID: "c1", Name: "bash", Content: "a.txt"},
+	{Role: history.RoleTool, ToolCallID: "c2", Name: "pwd", Content: "/tmp"},
 }
 
 func TestOllamaStreams(t *testing.T) {
@@ -183,7 +184,7 @@ func TestAnthropicStreams(t *testing.T) {
 	if got.text != "Let me look." || got.resp.Text != got.text {
 		t.Errorf("text deltas %q, response %q", got.text, got.resp.Text)
 	}
-	want := []llm.ToolCall{{ID: "toolu_1", Name: "bash", Arguments: `{"command":"ls"}`}}
+	want := []history.ToolCall{{ID: "toolu_1", Name: "bash", Arguments: `{"command":"ls"}`}}
 	if !reflect.DeepEqual(got.resp.ToolCalls, want) || got.resp.FinishReason != llm.FinishToolCalls {
 		t.Errorf("tool calls %+v (%s), want %+v", got.resp.ToolCalls, got.resp.FinishReason, want)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 )
@@ -230,7 +231,7 @@ func whileSlow(t *testing.T, what string, try func() (slow bool)) {
 }
 
 // prompt is the request of these tests.
-var prompt = llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}, Temperature: -1}
+var prompt = llm.Request{Messages: []history.Message{{Role: history.RoleUser, Content: "hi"}}, Temperature: -1}
 
 func TestCompleteStreamSucceeds(t *testing.T) {
 	forEachWire(t, func(t *testing.T, wr wire) {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mm-agent/mm/history"
 )
 
 // defaultScriptYAML answers "ping" with "pong" and echoes anything else.
@@ -53,7 +55,7 @@ type scriptStep struct {
 type Step struct {
 	Text      string
 	Reasoning string
-	ToolCalls []ToolCall
+	ToolCalls []history.ToolCall
 	// Error, when set, makes the call fail with this message (the HTTP
 	// fixture answers HTTP 500 with it).
 	Error string
@@ -261,7 +263,7 @@ func (f *scriptFile) compileStep(sf stepFile) (scriptStep, error) {
 				return scriptStep{}, fmt.Errorf("tool call %s: %w", tc.Name, err)
 			}
 		}
-		st.ToolCalls = append(st.ToolCalls, ToolCall{Name: tc.Name, Arguments: string(args)})
+		st.ToolCalls = append(st.ToolCalls, history.ToolCall{Name: tc.Name, Arguments: string(args)})
 	}
 	switch st.Finish {
 	case "":
@@ -279,10 +281,10 @@ func (f *scriptFile) compileStep(sf stepFile) (scriptStep, error) {
 // Answer returns the step that answers msgs: the first rule matching the
 // last user message (summaries of /compact excepted) picks the steps, and
 // the number of assistant messages after that message picks the step.
-func (s *Script) Answer(msgs []Message) Step {
+func (s *Script) Answer(msgs []history.Message) Step {
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == RoleUser && !msgs[i].Summary {
+		if msgs[i].Role == history.RoleUser && !msgs[i].Summary {
 			last = i
 			break
 		}
@@ -293,7 +295,7 @@ func (s *Script) Answer(msgs []Message) Step {
 	}
 	calls := 0
 	for i := last + 1; i < len(msgs); i++ {
-		if msgs[i].Role == RoleAssistant {
+		if msgs[i].Role == history.RoleAssistant {
 			calls++
 		}
 	}
@@ -325,11 +327,11 @@ func (s *Script) ruleFor(userText string) *rule {
 	return &s.fallback
 }
 
-func expand(text string, msgs []Message, userText string) string {
+func expand(text string, msgs []history.Message, userText string) string {
 	if strings.Contains(text, tmplToolOutput) {
 		toolOutput := ""
 		for i := len(msgs) - 1; i >= 0; i-- {
-			if msgs[i].Role == RoleTool {
+			if msgs[i].Role == history.RoleTool {
 				toolOutput = msgs[i].Content
 				break
 			}
@@ -342,8 +344,8 @@ func expand(text string, msgs []Message, userText string) string {
 // withIDs copies calls with ids "call_<history length>_<index>": stable for a
 // given request, yet distinct across the calls of one conversation, since
 // the history only grows between them.
-func withIDs(calls []ToolCall, historyLen int) []ToolCall {
-	out := make([]ToolCall, len(calls))
+func withIDs(calls []history.ToolCall, historyLen int) []history.ToolCall {
+	out := make([]history.ToolCall, len(calls))
 	prefix := "call_" + strconv.Itoa(historyLen) + "_"
 	for i, tc := range calls {
 		tc.ID = prefix + strconv.Itoa(i)
@@ -352,7 +354,7 @@ func withIDs(calls []ToolCall, historyLen int) []ToolCall {
 	return out
 }
 
-func stepUsage(st *Step, msgs []Message) *Usage {
+func stepUsage(st *Step, msgs []history.Message) *Usage {
 	thought := countWords(st.Reasoning)
 	out := countWords(st.Text) + thought
 	for _, tc := range st.ToolCalls {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 )
@@ -98,16 +99,16 @@ func TestScriptedRulesAndSteps(t *testing.T) {
 	}
 
 	msgs = append(msgs,
-		llm.Message{Role: llm.RoleAssistant, Content: first.resp.Text, ToolCalls: first.resp.ToolCalls},
-		llm.Message{Role: llm.RoleTool, ToolCallID: bash.ID, Content: "hi"},
-		llm.Message{Role: llm.RoleTool, ToolCallID: noargs.ID, Content: "nothing"},
+		history.Message{Role: history.RoleAssistant, Content: first.resp.Text, ToolCalls: first.resp.ToolCalls},
+		history.Message{Role: history.RoleTool, ToolCallID: bash.ID, Content: "hi"},
+		history.Message{Role: history.RoleTool, ToolCallID: noargs.ID, Content: "nothing"},
 	)
 	second := stream(t.Context(), m, llm.Request{Messages: msgs})
 	if second.resp.Text != "Done: nothing" || second.resp.FinishReason != llm.FinishStop {
 		t.Errorf("second step: %+v", second.resp)
 	}
 
-	msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: second.resp.Text})
+	msgs = append(msgs, history.Message{Role: history.RoleAssistant, Content: second.resp.Text})
 	third := stream(t.Context(), m, llm.Request{Messages: msgs})
 	if third.err != nil || third.resp.Text != "" || third.resp.FinishReason != llm.FinishStop || len(third.deltas) != 0 {
 		t.Errorf("past the last step: %+v, %d deltas, err %v; want empty text and stop", third.resp, len(third.deltas), third.err)
@@ -133,9 +134,9 @@ func TestScriptedRulesAndSteps(t *testing.T) {
 // TestScriptAnswerSkipsSummaries keys the answer on what the user typed,
 // not on a /compact summary that follows it in the history.
 func TestScriptAnswerSkipsSummaries(t *testing.T) {
-	msgs := []llm.Message{
-		{Role: llm.RoleUser, Content: "ping"},
-		{Role: llm.RoleUser, Content: "Summary of the conversation so far.", Summary: true},
+	msgs := []history.Message{
+		{Role: history.RoleUser, Content: "ping"},
+		{Role: history.RoleUser, Content: "Summary of the conversation so far.", Summary: true},
 	}
 	if st := llm.DefaultScript().Answer(msgs); st.Text != "pong" {
 		t.Errorf("answer %q, want pong", st.Text)
@@ -359,7 +360,7 @@ func TestNextWordAndEstimate(t *testing.T) {
 	if strings.Join(words, "|") != " héllo|  wörld|\n" {
 		t.Errorf("words %q", words)
 	}
-	msgs := []llm.Message{{Content: "12345678"}, {ToolCalls: []llm.ToolCall{{Name: "ab", Arguments: "cd"}}}}
+	msgs := []history.Message{{Content: "12345678"}, {ToolCalls: []history.ToolCall{{Name: "ab", Arguments: "cd"}}}}
 	if n := llm.EstimateTokens(msgs); n != 3 {
 		t.Errorf("EstimateTokens = %d, want 3 (12 chars)", n)
 	}

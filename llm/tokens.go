@@ -1,18 +1,15 @@
 package llm
 
-// ImageTokens is what one image is counted as: vision models spend from
-// about 600 (llava) to 1,600 (Claude) tokens on a picture, whatever its
-// bytes; counting its base64 text would overestimate it a hundredfold.
-const ImageTokens = 1000
+import "github.com/mm-agent/mm/history"
 
 // EstimateTokens is a rough token count of msgs (four characters a token,
-// ImageTokens an image), for when a server reports no usage and for the
+// history.ImageTokens an image), for when a server reports no usage and for the
 // scripted provider's usage.
-func EstimateTokens(msgs []Message) int {
+func EstimateTokens(msgs []history.Message) int {
 	chars := 0
 	for i := range msgs {
 		m := &msgs[i]
-		chars += len(m.Content) + 4*ImageTokens*len(m.Images)
+		chars += len(m.Content) + 4*history.ImageTokens*len(m.Images)
 		for _, tc := range m.ToolCalls {
 			chars += len(tc.Name) + len(tc.Arguments)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mm-agent/mm/history"
 )
 
 // Warmer is implemented by models that can open their connection ahead of the first call.
@@ -97,7 +99,7 @@ type rehearsalKey struct{}
 // rehearsalRequest is a call small in every part, with one tool, so that
 // each part's conversion and encoding runs.
 var rehearsalRequest = Request{
-	Messages: []Message{{Role: RoleSystem, Content: "-"}, {Role: RoleUser, Content: "-"}},
+	Messages: []history.Message{{Role: history.RoleSystem, Content: "-"}, {Role: history.RoleUser, Content: "-"}},
 	Tools: []ToolDef{{Name: "t", Description: "-",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)}},
 	Temperature: -1,

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/store"
@@ -156,15 +157,15 @@ func BenchmarkIdleSessionHeap(b *testing.B) {
 // returns its id.
 func history200(b *testing.B, cwd string) string {
 	b.Helper()
-	h := []llm.Message{{Role: llm.RoleSystem, Content: "system"}}
+	h := []history.Message{{Role: history.RoleSystem, Content: "system"}}
 	out := strings.Repeat("output line of a command\n", 20)
 	for i := 0; i < 50; i++ {
 		id := fmt.Sprintf("t%d", i)
 		h = append(h,
-			llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf("question %d: run the tests of package %d", i, i)},
-			llm.Message{Role: llm.RoleAssistant, Content: "Running them.", ToolCalls: []llm.ToolCall{{ID: id, Name: "bash", Arguments: `{"command":"go test ./..."}`}}},
-			llm.Message{Role: llm.RoleTool, ToolCallID: id, Name: "bash", Content: out, CallRef: "call_" + id, Title: "bash: go test ./...", Kind: "execute", RawInput: map[string]any{"command": "go test ./..."}},
-			llm.Message{Role: llm.RoleAssistant, Content: "All tests pass."},
+			history.Message{Role: history.RoleUser, Content: fmt.Sprintf("question %d: run the tests of package %d", i, i)},
+			history.Message{Role: history.RoleAssistant, Content: "Running them.", ToolCalls: []history.ToolCall{{ID: id, Name: "bash", Arguments: `{"command":"go test ./..."}`}}},
+			history.Message{Role: history.RoleTool, ToolCallID: id, Name: "bash", Content: out, CallRef: "call_" + id, Title: "bash: go test ./...", Kind: "execute", RawInput: map[string]any{"command": "go test ./..."}},
+			history.Message{Role: history.RoleAssistant, Content: "All tests pass."},
 		)
 	}
 	sid := "20260101-000000-0000beef"

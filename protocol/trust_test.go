@@ -11,7 +11,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/store"
 )
 
@@ -22,10 +22,10 @@ func plantSession(t *testing.T, dir, id, mode string) string {
 	b, err := store.Marshal(&store.File{
 		ID: id, Cwd: "/home/someone/elsewhere", Created: time.Now().Add(-time.Hour), Updated: time.Now(),
 		Provenance: store.Provenance{SessionID: id, Kind: "root"}, Mode: mode,
-		History: []llm.Message{
-			{Role: llm.RoleSystem, Content: "You are whatever I say."},
-			{Role: llm.RoleUser, Content: "planted"},
-			{Role: llm.RoleAssistant, Content: "ok"},
+		History: []history.Message{
+			{Role: history.RoleSystem, Content: "You are whatever I say."},
+			{Role: history.RoleUser, Content: "planted"},
+			{Role: history.RoleAssistant, Content: "ok"},
 		},
 	})
 	if err != nil {

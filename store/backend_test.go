@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/llm"
 )
 
 // The tests of this file describe what every Backend does, and run against
@@ -143,7 +143,7 @@ func (e *errorsOf) list() []error {
 // prompt.
 func at(id, cwd string, d time.Duration, prompt string) *File {
 	return &File{ID: id, Cwd: cwd, Created: t0, Updated: t0.Add(d), Provenance: Provenance{SessionID: id, Kind: "root"},
-		History: []llm.Message{{Role: llm.RoleSystem, Content: "sys"}, {Role: llm.RoleUser, Content: prompt + "\nmore"}}}
+		History: []history.Message{{Role: history.RoleSystem, Content: "sys"}, {Role: history.RoleUser, Content: prompt + "\nmore"}}}
 }
 
 // TestBackendLoad: a stored session loads as it was encoded, signed; what
@@ -318,7 +318,7 @@ func TestBackendWriter(t *testing.T) {
 		var errs errorsOf
 		w := b.Writer(cwd, f.ID, 0, errs.add)
 		save(w, b.signed(t, f))
-		f.History = history(9, 100)
+		f.History = fixtureHistory(9, 100)
 		last := b.signed(t, f)
 		w.Save(last, nil)
 		w.Close()
@@ -335,7 +335,7 @@ func TestBackendWriter(t *testing.T) {
 
 		// Another mm takes it up from where it was.
 		w = b.Writer(cwd, f.ID, got.Rev, errs.add)
-		got.History = history(13, 100)
+		got.History = fixtureHistory(13, 100)
 		save(w, b.signed(t, got))
 		w.Close()
 		again, _, err := b.Load(ctx, cwd, f.ID)
@@ -387,7 +387,7 @@ func TestBackendFencing(t *testing.T) {
 		bw := b.Writer(cwd, f.ID, loaded.Rev, errsB.add)
 		version := func(n int) []byte {
 			c := *loaded
-			c.History = history(n, 10)
+			c.History = fixtureHistory(n, 10)
 			return b.signed(t, &c)
 		}
 		save(a, version(3))

@@ -8,9 +8,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/pgtest"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/llm"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(withPostgres{m}) }
@@ -54,33 +54,33 @@ func text(seed, n int) string {
 	return b.String()[:n]
 }
 
-// history builds a realistic history of about n messages: the system
+// fixtureHistory builds a realistic history of about n messages: the system
 // prompt, then turns of a user prompt, an assistant message calling bash,
 // the tool answer with its ACP bookkeeping, and an assistant answer. Every
 // content is about size bytes.
-func history(n, size int) []llm.Message {
-	h := make([]llm.Message, 0, n+4)
-	h = append(h, llm.Message{Role: llm.RoleSystem, Content: "You are Bob, a bash-first coding agent.\n" + text(0, size)})
+func fixtureHistory(n, size int) []history.Message {
+	h := make([]history.Message, 0, n+4)
+	h = append(h, history.Message{Role: history.RoleSystem, Content: "You are Bob, a bash-first coding agent.\n" + text(0, size)})
 	for call := 1; len(h) < n; call++ {
 		id := fmt.Sprintf("call_%d", call)
 		cmd := fmt.Sprintf("grep -rn 'pattern %d' ./...", call)
 		h = append(h,
-			llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf("Fix the failing test number %d\n", call) + text(call, size)},
-			llm.Message{Role: llm.RoleAssistant, Content: text(call+1, size), ToolCalls: []llm.ToolCall{{
+			history.Message{Role: history.RoleUser, Content: fmt.Sprintf("Fix the failing test number %d\n", call) + text(call, size)},
+			history.Message{Role: history.RoleAssistant, Content: text(call+1, size), ToolCalls: []history.ToolCall{{
 				ID: "fc_" + id, Name: "bash", Arguments: fmt.Sprintf(`{"command":%q}`, cmd),
 			}}},
-			llm.Message{
-				Role: llm.RoleTool, Content: text(call+2, size), ToolCallID: "fc_" + id, Name: "bash",
+			history.Message{
+				Role: history.RoleTool, Content: text(call+2, size), ToolCallID: "fc_" + id, Name: "bash",
 				CallRef: id, Title: "bash: " + cmd, Kind: "execute",
 				RawInput: map[string]any{"command": cmd}, Failed: call%7 == 0,
 			},
-			llm.Message{Role: llm.RoleAssistant, Content: text(call+3, size)},
+			history.Message{Role: history.RoleAssistant, Content: text(call+3, size)},
 		)
 	}
 	return h[:n]
 }
 
-// file returns a session file holding history(n, size).
+// file returns a session file holding fixtureHistory(n, size).
 func file(id string, n, size int) *File {
 	return &File{
 		ID:         id,
@@ -91,7 +91,7 @@ func file(id string, n, size int) *File {
 		Mode:       "ask",
 		Model:      "qwen3-coder",
 		Usage:      Usage{Reported: true, Input: 12000, Output: 800, CachedRead: 9000, CachedReadReported: true},
-		History:    history(n, size),
+		History:    fixtureHistory(n, size),
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/history"
 )
 
 // writeSession writes f at its Path under cwd and dir.
@@ -34,8 +34,8 @@ func TestList(t *testing.T) {
 	cwd := t.TempDir()
 	const dir = ".mm/sessions"
 	mk := func(id string, updated time.Time, prompt string) *File {
-		return &File{ID: id, Cwd: cwd, Created: t0, Updated: updated, History: []llm.Message{
-			{Role: llm.RoleSystem, Content: "sys"}, {Role: llm.RoleUser, Content: prompt + "\nrest"},
+		return &File{ID: id, Cwd: cwd, Created: t0, Updated: updated, History: []history.Message{
+			{Role: history.RoleSystem, Content: "sys"}, {Role: history.RoleUser, Content: prompt + "\nrest"},
 		}}
 	}
 	writeSession(t, cwd, dir, mk("20260916-101530-aaaa", t0.Add(1*time.Hour), "oldest"))

@@ -8,19 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/mm-agent/mm/llm"
-	"github.com/mm-agent/mm/tools"
+	"github.com/mm-agent/mm/history"
 )
 
 // Version is the format version Marshal writes. Load accepts every version
 // from 1 up to this one and refuses a newer one, because a newer file may
 // mean something this build would silently misread.
 const Version = 1
-
-// TitleMax is the longest title, in characters (runes), that TitleOf returns.
-const TitleMax = 120
 
 // Errors that Load and Unmarshal wrap. Test them with errors.Is.
 var (
@@ -68,17 +63,17 @@ type File struct {
 	Cwd     string    `json:"cwd"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
-	Title   string    `json:"title,omitempty"` // TitleOf(History) unless set
+	Title   string    `json:"title,omitempty"` // history.Title(History) unless set
 	// Owner names the token of `mm serve` whose session this is; "" for a
 	// session of mm -acp (its user's).
-	Owner      string        `json:"owner,omitempty"`
-	Provenance Provenance    `json:"provenance"`
-	Mode       string        `json:"mode,omitempty"`  // "ask" | "yolo" ("" = config default)
-	Model      string        `json:"model,omitempty"` // selected model id ("" = default)
-	Usage      Usage         `json:"usage"`
-	History    []llm.Message `json:"history"`
+	Owner      string            `json:"owner,omitempty"`
+	Provenance Provenance        `json:"provenance"`
+	Mode       string            `json:"mode,omitempty"`  // "ask" | "yolo" ("" = config default)
+	Model      string            `json:"model,omitempty"` // selected model id ("" = default)
+	Usage      Usage             `json:"usage"`
+	History    []history.Message `json:"history"`
 	// Plan is the session's plan (the plan tool), empty when it has none.
-	Plan []tools.PlanEntry `json:"plan,omitempty"`
+	Plan []history.PlanEntry `json:"plan,omitempty"`
 
 	// Signed is set by Reader.Load when the file carries this user's
 	// signature (Key): this user's mm wrote it as it is. It is never
@@ -126,49 +121,9 @@ func CheckID(id string) error {
 	return nil
 }
 
-// TitleOf returns the title of a history: the first line of the first user
-// message that is not a /compact summary and has some text, trimmed of
-// spaces and cut to TitleMax characters (the last one an ellipsis when cut).
-// It returns "" when there is no such message.
-func TitleOf(history []llm.Message) string {
-	for i := range history {
-		m := &history[i]
-		if m.Role != llm.RoleUser || m.Summary {
-			continue
-		}
-		s := strings.TrimSpace(m.Content)
-		if s == "" {
-			// A prompt made only of an image has no text to show; the
-			// next user message makes a better title than nothing.
-			continue
-		}
-		if i := strings.IndexAny(s, "\r\n"); i >= 0 {
-			s = strings.TrimSpace(s[:i])
-		}
-		return cutRunes(s, TitleMax)
-	}
-	return ""
-}
-
-// cutRunes cuts s to at most n runes, ending a cut string with "…" so that
-// the reader sees the title goes on.
-func cutRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	i, count := 0, 0
-	for i = range s {
-		if count == n-1 {
-			break
-		}
-		count++
-	}
-	return strings.TrimRight(s[:i], " \t") + "…"
-}
-
 // Marshal encodes f as compact JSON, without indentation because files are
 // rewritten after every turn and size is time. It writes Version whatever
-// f.Version holds, fills an empty Title with TitleOf(f.History), and writes
+// f.Version holds, fills an empty Title with history.Title(f.History), and writes
 // a nil History as []; f itself is not modified. HTML characters are not
 // escaped, because histories are full of code where <, > and & are common
 // and \u003c would only make the file larger and harder to read.
@@ -182,10 +137,10 @@ func marshal(f *File, extra int) ([]byte, error) {
 	c := *f
 	c.Version = Version
 	if c.Title == "" {
-		c.Title = TitleOf(c.History)
+		c.Title = history.Title(c.History)
 	}
 	if c.History == nil {
-		c.History = []llm.Message{}
+		c.History = []history.Message{}
 	}
 	var buf bytes.Buffer
 	buf.Grow(sizeHint(&c) + extra)
@@ -240,7 +195,7 @@ func Unmarshal(data []byte) (*File, error) {
 		return nil, corrupt("missing or invalid version")
 	case f.ID == "":
 		return nil, corrupt("missing id")
-	case len(f.History) > 0 && f.History[0].Role != llm.RoleSystem:
+	case len(f.History) > 0 && f.History[0].Role != history.RoleSystem:
 		return nil, corrupt(fmt.Sprintf("history starts with a %q message, not the system prompt", f.History[0].Role))
 	}
 	return &f, nil

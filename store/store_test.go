@@ -9,9 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
-	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/history"
 )
 
 // sample is a small session with every kind of entry a history may hold.
@@ -28,25 +27,25 @@ func sample() *File {
 		Mode:  "yolo",
 		Model: "qwen3-coder",
 		Usage: Usage{Reported: true, Input: 5400, Output: 320, Thought: 42, ThoughtReported: true},
-		History: []llm.Message{
-			{Role: llm.RoleSystem, Content: "You are Bob."},
-			{Role: llm.RoleUser, Summary: true, Content: "Summary: the user asked to fix <main.go> & tests."},
-			{Role: llm.RoleUser, Content: "  \n  Why does `go test` fail?\nIt says FAIL.  "},
-			{Role: llm.RoleAssistant, Content: "Let me look.", ToolCalls: []llm.ToolCall{
+		History: []history.Message{
+			{Role: history.RoleSystem, Content: "You are Bob."},
+			{Role: history.RoleUser, Summary: true, Content: "Summary: the user asked to fix <main.go> & tests."},
+			{Role: history.RoleUser, Content: "  \n  Why does `go test` fail?\nIt says FAIL.  "},
+			{Role: history.RoleAssistant, Content: "Let me look.", ToolCalls: []history.ToolCall{
 				{ID: "fc_1", Name: "bash", Arguments: `{"command":"go test ./..."}`},
 				{ID: "fc_2", Name: "read_file", Arguments: `{"path":"main.go","limit":20}`},
 			}},
 			{
-				Role: llm.RoleTool, ToolCallID: "fc_1", Name: "bash", Content: "--- FAIL: TestX\nexit status 1",
+				Role: history.RoleTool, ToolCallID: "fc_1", Name: "bash", Content: "--- FAIL: TestX\nexit status 1",
 				CallRef: "call_1", Title: "bash: go test ./...", Kind: "execute",
 				RawInput: map[string]any{"command": "go test ./..."}, Failed: true,
 			},
 			{
-				Role: llm.RoleTool, ToolCallID: "fc_2", Name: "read_file", Content: "package main\n",
+				Role: history.RoleTool, ToolCallID: "fc_2", Name: "read_file", Content: "package main\n",
 				CallRef: "call_2", Title: "read_file: main.go", Kind: "read",
 				RawInput: map[string]any{"path": "main.go", "limit": float64(20)},
 			},
-			{Role: llm.RoleAssistant, Content: "TestX expects 2 but gets 1."},
+			{Role: history.RoleAssistant, Content: "TestX expects 2 but gets 1."},
 		},
 	}
 }
@@ -85,44 +84,6 @@ func TestRoundTrip(t *testing.T) {
 	data = mustMarshal(t, in)
 	if !bytes.Contains(data, []byte(`"title":"mine"`)) || !bytes.HasSuffix(data, []byte(`"history":[]}`)) {
 		t.Errorf("unexpected encoding: %s", data)
-	}
-}
-
-func TestTitleOf(t *testing.T) {
-	long := strings.Repeat("é", 200)
-	cases := []struct {
-		name string
-		h    []llm.Message
-		want string
-	}{
-		{"empty", nil, ""},
-		{"system only", []llm.Message{{Role: llm.RoleSystem, Content: "sys"}}, ""},
-		{"first line trimmed", []llm.Message{
-			{Role: llm.RoleSystem, Content: "sys"},
-			{Role: llm.RoleUser, Content: "\t fix the bug  \r\nmore text"},
-			{Role: llm.RoleUser, Content: "second"},
-		}, "fix the bug"},
-		{"summary skipped", []llm.Message{
-			{Role: llm.RoleUser, Summary: true, Content: "summary of before"},
-			{Role: llm.RoleAssistant, Content: "answer"},
-			{Role: llm.RoleUser, Content: "after compact"},
-		}, "after compact"},
-		{"empty text skipped", []llm.Message{
-			{Role: llm.RoleUser, Content: "  \n "},
-			{Role: llm.RoleUser, Content: "real"},
-		}, "real"},
-		{"cut to 120 runes", []llm.Message{{Role: llm.RoleUser, Content: long}}, strings.Repeat("é", TitleMax-1) + "…"},
-		{"exactly 120 kept", []llm.Message{{Role: llm.RoleUser, Content: long[:2*TitleMax]}}, long[:2*TitleMax]},
-		{"no space before ellipsis", []llm.Message{{Role: llm.RoleUser, Content: strings.Repeat("a", 118) + " bcdef"}}, strings.Repeat("a", 118) + "…"},
-	}
-	for _, c := range cases {
-		got := TitleOf(c.h)
-		if got != c.want {
-			t.Errorf("%s: TitleOf = %q, want %q", c.name, got, c.want)
-		}
-		if n := utf8.RuneCountInString(got); n > TitleMax {
-			t.Errorf("%s: title has %d runes", c.name, n)
-		}
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/mm-agent/mm/history"
 )
 
 //go:embed plan.md
@@ -35,13 +37,6 @@ const planSchema = `{
 // maxPlanEntries bounds a plan: it is for the user to follow at a glance.
 const maxPlanEntries = 50
 
-// PlanEntry is one step of a session's plan, as ACP's plan update shows it.
-type PlanEntry struct {
-	Content  string `json:"content"`
-	Priority string `json:"priority"`
-	Status   string `json:"status"`
-}
-
 type planTool struct{}
 
 func (planTool) Name() string            { return "plan" }
@@ -65,7 +60,7 @@ func (planTool) prepare(env Env, c *Call) error {
 	c.Mutating = true
 	action := strArg(c.Args, "action")
 	c.Title = "plan: " + action
-	var next []PlanEntry
+	var next []history.PlanEntry
 	switch action {
 	case "set":
 		raw := arrayArg(c.Args, "entries")
@@ -75,7 +70,7 @@ func (planTool) prepare(env Env, c *Call) error {
 		if len(raw) > maxPlanEntries {
 			return fmt.Errorf("plan: %d entries; a plan holds at most %d", len(raw), maxPlanEntries)
 		}
-		next = make([]PlanEntry, 0, len(raw))
+		next = make([]history.PlanEntry, 0, len(raw))
 		for i, r := range raw {
 			e, err := planEntry(i+1, r)
 			if err != nil {
@@ -97,11 +92,11 @@ func (planTool) prepare(env Env, c *Call) error {
 		if !validStatus(status) {
 			return fmt.Errorf(`plan: "status" must be pending, in_progress or completed, got %q`, status)
 		}
-		next = append([]PlanEntry(nil), env.Plan...)
+		next = append([]history.PlanEntry(nil), env.Plan...)
 		next[i-1].Status = status
 		c.Title = fmt.Sprintf("plan: %s → %s", next[i-1].Content, status)
 	case "clear":
-		next = []PlanEntry{}
+		next = []history.PlanEntry{}
 	default:
 		return fmt.Errorf(`plan: "action" must be set, update or clear, got %q`, action)
 	}
@@ -109,16 +104,16 @@ func (planTool) prepare(env Env, c *Call) error {
 	return nil
 }
 
-func planEntry(n int, raw any) (PlanEntry, error) {
+func planEntry(n int, raw any) (history.PlanEntry, error) {
 	m, ok := raw.(map[string]any)
 	if !ok {
-		return PlanEntry{}, fmt.Errorf("plan: entry %d must be an object {\"content\", \"priority\"?, \"status\"?}, got %s", n, jsonTypeName(raw))
+		return history.PlanEntry{}, fmt.Errorf("plan: entry %d must be an object {\"content\", \"priority\"?, \"status\"?}, got %s", n, jsonTypeName(raw))
 	}
-	e := PlanEntry{Priority: "medium", Status: "pending"}
+	e := history.PlanEntry{Priority: "medium", Status: "pending"}
 	for k, v := range m {
 		s, ok := v.(string)
 		if !ok && v != nil {
-			return PlanEntry{}, fmt.Errorf("plan: entry %d: %q must be a string, got %s", n, k, jsonTypeName(v))
+			return history.PlanEntry{}, fmt.Errorf("plan: entry %d: %q must be a string, got %s", n, k, jsonTypeName(v))
 		}
 		switch k {
 		case "content":
@@ -132,16 +127,16 @@ func planEntry(n int, raw any) (PlanEntry, error) {
 				e.Status = s
 			}
 		default:
-			return PlanEntry{}, fmt.Errorf("plan: entry %d: unknown key %q; an entry is {\"content\", \"priority\"?, \"status\"?}", n, k)
+			return history.PlanEntry{}, fmt.Errorf("plan: entry %d: unknown key %q; an entry is {\"content\", \"priority\"?, \"status\"?}", n, k)
 		}
 	}
 	switch {
 	case e.Content == "":
-		return PlanEntry{}, fmt.Errorf(`plan: entry %d has no "content"`, n)
+		return history.PlanEntry{}, fmt.Errorf(`plan: entry %d has no "content"`, n)
 	case e.Priority != "high" && e.Priority != "medium" && e.Priority != "low":
-		return PlanEntry{}, fmt.Errorf(`plan: entry %d: "priority" must be high, medium or low, got %q`, n, e.Priority)
+		return history.PlanEntry{}, fmt.Errorf(`plan: entry %d: "priority" must be high, medium or low, got %q`, n, e.Priority)
 	case !validStatus(e.Status):
-		return PlanEntry{}, fmt.Errorf(`plan: entry %d: "status" must be pending, in_progress or completed, got %q`, n, e.Status)
+		return history.PlanEntry{}, fmt.Errorf(`plan: entry %d: "status" must be pending, in_progress or completed, got %q`, n, e.Status)
 	}
 	return e, nil
 }
@@ -161,7 +156,7 @@ func (planTool) run(_ context.Context, _ Env, c *Call) Result {
 }
 
 // RenderPlan is the plan as the model reads it.
-func RenderPlan(p []PlanEntry) string {
+func RenderPlan(p []history.PlanEntry) string {
 	if len(p) == 0 {
 		return "The plan is empty."
 	}

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/mm-agent/mm/history"
 )
 
 func TestPlanTool(t *testing.T) {
@@ -23,7 +25,7 @@ func TestPlanTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []PlanEntry{{"parse", "medium", "pending"}, {"test", "high", "in_progress"}}
+	want := []history.PlanEntry{{Content: "parse", Priority: "medium", Status: "pending"}, {Content: "test", Priority: "high", Status: "in_progress"}}
 	if !reflect.DeepEqual(res.Plan, want) || !strings.Contains(res.Output, "2. [in_progress] (high) test") {
 		t.Fatalf("set: %+v %q", res.Plan, res.Output)
 	}

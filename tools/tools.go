@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/tools/fetch"
 	"github.com/mm-agent/mm/tools/skills"
 )
@@ -47,7 +48,7 @@ type Env struct {
 	SessionID string
 	// Plan is the session's plan when the call is prepared (calls of a
 	// turn run one at a time, so it cannot change meanwhile).
-	Plan []PlanEntry
+	Plan []history.PlanEntry
 	// Ask asks the user ask_user's questions; nil when no one can be
 	// asked.
 	Ask Asker
@@ -124,7 +125,7 @@ type Call struct {
 	// Questions are an ask_user call's questions, validated by prepare.
 	Questions []Question
 	// plan is the plan a plan call makes, computed by prepare.
-	plan []PlanEntry
+	plan []history.PlanEntry
 	// skill is the skill a read_skill call reads.
 	skill *skills.Skill
 }
@@ -152,7 +153,7 @@ type Result struct {
 	Edits []Diff
 	// Plan, when not nil, is the session's plan as a plan call left it
 	// (empty once cleared).
-	Plan []PlanEntry
+	Plan []history.PlanEntry
 	// Media are images and resources an MCP tool returned, for the editor.
 	Media []Media
 }

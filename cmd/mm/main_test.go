@@ -17,6 +17,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/agents/agenttest"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/cli"
 	"github.com/mm-agent/mm/internal/mmbuild"
 	"github.com/mm-agent/mm/internal/pgtest"
@@ -620,7 +621,7 @@ func TestEveryPipedRequestIsAnswered(t *testing.T) {
 	cwd := t.TempDir()
 	const sid = "20260101-000000-00000001"
 	data, err := store.Marshal(&store.File{ID: sid, Cwd: cwd, Created: time.Now(), Updated: time.Now(), Mode: "yolo", Model: "default",
-		History: []llm.Message{{Role: llm.RoleSystem, Content: "system"}, {Role: llm.RoleUser, Content: "ping"}, {Role: llm.RoleAssistant, Content: "pong"}}})
+		History: []history.Message{{Role: history.RoleSystem, Content: "system"}, {Role: history.RoleUser, Content: "ping"}, {Role: history.RoleAssistant, Content: "pong"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 )
 
@@ -37,16 +38,16 @@ type chatRequest struct {
 }
 
 // history converts the request's messages for Script.Answer.
-func (r *chatRequest) history() []llm.Message {
-	msgs := make([]llm.Message, len(r.Messages))
+func (r *chatRequest) history() []history.Message {
+	msgs := make([]history.Message, len(r.Messages))
 	for i, m := range r.Messages {
-		msgs[i] = llm.Message{Role: llm.Role(m.Role), Content: m.Content.text, ToolCallID: m.ToolCallID, Name: m.Name}
+		msgs[i] = history.Message{Role: history.Role(m.Role), Content: m.Content.text, ToolCallID: m.ToolCallID, Name: m.Name}
 		if m.Content.images > 0 {
 			// Only their number matters, to estimate the prompt.
-			msgs[i].Images = make([]llm.Image, m.Content.images)
+			msgs[i].Images = make([]history.Image, m.Content.images)
 		}
 		for _, tc := range m.ToolCalls {
-			msgs[i].ToolCalls = append(msgs[i].ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, history.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
 	}
 	return msgs

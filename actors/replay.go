@@ -25,33 +25,8 @@ func ProvenanceMeta(p store.Provenance) map[string]any {
 // replay.
 func (s *session) onReplay(m *Replay) {
 	meta := ProvenanceMeta(s.prov)
-	send := func(u acp.SessionUpdate) { s.out.Update(s.id, u) }
-	h := s.history
-	for i := 1; i < len(h); i++ {
-		m := &h[i]
-		switch m.Role {
-		case history.RoleUser:
-			if m.Summary {
-				send(acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: meta, Content: acp.TextBlock("🗜️ " + m.Content)}})
-			} else {
-				if m.Content != "" || len(m.Images) == 0 {
-					send(acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.TextBlock(m.Content)}})
-				}
-				for _, im := range m.Images {
-					send(acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.ImageBlock(im.Data, im.MIMEType)}})
-				}
-			}
-		case history.RoleAssistant:
-			if m.Content != "" {
-				send(acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: meta, Content: acp.TextBlock(m.Content)}})
-			}
-			for _, c := range m.ToolCalls {
-				send(acp.SessionUpdate{ToolCall: replayCall(c, history.AnswerTo(h[i+1:], c.ID), meta)})
-			}
-		}
-	}
-	if len(s.plan) > 0 {
-		s.out.Update(s.id, planUpdate(s.plan, meta))
+	for _, u := range history.Replay(s.history, s.plan, meta, liveTitle) {
+		s.out.Update(s.id, u)
 	}
 	s.announced = true
 	s.tellNotice()
@@ -59,7 +34,7 @@ func (s *session) onReplay(m *Replay) {
 		Meta: meta, AvailableCommands: Commands(s.skills, s.agents != nil),
 	}})
 	o := s.outcome()
-	o.Messages = len(h) - 1
+	o.Messages = len(s.history) - 1
 	s.rt.log.Info(fmt.Sprintf("[acp] session %s loaded from %s: %d message(s) replayed", s.id, s.rt.cfg.Sessions.Dir, o.Messages))
 	s.rt.answer(s.id, m.Reply, o)
 }
@@ -75,34 +50,6 @@ func (s *session) onResume(m *Resume) {
 // outcome describes the session for a request's answer.
 func (s *session) outcome() *Outcome {
 	return &Outcome{Mode: s.mode, Model: s.modelID, Provenance: s.prov}
-}
-
-// replayCall is the tool_call of a stored call: completed (or failed) with
-// its output when it was answered, failed with no content when it was not.
-func replayCall(c history.ToolCall, answer *history.Message, meta map[string]any) *acp.SessionUpdateToolCall {
-	tc := &acp.SessionUpdateToolCall{Meta: meta, ToolCallId: acp.ToolCallId(c.ID), Status: acp.ToolCallStatusFailed}
-	if answer == nil {
-		tc.Title, tc.Kind = liveTitle(c)
-		tc.RawInput = rawArgs(c.Arguments)
-		return tc
-	}
-	if answer.CallRef != "" {
-		tc.ToolCallId = acp.ToolCallId(answer.CallRef)
-	}
-	tc.Title, tc.Kind = answer.Title, acp.ToolKind(answer.Kind)
-	if tc.Title == "" {
-		tc.Title, tc.Kind = liveTitle(c)
-	}
-	tc.RawInput = answer.RawInput
-	if tc.RawInput == nil {
-		tc.RawInput = rawArgs(c.Arguments)
-	}
-	if !answer.Failed {
-		tc.Status = acp.ToolCallStatusCompleted
-	}
-	tc.RawOutput = map[string]any{"output": answer.Content}
-	tc.Content = []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(answer.Content))}
-	return tc
 }
 
 // liveTitle gives a stored call without a recorded answer the title and

@@ -135,15 +135,7 @@ func (s *session) useSkills(set *skills.Set) {
 // setPlan keeps the plan a plan call made and shows it whole.
 func (s *session) setPlan(p []history.PlanEntry) {
 	s.plan = p
-	s.out.Update(s.id, planUpdate(p, nil))
-}
-
-func planUpdate(p []history.PlanEntry, meta map[string]any) acp.SessionUpdate {
-	entries := make([]acp.PlanEntry, len(p))
-	for i, e := range p {
-		entries[i] = acp.PlanEntry{Content: e.Content, Priority: acp.PlanEntryPriority(e.Priority), Status: acp.PlanEntryStatus(e.Status)}
-	}
-	return acp.SessionUpdate{Plan: &acp.SessionUpdatePlan{Meta: meta, Entries: entries}}
+	s.out.Update(s.id, history.PlanUpdate(p, nil))
 }
 
 // askCommand rewrites `/ask <agent> <question>` into the request that

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -195,7 +194,7 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 		prep.Title, prep.Kind, prep.RawInput, prep.Locations = call.Title, toolKind(call.Kind), call.Args, call.Locations
 	}
 	if prep.RawInput == nil {
-		prep.RawInput = rawArgs(w.args)
+		prep.RawInput = history.RawArgs(w.args)
 	}
 	if err != nil {
 		prep.Err = err.Error()
@@ -356,13 +355,4 @@ func locations(paths []string) []acp.ToolCallLocation {
 
 func diffContent(path string, oldText *string, newText string) acp.ToolCallContent {
 	return acp.ToolCallContent{Diff: &acp.ToolCallContentDiff{Path: path, OldText: oldText, NewText: newText}}
-}
-
-// rawArgs shows arguments the tool could not decode as they were sent.
-func rawArgs(s string) map[string]any {
-	var m map[string]any
-	if json.Unmarshal([]byte(s), &m) != nil {
-		return map[string]any{"arguments": s}
-	}
-	return m
 }

@@ -5,8 +5,9 @@
 // the session file or row (store) holds them as they are
 // (docs/session-format.md), a load replays them, and each model call (llm)
 // reads a window of them. Nothing here does I/O, keeps state or imports
-// another package of mm's, so every function is tested by a table and any
-// package may hold a history without depending on models or tools.
+// another package of mm's (only acp-go-sdk's types, for Replay), so every
+// function is tested by a table and any package may hold a history without
+// depending on models or tools.
 //
 // The functions:
 //   - Title: the title a session list shows.
@@ -14,5 +15,7 @@
 //     sizes (four bytes a token, ImageTokens an image).
 //   - Split, Compacted, Transcript: a compaction's plan (which turns are
 //     summarised), its result, and the text the summariser reads.
-//   - AnswerTo: the tool message answering a call, for replay.
+//   - Replay, PlanUpdate: a history as session/load's notifications, a
+//     plan as ACP's plan update; AnswerTo, the tool message answering a
+//     call; RawArgs, a call's arguments as rawInput.
 package history

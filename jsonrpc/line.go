@@ -20,6 +20,14 @@ const HeadBytes = 4 << 10
 // HeadBytes are returned (line is nil), so that it can be answered
 // (LineTooLong) and the stream read on.
 func ReadLine(r *bufio.Reader, max int) (line, head []byte, size int, err error) {
+	return ReadLineInto(r, max, nil)
+}
+
+// ReadLineInto is ReadLine reading into buf's array when it has room (buf's
+// contents are dropped), for a reader that is done with a line before it
+// reads the next (mmstress); a reader that keeps lines calls ReadLine.
+func ReadLineInto(r *bufio.Reader, max int, buf []byte) (line, head []byte, size int, err error) {
+	line = buf[:0]
 	for {
 		frag, err := r.ReadSlice('\n')
 		size += len(frag)

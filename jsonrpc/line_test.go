@@ -41,3 +41,26 @@ func TestReadLine(t *testing.T) {
 		}
 	}
 }
+
+// TestReadLineInto: the same lines as ReadLine's, in one array when it has
+// room, and a line too long still gives its head and size.
+func TestReadLineInto(t *testing.T) {
+	in := "first\n" + strings.Repeat("x", 40) + "\nsecond\n"
+	r := bufio.NewReaderSize(strings.NewReader(in), 16)
+	buf := make([]byte, 0, 32)
+	line, _, _, err := ReadLineInto(r, 32, buf)
+	if string(line) != "first" || err != nil || &line[:1][0] != &buf[:1][0] {
+		t.Fatalf("first: %q %v (same array: %v)", line, err, &line[:1][0] == &buf[:1][0])
+	}
+	line, head, size, err := ReadLineInto(r, 32, line)
+	if line != nil || size != 40 || strings.TrimSuffix(string(head), "\n") != strings.Repeat("x", 40) || err != nil {
+		t.Fatalf("too long: %q, head %q, %d bytes, %v", line, head, size, err)
+	}
+	line, _, _, err = ReadLineInto(r, 32, buf)
+	if string(line) != "second" || err != nil {
+		t.Fatalf("second: %q %v", line, err)
+	}
+	if _, _, _, err = ReadLineInto(r, 32, buf); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+}

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
 	"github.com/coder/websocket"
 
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/logs"
 )
 
@@ -34,28 +36,33 @@ const maxMessage = 16 << 20
 
 // lineWire is newline-delimited JSON-RPC on a pair of pipes.
 type lineWire struct {
-	mu sync.Mutex // one line's bytes go out together even when the batch writer writes itself
-	w  *logs.BatchWriter
-	sc *bufio.Scanner
+	mu  sync.Mutex // one line's bytes go out together even when the batch writer writes itself
+	w   *logs.BatchWriter
+	r   *bufio.Reader
+	buf []byte // the last line read, reused
 }
 
 // lines frames messages as lines on w and r. Writes are gathered by one
 // goroutine: a thousand sessions writing a line each made one syscall per
 // request, in series.
 func lines(w io.Writer, r io.Reader) *lineWire {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxMessage)
-	return &lineWire{w: logs.NewBatchWriter(w), sc: sc}
+	return &lineWire{w: logs.NewBatchWriter(w), r: bufio.NewReaderSize(r, 64<<10), buf: make([]byte, 0, 64<<10)}
 }
 
+// next reads a line as every connection of mm does (jsonrpc.ReadLine); one
+// longer than maxMessage ends the run: mm never writes one.
 func (l *lineWire) next() ([]byte, error) {
-	if l.sc.Scan() {
-		return l.sc.Bytes(), nil
-	}
-	if err := l.sc.Err(); err != nil {
+	line, _, size, err := jsonrpc.ReadLineInto(l.r, maxMessage, l.buf)
+	switch {
+	case line == nil && size > maxMessage:
+		return nil, fmt.Errorf("mm wrote a line of %d bytes, over the harness's %d", size, maxMessage)
+	case err == io.EOF && len(line) > 0:
+		err = nil // the last line, without its newline
+	case err != nil:
 		return nil, err
 	}
-	return nil, io.EOF
+	l.buf = line
+	return line, err
 }
 
 func (l *lineWire) send(msg []byte) error {

@@ -5,8 +5,8 @@ import (
 )
 
 // The window cap (history.Fit): a session never sends the model more than
-// its context window. This file gives the pure functions the session's
-// figures: the limit its model and tools leave.
+// its context window. The session gives history its figures: the limit
+// its model and tools leave.
 
 // requestLimit is how many bytes of messages a request may hold: the
 // window less the room the answer needs (model.maxTokens, else an eighth of

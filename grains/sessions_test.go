@@ -14,6 +14,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
@@ -71,7 +72,7 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 	var nodes []*node
 	for i := range n {
 		log := logs.New(out, slog.LevelInfo).With("node", i)
-		hub, err := protocol.NewHub(protocol.HubOptions{Config: cfg, Model: model, ContextWindow: 16384, StateDir: state, Log: log})
+		hub, err := app.NewHub(app.Options{Config: cfg, Model: model, ContextWindow: 16384, StateDir: state, Log: log})
 		if err != nil {
 			t.Fatal(err)
 		}

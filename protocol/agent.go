@@ -79,7 +79,10 @@ func (a *Agent) isClosed() bool {
 }
 
 // live returns session id when this connection holds it.
-func (a *Agent) live(id string) *actors.Session { return a.hub.attached(id, a) }
+func (a *Agent) live(id string) *actors.Session {
+	s, _ := a.hub.sessions.Attached(id, a)
+	return s
+}
 
 // register adds a session this connection created or opened, held by it.
 func (a *Agent) register(s *actors.Session) (*actors.Session, error) {
@@ -88,7 +91,10 @@ func (a *Agent) register(s *actors.Session) (*actors.Session, error) {
 
 // unregister takes session id out of the table when this connection holds
 // it.
-func (a *Agent) unregister(id string) *actors.Session { return a.hub.unregister(id, a) }
+func (a *Agent) unregister(id string) *actors.Session {
+	s, _ := a.hub.sessions.Release(id, a)
+	return s
+}
 
 // attach is what a session this connection creates or takes over writes
 // to and asks.

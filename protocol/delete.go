@@ -34,13 +34,13 @@ func (a *Agent) serveDelete(r *actors.Reply, p acp.UnstableDeleteSessionRequest)
 		return
 	}
 	a.inOrder(id, func() {
-		if a.hub.taken(id, a.owner) {
+		if a.hub.sessions.Taken(id, a.owner) {
 			// Another token's session does not exist for this one: it is
 			// deleted already, as far as this token can tell.
 			a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
 			return
 		}
-		s := a.hub.remove(id, a.owner)
+		s, _ := a.hub.sessions.Remove(id, a.owner)
 		a.hold(id)
 		go func() {
 			defer a.release(id)

@@ -27,11 +27,11 @@ func (a *Agent) serveForkAs(r *actors.Reply, p acp.UnstableForkSessionRequest, i
 	parent := string(p.SessionId)
 	a.inOrder(parent, func() {
 		var state func() (*actors.SessionState, error)
-		if a.hub.taken(parent, a.owner) {
+		if a.hub.sessions.Taken(parent, a.owner) {
 			a.answer(parent, r, nil, unknownSession(parent))
 			return
 		}
-		if src, _ := a.hub.owned(parent, a.owner); src != nil {
+		if src, _, _ := a.hub.sessions.Owned(parent, a.owner); src != nil {
 			state = src.RequestState() // in the parent's order, now
 		} else if a.cfg.Sessions.Enabled {
 			// The stored parent is read before its next requests (a

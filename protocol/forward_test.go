@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol"
@@ -103,7 +104,7 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	newHub := func() *protocol.Hub {
-		h, err := protocol.NewHub(protocol.HubOptions{Config: cfg, Model: model, ContextWindow: 16384})
+		h, err := app.NewHub(app.Options{Config: cfg, Model: model, ContextWindow: 16384})
 		if err != nil {
 			t.Fatal(err)
 		}

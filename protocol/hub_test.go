@@ -12,6 +12,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
@@ -45,7 +46,7 @@ func newHubEnv(t *testing.T, edit func(*configs.Config)) *hubEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := protocol.NewHub(protocol.HubOptions{Config: cfg, Model: model, ContextWindow: 16384, StateDir: t.TempDir()})
+	h, err := app.NewHub(app.Options{Config: cfg, Model: model, ContextWindow: 16384, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

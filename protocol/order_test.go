@@ -12,8 +12,8 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/store"
 )
 
@@ -43,7 +43,7 @@ func result(t *testing.T, m map[string]any) map[string]any {
 // selector runs on the model selected, every time.
 func TestModelThenPromptInOrder(t *testing.T) {
 	_, other := scriptServer(t, "rules:\n  - match: \"^which$\"\n    steps: [{text: \"other\"}]\n")
-	r, _ := newRawAgentOpts(t, "rules:\n  - match: \"^which$\"\n    steps: [{text: \"default\"}]\n", nil, func(o *protocol.Options) {
+	r, _ := newRawAgentOpts(t, "rules:\n  - match: \"^which$\"\n    steps: [{text: \"default\"}]\n", nil, func(o *app.Options) {
 		o.Models = []actors.NamedModel{{ID: "other", Name: "other", Model: other}}
 	})
 	sid := r.initSession(t.TempDir())

@@ -8,30 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/mm-agent/mm/actors"
-	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/llm"
 )
-
-// Options wires mm -acp's one connection and the hub it is alone on.
-type Options struct {
-	Config *configs.Config
-	Model  llm.Model
-	// Models are the other models sessions may select (config models).
-	Models []actors.NamedModel
-	In     io.Reader // the client's messages (stdin)
-	Out    io.Writer // JSON-RPC only (stdout)
-	Log    *slog.Logger
-	// ContextWindow is the model's window, 0 if unknown; SetContextWindow on
-	// the returned Conn can set it later.
-	ContextWindow int
-	// Probe asks the server for the window while it is unknown, when the
-	// connection starts and at each session/new; nil never probes.
-	Probe actors.Probe
-	// StateDir is HubOptions.StateDir.
-	StateDir string
-}
 
 // ConnOptions wires one connection to a Hub.
 type ConnOptions struct {
@@ -62,17 +39,13 @@ type Conn struct {
 	hub *Hub
 }
 
-// Start begins serving mm -acp's connection on a hub of its own; Wait
-// ends both. It fails only on a configuration the runtime cannot use.
-func Start(o Options) (*Conn, error) {
-	h, err := NewHub(HubOptions{Config: o.Config, Model: o.Model, Models: o.Models, Log: o.Log,
-		ContextWindow: o.ContextWindow, Probe: o.Probe, StateDir: o.StateDir, DeferRuntime: true})
-	if err != nil {
-		return nil, err
-	}
-	c := h.connect(ConnOptions{In: o.In, Out: o.Out, Log: o.Log}, false)
+// Sole begins serving mm -acp's connection, alone on the hub: its
+// sessions are not shared with another connection, and Wait ends the
+// connection, then shuts the hub down.
+func (h *Hub) Sole(o ConnOptions) *Conn {
+	c := h.connect(o, false)
 	c.hub = h
-	return c, nil
+	return c
 }
 
 // Connect begins serving one connection on the hub, which it shares with
@@ -221,7 +194,7 @@ func (a *Agent) stopTaking() {
 	a.draining = true
 	a.mu.Unlock()
 	a.creating.Wait()
-	for _, s := range a.hub.heldBy(a) {
+	for _, s := range a.hub.sessions.HeldBy(a) {
 		s.Cancel()
 	}
 }
@@ -238,7 +211,7 @@ func (a *Agent) markClosed() {
 // the client fail; cancel ends the connection's context.
 func (a *Agent) letGo(cancel context.CancelFunc) {
 	a.markClosed()
-	for _, s := range a.hub.heldBy(a) {
+	for _, s := range a.hub.sessions.HeldBy(a) {
 		s.Settle()
 	}
 	a.hub.detach(a)
@@ -251,14 +224,4 @@ func (a *Agent) isDraining() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.draining
-}
-
-// Serve is Start then Wait.
-func Serve(ctx context.Context, o Options) error {
-	c, err := Start(o)
-	if err != nil {
-		return err
-	}
-	c.Wait(ctx)
-	return nil
 }

@@ -151,16 +151,16 @@ func (a *Agent) serveOpen(r *actors.Reply, id, cwd string, servers []acp.McpServ
 			then(s)
 			return
 		}
-		if a.hub.taken(id, a.owner) {
+		if a.hub.sessions.Taken(id, a.owner) {
 			// Another token's session does not exist for this one.
 			a.answer(id, r, nil, unknownSession(id))
 			return
 		}
 		a.hold(id)
-		if s, from := a.hub.owned(id, a.owner); s != nil {
+		if s, from, _ := a.hub.sessions.Owned(id, a.owner); s != nil {
 			// Live, held by another connection of its owner or by none:
 			// it moves here, its turns there ending cancelled first.
-			a.hub.move(id, a)
+			a.hub.sessions.Move(id, a)
 			go func() {
 				defer a.release(id)
 				defer a.survive(r.Method, r)
@@ -217,7 +217,7 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	} else {
 		// The store knows its folders (the files' index; Postgres sees
 		// every session); these are the ones it may not know yet.
-		list, lerr = a.hub.store.ListAll(a.ctx, append(a.knownCwds(), a.hub.cwdsOf(a.owner)...))
+		list, lerr = a.hub.store.ListAll(a.ctx, append(a.knownCwds(), a.hub.sessions.Cwds(a.owner)...))
 	}
 	if lerr != nil {
 		return acp.ListSessionsResponse{}, a.internal("session/list", lerr)

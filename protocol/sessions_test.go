@@ -14,10 +14,10 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
-	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/store"
 )
@@ -74,7 +74,7 @@ func (e *sessEnv) agent() *acptest.Conn {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	conn, err := acptest.InProcessWith(protocol.Options{Config: e.cfg, Model: model, StateDir: e.stateDir})
+	conn, err := acptest.InProcessWith(app.Options{Config: e.cfg, Model: model, StateDir: e.stateDir})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -527,7 +527,7 @@ func (e *sessEnv) agentWithModels() *acptest.Conn {
 		}
 		models = append(models, actors.NamedModel{ID: m.ID, Name: m.Name, Model: lm})
 	}
-	conn, err := acptest.InProcessWith(protocol.Options{Config: e.cfg, Model: model, Models: models, StateDir: e.stateDir})
+	conn, err := acptest.InProcessWith(app.Options{Config: e.cfg, Model: model, Models: models, StateDir: e.stateDir})
 	if err != nil {
 		e.t.Fatal(err)
 	}

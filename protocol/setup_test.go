@@ -11,13 +11,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/pgtest"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/lsp/lsptest"
 	"github.com/mm-agent/mm/mcpclient/mcptest"
-	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -130,7 +130,7 @@ func newEnvScript(t *testing.T, script string, edit func(*configs.Config)) *env 
 	}
 	// The user's state directory (the folder index, the session key) is
 	// the test's, never the user's.
-	conn, err := acptest.InProcessWith(protocol.Options{Config: cfg, Model: model, StateDir: t.TempDir()})
+	conn, err := acptest.InProcessWith(app.Options{Config: cfg, Model: model, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

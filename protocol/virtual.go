@@ -132,7 +132,7 @@ func (v *Virtual) Reopen(sid string, open json.RawMessage) bool {
 	if len(open) == 0 || a.live(sid) != nil {
 		return false
 	}
-	if s, _ := a.hub.owned(sid, a.owner); s != nil || a.hub.taken(sid, a.owner) {
+	if a.hub.sessions.Holds(sid) {
 		return false
 	}
 	var p acp.ResumeSessionRequest

@@ -11,9 +11,9 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
-	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -38,7 +38,7 @@ func TestSessionWarmsItsModel(t *testing.T) {
 		return 9000
 	}
 	rec := &recorder{Model: model}
-	conn, err := acptest.InProcessWith(protocol.Options{Config: cfg, Model: rec, Probe: probe})
+	conn, err := acptest.InProcessWith(app.Options{Config: cfg, Model: rec, Probe: probe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestWarmUpUsesTimeNobodyWaitsOn(t *testing.T) {
 	}
 	rec := &recorder{Model: model}
 	probe := func(context.Context) int { rec.note("probe"); return 9000 }
-	conn, err := acptest.InProcessWith(protocol.Options{Config: cfg, Model: rec, Probe: probe})
+	conn, err := acptest.InProcessWith(app.Options{Config: cfg, Model: rec, Probe: probe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestWarmUpUsesTimeNobodyWaitsOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec2 := &recorder{Model: model2}
-	conn2, err := acptest.InProcessWith(protocol.Options{Config: cfg, Model: rec2, ContextWindow: 9000})
+	conn2, err := acptest.InProcessWith(app.Options{Config: cfg, Model: rec2, ContextWindow: 9000})
 	if err != nil {
 		t.Fatal(err)
 	}

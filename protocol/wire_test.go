@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/logs"
-	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -43,7 +43,7 @@ func newRawAgentWith(t *testing.T, script string, edit func(*configs.Config)) (*
 
 // newRawAgentOpts is newRawAgentWith with the connection's options edited
 // by opts (other models, a state directory) before it starts.
-func newRawAgentOpts(t *testing.T, script string, edit func(*configs.Config), opts func(*protocol.Options)) (*rawAgent, *llmtest.Server) {
+func newRawAgentOpts(t *testing.T, script string, edit func(*configs.Config), opts func(*app.Options)) (*rawAgent, *llmtest.Server) {
 	srv, model := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()
@@ -53,11 +53,11 @@ func newRawAgentOpts(t *testing.T, script string, edit func(*configs.Config), op
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	log := &acptest.SyncBuffer{}
-	o := protocol.Options{Config: cfg, Model: model, In: inR, Out: outW, Log: logs.New(log, slog.LevelDebug)}
+	o := app.Options{Config: cfg, Model: model, In: inR, Out: outW, Log: logs.New(log, slog.LevelDebug)}
 	if opts != nil {
 		opts(&o)
 	}
-	c, err := protocol.Start(o)
+	c, err := app.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
-	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve"
 	"github.com/mm-agent/mm/serve/servetest"
@@ -72,7 +72,7 @@ rules:
       - {text: "done: {{last_tool_output}}"}
 `
 
-// connector opens each connection with protocol.Start: a whole mm per
+// connector opens each connection with app.Start: a whole mm per
 // connection, as cmd/mm does until the shared runtime is wired.
 type connector struct {
 	cfg   *configs.Config
@@ -87,7 +87,7 @@ func (c *connector) Connect(ctx context.Context, cl serve.Client, in io.Reader, 
 	if c.clients != nil {
 		c.clients <- cl
 	}
-	return protocol.Start(protocol.Options{Config: c.cfg, Model: c.model, In: in, Out: out, Log: c.log, StateDir: c.state})
+	return app.Start(app.Options{Config: c.cfg, Model: c.model, In: in, Out: out, Log: c.log, StateDir: c.state})
 }
 
 // env is a Server on a loopback port.

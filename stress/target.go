@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/llm"
-	"github.com/mm-agent/mm/protocol"
 )
 
 // agent is one connection the harness talks to mm on.
@@ -155,7 +155,7 @@ func startFleet(ctx context.Context, c *Config, dir, marker string, cl *client, 
 func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	c, err := protocol.Start(protocol.Options{Config: cfg, Model: model, In: inR, Out: outW, Log: slog.New(slog.DiscardHandler)})
+	c, err := app.Start(app.Options{Config: cfg, Model: model, In: inR, Out: outW, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
@@ -144,7 +145,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, newNode NewNo
 	defer guardProcess(log)()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	conn, err := protocol.Start(protocol.Options{
+	conn, err := app.Start(app.Options{
 		Config: cfg, Model: model, Models: models, In: stdin, Out: stdout, Log: log,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/serve"
@@ -76,7 +77,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	reg := serve.NewRegistry()
 	var hub *protocol.Hub
 	metrics := serve.NewRuntimeMetrics(reg, func() int { return hub.Sessions() })
-	hub, err = protocol.NewHub(protocol.HubOptions{
+	hub, err = app.NewHub(app.Options{
 		Config: cfg, Model: model, Models: models, Log: log, Metrics: metrics,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
 	})

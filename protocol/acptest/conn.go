@@ -14,6 +14,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/llm"
@@ -82,11 +83,11 @@ type SyncBuffer = syncbuf.Buffer
 
 // InProcess serves the agent in this process over in-memory pipes.
 func InProcess(cfg *configs.Config, model llm.Model) (*Conn, error) {
-	return InProcessWith(protocol.Options{Config: cfg, Model: model, ContextWindow: cfg.Model.ContextWindow})
+	return InProcessWith(app.Options{Config: cfg, Model: model, ContextWindow: cfg.Model.ContextWindow})
 }
 
 // InProcessWith is InProcess with every option; In, Out and Log are set here.
-func InProcessWith(o protocol.Options) (*Conn, error) {
+func InProcessWith(o app.Options) (*Conn, error) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	stdout, stderr := &SyncBuffer{}, &SyncBuffer{}
@@ -94,7 +95,7 @@ func InProcessWith(o protocol.Options) (*Conn, error) {
 	if o.ContextWindow == 0 {
 		o.ContextWindow = o.Config.Model.ContextWindow
 	}
-	c, err := protocol.Start(o)
+	c, err := app.Start(o)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,214 @@
+// Package registry is the table of a process's live sessions: whose each
+// one is (the token that made it) and which connection holds it, if any.
+// It is plain data behind one lock, with no protocol and no actor in it: a
+// session is any comparable value (the hub's is *actors.Session), a
+// connection another (the hub's is *protocol.Agent).
+//
+// Ownership: the owner "" is mm -acp's user, who owns every session; any
+// other owner sees only the sessions it made. A session another owner
+// holds does not exist for them (Owned), yet its id is taken (Taken), so
+// that no one can open a second copy of it.
+//
+// Concurrency: every method may be called from any goroutine.
+package registry
+
+import "sync"
+
+// Table holds the live sessions S, each attached to at most one
+// connection C (C's zero value: none).
+type Table[S, C comparable] struct {
+	mu       sync.Mutex
+	sessions map[string]*entry[S, C]
+	// closed is set by Close: no session is added any more.
+	closed bool
+}
+
+type entry[S, C comparable] struct {
+	s     S
+	cwd   string
+	owner string
+	conn  C
+}
+
+// New returns an empty table.
+func New[S, C comparable]() *Table[S, C] {
+	return &Table[S, C]{sessions: map[string]*entry[S, C]{}}
+}
+
+// mine says whether owner may see a session of e's.
+func (e *entry[S, C]) mine(owner string) bool { return owner == "" || e.owner == owner }
+
+// Add records session s (its id, its folder), owned by owner and attached
+// to c. It refuses when the table is closed or refuse, called under the
+// table's lock, says so: a connection that is closing takes no session,
+// and none of its sessions can slip past its own HeldBy.
+func (t *Table[S, C]) Add(id, cwd string, s S, owner string, c C, refuse func() bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || (refuse != nil && refuse()) {
+		return false
+	}
+	t.sessions[id] = &entry[S, C]{s: s, cwd: cwd, owner: owner, conn: c}
+	return true
+}
+
+// Attached returns session id when connection c holds it.
+func (t *Table[S, C]) Attached(id string, c C) (S, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.sessions[id]; e != nil && e.conn == c {
+		return e.s, true
+	}
+	var none S
+	return none, false
+}
+
+// Owned returns session id when owner may see it, with the connection that
+// holds it (C's zero value: none).
+func (t *Table[S, C]) Owned(id, owner string) (S, C, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.sessions[id]; e != nil && e.mine(owner) {
+		return e.s, e.conn, true
+	}
+	var (
+		s S
+		c C
+	)
+	return s, c, false
+}
+
+// Taken says whether live session id belongs to someone other than owner.
+func (t *Table[S, C]) Taken(id, owner string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.sessions[id]
+	return e != nil && !e.mine(owner)
+}
+
+// Move records that connection c now holds session id.
+func (t *Table[S, C]) Move(id string, c C) {
+	t.mu.Lock()
+	if e := t.sessions[id]; e != nil {
+		e.conn = c
+	}
+	t.mu.Unlock()
+}
+
+// Release takes session id out of the table when connection c holds it,
+// and returns it.
+func (t *Table[S, C]) Release(id string, c C) (S, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.sessions[id]
+	if e == nil || e.conn != c {
+		var none S
+		return none, false
+	}
+	delete(t.sessions, id)
+	return e.s, true
+}
+
+// Remove takes session id out of the table when owner may see it,
+// whichever connection holds it, and returns it.
+func (t *Table[S, C]) Remove(id, owner string) (S, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.sessions[id]
+	if e == nil || !e.mine(owner) {
+		var none S
+		return none, false
+	}
+	delete(t.sessions, id)
+	return e.s, true
+}
+
+// Forget takes session id out of the table when it is still s: a session
+// that stopped by itself. A newer session of the same id stays.
+func (t *Table[S, C]) Forget(id string, s S) {
+	t.mu.Lock()
+	if e := t.sessions[id]; e != nil && e.s == s {
+		delete(t.sessions, id)
+	}
+	t.mu.Unlock()
+}
+
+// HeldBy lists the sessions connection c holds.
+func (t *Table[S, C]) HeldBy(c C) []S {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []S
+	for _, e := range t.sessions {
+		if e.conn == c {
+			out = append(out, e.s)
+		}
+	}
+	return out
+}
+
+// Detach leaves session id to no connection when c holds it, and says
+// whether it did: the session stays live, for its owner to take up from
+// another connection.
+func (t *Table[S, C]) Detach(id string, c C) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.sessions[id]
+	if e == nil || e.conn != c {
+		return false
+	}
+	var none C
+	e.conn = none
+	return true
+}
+
+// Cwds lists the folders of the live sessions owner may see.
+func (t *Table[S, C]) Cwds(owner string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, e := range t.sessions {
+		if e.mine(owner) {
+			out = append(out, e.cwd)
+		}
+	}
+	return out
+}
+
+// All lists every live session.
+func (t *Table[S, C]) All() []S {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]S, 0, len(t.sessions))
+	for _, e := range t.sessions {
+		out = append(out, e.s)
+	}
+	return out
+}
+
+// Close empties the table, refuses every Add from now on, and returns the
+// sessions it held, for the caller to stop.
+func (t *Table[S, C]) Close() []S {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	out := make([]S, 0, len(t.sessions))
+	for _, e := range t.sessions {
+		out = append(out, e.s)
+	}
+	clear(t.sessions)
+	return out
+}
+
+// Len counts the live sessions, attached or not.
+func (t *Table[S, C]) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.sessions)
+}
+
+// Holds says whether session id is live.
+func (t *Table[S, C]) Holds(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sessions[id] != nil
+}

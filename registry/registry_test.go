@@ -1,0 +1,155 @@
+package registry
+
+import (
+	"slices"
+	"sync"
+	"testing"
+)
+
+// A session here is a name, a connection a number (0: none).
+type table = Table[string, int]
+
+func filled(t *testing.T) *table {
+	t.Helper()
+	tb := New[string, int]()
+	for _, s := range []struct {
+		id, cwd, owner string
+		conn           int
+	}{
+		{"a1", "/w/a", "alice", 1},
+		{"a2", "/w/a2", "alice", 2},
+		{"b1", "/w/b", "bob", 3},
+	} {
+		if !tb.Add(s.id, s.cwd, "S"+s.id, s.owner, s.conn, nil) {
+			t.Fatalf("Add(%s) refused on an open table", s.id)
+		}
+	}
+	return tb
+}
+
+func TestOwnership(t *testing.T) {
+	tb := filled(t)
+	for _, c := range []struct {
+		id, owner string
+		owned     bool
+		conn      int
+		taken     bool
+	}{
+		{"a1", "alice", true, 1, false},
+		{"a1", "", true, 1, false}, // mm -acp's user owns every session
+		{"a1", "bob", false, 0, true},
+		{"b1", "alice", false, 0, true},
+		{"b1", "bob", true, 3, false},
+		{"nope", "bob", false, 0, false},
+	} {
+		s, conn, ok := tb.Owned(c.id, c.owner)
+		if ok != c.owned || conn != c.conn || (ok && s != "S"+c.id) {
+			t.Errorf("Owned(%s, %q) = %q, %d, %v; want owned %v on %d", c.id, c.owner, s, conn, ok, c.owned, c.conn)
+		}
+		if got := tb.Taken(c.id, c.owner); got != c.taken {
+			t.Errorf("Taken(%s, %q) = %v, want %v", c.id, c.owner, got, c.taken)
+		}
+	}
+	cwds := tb.Cwds("alice")
+	slices.Sort(cwds)
+	if !slices.Equal(cwds, []string{"/w/a", "/w/a2"}) {
+		t.Errorf("Cwds(alice) = %v", cwds)
+	}
+	if all := tb.Cwds(""); len(all) != 3 {
+		t.Errorf("Cwds(\"\") = %v, want every folder", all)
+	}
+}
+
+func TestAttachment(t *testing.T) {
+	tb := filled(t)
+	if _, ok := tb.Attached("a1", 2); ok {
+		t.Error("a1 is attached to 1, not 2")
+	}
+	tb.Move("a1", 2)
+	if s, ok := tb.Attached("a1", 2); !ok || s != "Sa1" {
+		t.Errorf("after Move, Attached(a1, 2) = %q, %v", s, ok)
+	}
+	held := tb.HeldBy(2)
+	slices.Sort(held)
+	if !slices.Equal(held, []string{"Sa1", "Sa2"}) {
+		t.Errorf("HeldBy(2) = %v", held)
+	}
+	if tb.Detach("a1", 1) {
+		t.Error("connection 1 detached a session it no longer holds")
+	}
+	if !tb.Detach("a1", 2) {
+		t.Error("Detach(a1, 2) did nothing")
+	}
+	if _, conn, ok := tb.Owned("a1", "alice"); !ok || conn != 0 {
+		t.Errorf("a detached session: Owned = %d, %v; want live on no connection", conn, ok)
+	}
+	if _, ok := tb.Release("a2", 1); ok {
+		t.Error("Release by a connection that does not hold it")
+	}
+	if s, ok := tb.Release("a2", 2); !ok || s != "Sa2" || tb.Holds("a2") {
+		t.Errorf("Release(a2, 2) = %q, %v; still held: %v", s, ok, tb.Holds("a2"))
+	}
+	if _, ok := tb.Remove("b1", "alice"); ok || !tb.Holds("b1") {
+		t.Error("alice removed bob's session")
+	}
+	if s, ok := tb.Remove("b1", "bob"); !ok || s != "Sb1" || tb.Len() != 1 {
+		t.Errorf("Remove(b1, bob) = %q, %v; %d left", s, ok, tb.Len())
+	}
+}
+
+func TestForgetKeepsANewerSession(t *testing.T) {
+	tb := New[string, int]()
+	tb.Add("x", "/w", "old", "", 1, nil)
+	tb.Add("x", "/w", "new", "", 1, nil) // taken up again
+	tb.Forget("x", "old")
+	if s, _, ok := tb.Owned("x", ""); !ok || s != "new" {
+		t.Errorf("the newer session went with the old one: %q, %v", s, ok)
+	}
+	tb.Forget("x", "new")
+	if tb.Holds("x") {
+		t.Error("Forget left the session")
+	}
+}
+
+func TestClose(t *testing.T) {
+	tb := filled(t)
+	if tb.Add("c", "/w", "Sc", "", 1, func() bool { return true }) || tb.Holds("c") {
+		t.Error("Add went past a refusing connection")
+	}
+	all := tb.Close()
+	slices.Sort(all)
+	if !slices.Equal(all, []string{"Sa1", "Sa2", "Sb1"}) || tb.Len() != 0 {
+		t.Errorf("Close = %v, %d left", all, tb.Len())
+	}
+	if tb.Add("d", "/w", "Sd", "", 1, nil) {
+		t.Error("a closed table took a session")
+	}
+}
+
+// TestConcurrent is for the race detector: every method at once.
+func TestConcurrent(t *testing.T) {
+	tb := New[string, int]()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				id := string(rune('a' + (g+i)%5))
+				tb.Add(id, "/w", id, "o", g, nil)
+				tb.Owned(id, "o")
+				tb.Move(id, g+1)
+				tb.HeldBy(g + 1)
+				tb.Detach(id, g+1)
+				tb.Cwds("")
+				tb.Release(id, 0)
+				tb.Forget(id, id)
+			}
+		}()
+	}
+	wg.Wait()
+	tb.Close()
+	if tb.Len() != 0 {
+		t.Errorf("%d left after Close", tb.Len())
+	}
+}

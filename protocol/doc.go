@@ -5,11 +5,11 @@
 // acp-go-sdk supplies the types and their validation; it reads and writes
 // nothing here.
 //
-// Files: ingress.go (the one way in: every line read whole, its envelope
-// decoded once, checked, and served), methods.go (every method mm serves,
+// Files: ingress.go (the one way in: every message, split once into its
+// members by jsonrpc.Parse, whatever carried it, checked, and served), methods.go (every method mm serves,
 // named once: its params type, its handler, how it is placed), prompt.go (a
 // prompt's params and its request kept for $/cancel_request), ids.go
-// (members twice; ids and framing are package jsonrpc's), pending.go (the
+// (ids, members twice and framing are package jsonrpc's), pending.go (the
 // bound on requests read and not answered), order.go (a session's order
 // while it is opened or closed), agent.go (initialize, session/new,
 // prompt, cancel, logout), sessions.go (load, resume, list, close, modes,

@@ -1,19 +1,14 @@
 package protocol
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/coder/acp-go-sdk"
-	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
@@ -22,9 +17,11 @@ import (
 )
 
 // The ingress is mm's one way in: the connection's reader (run), on a
-// goroutine of its own. Each line is read whole (up to acp.maxLineBytes,
-// jsonrpc.ReadLine) and split once into a JSON-RPC envelope (parse: one
-// validating pass and one pass over its members), then:
+// goroutine of its own. Its messages come from a jsonrpc.Source, each split
+// once into its JSON-RPC members (jsonrpc.Parse): on stdio each line is read
+// whole (up to acp.maxLineBytes, jsonrpc.Lines); over the network the
+// transport has split the message to route it, and hands that split over
+// (serve's inbox), so nothing parses a message twice. Then:
 //
 //   - what is not a valid JSON-RPC message gets its error (with the
 //     message's id when it has a usable one: one read from the first bytes
@@ -55,7 +52,7 @@ import (
 // pending, or a free session creator).
 
 type ingress struct {
-	r       *bufio.Reader
+	src     jsonrpc.Source
 	max     int // acp.maxLineBytes
 	agent   *Agent
 	out     io.Writer // stdout, for the errors of lines that go no further
@@ -71,21 +68,21 @@ type ingress struct {
 	prompts map[string]*promptRef
 }
 
-func newIngress(r io.Reader, maxLine int, a *Agent, out io.Writer, log *slog.Logger, p *pending) *ingress {
-	return &ingress{r: bufio.NewReaderSize(r, 64<<10), max: maxLine, agent: a, out: out, log: log, pending: p, prompts: map[string]*promptRef{}, done: make(chan struct{})}
+func newIngress(src jsonrpc.Source, maxLine int, a *Agent, out io.Writer, log *slog.Logger, p *pending) *ingress {
+	return &ingress{src: src, max: maxLine, agent: a, out: out, log: log, pending: p, prompts: map[string]*promptRef{}, done: make(chan struct{})}
 }
 
-// run reads the client's lines until its stream ends or fails, serving
+// run reads the client's messages until its stream ends or fails, serving
 // each, then closes done.
 func (in *ingress) run() {
 	defer close(in.done)
 	for {
-		line, head, size, err := in.readLine()
+		m, err := in.src.Next()
 		switch {
-		case size > in.max:
-			_, _ = in.out.Write(LineTooLong(head, size, in.max))
-		case len(line) > 0:
-			in.route(line)
+		case m.TooLong > 0:
+			_, _ = in.out.Write(LineTooLong(m.Line, m.TooLong, in.max))
+		case m.Line != nil:
+			in.route(&m)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -102,88 +99,9 @@ func LineTooLong(head []byte, size, max int) []byte {
 	return jsonrpc.LineTooLong(head, size, configs.Bytes(max).String())
 }
 
-// readLine reads one line (jsonrpc.ReadLine).
-func (in *ingress) readLine() (line, head []byte, size int, err error) {
-	return jsonrpc.ReadLine(in.r, in.max)
-}
-
-// envelope is a JSON-RPC message with its parts undecoded. An absent field
-// is nil; a present null is "null".
-type envelope struct {
-	JSONRPC json.RawMessage `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  json.RawMessage `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
-}
-
-// errNotObject is parse's error for JSON that is not an object.
-var errNotObject = errors.New("a JSON-RPC message is a JSON object")
-
-// parse fills m from body as json.Unmarshal(body, m) would (members are
-// matched without regard to case, the last of a name wins; a line that is
-// not JSON, or not an object, is its error, a *json.SyntaxError for the
-// first), and returns the first member name that appears twice, if one
-// does. It reads
-// body twice, validating, then walking its members (gjson, in place); the
-// encoding/json decode and the duplicate scan after it took four times as
-// long on a prompt's line, the one line of every turn.
-func (m *envelope) parse(body []byte) (dup string, twice bool, err error) {
-	if !gjson.ValidBytes(body) {
-		// The slow path: encoding/json's error message, or what it reads
-		// where gjson is stricter.
-		if err := json.Unmarshal(body, m); err != nil {
-			return "", false, err
-		}
-		dup, twice = duplicateKey(body)
-		return dup, twice, nil
-	}
-	if body[0] != '{' {
-		if string(body) == "null" {
-			return "", false, nil // json.Unmarshal leaves m as it is
-		}
-		return "", false, errNotObject
-	}
-	var names memberNames
-	// body is read in place: no result outlives this call but the copies
-	// taken of the members' raw values.
-	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
-		name := k.String()
-		if !twice && names.again(name) {
-			dup, twice = name, true
-		}
-		if f := m.member(name); f != nil {
-			*f = json.RawMessage(v.Raw)
-		}
-		return true
-	})
-	return dup, twice, nil
-}
-
-// member is the field of the member name, or nil, matched as encoding/json
-// matches: without regard to case.
-func (m *envelope) member(name string) *json.RawMessage {
-	for _, f := range [...]struct {
-		name string
-		raw  *json.RawMessage
-	}{{"jsonrpc", &m.JSONRPC}, {"id", &m.ID}, {"method", &m.Method}, {"params", &m.Params}, {"result", &m.Result}, {"error", &m.Error}} {
-		if name == f.name || strings.EqualFold(name, f.name) {
-			return f.raw
-		}
-	}
-	return nil
-}
-
-// route serves one line.
-func (in *ingress) route(line []byte) {
-	body := bytes.TrimSpace(line)
-	if len(body) == 0 {
-		return
-	}
-	var m envelope
-	dup, twice, err := m.parse(body)
-	if err != nil {
+// route serves one message.
+func (in *ingress) route(m *jsonrpc.Message) {
+	if err := m.Err; err != nil {
 		var syntax *json.SyntaxError
 		if errors.As(err, &syntax) {
 			in.reply(nil, acp.NewParseError(map[string]any{"error": "the line is not valid JSON: " + err.Error()}))
@@ -192,6 +110,7 @@ func (in *ingress) route(line []byte) {
 		}
 		return
 	}
+	dup, twice := m.Dup, m.Twice
 	id := m.ID
 	if id != nil && !validID(id) {
 		in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": "id must be a string, a number or null"}))
@@ -236,7 +155,7 @@ func (in *ingress) route(line []byte) {
 		return
 	}
 	if len(m.Params) > 0 && m.Params[0] == '{' {
-		if dup, twice := duplicateKey(m.Params); twice {
+		if dup, twice := jsonrpc.DuplicateKey(m.Params); twice {
 			in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("the member %q appears twice in params", dup)}))
 			return
 		}

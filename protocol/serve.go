@@ -8,13 +8,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // ConnOptions wires one connection to a Hub.
 type ConnOptions struct {
-	In  io.Reader // the client's messages, one per line
-	Out io.Writer // mm's messages, one per line; each Write whole lines
-	Log *slog.Logger
+	In io.Reader // the client's messages, one per line
+	// Source, when set, gives the client's messages, each parsed once
+	// (mm serve's transports parse them to route them); In is not read.
+	Source jsonrpc.Source
+	Out    io.Writer // mm's messages, one per line; each Write whole lines
+	Log    *slog.Logger
 	// Owner names the token the client came with: the sessions it creates
 	// are its own, and it sees no other's. "" (mm -acp) sees every one.
 	Owner string
@@ -65,7 +70,11 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	a := &Agent{hub: h, cfg: h.cfg, box: box, log: log, ctx: ctx, owner: o.Owner, roots: o.Roots, shared: shared,
 		cwds: map[string]bool{}, creators: make(chan struct{}, maxCreating)}
 	waiting := newPending(int(h.cfg.ACP.MaxPending))
-	in := newIngress(o.In, int(h.cfg.ACP.MaxLineBytes), a, out, log, waiting)
+	src := o.Source
+	if src == nil {
+		src = jsonrpc.Lines(o.In, int(h.cfg.ACP.MaxLineBytes))
+	}
+	in := newIngress(src, int(h.cfg.ACP.MaxLineBytes), a, out, log, waiting)
 	box.encode, box.answered = a.encode, in.answered
 	box.written = func(n int) {
 		waiting.give(n)

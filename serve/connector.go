@@ -3,14 +3,17 @@ package serve
 import (
 	"context"
 	"io"
+
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // Connector opens one ACP connection: the same ingress, ordered writer and
-// bounds as stdio. in carries the client's JSON-RPC messages, one per line;
-// mm writes its messages on out, one per line, each Write whole lines.
-// The connection ends when in reaches EOF (the client left) or ctx ends.
+// bounds as stdio. in gives the client's JSON-RPC messages, each parsed
+// once, by the transport, which read them to route them; mm writes its
+// messages on out, one per line, each Write whole lines. The connection
+// ends when in reaches EOF (the client left) or ctx ends.
 type Connector interface {
-	Connect(ctx context.Context, c Client, in io.Reader, out io.Writer) (Conn, error)
+	Connect(ctx context.Context, c Client, in jsonrpc.Source, out io.Writer) (Conn, error)
 }
 
 // Client says who is on the other end of a connection.

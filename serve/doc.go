@@ -2,17 +2,18 @@
 // streamable HTTP on one endpoint, /acp, as the RFD "Streamable HTTP &
 // WebSocket Transport" has it and the TypeScript SDK 2.4.0's AcpServer
 // answers it; plus /healthz, /readyz and /metrics. It knows nothing of
-// sessions: each connection is handed to a Connector as a line stream,
-// the same one stdio gives mm — the client's messages in, one per line;
-// mm's out, one per line — and mm's ingress, order, bounds and errors
-// apply to it unchanged.
+// sessions: each connection is handed to a Connector as the stream of its
+// client's messages, each already split into its members (the
+// jsonrpc.Parse the transport routes by, which mm's ingress reads instead
+// of parsing the message again), and mm's output, one line per message —
+// and mm's ingress, order, bounds and errors apply to it as on stdio.
 //
 // Files: connector.go (what the transport asks of mm), server.go (options,
 // routing, the drain), auth.go (tokens and origins), conn.go (one
 // connection, whatever its transport: its place, mm's side, the requests
-// mm owes an answer), inbox.go (the line stream into mm), message.go (a
-// client message made one line, and checked as the TypeScript SDK checks
-// it), websocket.go, streamable.go (POST, GET, DELETE), streams.go (the
+// mm owes an answer), inbox.go (the message stream into mm), message.go (a
+// client message made one line, parsed once, and checked as the
+// TypeScript SDK checks it), websocket.go, streamable.go (POST, GET, DELETE), streams.go (the
 // routing of mm's output to an HTTP connection's streams and their
 // bounds), metrics.go.
 //

@@ -23,21 +23,22 @@ var (
 	errNotAnObj = errors.New("not a JSON object")
 )
 
-// message is one client message, made one line, and its top-level
-// members, read in one walk (the first of a name, as gjson.Get finds it).
+// message is one client message, made one line, split into its members
+// once (jsonrpc.Parse: the split mm's ingress reads, handed to it with the
+// message) and the few of them the transport reads, as gjson values.
 type message struct {
-	line []byte // the JSON, on one line, no newline
+	jsonrpc.Message
 
-	jsonrpc, idv, methodv, params, result, errv gjson.Result
-	sid                                         gjson.Result // params.sessionId
+	jsonrpc, idv, methodv gjson.Result
+	sid                   gjson.Result // params.sessionId
 }
 
 // parseMessage checks raw (a frame or a POST body, maybe pretty-printed;
 // the caller's, which parseMessage may keep) and makes it one line. A
 // message already on one line, as clients write them, is kept as it is,
-// validated in place; one with newlines between its tokens is compacted
-// (json.Compact: a newline cannot occur inside a JSON string), so that the
-// line stream mm reads keeps one message per line.
+// parsed in place; one with newlines between its tokens is compacted
+// (json.Compact: a newline cannot occur inside a JSON string), so that
+// what mm reads is the line it would read on stdio.
 func parseMessage(raw []byte) (message, error) {
 	line := bytes.TrimSpace(raw)
 	if len(line) == 0 {
@@ -50,43 +51,31 @@ func parseMessage(raw []byte) (message, error) {
 			return message{}, errNotJSON
 		}
 		line = b.Bytes()
-	} else if !gjson.ValidBytes(line) {
-		return message{}, errNotJSON
 	}
-	switch line[0] {
-	case '[':
+	m := message{Message: jsonrpc.Parse(line)}
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(m.Err, &syntax):
+		return message{}, errNotJSON
+	case line[0] == '[':
 		return message{}, errBatch
-	case '{':
-	default:
+	case line[0] != '{':
 		return message{}, errNotAnObj
 	}
-	m := message{line: line}
-	first := func(r *gjson.Result, v gjson.Result) {
-		if !r.Exists() {
-			*r = v
-		}
-	}
-	gjson.ParseBytes(line).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "jsonrpc":
-			first(&m.jsonrpc, v)
-		case "id":
-			first(&m.idv, v)
-		case "method":
-			first(&m.methodv, v)
-		case "params":
-			first(&m.params, v)
-		case "result":
-			first(&m.result, v)
-		case "error":
-			first(&m.errv, v)
-		}
-		return true
-	})
-	if m.params.IsObject() {
-		m.sid = m.params.Get("sessionId")
+	m.jsonrpc, m.idv, m.methodv = value(m.JSONRPC), value(m.ID), value(m.Method)
+	if len(m.Params) > 0 && m.Params[0] == '{' {
+		m.sid = gjson.GetBytes(m.Params, "sessionId")
 	}
 	return m, nil
+}
+
+// value is a member's raw JSON as a gjson value; an absent one does not
+// exist.
+func value(raw json.RawMessage) gjson.Result {
+	if raw == nil {
+		return gjson.Result{}
+	}
+	return gjson.ParseBytes(raw)
 }
 
 func (m message) method() (string, bool) {
@@ -118,13 +107,13 @@ func (m message) isResponse() bool {
 	if !m.envelope() || m.methodv.Exists() || !validID(m.id()) {
 		return false
 	}
-	res, e := m.result, m.errv
-	if res.Exists() == e.Exists() {
+	if (m.Result != nil) == (m.Error != nil) {
 		return false
 	}
-	if !e.Exists() {
+	if m.Error == nil {
 		return true
 	}
+	e := gjson.ParseBytes(m.Error)
 	code := e.Get("code")
 	return e.IsObject() && code.Type == gjson.Number && code.Num == float64(int64(code.Num)) && e.Get("message").Type == gjson.String
 }
@@ -132,7 +121,7 @@ func (m message) isResponse() bool {
 // isResponseShaped: anything without a method that looks like an answer,
 // well-formed or not; it is never answered.
 func (m message) isResponseShaped() bool {
-	return !m.methodv.Exists() && (m.idv.Exists() || m.result.Exists() || m.errv.Exists())
+	return !m.methodv.Exists() && (m.idv.Exists() || m.Result != nil || m.Error != nil)
 }
 
 // isInitialize: an initialize request, its id null or not.

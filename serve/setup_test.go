@@ -19,6 +19,7 @@ import (
 	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol/acptest"
@@ -83,11 +84,11 @@ type connector struct {
 	clients chan serve.Client
 }
 
-func (c *connector) Connect(ctx context.Context, cl serve.Client, in io.Reader, out io.Writer) (serve.Conn, error) {
+func (c *connector) Connect(ctx context.Context, cl serve.Client, in jsonrpc.Source, out io.Writer) (serve.Conn, error) {
 	if c.clients != nil {
 		c.clients <- cl
 	}
-	return app.Start(app.Options{Config: c.cfg, Model: c.model, In: in, Out: out, Log: c.log, StateDir: c.state})
+	return app.Start(app.Options{Config: c.cfg, Model: c.model, Source: in, Out: out, Log: c.log, StateDir: c.state})
 }
 
 // env is a Server on a loopback port.

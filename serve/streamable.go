@@ -121,7 +121,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m message, o
 	go h.run()
 	key, _ := idKey(m.id())
 	c.sent(key, "")
-	if err := c.in.Send(r.Context(), m.line); err != nil {
+	if err := c.in.Send(r.Context(), m.Message); err != nil {
 		h.stop("the client gave up on initialize")
 		text(w, 499, "Request aborted")
 		return
@@ -194,7 +194,7 @@ func (h *httpConn) accept(ctx context.Context, m message, header string) (int, s
 
 // send hands m to mm.
 func (h *httpConn) send(ctx context.Context, m message, key string) (int, string) {
-	if err := h.c.in.Send(ctx, m.line); err != nil {
+	if err := h.c.in.Send(ctx, m.Message); err != nil {
 		if key != "" {
 			h.c.unsent(key)
 		}

@@ -284,7 +284,7 @@ func (t *wsConn) send(m message) bool {
 		key, _ = idKey(m.id())
 		t.c.sent(key, sid)
 	}
-	if err := t.c.in.Send(context.Background(), m.line); err != nil {
+	if err := t.c.in.Send(context.Background(), m.Message); err != nil {
 		if key != "" {
 			t.c.unsent(key)
 		}

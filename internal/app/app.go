@@ -17,6 +17,7 @@ import (
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/hooks"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/store"
@@ -47,9 +48,11 @@ type Options struct {
 	DeferRuntime bool
 
 	// In and Out are Start's connection: the client's messages (stdin)
-	// and mm's, JSON-RPC only (stdout).
-	In  io.Reader
-	Out io.Writer
+	// and mm's, JSON-RPC only (stdout). Source, when set, gives the
+	// client's messages parsed, in place of In (protocol.ConnOptions).
+	In     io.Reader
+	Out    io.Writer
+	Source jsonrpc.Source
 }
 
 // NewHub builds the parts and the hub that shares them between
@@ -99,7 +102,7 @@ func Start(o Options) (*protocol.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.Sole(protocol.ConnOptions{In: o.In, Out: o.Out, Log: o.Log}), nil
+	return h.Sole(protocol.ConnOptions{In: o.In, Source: o.Source, Out: o.Out, Log: o.Log}), nil
 }
 
 // openStore opens where the sessions are kept: the files under

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/app"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/serve"
@@ -215,8 +216,8 @@ type hubConnector struct {
 	forward func(owner string, roots []string) protocol.NewForwarder
 }
 
-func (c hubConnector) Connect(_ context.Context, cl serve.Client, in io.Reader, out io.Writer) (serve.Conn, error) {
-	o := protocol.ConnOptions{In: in, Out: out, Owner: cl.Token, Roots: c.roots}
+func (c hubConnector) Connect(_ context.Context, cl serve.Client, in jsonrpc.Source, out io.Writer) (serve.Conn, error) {
+	o := protocol.ConnOptions{Source: in, Out: out, Owner: cl.Token, Roots: c.roots}
 	if c.forward != nil {
 		o.Forward = c.forward(cl.Token, c.roots)
 	}

@@ -1,4 +1,4 @@
-package protocol
+package jsonrpc
 
 import (
 	"bytes"
@@ -6,10 +6,9 @@ import (
 	"testing"
 )
 
-// The envelope's one-pass parse reads every line as encoding/json and
-// duplicateKey did before it: the same error or none, the same members,
-// the same duplicate.
-func FuzzEnvelopeParse(f *testing.F) {
+// Parse reads every line as encoding/json and DuplicateKey do: the same
+// error or none, the same members, the same duplicate.
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"ping"}]}}`,
 		`{"jsonrpc":"2.0","id":"x","result":{}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}`,
@@ -24,10 +23,10 @@ func FuzzEnvelopeParse(f *testing.F) {
 		if len(body) == 0 {
 			return
 		}
-		var want envelope
+		var want members
 		wantErr := json.Unmarshal(body, &want)
-		var got envelope
-		dup, twice, err := got.parse(body)
+		got := Parse(body)
+		dup, twice, err := got.Dup, got.Twice, got.Err
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("%q: error %v, encoding/json's %v", body, err, wantErr)
 		}
@@ -40,7 +39,7 @@ func FuzzEnvelopeParse(f *testing.F) {
 			return
 		}
 		if body[0] == '{' {
-			if wantDup, wantTwice := duplicateKey(body); dup != wantDup || twice != wantTwice {
+			if wantDup, wantTwice := DuplicateKey(body); dup != wantDup || twice != wantTwice {
 				t.Fatalf("%q: duplicate %q %t, want %q %t", body, dup, twice, wantDup, wantTwice)
 			}
 		}
@@ -54,28 +53,44 @@ func FuzzEnvelopeParse(f *testing.F) {
 	})
 }
 
-// BenchmarkEnvelope: a prompt's line, the one line of every turn, split by
-// parse and, for the ratio, as the ingress did before it (encoding/json,
+// BenchmarkParse: a prompt's line, the one line of every turn, split by
+// Parse and, for the ratio, as mm's ingress did before it (encoding/json,
 // then the duplicate scan).
-func BenchmarkEnvelope(b *testing.B) {
+func BenchmarkParse(b *testing.B) {
 	line := []byte(`{"jsonrpc":"2.0","id":1234,"method":"session/prompt","params":{"sessionId":"sess_0123456789abcdef0123456789","prompt":[{"type":"text","text":"ping"}]}}`)
 	b.Run("parse", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			var m envelope
-			if _, _, err := m.parse(line); err != nil || m.Method == nil {
-				b.Fatal(err)
+			if m := Parse(line); m.Err != nil || m.Method == nil {
+				b.Fatal(m.Err)
 			}
 		}
 	})
 	b.Run("encoding-json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			var m envelope
+			var m members
 			if err := json.Unmarshal(line, &m); err != nil || m.Method == nil {
 				b.Fatal(err)
 			}
-			duplicateKey(line)
+			DuplicateKey(line)
 		}
 	})
+}
+
+// TestDuplicateKey: a member twice is found, at the top level only.
+func TestDuplicateKey(t *testing.T) {
+	for obj, want := range map[string]string{
+		`{"method":"a","method":"b"}`: "method",
+		`{"a":1,"b":{"a":2,"a":3}}`:   "",
+		`{"a":1,"b":2}`:               "",
+		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":3}`: "k3",
+		`{"a\u0062":1,"ab":2}`: "ab",
+		`{"":1,"a":2,"":3}`:    "",
+	} {
+		got, twice := DuplicateKey([]byte(obj))
+		if got != want || twice != (want != "" || obj == `{"":1,"a":2,"":3}`) {
+			t.Errorf("%s: %q %t, want %q", obj, got, twice, want)
+		}
+	}
 }

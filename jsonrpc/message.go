@@ -1,0 +1,213 @@
+package jsonrpc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// A message, parsed once: whatever carries it (a line on stdio, a
+// WebSocket frame, a POST body), a connection's reader splits it into its
+// JSON-RPC members here, once, and every layer after reads those members.
+
+// Message is one JSON-RPC message split into its members, undecoded. An
+// absent member is nil; a present null is "null". The members are slices
+// of Line.
+type Message struct {
+	// Line is the message, trimmed of white space.
+	Line []byte
+
+	JSONRPC, ID, Method, Params, Result, Error json.RawMessage
+
+	// Dup is the first member name that appears twice, when Twice.
+	Dup   string
+	Twice bool
+	// Err is why Line is no JSON-RPC message: a *json.SyntaxError when it
+	// is not JSON, ErrNotObject when it is JSON but not an object.
+	Err error
+
+	// TooLong, when not 0, is the size of a line longer than the limit,
+	// read to its end and dropped; Line is then its first HeadBytes, not
+	// parsed (LineTooLong answers it).
+	TooLong int
+}
+
+// ErrNotObject is Parse's error for JSON that is not an object.
+var ErrNotObject = errors.New("a JSON-RPC message is a JSON object")
+
+// parses counts Parse's calls: the parse-count test reads it.
+var parses atomic.Uint64
+
+// Parses is how many messages Parse has split since the process began.
+// A message read by mm is split once, whichever transport carried it: the
+// tests count a prompt's splits with it.
+func Parses() uint64 { return parses.Load() }
+
+// Parse splits body (trimmed) as json.Unmarshal into a struct of the six
+// members would (names matched without regard to case, the last of a name
+// wins; a body that is not JSON, or not an object, is Err, a
+// *json.SyntaxError for the first), and finds the first member name that
+// appears twice. It reads body twice, validating, then walking its
+// members (gjson, in place); the encoding/json decode and the duplicate
+// scan after it took four times as long on a prompt's line, the one line
+// of every turn.
+func Parse(body []byte) Message {
+	parses.Add(1)
+	m := Message{Line: body}
+	if !gjson.ValidBytes(body) {
+		// The slow path: encoding/json's error message, or what it reads
+		// where gjson is stricter.
+		if err := json.Unmarshal(body, (*members)(&m)); err != nil {
+			m.Err = err
+			return m
+		}
+		m.Dup, m.Twice = DuplicateKey(body)
+		return m
+	}
+	if body[0] != '{' {
+		if string(body) != "null" { // json.Unmarshal leaves a struct as it is
+			m.Err = ErrNotObject
+		}
+		return m
+	}
+	var names memberNames
+	// body is read in place: no result outlives this call but the
+	// members' raw values, which are slices of body.
+	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
+		name := k.String()
+		if !m.Twice && names.again(name) {
+			m.Dup, m.Twice = name, true
+		}
+		if f := m.member(name); f != nil {
+			if v.Index > 0 {
+				*f = body[v.Index : v.Index+len(v.Raw)]
+			} else {
+				*f = json.RawMessage(v.Raw) // gjson did not say where: a copy
+			}
+		}
+		return true
+	})
+	return m
+}
+
+// members is Message as encoding/json reads the six members.
+type members struct {
+	Line    []byte          `json:"-"`
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+	Dup     string          `json:"-"`
+	Twice   bool            `json:"-"`
+	Err     error           `json:"-"`
+	TooLong int             `json:"-"`
+}
+
+// member is the field of the member name, or nil, matched as encoding/json
+// matches: without regard to case.
+func (m *Message) member(name string) *json.RawMessage {
+	for _, f := range [...]struct {
+		name string
+		raw  *json.RawMessage
+	}{{"jsonrpc", &m.JSONRPC}, {"id", &m.ID}, {"method", &m.Method}, {"params", &m.Params}, {"result", &m.Result}, {"error", &m.Error}} {
+		if name == f.name || strings.EqualFold(name, f.name) {
+			return f.raw
+		}
+	}
+	return nil
+}
+
+// DuplicateKey returns a member name that appears twice in the JSON object
+// obj, and whether there is one (the name may be ""). encoding/json keeps
+// the last of two, so a message such as
+// {"method":"session/list","method":"session/delete"} would be read as the
+// one its writer may not have meant: such a message is refused instead.
+func DuplicateKey(obj []byte) (dup string, twice bool) {
+	var n memberNames
+	// obj is read in place: gjson.ParseBytes would copy a line that may
+	// be megabytes long, and no result outlives this call.
+	gjson.Parse(unsafe.String(unsafe.SliceData(obj), len(obj))).ForEach(func(k, _ gjson.Result) bool {
+		if name := k.String(); n.again(name) {
+			dup, twice = name, true
+			return false
+		}
+		return true
+	})
+	return dup, twice
+}
+
+// memberNames are the member names of an object seen so far: a slice for
+// the handful of a message, a map past 16 (an object of a million members
+// costs a million lookups, not a million squared).
+type memberNames struct {
+	seen []string
+	many map[string]bool
+}
+
+// again records name and says whether it was seen before.
+func (n *memberNames) again(name string) bool {
+	if n.many != nil {
+		if n.many[name] {
+			return true
+		}
+		n.many[name] = true
+		return false
+	}
+	if slices.Contains(n.seen, name) {
+		return true
+	}
+	n.seen = append(n.seen, name)
+	if len(n.seen) > 16 {
+		n.many = make(map[string]bool, 2*len(n.seen))
+		for _, s := range n.seen {
+			n.many[s] = true
+		}
+	}
+	return false
+}
+
+// A Source gives a connection's reader its client's messages, each
+// parsed once: a stream's lines (Lines), or the frames and bodies a
+// network transport has already parsed to route them.
+type Source interface {
+	// Next returns the next message, and the error that ended the
+	// stream, io.EOF at its end; a message and an error may come
+	// together (a last line with no newline). A message with no Line and
+	// no TooLong is none.
+	Next() (Message, error)
+}
+
+// Lines is the Source of a stream of lines (stdio): each line read whole,
+// up to max bytes (ReadLine), and parsed; blank lines are skipped.
+func Lines(r io.Reader, max int) Source {
+	return &lines{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+type lines struct {
+	r   *bufio.Reader
+	max int
+}
+
+func (l *lines) Next() (Message, error) {
+	for {
+		line, head, size, err := ReadLine(l.r, l.max)
+		switch body := bytes.TrimSpace(line); {
+		case size > l.max:
+			return Message{Line: head, TooLong: size}, err
+		case len(body) > 0:
+			return Parse(body), err
+		case err != nil:
+			return Message{}, err
+		}
+	}
+}

@@ -14,9 +14,14 @@ import "fmt"
 // bytes; counting its base64 text would overestimate it a hundredfold.
 const ImageTokens = 1000
 
-// Chars is a message's size in bytes as the window estimate counts it.
-func Chars(m *Message) int {
-	n := len(m.Content) + 4 + 4*ImageTokens*len(m.Images)
+// Chars is a message's size in bytes as the window estimate counts it:
+// its content (ContentChars) and 4 for its role and framing.
+func Chars(m *Message) int { return ContentChars(m) + 4 }
+
+// ContentChars is the bytes of what a message says: its text, its tool
+// calls' names and arguments, and 4×ImageTokens an image.
+func ContentChars(m *Message) int {
+	n := len(m.Content) + 4*ImageTokens*len(m.Images)
 	for _, c := range m.ToolCalls {
 		n += len(c.Name) + len(c.Arguments)
 	}

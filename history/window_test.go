@@ -21,6 +21,9 @@ func TestChars(t *testing.T) {
 	if got, want := Chars(&m), 4+4+2*4*ImageTokens+4+7; got != want {
 		t.Errorf("Chars = %d, want %d", got, want)
 	}
+	if got, want := ContentChars(&m), 4+2*4*ImageTokens+4+7; got != want {
+		t.Errorf("ContentChars = %d, want %d (Chars without the message's 4)", got, want)
+	}
 	if got := Estimate(conversation(2)); got != 5*100/4 {
 		t.Errorf("Estimate = %d, want 125", got)
 	}

@@ -8,11 +8,7 @@ import "github.com/mm-agent/mm/history"
 func EstimateTokens(msgs []history.Message) int {
 	chars := 0
 	for i := range msgs {
-		m := &msgs[i]
-		chars += len(m.Content) + 4*history.ImageTokens*len(m.Images)
-		for _, tc := range m.ToolCalls {
-			chars += len(tc.Name) + len(tc.Arguments)
-		}
+		chars += history.ContentChars(&msgs[i])
 	}
 	return (chars + 3) / 4
 }

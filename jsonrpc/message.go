@@ -21,23 +21,31 @@ import (
 // Message is one JSON-RPC message split into its members, undecoded. An
 // absent member is nil; a present null is "null". The members are slices
 // of Line.
+//
+// The json tags are encoding/json's reading of the six members, which
+// Parse takes where gjson is stricter.
 type Message struct {
 	// Line is the message, trimmed of white space.
-	Line []byte
+	Line []byte `json:"-"`
 
-	JSONRPC, ID, Method, Params, Result, Error json.RawMessage
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
 
 	// Dup is the first member name that appears twice, when Twice.
-	Dup   string
-	Twice bool
+	Dup   string `json:"-"`
+	Twice bool   `json:"-"`
 	// Err is why Line is no JSON-RPC message: a *json.SyntaxError when it
 	// is not JSON, ErrNotObject when it is JSON but not an object.
-	Err error
+	Err error `json:"-"`
 
 	// TooLong, when not 0, is the size of a line longer than the limit,
 	// read to its end and dropped; Line is then its first HeadBytes, not
 	// parsed (LineTooLong answers it).
-	TooLong int
+	TooLong int `json:"-"`
 }
 
 // ErrNotObject is Parse's error for JSON that is not an object.
@@ -65,7 +73,7 @@ func Parse(body []byte) Message {
 	if !gjson.ValidBytes(body) {
 		// The slow path: encoding/json's error message, or what it reads
 		// where gjson is stricter.
-		if err := json.Unmarshal(body, (*members)(&m)); err != nil {
+		if err := json.Unmarshal(body, &m); err != nil {
 			m.Err = err
 			return m
 		}
@@ -96,21 +104,6 @@ func Parse(body []byte) Message {
 		return true
 	})
 	return m
-}
-
-// members is Message as encoding/json reads the six members.
-type members struct {
-	Line    []byte          `json:"-"`
-	JSONRPC json.RawMessage `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  json.RawMessage `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
-	Dup     string          `json:"-"`
-	Twice   bool            `json:"-"`
-	Err     error           `json:"-"`
-	TooLong int             `json:"-"`
 }
 
 // member is the field of the member name, or nil, matched as encoding/json

@@ -23,7 +23,7 @@ func FuzzParse(f *testing.F) {
 		if len(body) == 0 {
 			return
 		}
-		var want members
+		var want Message
 		wantErr := json.Unmarshal(body, &want)
 		got := Parse(body)
 		dup, twice, err := got.Dup, got.Twice, got.Err
@@ -69,7 +69,7 @@ func BenchmarkParse(b *testing.B) {
 	b.Run("encoding-json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			var m members
+			var m Message
 			if err := json.Unmarshal(line, &m); err != nil || m.Method == nil {
 				b.Fatal(err)
 			}

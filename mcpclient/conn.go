@@ -263,9 +263,11 @@ func (c *conn) list(ctx context.Context, cs *mcp.ClientSession) {
 	if c.cut.Load() {
 		o.full = true
 	}
-	c.s.setTools(c, running, cs, o.tools)
 	// A server may list again and again (notifications/tools/list_changed):
-	// a warning that the last listing gave too is not told again.
+	// a warning that the last listing gave too is not told again. The
+	// warnings go before the tools: a session hears both in the order
+	// told, so the turn that first offers the tools also says what was
+	// left out of them, never the turn after.
 	warned := map[string]bool{}
 	for _, w := range o.warnings() {
 		warned[w] = true
@@ -274,6 +276,7 @@ func (c *conn) list(ctx context.Context, cs *mcp.ClientSession) {
 		}
 	}
 	c.warned = warned
+	c.s.setTools(c, running, cs, o.tools)
 }
 
 // disconnect closes the connection gracefully, as the MCP specification

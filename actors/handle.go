@@ -51,6 +51,9 @@ type Session struct {
 	// actor stopped, so their waits end.
 	calls []*call
 	gone  chan struct{}
+	// failed, once the session's opening failed (OpenSession), answers
+	// every request it was sent.
+	failed any
 }
 
 // SpawnSession starts the actor of a session: a new one (only ID and Cwd
@@ -69,6 +72,137 @@ func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 	return h
 }
 
+// OpenSession starts the actor of a session whose state is still to be
+// read (a load or a resume of a stored session): the actor starts opening
+// and, off its goroutine, once after is closed (nil: at once), takes its
+// state from open. It keeps every message sent to it meanwhile and serves
+// them once open, so the session's requests are served in the order they
+// were sent, the opening first. open returns the state; or nil and what
+// every request sent to the session is answered (the opening request it
+// answers itself), and the session stops.
+func (rt *Runtime) OpenSession(id, cwd string, after <-chan struct{}, open func(*Session) (*SessionState, any)) *Session {
+	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{})}
+	o := &opener{h: h, after: after, open: open}
+	h.pid = rt.sys.Root.Spawn(rt.props(func() actor.Actor { return o },
+		actor.WithMailbox(actor.UnboundedPriorityMpsc()),
+		actor.WithSupervisor(stopChildren)))
+	return h
+}
+
+// opener is a session's actor while it opens, and the session once open.
+type opener struct {
+	h     *Session
+	after <-chan struct{}
+	open  func(*Session) (*SessionState, any)
+	// kept are the edge's messages that came while the session opened.
+	kept []any
+	s    *session
+	// ended is set once final is closed for a session that never opened.
+	ended bool
+}
+
+// opened brings an opening session its state: s built from it, or why
+// there is none.
+type opened struct {
+	s      *session
+	failed any
+}
+
+func (o *opener) Receive(ctx actor.Context) {
+	if o.s != nil {
+		o.s.Receive(ctx)
+		return
+	}
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		// Waiting for the work before and reading the store are disk or
+		// database work: off the actor, as all blocking work is.
+		h, self, root := o.h, ctx.Self(), ctx.ActorSystem().Root
+		h.rt.goWork(func() {
+			if o.after != nil {
+				<-o.after
+			}
+			root.Send(self, o.load())
+		})
+	case *opened:
+		if m.s == nil {
+			o.h.fail(m.failed)
+			o.end()
+			ctx.Stop(ctx.Self())
+			return
+		}
+		o.s = m.s
+		o.s.handle = o.h
+		o.s.start(ctx)
+		if len(o.kept) > 0 {
+			// Served in order, behind anything still to come.
+			o.s.stash, o.kept = o.kept, nil
+			o.s.unstashing = true
+			ctx.Send(ctx.Self(), &unstash{})
+		}
+	case *actor.Stopped:
+		o.end()
+		o.h.stopped1()
+	default:
+		if fromEdge(m) {
+			o.kept = append(o.kept, m)
+		}
+	}
+}
+
+// end makes the file final for a session that never opened.
+func (o *opener) end() {
+	if !o.ended {
+		o.ended = true
+		close(o.h.final)
+	}
+}
+
+// load runs open and builds the session (which reads its skills from the
+// disk); a panic fails the opening.
+func (o *opener) load() (m *opened) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.h.rt.log.Error(fmt.Sprintf("[acp] session %s: internal error opening it: %v", o.h.ID, r))
+			m = &opened{failed: &Outcome{Err: fmt.Sprintf("mm failed: %v", r)}}
+		}
+	}()
+	st, failed := o.open(o.h)
+	if st == nil {
+		if failed == nil {
+			failed = closedOutcome
+		}
+		return &opened{failed: failed}
+	}
+	st.ID, st.Cwd = o.h.ID, o.h.Cwd
+	return &opened{s: newSession(o.h.rt, st, o.h.final)}
+}
+
+// fail records that the session could not open: what it was sent, and is
+// sent from now on, is answered with failed.
+func (s *Session) fail(failed any) {
+	s.mu.Lock()
+	s.failed = failed
+	s.mu.Unlock()
+}
+
+// Opened reports whether the session opened: false once its opening
+// failed (OpenSession).
+func (s *Session) Opened() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed == nil
+}
+
+// closedAnswer is what a request sent to the stopped session is
+// answered: closed, or what its failed opening said. s.mu is held.
+func (s *Session) closedAnswer(closed any) any {
+	if s.failed != nil {
+		return s.failed
+	}
+	return closed
+}
+
 // stopChildren stops a failed child (a model or tool actor) instead of
 // restarting it: its goroutine reports the failure itself, and a restart
 // would run the call twice.
@@ -83,7 +217,7 @@ func (s *Session) send(msg any, r *Reply, closed any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		s.rt.answer(s.ID, r, closed)
+		s.rt.answer(s.ID, r, s.closedAnswer(closed))
 		return
 	}
 	if r != nil {
@@ -120,7 +254,7 @@ func (s *Session) Start(prompt []acp.ContentBlock, r *Reply) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
+		s.rt.answer(s.ID, r, s.closedAnswer(&TurnResult{StopReason: acp.StopReasonCancelled}))
 		return 0, nil
 	}
 	s.prune()
@@ -220,6 +354,19 @@ func (s *Session) Attach(out Outbox, client Client) error {
 	return s.ask(func(c *call) any { return &Attach{Out: out, Client: client, call: c} })
 }
 
+// Move moves the session to another connection's writer and client, after
+// every message sent to it before, without waiting. taken says that
+// another connection held it: its turns there are cancelled, and the
+// session moves once they have ended (so what they still say goes to the
+// connection that asked for them), the messages sent after the Move
+// waiting in the session until then.
+func (s *Session) Move(out Outbox, client Client, taken bool) {
+	if taken {
+		s.Cancel()
+	}
+	s.send(&Attach{Out: out, Client: client, settle: taken}, nil, nil)
+}
+
 // Settle waits until the session has no turn running or queued: the ones
 // it had ended (after a Cancel, they end cancelled) and their answers are
 // queued. A session that stops meanwhile is settled too.
@@ -297,26 +444,40 @@ func doneErr(res any) error {
 	return nil
 }
 
-// Close ends the session after the requests already sent to it: its turns
-// are cancelled at once (the cancel overtakes them), every other request
-// queued before the close is served, then the actor stops. It returns once
-// the session's file is final.
-func (s *Session) Close() {
-	s.Cancel()
-	_ = s.rt.sys.Root.PoisonFuture(s.pid).Wait()
-	s.stopped1()
-	<-s.final
-}
+// ErrNeverOpened ends a session whose opening failed: there was no
+// session to end (OpenSession).
+var ErrNeverOpened = errors.New("the session never opened")
 
-// Delete is Close, and the session's file is removed; it returns once the
-// file is gone.
-func (s *Session) Delete() error {
-	if err := s.ask(func(c *call) any { return &Forget{call: c} }); err != nil {
+// End ends the session after the requests already sent to it, without
+// waiting: its turns are cancelled at once (the cancel overtakes them),
+// every other request sent before is served, then the actor stops; with
+// forget, its file is removed too. The function it returns waits until the
+// session's file is final (or gone): nil, or ErrNeverOpened when the
+// session's opening failed and there was nothing to end.
+func (s *Session) End(forget bool) (wait func() error) {
+	s.Cancel()
+	var c *call
+	if forget {
+		c = s.call(func(c *call) any { return &Forget{call: c} })
+	}
+	stopped := s.rt.sys.Root.PoisonFuture(s.pid)
+	return func() error {
+		var err error
+		if c != nil {
+			err = doneErr(s.wait(c))
+		}
+		_ = stopped.Wait()
+		s.stopped1()
+		<-s.final
+		if !s.Opened() {
+			return ErrNeverOpened
+		}
 		return err
 	}
-	s.Close()
-	return nil
 }
+
+// Close ends the session (End) and returns once its file is final.
+func (s *Session) Close() { _ = s.End(false)() }
 
 // Stop stops the session actor and its children at once (which cancels
 // their streams and kills their processes); its turns answer cancelled and
@@ -351,11 +512,15 @@ func (s *Session) stopped1() {
 	open := s.open
 	s.open = nil
 	s.calls = nil
+	failed := s.failed
 	s.mu.Unlock()
 	for _, r := range open {
-		if r.isPrompt() {
+		switch {
+		case failed != nil:
+			s.rt.answer(s.ID, r, failed)
+		case r.isPrompt():
 			s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
-		} else {
+		default:
 			s.rt.answer(s.ID, r, closedOutcome)
 		}
 	}

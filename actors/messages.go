@@ -46,8 +46,16 @@ type Resume struct{ Reply *Reply }
 type Attach struct {
 	Out    Outbox
 	Client Client
+	// settle, when set, moves the session only once it has no turn: the
+	// messages sent after the Attach wait in the session until then
+	// (Session.Move).
+	settle bool
 	call   *call
 }
+
+// unstash hands a moved session the messages it kept while it waited for
+// its turns to end.
+type unstash struct{}
 
 // settle asks a session to answer, with a *Done, once it has no turn.
 type settle struct{ call *call }

@@ -116,6 +116,12 @@ type session struct {
 	ranCommands bool
 	// settlers wait for the session to have no turn (Session.Settle).
 	settlers []*call
+	// moving is a move to another connection waiting for the session's
+	// turns to end (Session.Move); stash the edge's messages that came
+	// after it, served in order once it is done (unstashing until then).
+	moving     *Attach
+	stash      []any
+	unstashing bool
 	// allowAlways and never hold the remembered permission answers, by
 	// tool name. They survive /new.
 	allowAlways, never map[string]bool
@@ -158,8 +164,9 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	}
 	s.toolDefs = rt.toolDefs
 	s.mcpServers = rt.mcpServers(st.MCP)
-	// newSession runs on the edge's goroutine (SpawnSession), where
-	// reading the catalog may wait on the disk.
+	// newSession runs off the actor (on the edge's goroutine for
+	// SpawnSession, a worker's for OpenSession), where reading the
+	// catalog may wait on the disk.
 	s.skillDirs = rt.skillDirs(s.cwd)
 	s.skills = skills.Load(s.skillDirs)
 	if len(rt.cfg.LSP.Servers) > 0 {
@@ -204,7 +211,29 @@ func (s *session) Receive(ctx actor.Context) {
 	// loses the session's state: the current turn fails instead, and the
 	// session goes on.
 	defer s.survive(ctx)
-	switch m := ctx.Message().(type) {
+	msg := ctx.Message()
+	if (s.moving != nil || s.unstashing) && fromEdge(msg) {
+		s.stash = append(s.stash, msg)
+		return
+	}
+	s.receive(ctx, msg)
+}
+
+// fromEdge says whether msg is one the edge sends a session (Session's
+// methods): those wait while the session moves.
+func fromEdge(msg any) bool {
+	switch msg.(type) {
+	case *StartTurn, *CancelTurns, *Announce, *Flush, *Replay, *Resume, *GetState,
+		*Attach, *settle, *Forget, *SetMode, *SetModel:
+		return true
+	}
+	return false
+}
+
+// receive serves one message: the one in hand, or one the session kept
+// while it moved.
+func (s *session) receive(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
 	case *StartTurn:
 		s.onStartTurn(ctx, m)
 	case *promptReady:
@@ -251,8 +280,10 @@ func (s *session) Receive(ctx actor.Context) {
 		m.call.answer(s.state())
 	case *Attach:
 		s.onAttach(ctx, m)
+	case *unstash:
+		s.onUnstash(ctx)
 	case *settle:
-		if s.cur == nil && s.held == nil && len(s.queue) == 0 {
+		if s.idle() {
 			m.call.answer(&Done{})
 		} else {
 			s.settlers = append(s.settlers, m.call)
@@ -268,9 +299,7 @@ func (s *session) Receive(ctx actor.Context) {
 	case *mcpWarning:
 		s.onMCPWarning(m)
 	case *actor.Started:
-		s.rt.warm(s.modelID)
-		s.startPersistence(ctx)
-		s.startMCP(ctx, s.mcpServers)
+		s.start(ctx)
 	case *actor.Stopping:
 		s.onStopping(ctx)
 	case *actor.Stopped:
@@ -365,9 +394,30 @@ func (s *session) say(text string) {
 	}})
 }
 
+// start starts what the session runs: its model warmed, its writer, its
+// MCP servers.
+func (s *session) start(ctx actor.Context) {
+	s.rt.warm(s.modelID)
+	s.startPersistence(ctx)
+	s.startMCP(ctx, s.mcpServers)
+}
+
+// idle says whether the session has no turn running, held or queued.
+func (s *session) idle() bool { return s.cur == nil && s.held == nil && len(s.queue) == 0 }
+
 // onAttach moves the session to another connection (or none). A tool call
-// running keeps the client it started with.
+// running keeps the client it started with. A move that settles first
+// waits for the session's turns to end (the edge cancelled them), and the
+// edge's messages after it wait with it.
 func (s *session) onAttach(ctx actor.Context, m *Attach) {
+	if m.settle && !s.idle() {
+		s.moving = m
+		return
+	}
+	s.attach(ctx, m)
+}
+
+func (s *session) attach(ctx actor.Context, m *Attach) {
 	s.out, s.client = m.Out, m.Client
 	if s.out == nil {
 		s.out = discard{root: ctx.ActorSystem().Root}
@@ -375,5 +425,35 @@ func (s *session) onAttach(ctx actor.Context, m *Attach) {
 	if s.client == nil {
 		s.client = nobody{}
 	}
-	m.call.answer(&Done{})
+	if m.call != nil {
+		m.call.answer(&Done{})
+	}
+}
+
+// moved ends a move that waited for the session's turns: the session is
+// attached to its new connection, then serves what it kept meanwhile, in
+// order, behind anything the edge sends meanwhile (unstashing).
+func (s *session) moved(ctx actor.Context) {
+	m := s.moving
+	if m == nil {
+		return
+	}
+	s.moving = nil
+	s.attach(ctx, m)
+	s.unstashing = true
+	ctx.Send(ctx.Self(), &unstash{})
+}
+
+// onUnstash serves the messages kept while the session moved, until none
+// is left or one of them is a move that waits again.
+func (s *session) onUnstash(ctx actor.Context) {
+	for len(s.stash) > 0 && s.moving == nil {
+		msg := s.stash[0]
+		s.stash[0] = nil
+		s.stash = s.stash[1:]
+		s.receive(ctx, msg)
+	}
+	if s.moving == nil {
+		s.stash, s.unstashing = nil, false
+	}
 }

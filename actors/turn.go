@@ -169,8 +169,9 @@ func (s *session) next(ctx actor.Context) {
 	if len(s.queue) == 0 {
 		s.queue = nil
 	}
-	if s.cur == nil && s.held == nil && len(s.queue) == 0 {
+	if s.idle() {
 		s.settled()
+		s.moved(ctx)
 	}
 }
 

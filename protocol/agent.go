@@ -253,7 +253,7 @@ const maxCreating = 16
 // disk: its response is queued on the new session's ordered writer, then
 // the session announces its commands behind it. The caller waits for a
 // free creator: a flood of creations slows the reading down.
-func (a *Agent) create(r *actors.Reply, make func() (string, any, error)) {
+func (a *Agent) create(r *actors.Reply, make func() (string, any, error)) (started bool) {
 	a.creators <- struct{}{}
 	a.mu.Lock()
 	closed := a.draining
@@ -264,7 +264,7 @@ func (a *Agent) create(r *actors.Reply, make func() (string, any, error)) {
 	if closed {
 		<-a.creators
 		a.answer("", r, nil, errShuttingDown)
-		return
+		return false
 	}
 	go func() {
 		defer func() {
@@ -281,23 +281,13 @@ func (a *Agent) create(r *actors.Reply, make func() (string, any, error)) {
 			s.Announce()
 		}
 	}()
+	return true
 }
 
 // servePrompt starts a prompt's turn in its session's order; its response
 // comes from the outbox once the turn has ended. ref, when set, is told
 // the prompt's session and number (for $/cancel_request).
 func (a *Agent) servePrompt(r *actors.Reply, p acp.PromptRequest, ref *promptRef) {
-	sid := string(p.SessionId)
-	if a.held(sid) {
-		a.inOrder(sid, func() { a.startPrompt(r, p, ref) })
-		return
-	}
-	// No lane holds the session: nothing can come before this prompt, and
-	// the closure a lane would keep is not made (a prompt is the hot path).
-	a.startPrompt(r, p, ref)
-}
-
-func (a *Agent) startPrompt(r *actors.Reply, p acp.PromptRequest, ref *promptRef) {
 	sid := string(p.SessionId)
 	s := a.live(sid)
 	if s == nil {
@@ -323,14 +313,12 @@ func (a *Agent) startPrompt(r *actors.Reply, p acp.PromptRequest, ref *promptRef
 // A cancel is a notification: an unknown session is only logged.
 func (a *Agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 	sid := string(p.SessionId)
-	a.cancelInOrder(sid, func() {
-		s := a.live(sid)
-		if s == nil {
-			a.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", sid))
-			return
-		}
-		s.Cancel()
-	})
+	s := a.live(sid)
+	if s == nil {
+		a.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", sid))
+		return nil
+	}
+	s.Cancel()
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -33,34 +34,37 @@ func (a *Agent) serveDelete(r *actors.Reply, p acp.UnstableDeleteSessionRequest)
 		a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()}))
 		return
 	}
-	a.inOrder(id, func() {
-		if a.hub.sessions.Taken(id, a.owner) {
-			// Another token's session does not exist for this one: it is
-			// deleted already, as far as this token can tell.
-			a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
-			return
-		}
-		s, _ := a.hub.sessions.Remove(id, a.owner)
-		a.hold(id)
-		go func() {
-			defer a.release(id)
-			defer a.survive("session/delete", r)
-			if s != nil {
-				if err := s.Delete(); err != nil {
-					a.answer(id, r, nil, a.internal("session/delete", err))
-					return
-				}
+	if a.hub.sessions.Taken(id, a.owner) {
+		// Another token's session does not exist for this one: it is
+		// deleted already, as far as this token can tell.
+		a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
+		return
+	}
+	s, _ := a.hub.sessions.Remove(id, a.owner)
+	var ended func() error
+	if s != nil {
+		ended = s.End(true) // in the session's order, now
+	}
+	a.end(id, func() {
+		if ended != nil {
+			err := ended()
+			if err == nil {
 				a.log.Info(fmt.Sprintf("[acp] session %s deleted (it was open: closed first)", id))
 				a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
 				return
 			}
-			if err := a.removeStored(id); err != nil {
+			if !errors.Is(err, actors.ErrNeverOpened) {
 				a.answer(id, r, nil, a.internal("session/delete", err))
 				return
 			}
-			a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
-		}()
-	})
+			// Its opening failed: there may be a file still.
+		}
+		if err := a.removeStored(id); err != nil {
+			a.answer(id, r, nil, a.internal("session/delete", err))
+			return
+		}
+		a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
+	}, r)
 }
 
 // removeStored removes a session that is not open, wherever a known

@@ -10,8 +10,7 @@
 // named once: its params type, its handler, how it is placed), prompt.go (a
 // prompt's params and its request kept for $/cancel_request), ids.go
 // (ids, members twice and framing are package jsonrpc's), pending.go (the
-// bound on requests read and not answered), order.go (a session's order
-// while it is opened or closed), agent.go (initialize, session/new,
+// bound on requests read and not answered), agent.go (initialize, session/new,
 // prompt, cancel, logout), sessions.go (load, resume, list, close, modes,
 // the model selector), fork.go, delete.go, answers.go (how every request
 // is answered, failures included), outbox.go (the sharded writer that
@@ -25,9 +24,17 @@
 // session/load, session/resume, session/close, session/fork and
 // session/delete — is served by the ingress on its one goroutine, in the
 // order read, and reaches the session's mailbox before the next line is
-// read: the mailbox is the order from there. Opening a session from its
-// file, closing it until its file is final and deleting it end outside
-// the session; meanwhile its next requests wait in its lane (order.go).
+// read: the mailbox is the order from there, for the session's whole
+// life. A stored session that is loaded or resumed gets its actor at once,
+// which reads its own file (actors.Runtime.OpenSession) while its next
+// requests wait in its mailbox; a session taken from another connection
+// moves once its turns there have ended, keeping meanwhile what it is sent
+// (actors.Session.Move); a close or a delete is sent to the session, which
+// stops once the requests before it are served (actors.Session.End). Work
+// on a session that is no longer live — its close until its file is
+// final, a delete or a fork's read of its stored file — is chained per
+// session (registry.Table.Follow): what is done with it next (it is opened
+// again, its file read or removed) waits for it.
 // session/new is served in order too, so that its response goes out before
 // the new session's first update. Not ordered, each on a goroutine of its
 // own: initialize, authenticate and logout, which name no session and
@@ -46,8 +53,8 @@
 // client, except to wait for a place in pending or to answer a line it
 // refuses. The connection's requests run on goroutines of their own; they
 // may wait on the actors (futures are fine out here), actors never wait on
-// the edge. Work outside a session that a request needs (a file read, a
-// close) runs on a goroutine of its own, its session's lane held. The
-// session table and the lanes are guarded by one mutex; everything a
-// session sends goes through the outbox.
+// the edge. Work on a session that is no longer live (the wait for its
+// file to be final, a stored file removed or read) runs on a goroutine of
+// its own, chained per session in the registry. Everything a session
+// sends goes through the outbox.
 package protocol

@@ -25,50 +25,62 @@ func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
 // (a cluster's edge); "" makes one.
 func (a *Agent) serveForkAs(r *actors.Reply, p acp.UnstableForkSessionRequest, id string) {
 	parent := string(p.SessionId)
-	a.inOrder(parent, func() {
-		var state func() (*actors.SessionState, error)
-		if a.hub.sessions.Taken(parent, a.owner) {
-			a.answer(parent, r, nil, unknownSession(parent))
-			return
+	var state func() (*actors.SessionState, error)
+	// finish ends the read of a stored parent when the fork does not start.
+	finish := func() {}
+	if a.hub.sessions.Taken(parent, a.owner) {
+		a.answer(parent, r, nil, unknownSession(parent))
+		return
+	}
+	if src, _, _ := a.hub.sessions.Owned(parent, a.owner); src != nil {
+		state = src.RequestState() // in the parent's order, now
+	} else if a.cfg.Sessions.Enabled {
+		// The stored parent is read after the work on it before (a
+		// close) and before what is done with it next (a delete).
+		done := make(chan struct{})
+		before := a.hub.sessions.Follow(parent, done)
+		var once sync.Once
+		read := func() {
+			once.Do(func() {
+				close(done)
+				a.hub.sessions.Done(parent, done)
+			})
 		}
-		if src, _, _ := a.hub.sessions.Owned(parent, a.owner); src != nil {
-			state = src.RequestState() // in the parent's order, now
-		} else if a.cfg.Sessions.Enabled {
-			// The stored parent is read before its next requests (a
-			// delete) are served.
-			a.hold(parent)
-			var once sync.Once
-			done := func() { once.Do(func() { a.release(parent) }) }
-			state = func() (*actors.SessionState, error) {
-				defer done()
-				cwd, err := a.checkCwd(p.Cwd)
-				if err != nil {
-					return nil, err
-				}
-				if err := store.CheckID(parent); err != nil {
-					return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
-				}
-				return a.loadFile(parent, cwd)
+		defer func() {
+			if r := recover(); r != nil {
+				read()
+				panic(r)
 			}
-			defer func() {
-				if r := recover(); r != nil {
-					done()
-					panic(r)
-				}
-			}()
-		} else {
-			a.answer(parent, r, nil, unknownSession(parent))
-			return
-		}
-		a.create(r, func() (string, any, error) {
-			defer a.survive("session/fork", r)
-			st, err := state()
+		}()
+		finish = read
+		state = func() (*actors.SessionState, error) {
+			defer read()
+			if before != nil {
+				<-before
+			}
+			cwd, err := a.checkCwd(p.Cwd)
 			if err != nil {
-				return "", nil, err
+				return nil, err
 			}
-			return a.fork(st, p, id)
-		})
-	})
+			if err := store.CheckID(parent); err != nil {
+				return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
+			}
+			return a.loadFile(parent, cwd)
+		}
+	} else {
+		a.answer(parent, r, nil, unknownSession(parent))
+		return
+	}
+	if !a.create(r, func() (string, any, error) {
+		defer a.survive("session/fork", r)
+		st, err := state()
+		if err != nil {
+			return "", nil, err
+		}
+		return a.fork(st, p, id)
+	}) {
+		finish()
+	}
 }
 
 // fork spawns the copy of st a fork request asks for.

@@ -42,10 +42,6 @@ type Hub struct {
 	rt        *actors.Runtime
 	ready     chan struct{}
 
-	// lanes hold the requests of sessions being opened or closed
-	// (order.go); mu guards them.
-	mu       sync.Mutex
-	lanes    map[string]*lane
 	shutdown sync.Once
 }
 
@@ -74,7 +70,7 @@ func NewHub(o HubOptions) *Hub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}), lanes: map[string]*lane{},
+	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}),
 		store: o.Store, sessions: registry.New[*actors.Session, *Agent]()}
 	h.beginFunc = func() {
 		go func() {

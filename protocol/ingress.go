@@ -34,7 +34,7 @@ import (
 //     every method mm serves once: a session's requests — prompt,
 //     set_mode, set_config_option, load, resume, close, fork, delete — and
 //     session/new are served in the order read (each reaches its session's
-//     mailbox before the next line is read, order.go); initialize,
+//     mailbox before the next line is read); initialize,
 //     authenticate, logout and session/list on a goroutine each. Every
 //     answer goes through the outbox, the one ordered writer. A method not
 //     in the table is answered "Method not found";

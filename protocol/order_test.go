@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -345,5 +346,145 @@ func TestDeleteOfNoSessionSucceeds(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cwd, ".mm", "sessions", sid+".json")); !os.IsNotExist(err) {
 		t.Fatalf("the file is still there: %v", err)
+	}
+}
+
+// inOrder reads lines until the responses with the given ids have come and
+// returns their ids in the order they came, with the responses by id.
+func (r *rawAgent) inOrder(ids ...float64) (order []float64, responses map[float64]map[string]any) {
+	r.t.Helper()
+	responses = map[float64]map[string]any{}
+	timeout := time.After(testwait.Hang)
+	for len(responses) < len(ids) {
+		select {
+		case m, ok := <-r.lines:
+			if !ok {
+				r.t.Fatal("the agent closed its output")
+			}
+			if id, ok := m["id"].(float64); ok && slices.Contains(ids, id) {
+				order = append(order, id)
+				responses[id] = m
+			}
+		case <-timeout:
+			r.t.Fatalf("responses %v: only %v came", ids, order)
+		}
+	}
+	return order, responses
+}
+
+func sessionLine(id int, method, sid, cwd string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, id, method, sid, cwd)
+}
+
+// TestOpeningHoldsWhatFollows: a load of a stored session, a prompt and a
+// mode written together are served in that order: the session opens (its
+// actor reads its file) before the prompt runs in it. (A close written with
+// them would cancel the prompt: a close cancels the turns sent before it.)
+func TestOpeningHoldsWhatFollows(t *testing.T) {
+	cwd := t.TempDir()
+	r, _ := newRawAgentWith(t, script, func(c *configs.Config) { c.Sessions.Enabled = true })
+	sid := r.initSession(cwd)
+	r.send(promptLine(10, sid, "ping"))
+	r.untilResponses(10)
+	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/close","params":{"sessionId":%q}}`, sid))
+	r.untilResponses(11)
+	next := 20
+	for i := range 5 {
+		load, prompt, mode, closeID := next, next+1, next+2, next+3
+		next += 4
+		r.send(sessionLine(load, "session/load", sid, cwd), promptLine(prompt, sid, "ping"), setModeLine(mode, sid, "ask"))
+		order, res := r.inOrder(float64(load), float64(prompt), float64(mode))
+		result(t, res[float64(load)])
+		if stop := result(t, res[float64(prompt)])["stopReason"]; stop != "end_turn" {
+			t.Fatalf("try %d: the prompt after the load ended %v", i, stop)
+		}
+		result(t, res[float64(mode)])
+		if order[0] != float64(load) {
+			t.Fatalf("try %d: answered in the order %v, want the load first", i, order)
+		}
+		r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/close","params":{"sessionId":%q}}`, closeID, sid))
+		result(t, r.response(float64(closeID)))
+		f, err := store.Load(store.Path(cwd, ".mm/sessions", sid))
+		if err != nil || f.Mode != "ask" {
+			t.Fatalf("try %d: after the close the file is %v (%v), want mode ask", i, f, err)
+		}
+		if users := countRole(f, "user"); users != i+2 {
+			t.Fatalf("try %d: the file holds %d prompts, want %d", i, users, i+2)
+		}
+	}
+}
+
+func countRole(f *store.File, role string) int {
+	n := 0
+	for _, m := range f.History {
+		if string(m.Role) == role {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFailedOpenAnswersWhatFollows: a load of a session that is not
+// stored, and requests of it written right behind it, are answered in that
+// order: the load says why it failed, the others that the session does
+// not exist; the connection serves on.
+func TestFailedOpenAnswersWhatFollows(t *testing.T) {
+	cwd := t.TempDir()
+	r, _ := newRawAgentWith(t, script, func(c *configs.Config) { c.Sessions.Enabled = true })
+	r.initSession(cwd)
+	missing := actors.NewSessionID(time.Now())
+	r.send(sessionLine(10, "session/load", missing, cwd), promptLine(11, missing, "ping"), setModeLine(12, missing, "ask"),
+		sessionLine(13, "session/resume", missing, cwd))
+	order, res := r.inOrder(10, 11, 12, 13)
+	if order[0] != 10 {
+		t.Errorf("answered in the order %v, want the load first", order)
+	}
+	for _, id := range []float64{10, 11, 12, 13} {
+		e, ok := res[id]["error"].(map[string]any)
+		if !ok || e["code"] != float64(-32602) {
+			t.Fatalf("request %v of a session that is not stored: %v", id, res[id])
+		}
+	}
+	for _, id := range []float64{11, 12} {
+		if b, _ := json.Marshal(res[id]["error"]); !strings.Contains(string(b), "unknown session") {
+			t.Errorf("request %v: %s, want unknown session", id, b)
+		}
+	}
+	sid := ""
+	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":14,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
+	sid = result(t, r.response(14))["sessionId"].(string)
+	r.send(promptLine(15, sid, "ping"))
+	if stop := result(t, r.response(15))["stopReason"]; stop != "end_turn" {
+		t.Fatalf("a prompt after the failed load ended %v", stop)
+	}
+}
+
+// TestForkOfStoredThenDelete: a fork of a stored session and its delete
+// written together: the fork reads the file before the delete removes it.
+func TestForkOfStoredThenDelete(t *testing.T) {
+	cwd := t.TempDir()
+	r, _ := newRawAgentWith(t, script, func(c *configs.Config) { c.Sessions.Enabled = true })
+	r.initSession(cwd)
+	next := 10
+	for i := range 3 {
+		n := next
+		next += 10
+		r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, n, cwd))
+		parent := result(t, r.response(float64(n)))["sessionId"].(string)
+		r.send(promptLine(n+1, parent, "ping"))
+		r.untilResponses(float64(n + 1))
+		r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/close","params":{"sessionId":%q}}`, n+2, parent))
+		r.untilResponses(float64(n + 2))
+		r.send(sessionLine(n+3, "session/fork", parent, cwd), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/delete","params":{"sessionId":%q}}`, n+4, parent))
+		_, res := r.inOrder(float64(n+3), float64(n+4))
+		child := result(t, res[float64(n+3)])["sessionId"].(string)
+		result(t, res[float64(n+4)])
+		f, err := store.Load(store.Path(cwd, ".mm/sessions", child))
+		if err != nil || countRole(f, "user") != 1 {
+			t.Fatalf("try %d: the fork's file %v (%v), want the parent's prompt in it", i, f, err)
+		}
+		if _, err := os.Stat(store.Path(cwd, ".mm/sessions", parent)); !os.IsNotExist(err) {
+			t.Fatalf("try %d: the deleted parent's file is there: %v", i, err)
+		}
 	}
 }

@@ -77,21 +77,30 @@ func (a *Agent) configOptions(current string) []acp.SessionConfigOption {
 // errShuttingDown refuses sessions once the connection is closing.
 var errShuttingDown = rpcerr.Internal("mm is shutting down", nil)
 
-// openFile spawns session id from its file in cwd. It reads the disk: it
-// runs off the ingress, with the session's lane held.
-func (a *Agent) openFile(id, rawCwd string, servers []acp.McpServer) (*actors.Session, error) {
+// openFile opens session id from its file in cwd: its actor starts at
+// once, registered, and reads its state itself (after the work still done
+// on the stored session: a close, a delete), the session's requests
+// waiting in its mailbox meanwhile. When it cannot be opened, the request
+// r is answered why, and every later one of the session that it does not
+// exist.
+func (a *Agent) openFile(r *actors.Reply, id, rawCwd string, servers []acp.McpServer) (*actors.Session, error) {
 	cwd, err := a.checkCwd(rawCwd)
 	if err != nil {
 		return nil, err
 	}
 	a.know(cwd)
-	st, err := a.loadFile(id, cwd)
-	if err != nil {
-		return nil, err
+	open := func(s *actors.Session) (*actors.SessionState, any) {
+		st, err := a.loadFile(id, cwd)
+		if err != nil {
+			a.hub.sessions.Forget(id, s)
+			a.answer(id, r, nil, toRequestError(err))
+			return nil, &edgeAnswer{err: unknownSession(id)}
+		}
+		a.hub.store.NoteFolder(cwd)
+		st.MCP = a.mcpServers(servers)
+		return a.attach(st), nil
 	}
-	a.hub.store.NoteFolder(cwd)
-	st.MCP = a.mcpServers(servers)
-	return a.register(a.runtime().SpawnSession(a.attach(st)))
+	return a.register(a.runtime().OpenSession(id, cwd, a.hub.sessions.After(id), open))
 }
 
 // loadFile reads stored session id of cwd as this connection may see it:
@@ -134,9 +143,10 @@ func (a *Agent) serveResume(r *actors.Reply, p acp.ResumeSessionRequest) {
 }
 
 // serveOpen serves a load or a resume in the session's order: a live
-// session gets the request at once; a stored one is opened from its file
-// off the ingress, its next requests waiting until it is. then hands the
-// request to the session.
+// session gets the request at once, moved here first when another
+// connection of its owner holds it; a stored one is opened (openFile),
+// and gets it in its mailbox, behind its opening. then hands the request
+// to the session.
 func (a *Agent) serveOpen(r *actors.Reply, id, cwd string, servers []acp.McpServer, then func(s *actors.Session)) {
 	if !a.reopens() {
 		a.answer(id, r, nil, acp.NewMethodNotFound(r.Method))
@@ -146,53 +156,36 @@ func (a *Agent) serveOpen(r *actors.Reply, id, cwd string, servers []acp.McpServ
 		a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()}))
 		return
 	}
-	a.inOrder(id, func() {
-		if s := a.live(id); s != nil {
-			then(s)
-			return
+	if s := a.live(id); s != nil {
+		then(s)
+		return
+	}
+	if a.hub.sessions.Taken(id, a.owner) {
+		// Another token's session does not exist for this one.
+		a.answer(id, r, nil, unknownSession(id))
+		return
+	}
+	if s, from, _ := a.hub.sessions.Owned(id, a.owner); s != nil {
+		// Live, held by another connection of its owner or by none: it
+		// moves here, its turns there ending cancelled first.
+		a.hub.sessions.Move(id, a)
+		s.Move(a.box, client{a: a}, from != nil)
+		if from != nil {
+			a.log.Info(fmt.Sprintf("[acp] session %s moved to this connection from another", id))
 		}
-		if a.hub.sessions.Taken(id, a.owner) {
-			// Another token's session does not exist for this one.
-			a.answer(id, r, nil, unknownSession(id))
-			return
-		}
-		a.hold(id)
-		if s, from, _ := a.hub.sessions.Owned(id, a.owner); s != nil {
-			// Live, held by another connection of its owner or by none:
-			// it moves here, its turns there ending cancelled first.
-			a.hub.sessions.Move(id, a)
-			go func() {
-				defer a.release(id)
-				defer a.survive(r.Method, r)
-				if from != nil {
-					s.Cancel()
-					s.Settle()
-					a.log.Info(fmt.Sprintf("[acp] session %s moved to this connection from another", id))
-				}
-				if err := s.Attach(a.box, client{a: a}); err != nil {
-					a.answer(id, r, nil, a.internal(r.Method, err))
-					return
-				}
-				then(s)
-			}()
-			return
-		}
-		if !a.cfg.Sessions.Enabled {
-			a.release(id)
-			a.answer(id, r, nil, unknownSession(id))
-			return
-		}
-		go func() {
-			defer a.release(id)
-			defer a.survive(r.Method, r)
-			s, err := a.openFile(id, cwd, servers)
-			if err != nil {
-				a.answer(id, r, nil, toRequestError(err))
-				return
-			}
-			then(s)
-		}()
-	})
+		then(s)
+		return
+	}
+	if !a.cfg.Sessions.Enabled {
+		a.answer(id, r, nil, unknownSession(id))
+		return
+	}
+	s, err := a.openFile(r, id, cwd, servers)
+	if err != nil {
+		a.answer(id, r, nil, toRequestError(err))
+		return
+	}
+	then(s)
 }
 
 // ListSessions lists stored sessions, newest first: those of a cwd, or,
@@ -241,39 +234,53 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	return out, nil
 }
 
-// serveClose ends a session after the requests read before the close: its
-// turns are cancelled, the rest served, its actor freed. It answers once
-// the session's file is final; the session's next requests (a load, a
-// delete) wait until then.
+// serveClose ends a session after the requests read before the close:
+// its turns are cancelled, the rest served, its actor freed. It answers
+// once the session's file is final; what is done with the session next (a
+// load, a delete) waits until then (registry.Table.Follow).
 func (a *Agent) serveClose(r *actors.Reply, p acp.CloseSessionRequest) {
 	id := string(p.SessionId)
-	a.inOrder(id, func() {
-		s := a.unregister(id)
-		if s == nil {
-			a.answer(id, r, nil, unknownSession(id))
-			return
-		}
-		a.hold(id)
-		go func() {
-			defer a.release(id)
-			s.Close()
-			a.log.Info(fmt.Sprintf("[acp] session %s closed", id))
-			a.answer(id, r, acp.CloseSessionResponse{}, nil)
+	s := a.unregister(id)
+	if s == nil {
+		a.answer(id, r, nil, unknownSession(id))
+		return
+	}
+	ended := s.End(false) // in the session's order, now
+	a.end(id, func() {
+		_ = ended()
+		a.log.Info(fmt.Sprintf("[acp] session %s closed", id))
+		a.answer(id, r, acp.CloseSessionResponse{}, nil)
+	}, r)
+}
+
+// end runs work on a session that is no longer live, off the ingress,
+// after the work on it before (Follow), and before what is done with it
+// next; r is the request it serves.
+func (a *Agent) end(id string, work func(), r *actors.Reply) {
+	done := make(chan struct{})
+	before := a.hub.sessions.Follow(id, done)
+	go func() {
+		defer func() {
+			close(done)
+			a.hub.sessions.Done(id, done)
 		}()
-	})
+		defer a.survive(r.Method, r)
+		if before != nil {
+			<-before
+		}
+		work()
+	}()
 }
 
 // serveSetMode switches between ask and yolo, in the session's order.
 func (a *Agent) serveSetMode(r *actors.Reply, p acp.SetSessionModeRequest) {
 	id := string(p.SessionId)
-	a.inOrder(id, func() {
-		s := a.live(id)
-		if s == nil {
-			a.answer(id, r, nil, unknownSession(id))
-			return
-		}
-		s.SetMode(string(p.ModeId), r)
-	})
+	s := a.live(id)
+	if s == nil {
+		a.answer(id, r, nil, unknownSession(id))
+		return
+	}
+	s.SetMode(string(p.ModeId), r)
 }
 
 // serveSetConfig sets the model selector, in the session's order.
@@ -284,16 +291,14 @@ func (a *Agent) serveSetConfig(r *actors.Reply, p acp.SetSessionConfigOptionRequ
 		return
 	}
 	id := string(v.SessionId)
-	a.inOrder(id, func() {
-		s := a.live(id)
-		if s == nil {
-			a.answer(id, r, nil, unknownSession(id))
-			return
-		}
-		if v.ConfigId != "model" {
-			a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(v.ConfigId), "error": "unknown option (model)"}))
-			return
-		}
-		s.SetModel(string(v.Value), r)
-	})
+	s := a.live(id)
+	if s == nil {
+		a.answer(id, r, nil, unknownSession(id))
+		return
+	}
+	if v.ConfigId != "model" {
+		a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(v.ConfigId), "error": "unknown option (model)"}))
+		return
+	}
+	s.SetModel(string(v.Value), r)
 }

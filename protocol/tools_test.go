@@ -463,7 +463,7 @@ func TestTurnsLeaveNothingRunning(t *testing.T) {
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
-		goleak.IgnoreAnyFunction("github.com/mm-agent/mm/actors.(*pool).work"),
+		goleak.IgnoreAnyFunction("github.com/mm-agent/mm/actors.(*dispatcher).work"),
 		goleak.IgnoreAnyFunction("github.com/mm-agent/mm/internal/gopool.(*Cache).loop")); err != nil {
 		t.Error(err)
 	}

@@ -21,6 +21,9 @@ type Table[S, C comparable] struct {
 	sessions map[string]*entry[S, C]
 	// closed is set by Close: no session is added any more.
 	closed bool
+	// after is, by session id, the latest work on a session that is not
+	// live (Follow).
+	after map[string]<-chan struct{}
 }
 
 type entry[S, C comparable] struct {
@@ -32,7 +35,7 @@ type entry[S, C comparable] struct {
 
 // New returns an empty table.
 func New[S, C comparable]() *Table[S, C] {
-	return &Table[S, C]{sessions: map[string]*entry[S, C]{}}
+	return &Table[S, C]{sessions: map[string]*entry[S, C]{}, after: map[string]<-chan struct{}{}}
 }
 
 // mine says whether owner may see a session of e's.
@@ -211,4 +214,38 @@ func (t *Table[S, C]) Holds(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.sessions[id] != nil
+}
+
+// A session that is not live has work done on it outside any session: a
+// close or a delete until its file is final, a delete or a fork's read of
+// its stored file. Whatever is done with it next (it is opened again, its
+// file read or removed) waits until that work is done: the work is each
+// id's chain, kept here, one channel per work, closed when it is done.
+
+// Follow records done as the latest work on session id and returns the
+// work before it, which that work waits for first (nil: none).
+func (t *Table[S, C]) Follow(id string, done <-chan struct{}) (before <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	before = t.after[id]
+	t.after[id] = done
+	return before
+}
+
+// After returns the latest work on session id, for what is done with it
+// next to wait for (nil: none).
+func (t *Table[S, C]) After(id string) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.after[id]
+}
+
+// Done forgets work done (closed now) when it is still id's latest: the
+// chain holds only the work not done.
+func (t *Table[S, C]) Done(id string, done <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.after[id] == done {
+		delete(t.after, id)
+	}
 }

@@ -111,6 +111,35 @@ func TestForgetKeepsANewerSession(t *testing.T) {
 	}
 }
 
+// TestWorkChain: each work on a session that is not live follows the one
+// before it, and the chain forgets what is done.
+func TestWorkChain(t *testing.T) {
+	tb := New[string, int]()
+	if tb.After("x") != nil {
+		t.Fatal("a session no work was done on has some")
+	}
+	closing, deleting := make(chan struct{}), make(chan struct{})
+	if before := tb.Follow("x", closing); before != nil {
+		t.Fatal("the first work follows something")
+	}
+	if before := tb.Follow("x", deleting); before != closing {
+		t.Fatal("the delete does not follow the close")
+	}
+	if tb.After("x") != deleting || tb.After("y") != nil {
+		t.Fatal("After is not the latest work, or work on x shows on y")
+	}
+	close(closing)
+	tb.Done("x", closing) // not the latest: kept
+	if tb.After("x") != deleting {
+		t.Fatal("the close's end forgot the delete that follows it")
+	}
+	close(deleting)
+	tb.Done("x", deleting)
+	if tb.After("x") != nil || len(tb.after) != 0 {
+		t.Fatal("work done is still in the chain")
+	}
+}
+
 func TestClose(t *testing.T) {
 	tb := filled(t)
 	if tb.Add("c", "/w", "Sc", "", 1, func() bool { return true }) || tb.Holds("c") {
@@ -144,6 +173,11 @@ func TestConcurrent(t *testing.T) {
 				tb.Cwds("")
 				tb.Release(id, 0)
 				tb.Forget(id, id)
+				done := make(chan struct{})
+				tb.Follow(id, done)
+				tb.After(id)
+				close(done)
+				tb.Done(id, done)
 			}
 		}()
 	}

@@ -1,0 +1,177 @@
+package actors
+
+import (
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/history"
+	"github.com/mm-agent/mm/internal/testwait"
+)
+
+const pongScript = `
+rules:
+  - match: "^ping$"
+    steps:
+      - {text: "pong"}
+`
+
+// waitAnswer is the answer r gets, failing the test after the hang bound.
+func waitAnswer(t *testing.T, r *Reply) any {
+	t.Helper()
+	select {
+	case v := <-r.Done:
+		return v
+	case <-time.After(testwait.Hang):
+		t.Fatalf("no answer to %s", r.Method)
+		return nil
+	}
+}
+
+// TestOpeningKeepsWhatComes: a session opening (its state not read yet)
+// keeps what it is sent and serves it, in order, once open: the mode set,
+// then the prompt run in it, on the history it opened with.
+func TestOpeningKeepsWhatComes(t *testing.T) {
+	rt, _ := newTestRuntime(t, pongScript)
+	release := make(chan struct{})
+	cwd := t.TempDir()
+	s := rt.OpenSession("s1", cwd, release, func(*Session) (*SessionState, any) {
+		return &SessionState{History: []history.Message{{Role: history.RoleUser, Content: "earlier"}, {Role: history.RoleAssistant, Content: "yes"}}}, nil
+	})
+	defer s.Stop()
+	mode := &Reply{Method: acp.AgentMethodSessionSetMode, Done: make(chan any, 1)}
+	s.SetMode(ModeAsk, mode)
+	turn := &Reply{Done: make(chan any, 1)}
+	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-mode.Done:
+		t.Fatalf("answered %v before the session opened", v)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if o, ok := waitAnswer(t, mode).(*Outcome); !ok || o.Err != "" || o.Mode != ModeAsk {
+		t.Fatalf("the mode set while opening: %#v", o)
+	}
+	if res, ok := waitAnswer(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the prompt sent while opening: %#v", res)
+	}
+	st, err := s.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ID != "s1" || st.Cwd != cwd || st.Mode != ModeAsk || len(st.History) != 5 || st.History[1].Content != "earlier" {
+		t.Fatalf("opened state: id %s cwd %s mode %s, %d messages", st.ID, st.Cwd, st.Mode, len(st.History))
+	}
+}
+
+// TestFailedOpeningAnswersEverything: a session whose opening fails stops;
+// what it was sent meanwhile, and what it is sent after, gets the answer
+// its opening gave, and a state request is refused.
+func TestFailedOpeningAnswersEverything(t *testing.T) {
+	rt, _ := newTestRuntime(t, pongScript)
+	release := make(chan struct{})
+	gone := &Outcome{Err: "no such session"}
+	s := rt.OpenSession("s1", t.TempDir(), release, func(*Session) (*SessionState, any) { return nil, gone })
+	early := &Reply{Done: make(chan any, 1)}
+	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, early); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if v := waitAnswer(t, early); v != gone {
+		t.Fatalf("a prompt sent while opening: %#v", v)
+	}
+	late := &Reply{Method: acp.AgentMethodSessionSetMode, Done: make(chan any, 1)}
+	s.SetMode(ModeYolo, late)
+	if v := waitAnswer(t, late); v != gone {
+		t.Fatalf("a mode sent after the failure: %#v", v)
+	}
+	if _, err := s.State(); err == nil {
+		t.Fatal("a session that never opened has a state")
+	}
+	if err := s.End(true)(); err != ErrNeverOpened {
+		t.Fatalf("ending a session that never opened: %v", err)
+	}
+}
+
+// TestStopWhileOpening: a session stopped before its state comes stops
+// (its file final at once: it had none), and answers what it was sent.
+func TestStopWhileOpening(t *testing.T) {
+	rt, _ := newTestRuntime(t, pongScript)
+	release := make(chan struct{})
+	defer close(release)
+	s := rt.OpenSession("s1", t.TempDir(), release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	turn := &Reply{Done: make(chan any, 1)}
+	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { s.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(testwait.Hang):
+		t.Fatal("Stop waited for the opening")
+	}
+	if res, ok := waitAnswer(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonCancelled {
+		t.Fatalf("the prompt of a session stopped while opening: %#v", res)
+	}
+}
+
+// TestMoveWaitsForTheTurns: a session taken over by another connection
+// while a turn runs moves once that turn has ended (cancelled, answered on
+// the first connection), and what it is sent after the move waits until
+// then: the mode is answered after the turn, to the second connection.
+func TestMoveWaitsForTheTurns(t *testing.T) {
+	rt, first := newTestRuntime(t, `
+rules:
+  - match: "^sleep$"
+    steps: [{text: "partial", stall: true}]
+`)
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	defer s.Stop()
+	turn := &Reply{ID: []byte("1")}
+	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, turn); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool {
+		first.mu.Lock()
+		defer first.mu.Unlock()
+		return len(first.updates) > 0
+	})
+	second := &recOutbox{rt: rt}
+	s.Move(second, nil, true)
+	mode := &Reply{Method: acp.AgentMethodSessionSetMode, Done: make(chan any, 1)}
+	s.SetMode(ModeAsk, mode)
+	if o, ok := waitAnswer(t, mode).(*Outcome); !ok || o.Mode != ModeAsk {
+		t.Fatalf("the mode after the move: %#v", o)
+	}
+	got := first.answered()
+	if len(got) != 1 || got[0].res == nil || got[0].res.StopReason != acp.StopReasonCancelled {
+		t.Fatalf("the first connection's turn, when the mode was answered: %+v", got)
+	}
+	second.mu.Lock()
+	defer second.mu.Unlock()
+	if len(second.updates) != 1 || second.updates[0].CurrentModeUpdate == nil || len(second.answers) != 0 {
+		t.Fatalf("the second connection heard %d update(s) and %d answer(s), want the mode's update alone", len(second.updates), len(second.answers))
+	}
+	first.mu.Lock()
+	defer first.mu.Unlock()
+	for _, u := range first.updates {
+		if u.CurrentModeUpdate != nil {
+			t.Fatal("the mode set after the move was told to the first connection")
+		}
+	}
+}
+
+func waitUntil(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testwait.Hang)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition never held")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

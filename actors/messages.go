@@ -166,7 +166,7 @@ type promptReady struct {
 	Text string
 	// Skills is the catalog as the lookup found it, nil when not read.
 	Skills *skills.Set
-	// MentionsLeft is how many @mentions past maxMentions were not
+	// MentionsLeft is how many @mentions past history.MaxMentions were not
 	// looked up.
 	MentionsLeft int
 }

@@ -151,3 +151,5 @@ func askCommand(text string) string {
 	}
 	return fmt.Sprintf("Ask the agent %q this question with ask_agent, then tell me its answer:\n\n%s", agent, question)
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }

@@ -35,7 +35,7 @@ type turn struct {
 	// arrived is when the prompt reached its session.
 	arrived time.Time
 	// text is what the user typed; extra (pasted files, notes) and images
-	// join it in the user message (promptContent).
+	// join it in the user message (history.Flatten).
 	text   string
 	extra  string
 	images []history.Image
@@ -99,8 +99,8 @@ func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 		arrived: time.Now(),
 	}
 	limit := int(s.rt.cfg.Prompt.MaxResourceBytes)
-	if t.tooLarge = promptTooMuchText(m.Prompt, limit, int(s.rt.cfg.Prompt.MaxTextBytes)); t.tooLarge == "" {
-		t.text, t.extra, t.images = promptContent(m.Prompt, limit, s.rt.visionFor(s.modelID))
+	if t.tooLarge = history.TooMuchText(m.Prompt, limit, int(s.rt.cfg.Prompt.MaxTextBytes)); t.tooLarge == "" {
+		t.text, t.extra, t.images = history.Flatten(m.Prompt, limit, s.rt.visionFor(s.modelID), uriPath)
 	}
 	s.lastSeq = max(s.lastSeq, m.Seq)
 	if s.cancelOne[m.Seq] || (m.Seq != 0 && m.Seq <= s.cancelUpTo) || s.closing {
@@ -143,7 +143,7 @@ func (s *session) next(ctx actor.Context) {
 		default:
 			t.histStart = len(s.history)
 			named := mayNameSkill(t.text)
-			if !named && !hasMentions(t.text) {
+			if !named && !history.HasMentions(t.text) {
 				s.begin(ctx, t)
 				continue
 			}
@@ -180,7 +180,7 @@ func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 	if t := s.cur; t != nil && t.id == m.Turn && t.state == turnPreparing {
 		t.text = m.Text
 		if m.MentionsLeft > 0 {
-			s.say("📎 " + mentionsLeft(m.MentionsLeft) + "\n\n")
+			s.say("📎 " + history.MentionsLeft(m.MentionsLeft) + "\n\n")
 		}
 		s.begin(ctx, t)
 	}

@@ -5,11 +5,16 @@
 // the session file or row (store) holds them as they are
 // (docs/session-format.md), a load replays them, and each model call (llm)
 // reads a window of them. Nothing here does I/O, keeps state or imports
-// another package of mm's (only acp-go-sdk's types, for Replay), so every
+// another package of mm's (only acp-go-sdk's types, for Replay and
+// Flatten), so every
 // function is tested by a table and any package may hold a history without
 // depending on models or tools.
 //
 // The functions:
+//   - Flatten, TooMuchText: a prompt's blocks as the user message's text,
+//     what its other blocks add and its images; the bound on its size.
+//     Mentions, HasMentions: the @paths of its text, for the session to
+//     look up on disk (actors).
 //   - Title: the title a session list shows.
 //   - Chars, Estimate, TooLarge, Fit: the window cap, on the estimate's
 //     sizes (four bytes a token, ImageTokens an image).

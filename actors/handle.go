@@ -41,10 +41,12 @@ type Session struct {
 
 	// started numbers the prompts handed to Start.
 	started atomic.Uint64
-	// open are the replies of the requests sent, some maybe answered
-	// already; once stopped, the ones left are answered here.
+	// open are the replies of the requests sent and not answered; once
+	// stopped, the ones left are answered here, through out: the outbox
+	// the session was last attached to.
 	mu      sync.Mutex
-	open    []*Reply
+	open    []Reply
+	out     Outbox
 	stopped bool
 	// calls are the requests the actor answers to the handle (Flush,
 	// State…), some maybe answered already; gone is closed once the
@@ -62,9 +64,10 @@ type Session struct {
 func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 	final := make(chan struct{})
 	s := newSession(rt, st, final)
-	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final, gone: make(chan struct{})}
-	// The actor holds its handle only to mark it stopped when it stops by
-	// itself (fenced); it never reads pid, set below.
+	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final, gone: make(chan struct{}), out: s.out}
+	// The actor holds its handle to mark it stopped when it stops by
+	// itself (fenced) and its replies answered; it never reads pid, set
+	// below.
 	s.handle = h
 	h.pid = rt.sys.Root.Spawn(rt.props(func() actor.Actor { return s },
 		actor.WithMailbox(actor.UnboundedPriorityMpsc()),
@@ -80,8 +83,12 @@ func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 // were sent, the opening first. open returns the state; or nil and what
 // every request sent to the session is answered (the opening request it
 // answers itself), and the session stops.
-func (rt *Runtime) OpenSession(id, cwd string, after <-chan struct{}, open func(*Session) (*SessionState, any)) *Session {
-	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{})}
+// out is the outbox it answers through until open (nil: the runtime's).
+func (rt *Runtime) OpenSession(id, cwd string, out Outbox, after <-chan struct{}, open func(*Session) (*SessionState, any)) *Session {
+	if out == nil {
+		out = rt.out
+	}
+	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{}), out: out}
 	o := &opener{h: h, after: after, open: open}
 	h.pid = rt.sys.Root.Spawn(rt.props(func() actor.Actor { return o },
 		actor.WithMailbox(actor.UnboundedPriorityMpsc()),
@@ -210,38 +217,39 @@ var stopChildren = actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Di
 	return actor.StopDirective
 })
 
-// send records r as open and sends msg, under the handle's lock so that
-// the messages keep the order of the calls. When the session has stopped it
-// sends nothing and answers r with closed.
+// send records r (when set) as open and sends msg, under the handle's lock
+// so that the messages keep the order of the calls. When the session has
+// stopped it sends nothing and answers r with closed.
 func (s *Session) send(msg any, r *Reply, closed any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		s.rt.answer(s.ID, r, s.closedAnswer(closed))
+		if r != nil {
+			s.out.Answer(s.ID, *r, s.closedAnswer(closed))
+		}
 		return
 	}
 	if r != nil {
-		s.prune()
-		s.open = append(s.open, r)
+		s.open = append(s.open, *r)
 	}
 	s.rt.sys.Root.Send(s.pid, msg)
 }
 
-// prune drops the answered replies: a session has a request or two in
-// flight, not a growing list. s.mu is held.
-func (s *Session) prune() {
-	open := s.open[:0]
-	for _, o := range s.open {
-		if !o.answered.Load() {
-			open = append(open, o)
+// answered forgets r: the session answered it. A session has a request or
+// two in flight, not a growing list.
+func (s *Session) answered(r Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, o := range s.open {
+		if o.Seq == r.Seq {
+			s.open = append(s.open[:i], s.open[i+1:]...)
+			return
 		}
 	}
-	clear(s.open[len(open):])
-	s.open = open
 }
 
 // isPrompt says whether r stands for a prompt (a turn's reply).
-func (r *Reply) isPrompt() bool {
+func (r Reply) isPrompt() bool {
 	return r.Method == acp.AgentMethodSessionPrompt || r.Method == ""
 }
 
@@ -250,14 +258,13 @@ func (r *Reply) isPrompt() bool {
 // Outbox's Answer, behind the turn's updates, exactly once — cancelled if
 // the session stops before the turn has run. It fails, having started
 // nothing, when too many of the session's prompts wait already.
-func (s *Session) Start(prompt []acp.ContentBlock, r *Reply) (uint64, error) {
+func (s *Session) Start(prompt []acp.ContentBlock, r Reply) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		s.rt.answer(s.ID, r, s.closedAnswer(&TurnResult{StopReason: acp.StopReasonCancelled}))
+		s.out.Answer(s.ID, r, s.closedAnswer(&TurnResult{StopReason: acp.StopReasonCancelled}))
 		return 0, nil
 	}
-	s.prune()
 	waiting := 0
 	for _, o := range s.open {
 		if o.isPrompt() {
@@ -271,20 +278,6 @@ func (s *Session) Start(prompt []acp.ContentBlock, r *Reply) (uint64, error) {
 	seq := s.started.Add(1)
 	s.rt.sys.Root.Send(s.pid, &StartTurn{Seq: seq, Prompt: prompt, Reply: r})
 	return seq, nil
-}
-
-// Prompt runs one prompt's turn and waits for its result. It is Start for a
-// caller that answers the request itself; never for actors.
-func (s *Session) Prompt(prompt []acp.ContentBlock) (*TurnResult, error) {
-	r := &Reply{Done: make(chan any, 1)}
-	if _, err := s.Start(prompt, r); err != nil {
-		return nil, err
-	}
-	res, _ := (<-r.Done).(*TurnResult)
-	if res == nil {
-		res = &TurnResult{StopReason: acp.StopReasonCancelled}
-	}
-	return res, nil
 }
 
 // Cancel cancels the session's prompts started so far, running or queued;
@@ -306,25 +299,25 @@ func (s *Session) Announce() {
 
 // SetMode switches the session's mode ("ask" or "yolo"); the answer is an
 // *Outcome.
-func (s *Session) SetMode(mode string, r *Reply) {
-	s.send(&SetMode{Mode: mode, Reply: r}, r, closedOutcome)
+func (s *Session) SetMode(mode string, r Reply) {
+	s.send(&SetMode{Mode: mode, Reply: r}, &r, closedOutcome)
 }
 
 // SetModel selects the session's model by id; the answer is an *Outcome.
-func (s *Session) SetModel(id string, r *Reply) {
-	s.send(&SetModel{ID: id, Reply: r}, r, closedOutcome)
+func (s *Session) SetModel(id string, r Reply) {
+	s.send(&SetModel{ID: id, Reply: r}, &r, closedOutcome)
 }
 
 // Replay sends the session's history as replay notifications, then
 // available_commands_update; the answer, an *Outcome, follows them.
-func (s *Session) Replay(r *Reply) {
-	s.send(&Replay{Reply: r}, r, closedOutcome)
+func (s *Session) Replay(r Reply) {
+	s.send(&Replay{Reply: r}, &r, closedOutcome)
 }
 
 // Resume answers with an *Outcome describing the session, then announces
 // its commands (a session taken up again without a replay).
-func (s *Session) Resume(r *Reply) {
-	s.send(&Resume{Reply: r}, r, closedOutcome)
+func (s *Session) Resume(r Reply) {
+	s.send(&Resume{Reply: r}, &r, closedOutcome)
 }
 
 // closedOutcome answers a request that reached a stopped session.
@@ -351,6 +344,7 @@ func (s *Session) State() (*SessionState, error) { return s.RequestState()() }
 // and nil: to none), after every message sent to it before; it returns once
 // the session has moved.
 func (s *Session) Attach(out Outbox, client Client) error {
+	s.attached(out)
 	return s.ask(func(c *call) any { return &Attach{Out: out, Client: client, call: c} })
 }
 
@@ -364,6 +358,7 @@ func (s *Session) Move(out Outbox, client Client, taken bool) {
 	if taken {
 		s.Cancel()
 	}
+	s.attached(out)
 	s.send(&Attach{Out: out, Client: client, settle: taken}, nil, nil)
 }
 
@@ -444,6 +439,16 @@ func doneErr(res any) error {
 	return nil
 }
 
+// attached records the outbox the session answers through from now on.
+func (s *Session) attached(out Outbox) {
+	if out == nil {
+		out = discard{root: s.rt.sys.Root}
+	}
+	s.mu.Lock()
+	s.out = out
+	s.mu.Unlock()
+}
+
 // ErrNeverOpened ends a session whose opening failed: there was no
 // session to end (OpenSession).
 var ErrNeverOpened = errors.New("the session never opened")
@@ -512,16 +517,16 @@ func (s *Session) stopped1() {
 	open := s.open
 	s.open = nil
 	s.calls = nil
-	failed := s.failed
+	failed, out := s.failed, s.out
 	s.mu.Unlock()
 	for _, r := range open {
 		switch {
 		case failed != nil:
-			s.rt.answer(s.ID, r, failed)
+			out.Answer(s.ID, r, failed)
 		case r.isPrompt():
-			s.rt.answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
+			out.Answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
 		default:
-			s.rt.answer(s.ID, r, closedOutcome)
+			out.Answer(s.ID, r, closedOutcome)
 		}
 	}
 }

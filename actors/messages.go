@@ -16,7 +16,7 @@ import (
 type StartTurn struct {
 	Seq    uint64
 	Prompt []acp.ContentBlock
-	Reply  *Reply
+	Reply  Reply
 }
 
 // TurnResult ends a turn. Err, when set, is a one-line explanation and the
@@ -31,11 +31,11 @@ type TurnResult struct {
 
 // Replay asks a session to send its history as replay notifications, then
 // available_commands_update; the answer, an *Outcome, follows them.
-type Replay struct{ Reply *Reply }
+type Replay struct{ Reply Reply }
 
 // Resume asks a session for an *Outcome describing it, then to announce its
 // commands: a session taken up again without a replay.
-type Resume struct{ Reply *Reply }
+type Resume struct{ Reply Reply }
 
 // Attach moves a session to another connection: from the message on,
 // everything it says goes to Out, and its tools ask Client. nil for both
@@ -68,14 +68,14 @@ type GetState struct{ call *call }
 // *Outcome.
 type SetMode struct {
 	Mode  string
-	Reply *Reply
+	Reply Reply
 }
 
 // SetModel selects one of the runtime's models by id; the answer is an
 // *Outcome.
 type SetModel struct {
 	ID    string
-	Reply *Reply
+	Reply Reply
 }
 
 // Outcome answers a session request other than a prompt: the session as

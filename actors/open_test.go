@@ -17,45 +17,32 @@ rules:
       - {text: "pong"}
 `
 
-// waitAnswer is the answer r gets, failing the test after the hang bound.
-func waitAnswer(t *testing.T, r *Reply) any {
-	t.Helper()
-	select {
-	case v := <-r.Done:
-		return v
-	case <-time.After(testwait.Hang):
-		t.Fatalf("no answer to %s", r.Method)
-		return nil
-	}
-}
-
 // TestOpeningKeepsWhatComes: a session opening (its state not read yet)
 // keeps what it is sent and serves it, in order, once open: the mode set,
 // then the prompt run in it, on the history it opened with.
 func TestOpeningKeepsWhatComes(t *testing.T) {
-	rt, _ := newTestRuntime(t, pongScript)
+	rt, out := newTestRuntime(t, pongScript)
 	release := make(chan struct{})
 	cwd := t.TempDir()
-	s := rt.OpenSession("s1", cwd, release, func(*Session) (*SessionState, any) {
+	s := rt.OpenSession("s1", cwd, nil, release, func(*Session) (*SessionState, any) {
 		return &SessionState{History: []history.Message{{Role: history.RoleUser, Content: "earlier"}, {Role: history.RoleAssistant, Content: "yes"}}}, nil
 	})
 	defer s.Stop()
-	mode := &Reply{Method: acp.AgentMethodSessionSetMode, Done: make(chan any, 1)}
+	mode := out.reply(acp.AgentMethodSessionSetMode)
 	s.SetMode(ModeAsk, mode)
-	turn := &Reply{Done: make(chan any, 1)}
+	turn := out.reply(acp.AgentMethodSessionPrompt)
 	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case v := <-mode.Done:
-		t.Fatalf("answered %v before the session opened", v)
-	case <-time.After(50 * time.Millisecond):
+	time.Sleep(50 * time.Millisecond)
+	if out.answeredYet(mode) {
+		t.Fatal("answered before the session opened")
 	}
 	close(release)
-	if o, ok := waitAnswer(t, mode).(*Outcome); !ok || o.Err != "" || o.Mode != ModeAsk {
+	if o, ok := out.wait(t, mode).(*Outcome); !ok || o.Err != "" || o.Mode != ModeAsk {
 		t.Fatalf("the mode set while opening: %#v", o)
 	}
-	if res, ok := waitAnswer(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonEndTurn {
+	if res, ok := out.wait(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("the prompt sent while opening: %#v", res)
 	}
 	st, err := s.State()
@@ -71,21 +58,21 @@ func TestOpeningKeepsWhatComes(t *testing.T) {
 // what it was sent meanwhile, and what it is sent after, gets the answer
 // its opening gave, and a state request is refused.
 func TestFailedOpeningAnswersEverything(t *testing.T) {
-	rt, _ := newTestRuntime(t, pongScript)
+	rt, out := newTestRuntime(t, pongScript)
 	release := make(chan struct{})
 	gone := &Outcome{Err: "no such session"}
-	s := rt.OpenSession("s1", t.TempDir(), release, func(*Session) (*SessionState, any) { return nil, gone })
-	early := &Reply{Done: make(chan any, 1)}
+	s := rt.OpenSession("s1", t.TempDir(), nil, release, func(*Session) (*SessionState, any) { return nil, gone })
+	early := out.reply(acp.AgentMethodSessionPrompt)
 	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, early); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
-	if v := waitAnswer(t, early); v != gone {
+	if v := out.wait(t, early); v != gone {
 		t.Fatalf("a prompt sent while opening: %#v", v)
 	}
-	late := &Reply{Method: acp.AgentMethodSessionSetMode, Done: make(chan any, 1)}
+	late := out.reply(acp.AgentMethodSessionSetMode)
 	s.SetMode(ModeYolo, late)
-	if v := waitAnswer(t, late); v != gone {
+	if v := out.wait(t, late); v != gone {
 		t.Fatalf("a mode sent after the failure: %#v", v)
 	}
 	if _, err := s.State(); err == nil {
@@ -99,11 +86,11 @@ func TestFailedOpeningAnswersEverything(t *testing.T) {
 // TestStopWhileOpening: a session stopped before its state comes stops
 // (its file final at once: it had none), and answers what it was sent.
 func TestStopWhileOpening(t *testing.T) {
-	rt, _ := newTestRuntime(t, pongScript)
+	rt, out := newTestRuntime(t, pongScript)
 	release := make(chan struct{})
 	defer close(release)
-	s := rt.OpenSession("s1", t.TempDir(), release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
-	turn := &Reply{Done: make(chan any, 1)}
+	s := rt.OpenSession("s1", t.TempDir(), nil, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	turn := out.reply(acp.AgentMethodSessionPrompt)
 	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +101,7 @@ func TestStopWhileOpening(t *testing.T) {
 	case <-time.After(testwait.Hang):
 		t.Fatal("Stop waited for the opening")
 	}
-	if res, ok := waitAnswer(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonCancelled {
+	if res, ok := out.wait(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonCancelled {
 		t.Fatalf("the prompt of a session stopped while opening: %#v", res)
 	}
 }
@@ -131,7 +118,7 @@ rules:
 `)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	defer s.Stop()
-	turn := &Reply{ID: []byte("1")}
+	turn := NewReply([]byte("1"), acp.AgentMethodSessionPrompt)
 	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, turn); err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +128,10 @@ rules:
 		return len(first.updates) > 0
 	})
 	second := &recOutbox{rt: rt}
+	mode := second.reply(acp.AgentMethodSessionSetMode)
 	s.Move(second, nil, true)
-	mode := &Reply{Method: acp.AgentMethodSessionSetMode, Done: make(chan any, 1)}
 	s.SetMode(ModeAsk, mode)
-	if o, ok := waitAnswer(t, mode).(*Outcome); !ok || o.Mode != ModeAsk {
+	if o, ok := second.wait(t, mode).(*Outcome); !ok || o.Mode != ModeAsk {
 		t.Fatalf("the mode after the move: %#v", o)
 	}
 	got := first.answered()

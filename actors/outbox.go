@@ -28,47 +28,37 @@ type Outbox interface {
 	Deliver(sessionID string, pid *actor.PID, msg any)
 	// Answer writes res as the response to the request r stands for,
 	// behind every update queued before it for the session. res is a
-	// *TurnResult for a prompt, an *Outcome for any other request. It is
-	// called once per Reply.
-	Answer(sessionID string, r *Reply, res any)
+	// *TurnResult for a prompt, an *Outcome for any other request. A
+	// session answers through the outbox it is attached to, and an outbox
+	// answers each request of its connection once: the answer to one it
+	// does not hold (answered already, or another connection's: the
+	// session moved after it was sent, its connection gone) is dropped.
+	Answer(sessionID string, r Reply, res any)
 }
 
-// Reply is the edge's handle on a request a session answers: a prompt
-// started with Session.Start, or a mode, a model, a replay or a resume. The
-// answer comes back to it through Outbox.Answer, exactly once, whether the
-// request succeeds, fails, is cancelled or its session stops first. ID is
-// the request's JSON-RPC id and Method its method, which is how the edge
-// encodes the answer; Done, when set, receives the answer instead of a
-// response being written (a caller that answers the request itself).
+// Reply names a request a session answers: a prompt started with
+// Session.Start, or a mode, a model, a replay or a resume. It is plain
+// data: ID is the request's JSON-RPC id as the client wrote it, Method its
+// method (how the edge encodes the answer), Seq the process's number for
+// the request (NewReply), by which the connection's outbox takes its
+// answer once. The answer comes through Outbox.Answer whether the request
+// succeeds, fails, is cancelled or its session stops first.
 type Reply struct {
 	ID     []byte
 	Method string
-	// Out is the writer of the connection the request came on: its answer
-	// goes there, wherever the session is attached by then. nil: the
-	// runtime's default Outbox.
-	Out      Outbox
-	Done     chan any
-	answered atomic.Bool
+	Seq    uint64
 }
 
-// Claim marks r answered and reports whether it was not already: whoever
-// claims a reply answers it, once.
-func (r *Reply) Claim() bool { return r != nil && r.answered.CompareAndSwap(false, true) }
+// replies numbers the process's replies.
+var replies atomic.Uint64
 
-// answer hands res to the request's outbox unless r was answered already.
-func (rt *Runtime) answer(sessionID string, r *Reply, res any) {
-	if r.Claim() {
-		out := r.Out
-		if out == nil {
-			out = rt.out
-		}
-		out.Answer(sessionID, r, res)
-	}
+// NewReply names a request: its number is the process's next.
+func NewReply(id []byte, method string) Reply {
+	return Reply{ID: id, Method: method, Seq: replies.Add(1)}
 }
 
-// discard is the Outbox of a session no connection holds: updates are
-// dropped (their budget given back), messages delivered at once, answers
-// dropped unless their caller waits on Done.
+// discard is the Outbox of a session no connection holds: updates and
+// answers are dropped (the budget given back), messages delivered at once.
 type discard struct{ root *actor.RootContext }
 
 func (discard) Update(string, acp.SessionUpdate) {}
@@ -77,11 +67,7 @@ func (discard) Stream(_ string, _ acp.SessionUpdate, b *Budget, n int) { b.Give(
 
 func (d discard) Deliver(_ string, pid *actor.PID, msg any) { d.root.Send(pid, msg) }
 
-func (discard) Answer(_ string, r *Reply, res any) {
-	if r.Done != nil {
-		r.Done <- res
-	}
-}
+func (discard) Answer(string, Reply, any) {}
 
 // nobody is the Client of a session no connection holds: no one can be
 // asked.

@@ -159,7 +159,7 @@ func (s *session) onFenced(ctx actor.Context, m *fenced) {
 	}
 	if h := s.held; h != nil {
 		s.held, s.cur = nil, nil
-		s.rt.answer(s.id, h.answer, &TurnResult{Err: why})
+		s.answer(h.answer, &TurnResult{Err: why})
 	} else {
 		s.say("\n⚠️ " + why + "\n")
 	}

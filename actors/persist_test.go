@@ -124,7 +124,7 @@ func TestStoppedSessionAnswersWhatItNeverRead(t *testing.T) {
 	t.Cleanup(rt.Shutdown)
 
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
-	mode := &Reply{Done: make(chan any, 1)}
+	mode := out.reply(acp.AgentMethodSessionSetMode)
 	s.SetMode("yolo", mode) // its current_mode_update holds the actor
 	select {
 	case <-out.entered:

@@ -36,14 +36,14 @@ func (s *session) onReplay(m *Replay) {
 	o := s.outcome()
 	o.Messages = len(s.history) - 1
 	s.rt.log.Info(fmt.Sprintf("[acp] session %s loaded from %s: %d message(s) replayed", s.id, s.rt.cfg.Sessions.Dir, o.Messages))
-	s.rt.answer(s.id, m.Reply, o)
+	s.answer(m.Reply, o)
 }
 
 // onResume answers with the session as it is, then announces its commands:
 // the response names no session, so the commands may follow it at once.
 func (s *session) onResume(m *Resume) {
 	s.rt.log.Info(fmt.Sprintf("[acp] session %s resumed (%d message(s))", s.id, len(s.history)-1))
-	s.rt.answer(s.id, m.Reply, s.outcome())
+	s.answer(m.Reply, s.outcome())
 	s.announce()
 }
 
@@ -77,22 +77,22 @@ const (
 
 func (s *session) onSetMode(ctx actor.Context, m *SetMode) {
 	if m.Mode != ModeAsk && m.Mode != ModeYolo {
-		s.rt.answer(s.id, m.Reply, &Outcome{Err: fmt.Sprintf("unknown mode %q (ask, yolo)", m.Mode)})
+		s.answer(m.Reply, &Outcome{Err: fmt.Sprintf("unknown mode %q (ask, yolo)", m.Mode)})
 		return
 	}
 	s.mode = m.Mode
 	s.out.Update(s.id, acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: acp.SessionModeId(m.Mode)}})
 	s.save(ctx, false)
-	s.rt.answer(s.id, m.Reply, s.outcome())
+	s.answer(m.Reply, s.outcome())
 }
 
 func (s *session) onSetModel(ctx actor.Context, m *SetModel) {
 	if _, ok := s.rt.models[m.ID]; !ok {
-		s.rt.answer(s.id, m.Reply, &Outcome{Err: fmt.Sprintf("unknown model %q", m.ID)})
+		s.answer(m.Reply, &Outcome{Err: fmt.Sprintf("unknown model %q", m.ID)})
 		return
 	}
 	s.modelID = m.ID
 	s.rt.warm(m.ID)
 	s.save(ctx, false)
-	s.rt.answer(s.id, m.Reply, s.outcome())
+	s.answer(m.Reply, s.outcome())
 }

@@ -128,7 +128,7 @@ type session struct {
 }
 
 type heldReply struct {
-	answer *Reply
+	answer Reply
 	res    *TurnResult
 }
 
@@ -325,7 +325,7 @@ func (s *session) onStopping(ctx actor.Context) {
 	if h := s.held; h != nil {
 		// The writer flushes the file on its own; the reply goes now.
 		s.held = nil
-		s.rt.answer(s.id, h.answer, h.res)
+		s.answer(h.answer, h.res)
 	}
 	s.stopPersistence()
 	s.settled()
@@ -373,6 +373,13 @@ func (s *session) survive(ctx actor.Context) {
 	s.reply(t, &TurnResult{Err: why})
 	s.cur = nil
 	s.next(ctx)
+}
+
+// answer answers request r through the connection the session is attached
+// to, and tells the handle it is answered.
+func (s *session) answer(r Reply, res any) {
+	s.out.Answer(s.id, r, res)
+	s.handle.answered(r)
 }
 
 // announce queues available_commands_update, once.

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,51 @@ type recOutbox struct {
 	updates []acp.SessionUpdate
 	answers []answer
 	rt      *Runtime
+	// waiting are the requests a test waits for (reply, wait), by Seq.
+	waiting map[uint64]chan any
+}
+
+// reply names a request whose answer the test waits for (wait).
+func (o *recOutbox) reply(method string) Reply {
+	r := NewReply(nil, method)
+	o.mu.Lock()
+	if o.waiting == nil {
+		o.waiting = map[uint64]chan any{}
+	}
+	o.waiting[r.Seq] = make(chan any, 1)
+	o.mu.Unlock()
+	return r
+}
+
+// wait is r's answer, failing the test after the hang bound.
+func (o *recOutbox) wait(t testing.TB, r Reply) any {
+	t.Helper()
+	v, ok := o.await(r)
+	if !ok {
+		t.Fatalf("no answer to %s", r.Method)
+	}
+	return v
+}
+
+// await is r's answer; false after the hang bound.
+func (o *recOutbox) await(r Reply) (any, bool) {
+	o.mu.Lock()
+	ch := o.waiting[r.Seq]
+	o.mu.Unlock()
+	select {
+	case v := <-ch:
+		return v, true
+	case <-time.After(testwait.Hang):
+		return nil, false
+	}
+}
+
+// answeredYet says whether r has its answer, without waiting.
+func (o *recOutbox) answeredYet(r Reply) bool {
+	o.mu.Lock()
+	ch := o.waiting[r.Seq]
+	o.mu.Unlock()
+	return len(ch) > 0
 }
 
 func (o *recOutbox) Update(_ string, u acp.SessionUpdate) {
@@ -43,15 +89,19 @@ func (o *recOutbox) Stream(id string, u acp.SessionUpdate, b *Budget, n int) {
 
 func (o *recOutbox) Deliver(_ string, pid *actor.PID, msg any) { o.rt.Root().Send(pid, msg) }
 
-func (o *recOutbox) Answer(_ string, r *Reply, res any) {
-	if r.Done != nil {
-		r.Done <- res
+func (o *recOutbox) Answer(_ string, r Reply, res any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ch, ok := o.waiting[r.Seq]; ok {
+		select {
+		case ch <- res:
+		default:
+			panic(fmt.Sprintf("request %d answered twice", r.Seq))
+		}
 		return
 	}
 	tr, _ := res.(*TurnResult)
-	o.mu.Lock()
 	o.answers = append(o.answers, answer{string(r.ID), tr})
-	o.mu.Unlock()
 }
 
 type answer struct {
@@ -223,16 +273,16 @@ rules:
       - {text: "done"}
 `)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
-	s.Start(text("quick"), &Reply{ID: []byte("1")})
+	s.Start(text("quick"), NewReply([]byte("1"), ""))
 	waitFor(t, func() bool { return len(out.answered()) == 1 })
 	if a := out.answered()[0]; a.id != "1" || a.res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("first answer = %+v %+v, want end_turn for id 1", a, a.res)
 	}
 	for i := 2; i <= 6; i++ {
-		s.Start(text("slow"), &Reply{ID: []byte{byte('0' + i)}})
+		s.Start(text("slow"), NewReply([]byte{byte('0' + i)}, ""))
 	}
 	s.Stop()
-	s.Start(text("quick"), &Reply{ID: []byte("7")})
+	s.Start(text("quick"), NewReply([]byte("7"), ""))
 	got := out.answered()
 	if len(got) != 7 {
 		t.Fatalf("%d answers, want 7 (one per prompt): %+v", len(got), got)
@@ -252,13 +302,23 @@ rules:
 // text is a prompt of one text block.
 func text(s string) []acp.ContentBlock { return []acp.ContentBlock{acp.TextBlock(s)} }
 
-// ask runs one prompt and waits for its result.
+// ask runs one prompt and waits for its result: the session answers
+// through the runtime's outbox, a recOutbox.
 func ask(s *Session, prompt string) *TurnResult {
-	r, err := s.Prompt(text(prompt))
-	if err != nil {
+	out := s.rt.out.(*recOutbox)
+	r := out.reply(acp.AgentMethodSessionPrompt)
+	if _, err := s.Start(text(prompt), r); err != nil {
 		return &TurnResult{Err: err.Error()}
 	}
-	return r
+	v, ok := out.await(r)
+	if !ok {
+		return &TurnResult{Err: "no answer"}
+	}
+	res, _ := v.(*TurnResult)
+	if res == nil {
+		res = &TurnResult{StopReason: acp.StopReasonCancelled}
+	}
+	return res
 }
 
 // waitFor polls cond until it holds, failing the test after the hang

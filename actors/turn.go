@@ -39,7 +39,7 @@ type turn struct {
 	text   string
 	extra  string
 	images []history.Image
-	out    *Reply
+	out    Reply
 	state  turnState
 	slash  bool // /new or /compact
 
@@ -434,13 +434,13 @@ func (s *session) onPersisted(ctx actor.Context) {
 		return
 	}
 	s.held = nil
-	s.rt.answer(s.id, h.answer, h.res)
+	s.answer(h.answer, h.res)
 	s.cur = nil
 	s.next(ctx)
 }
 
 func (s *session) reply(t *turn, res *TurnResult) {
-	s.rt.answer(s.id, t.out, res)
+	s.answer(t.out, res)
 }
 
 // settled answers the requests waiting for the session to have no turn.

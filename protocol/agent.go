@@ -139,13 +139,13 @@ func (a *Agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.Auth
 // session's ordered writer, then the session announces its commands
 // behind it: an editor drops notifications for a session id it does not
 // know yet.
-func (a *Agent) serveNew(r *actors.Reply, p acp.NewSessionRequest) {
+func (a *Agent) serveNew(r actors.Reply, p acp.NewSessionRequest) {
 	a.serveNewAs(r, p, "")
 }
 
 // serveNewAs is serveNew with the session's id chosen by the caller (a
 // cluster's edge, which places the session by its id); "" makes one.
-func (a *Agent) serveNewAs(r *actors.Reply, p acp.NewSessionRequest, id string) {
+func (a *Agent) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) {
 	a.create(r, func() (string, any, error) {
 		defer a.survive("session/new", r)
 		cwd, err := a.checkCwd(p.Cwd)
@@ -253,7 +253,7 @@ const maxCreating = 16
 // disk: its response is queued on the new session's ordered writer, then
 // the session announces its commands behind it. The caller waits for a
 // free creator: a flood of creations slows the reading down.
-func (a *Agent) create(r *actors.Reply, make func() (string, any, error)) (started bool) {
+func (a *Agent) create(r actors.Reply, make func() (string, any, error)) (started bool) {
 	a.creators <- struct{}{}
 	a.mu.Lock()
 	closed := a.draining
@@ -287,7 +287,7 @@ func (a *Agent) create(r *actors.Reply, make func() (string, any, error)) (start
 // servePrompt starts a prompt's turn in its session's order; its response
 // comes from the outbox once the turn has ended. ref, when set, is told
 // the prompt's session and number (for $/cancel_request).
-func (a *Agent) servePrompt(r *actors.Reply, p acp.PromptRequest, ref *promptRef) {
+func (a *Agent) servePrompt(r actors.Reply, p acp.PromptRequest, ref *promptRef) {
 	sid := string(p.SessionId)
 	s := a.live(sid)
 	if s == nil {

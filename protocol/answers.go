@@ -24,14 +24,12 @@ type edgeAnswer struct {
 
 // answer answers r, unless it was answered already, behind everything
 // queued so far for session sid ("" for none).
-func (a *Agent) answer(sid string, r *actors.Reply, result any, rerr *acp.RequestError) {
-	if r.Claim() {
-		a.box.Answer(sid, r, &edgeAnswer{result: result, err: rerr})
-	}
+func (a *Agent) answer(sid string, r actors.Reply, result any, rerr *acp.RequestError) {
+	a.box.Answer(sid, r, &edgeAnswer{result: result, err: rerr})
 }
 
 // encode turns the answer to r into its ACP result or error.
-func (a *Agent) encode(r *actors.Reply, res any) (any, *acp.RequestError) {
+func (a *Agent) encode(r actors.Reply, res any) (any, *acp.RequestError) {
 	switch v := res.(type) {
 	case *edgeAnswer:
 		return v.result, v.err
@@ -74,7 +72,7 @@ func (a *Agent) surviveSDK(method string, err *error) {
 // survive turns a panic in a request's handler into an internal error for
 // that request (unless it was answered already): one bad request must not
 // end every session.
-func (a *Agent) survive(method string, r *actors.Reply) {
+func (a *Agent) survive(method string, r actors.Reply) {
 	if p := recover(); p != nil {
 		a.answer("", r, nil, a.internal(method, fmt.Errorf("mm failed: %v", p)))
 	}

@@ -24,7 +24,7 @@ func (a *Agent) know(cwd string) {
 // the folder index, as session/list showed it. A session that does not
 // exist (or no longer does) is deleted already: the request succeeds, as
 // ACP's session/delete says.
-func (a *Agent) serveDelete(r *actors.Reply, p acp.UnstableDeleteSessionRequest) {
+func (a *Agent) serveDelete(r actors.Reply, p acp.UnstableDeleteSessionRequest) {
 	id := string(p.SessionId)
 	if !a.cfg.Sessions.Enabled {
 		a.answer(id, r, nil, acp.NewMethodNotFound(acp.AgentMethodSessionDelete))

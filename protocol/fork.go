@@ -17,13 +17,13 @@ import (
 // serveFork starts a new session with a copy of another's history, as the
 // requests read before the fork left it; its provenance points at the
 // parent.
-func (a *Agent) serveFork(r *actors.Reply, p acp.UnstableForkSessionRequest) {
+func (a *Agent) serveFork(r actors.Reply, p acp.UnstableForkSessionRequest) {
 	a.serveForkAs(r, p, "")
 }
 
 // serveForkAs is serveFork with the new session's id chosen by the caller
 // (a cluster's edge); "" makes one.
-func (a *Agent) serveForkAs(r *actors.Reply, p acp.UnstableForkSessionRequest, id string) {
+func (a *Agent) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id string) {
 	parent := string(p.SessionId)
 	var state func() (*actors.SessionState, error)
 	// finish ends the read of a stored parent when the fork does not start.

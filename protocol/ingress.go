@@ -189,7 +189,8 @@ func (in *ingress) serve(method string, id, params json.RawMessage) {
 	if ok && a.forwarded(m, method, id, params) {
 		return
 	}
-	r := &actors.Reply{ID: id, Method: method, Out: a.box}
+	r := actors.NewReply(id, method)
+	a.box.expect(r)
 	defer a.survive(method, r)
 	if !ok {
 		a.answer("", r, nil, acp.NewMethodNotFound(method))
@@ -200,7 +201,7 @@ func (in *ingress) serve(method string, id, params json.RawMessage) {
 
 // prompt serves session/prompt, the hot path: decoded by the ingress's own
 // fast decoder.
-func (in *ingress) prompt(r *actors.Reply, params json.RawMessage) {
+func (in *ingress) prompt(r actors.Reply, params json.RawMessage) {
 	var p promptRequest
 	if rerr := decodeParams(params, &p); rerr != nil {
 		in.agent.answer("", r, nil, rerr)

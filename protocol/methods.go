@@ -27,7 +27,7 @@ import (
 var methods map[string]methodDef
 
 type methodDef struct {
-	serve   func(in *ingress, r *actors.Reply, params json.RawMessage)
+	serve   func(in *ingress, r actors.Reply, params json.RawMessage)
 	session bool
 	creates bool
 }
@@ -59,8 +59,8 @@ type params[P any] interface {
 // ordered serves a session's request (or one that creates a session) in
 // the ingress's goroutine, before the next line is read; its handler
 // answers r, now or later.
-func ordered[P any, PP params[P]](serve func(*Agent, *actors.Reply, P)) func(*ingress, *actors.Reply, json.RawMessage) {
-	return func(in *ingress, r *actors.Reply, raw json.RawMessage) {
+func ordered[P any, PP params[P]](serve func(*Agent, actors.Reply, P)) func(*ingress, actors.Reply, json.RawMessage) {
+	return func(in *ingress, r actors.Reply, raw json.RawMessage) {
 		var p P
 		if rerr := decodeParams(raw, PP(&p)); rerr != nil {
 			in.agent.answer("", r, nil, rerr)
@@ -75,7 +75,7 @@ func ordered[P any, PP params[P]](serve func(*Agent, *actors.Reply, P)) func(*in
 // result, or the error (an ACP error as it is, a cancel as
 // "Request cancelled", any other as an internal error carrying its text).
 func conn[P any, PP params[P], R any](serve func(*Agent, context.Context, P) (R, error)) methodDef {
-	return methodDef{serve: func(in *ingress, r *actors.Reply, raw json.RawMessage) {
+	return methodDef{serve: func(in *ingress, r actors.Reply, raw json.RawMessage) {
 		a := in.agent
 		var p P
 		if rerr := decodeParams(raw, PP(&p)); rerr != nil {

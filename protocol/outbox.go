@@ -32,17 +32,24 @@ import (
 type outbox struct {
 	shards []*shard
 	// encode turns an answer into its ACP result or error (answers.go).
-	encode func(*actors.Reply, any) (any, *acp.RequestError)
+	encode func(actors.Reply, any) (any, *acp.RequestError)
 	// answered is told of every answer written (the ingress forgets a
 	// prompt's request); written of how many responses to the client's
 	// requests each write carried (their places in pending are free).
-	answered func(*actors.Reply)
+	answered func(actors.Reply)
 	written  func(n int)
+
+	// inflight are the requests of the connection waiting for their
+	// answer, by Reply.Seq: each is answered once, and an answer to a
+	// request not here (answered already, another connection's) is
+	// dropped.
+	mu       sync.Mutex
+	inflight map[uint64]struct{}
 }
 
 func newOutbox(w io.Writer, log *slog.Logger) *outbox {
 	n := max(2, runtime.GOMAXPROCS(0))
-	o := &outbox{shards: make([]*shard, n), answered: func(*actors.Reply) {}, written: func(int) {}}
+	o := &outbox{shards: make([]*shard, n), answered: func(actors.Reply) {}, written: func(int) {}, inflight: map[uint64]struct{}{}}
 	for i := range o.shards {
 		s := &shard{w: w, log: log, box: o, done: make(chan struct{}), started: make(chan struct{})}
 		s.cond = sync.NewCond(&s.mu)
@@ -78,10 +85,31 @@ func (o *outbox) Deliver(sessionID string, pid *actor.PID, msg any) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, to: pid, msg: msg})
 }
 
-// Answer queues the answer to r behind the session's updates; a reply with
-// Done gets it there instead.
-func (o *outbox) Answer(sessionID string, r *actors.Reply, res any) {
-	o.shard(sessionID).push(outItem{sessionID: sessionID, reply: r, res: res})
+// expect records request r, read from the client: its answer is to come.
+func (o *outbox) expect(r actors.Reply) {
+	o.mu.Lock()
+	o.inflight[r.Seq] = struct{}{}
+	o.mu.Unlock()
+}
+
+// take reports whether r is expected, and expects it no more.
+func (o *outbox) take(r actors.Reply) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.inflight[r.Seq]; !ok {
+		return false
+	}
+	delete(o.inflight, r.Seq)
+	return true
+}
+
+// Answer queues the answer to r behind the session's updates, once: the
+// answer to a request this connection does not expect is dropped.
+func (o *outbox) Answer(sessionID string, r actors.Reply, res any) {
+	if !o.take(r) {
+		return
+	}
+	o.shard(sessionID).push(outItem{sessionID: sessionID, reply: r, answer: true, res: res})
 }
 
 // Respond queues the response to request id behind everything queued for
@@ -165,15 +193,16 @@ type outItem struct {
 	cost      int
 	to        *actor.PID
 	msg       any
-	// reply and res are the answer to a request (Answer).
-	reply *actors.Reply
-	res   any
+	// reply and res are the answer to a request (Answer), when answer.
+	reply  actors.Reply
+	answer bool
+	res    any
 	// response is any other response (Respond), or a request of mm's own
 	// (Request).
 	response *rpcMessage
 }
 
-func (it *outItem) isUpdate() bool { return it.to == nil && it.reply == nil && it.response == nil }
+func (it *outItem) isUpdate() bool { return it.to == nil && !it.answer && it.response == nil }
 
 func (s *shard) push(it outItem) {
 	s.mu.Lock()
@@ -212,13 +241,7 @@ func (s *shard) run() {
 				<-s.started
 				s.root.Send(it.to, it.msg)
 				continue
-			case it.reply != nil && it.reply.Done != nil:
-				// The caller answers the request itself, after this.
-				buf = s.flush(buf, &paid, &responses)
-				it.reply.Done <- it.res
-				s.box.answered(it.reply)
-				continue
-			case it.reply != nil:
+			case it.answer:
 				buf = s.appendAnswer(buf, it)
 				responses++
 				continue

@@ -21,13 +21,13 @@ type promptRef struct {
 	in        *ingress
 	session   *actors.Session
 	seq       uint64
-	reply     *actors.Reply
+	reply     actors.Reply
 	cancelled bool
 }
 
 // servePrompt starts a prompt's turn in its session's order, and keeps it
 // by id for $/cancel_request until it is answered.
-func (in *ingress) servePrompt(r *actors.Reply, p acp.PromptRequest) {
+func (in *ingress) servePrompt(r actors.Reply, p acp.PromptRequest) {
 	ref := &promptRef{reply: r, in: in}
 	in.mu.Lock()
 	in.prompts[idKey(r.ID)] = ref
@@ -45,13 +45,13 @@ func (ref *promptRef) started(s *actors.Session, seq uint64) (cancelled bool) {
 }
 
 // answered forgets a prompt request once its response is written.
-func (in *ingress) answered(r *actors.Reply) {
+func (in *ingress) answered(r actors.Reply) {
 	if r.Method != acp.AgentMethodSessionPrompt || r.ID == nil {
 		return
 	}
 	key := idKey(r.ID)
 	in.mu.Lock()
-	if ref, ok := in.prompts[key]; ok && ref.reply == r {
+	if ref, ok := in.prompts[key]; ok && ref.reply.Seq == r.Seq {
 		delete(in.prompts, key)
 	}
 	in.mu.Unlock()

@@ -83,7 +83,7 @@ var errShuttingDown = rpcerr.Internal("mm is shutting down", nil)
 // waiting in its mailbox meanwhile. When it cannot be opened, the request
 // r is answered why, and every later one of the session that it does not
 // exist.
-func (a *Agent) openFile(r *actors.Reply, id, rawCwd string, servers []acp.McpServer) (*actors.Session, error) {
+func (a *Agent) openFile(r actors.Reply, id, rawCwd string, servers []acp.McpServer) (*actors.Session, error) {
 	cwd, err := a.checkCwd(rawCwd)
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func (a *Agent) openFile(r *actors.Reply, id, rawCwd string, servers []acp.McpSe
 		st.MCP = a.mcpServers(servers)
 		return a.attach(st), nil
 	}
-	return a.register(a.runtime().OpenSession(id, cwd, a.hub.sessions.After(id), open))
+	return a.register(a.runtime().OpenSession(id, cwd, a.box, a.hub.sessions.After(id), open))
 }
 
 // loadFile reads stored session id of cwd as this connection may see it:
@@ -125,7 +125,7 @@ func (a *Agent) mayOpen(st *actors.SessionState) bool {
 
 // serveLoad replays a stored session, or re-attaches to a live one; the
 // session answers behind its replay.
-func (a *Agent) serveLoad(r *actors.Reply, p acp.LoadSessionRequest) {
+func (a *Agent) serveLoad(r actors.Reply, p acp.LoadSessionRequest) {
 	if err := a.checkDirs(p.AdditionalDirectories); err != nil {
 		a.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
@@ -134,7 +134,7 @@ func (a *Agent) serveLoad(r *actors.Reply, p acp.LoadSessionRequest) {
 }
 
 // serveResume is serveLoad without the replay.
-func (a *Agent) serveResume(r *actors.Reply, p acp.ResumeSessionRequest) {
+func (a *Agent) serveResume(r actors.Reply, p acp.ResumeSessionRequest) {
 	if err := a.checkDirs(p.AdditionalDirectories); err != nil {
 		a.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
@@ -147,7 +147,7 @@ func (a *Agent) serveResume(r *actors.Reply, p acp.ResumeSessionRequest) {
 // connection of its owner holds it; a stored one is opened (openFile),
 // and gets it in its mailbox, behind its opening. then hands the request
 // to the session.
-func (a *Agent) serveOpen(r *actors.Reply, id, cwd string, servers []acp.McpServer, then func(s *actors.Session)) {
+func (a *Agent) serveOpen(r actors.Reply, id, cwd string, servers []acp.McpServer, then func(s *actors.Session)) {
 	if !a.reopens() {
 		a.answer(id, r, nil, acp.NewMethodNotFound(r.Method))
 		return
@@ -238,7 +238,7 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 // its turns are cancelled, the rest served, its actor freed. It answers
 // once the session's file is final; what is done with the session next (a
 // load, a delete) waits until then (registry.Table.Follow).
-func (a *Agent) serveClose(r *actors.Reply, p acp.CloseSessionRequest) {
+func (a *Agent) serveClose(r actors.Reply, p acp.CloseSessionRequest) {
 	id := string(p.SessionId)
 	s := a.unregister(id)
 	if s == nil {
@@ -256,7 +256,7 @@ func (a *Agent) serveClose(r *actors.Reply, p acp.CloseSessionRequest) {
 // end runs work on a session that is no longer live, off the ingress,
 // after the work on it before (Follow), and before what is done with it
 // next; r is the request it serves.
-func (a *Agent) end(id string, work func(), r *actors.Reply) {
+func (a *Agent) end(id string, work func(), r actors.Reply) {
 	done := make(chan struct{})
 	before := a.hub.sessions.Follow(id, done)
 	go func() {
@@ -273,7 +273,7 @@ func (a *Agent) end(id string, work func(), r *actors.Reply) {
 }
 
 // serveSetMode switches between ask and yolo, in the session's order.
-func (a *Agent) serveSetMode(r *actors.Reply, p acp.SetSessionModeRequest) {
+func (a *Agent) serveSetMode(r actors.Reply, p acp.SetSessionModeRequest) {
 	id := string(p.SessionId)
 	s := a.live(id)
 	if s == nil {
@@ -284,7 +284,7 @@ func (a *Agent) serveSetMode(r *actors.Reply, p acp.SetSessionModeRequest) {
 }
 
 // serveSetConfig sets the model selector, in the session's order.
-func (a *Agent) serveSetConfig(r *actors.Reply, p acp.SetSessionConfigOptionRequest) {
+func (a *Agent) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequest) {
 	v := p.ValueId
 	if v == nil {
 		a.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": "only the model selector (a value id) can be set"}))

@@ -84,14 +84,16 @@ func (v *Virtual) Call(method string, id, params json.RawMessage, sessionID stri
 	a := v.a
 	switch {
 	case method == acp.AgentMethodSessionNew && sessionID != "":
-		r := &actors.Reply{ID: id, Method: method, Out: a.box}
+		r := actors.NewReply(id, method)
+		a.box.expect(r)
 		defer a.survive(method, r)
-		ordered(func(a *Agent, r *actors.Reply, p acp.NewSessionRequest) { a.serveNewAs(r, p, sessionID) })(v.in, r, params)
+		ordered(func(a *Agent, r actors.Reply, p acp.NewSessionRequest) { a.serveNewAs(r, p, sessionID) })(v.in, r, params)
 		return
 	case method == acp.AgentMethodSessionFork && sessionID != "":
-		r := &actors.Reply{ID: id, Method: method, Out: a.box}
+		r := actors.NewReply(id, method)
+		a.box.expect(r)
 		defer a.survive(method, r)
-		ordered(func(a *Agent, r *actors.Reply, p acp.UnstableForkSessionRequest) { a.serveForkAs(r, p, sessionID) })(v.in, r, params)
+		ordered(func(a *Agent, r actors.Reply, p acp.UnstableForkSessionRequest) { a.serveForkAs(r, p, sessionID) })(v.in, r, params)
 		return
 	}
 	// Only a session's requests come here: the client's node serves the
@@ -100,7 +102,9 @@ func (v *Virtual) Call(method string, id, params json.RawMessage, sessionID stri
 		v.in.serve(method, id, params)
 		return
 	}
-	v.a.answer("", &actors.Reply{ID: id, Method: method, Out: v.a.box}, nil, acp.NewMethodNotFound(method))
+	r := actors.NewReply(id, method)
+	v.a.box.expect(r)
+	v.a.answer("", r, nil, acp.NewMethodNotFound(method))
 }
 
 // Answered takes the client's answer to one of mm's requests of this
@@ -139,8 +143,9 @@ func (v *Virtual) Reopen(sid string, open json.RawMessage) bool {
 	if decodeParams(open, &p) != nil || string(p.SessionId) != sid {
 		return false
 	}
-	r := &actors.Reply{Method: acp.AgentMethodSessionResume, Out: a.box}
-	r.Claim() // its answer is nobody's: the client did not ask
+	// Its answer is nobody's: the client did not ask, and the outbox does
+	// not expect it.
+	r := actors.NewReply(nil, acp.AgentMethodSessionResume)
 	defer a.survive(r.Method, r)
 	a.serveResume(r, p)
 	return true

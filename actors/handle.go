@@ -3,7 +3,6 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +50,9 @@ type Session struct {
 	// calls are the requests the actor answers to the handle (Flush,
 	// State…), some maybe answered already; gone is closed once the
 	// actor stopped, so their waits end.
-	calls []*call
-	gone  chan struct{}
+	calls    map[uint64]chan any
+	lastCall uint64
+	gone     chan struct{}
 	// failed, once the session's opening failed (OpenSession), answers
 	// every request it was sent.
 	failed any
@@ -326,9 +326,9 @@ var closedOutcome = &Outcome{Err: ErrSessionClosed.Error()}
 // RequestState asks for a copy of the session's state now, in the
 // session's order, and returns a function that waits for it.
 func (s *Session) RequestState() func() (*SessionState, error) {
-	c := s.call(func(c *call) any { return &GetState{call: c} })
+	id, done := s.call(func(c uint64) any { return &GetState{call: c} })
 	return func() (*SessionState, error) {
-		res := s.wait(c)
+		res := s.wait(id, done)
 		st, ok := res.(*SessionState)
 		if !ok {
 			return nil, doneErr(res)
@@ -345,7 +345,7 @@ func (s *Session) State() (*SessionState, error) { return s.RequestState()() }
 // the session has moved.
 func (s *Session) Attach(out Outbox, client Client) error {
 	s.attached(out)
-	return s.ask(func(c *call) any { return &Attach{Out: out, Client: client, call: c} })
+	return s.ask(func(c uint64) any { return &Attach{Out: out, Client: client, call: c} })
 }
 
 // Move moves the session to another connection's writer and client, after
@@ -366,64 +366,73 @@ func (s *Session) Move(out Outbox, client Client, taken bool) {
 // it had ended (after a Cancel, they end cancelled) and their answers are
 // queued. A session that stops meanwhile is settled too.
 func (s *Session) Settle() {
-	s.wait(s.call(func(c *call) any { return &settle{call: c} }))
+	s.wait(s.call(func(c uint64) any { return &settle{call: c} }))
 }
 
 // Flush writes the session file (when sessions are persisted) and returns
 // once it is on disk.
 func (s *Session) Flush() error {
-	return s.ask(func(c *call) any { return &Flush{call: c} })
+	return s.ask(func(c uint64) any { return &Flush{call: c} })
 }
 
-// call is a request of the edge's that the session answers to the handle
-// itself, not through an Outbox: whoever answers first (the actor, or the
-// handle once the actor is gone) answers, once.
-type call struct {
-	done     chan any
-	answered atomic.Bool
-}
-
-func (c *call) answer(v any) {
-	if c.answered.CompareAndSwap(false, true) {
-		c.done <- v
-	}
-}
+// A call is a request of the edge's that the session answers to its
+// handle itself, not through an Outbox (Flush, State, Attach, Settle, a
+// delete's Forget). Its message carries the call's number, plain data;
+// whoever answers first (the actor, its writer, or the handle once the
+// actor is gone) answers it, once (answerCall).
 
 // closedDone answers a call the session stopped before answering.
 var closedDone = &Done{Err: ErrSessionClosed.Error()}
 
 // call sends the message msg makes for a new call, in the order of the
-// handle's other methods, and returns the call. A session that has
-// stopped gets nothing: the call is answered closed at once.
-func (s *Session) call(msg func(*call) any) *call {
-	c := &call{done: make(chan any, 1)}
+// handle's other methods, and returns the call's number and where its
+// answer comes. A session that has stopped gets nothing: the call is
+// answered closed at once.
+func (s *Session) call(msg func(call uint64) any) (uint64, chan any) {
+	done := make(chan any, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		c.answer(closedDone)
-		return c
+		done <- closedDone
+		return 0, done
 	}
-	s.calls = append(slices.DeleteFunc(s.calls, func(o *call) bool { return o.answered.Load() }), c)
-	s.rt.sys.Root.Send(s.pid, msg(c))
-	return c
+	if s.calls == nil {
+		s.calls = map[uint64]chan any{}
+	}
+	s.lastCall++
+	id := s.lastCall
+	s.calls[id] = done
+	s.rt.sys.Root.Send(s.pid, msg(id))
+	return id, done
 }
 
-// wait returns c's answer. Once the actor is gone, what it did not answer
-// is answered closed, after the session's file is final: a flush its
-// writer still held is answered by the writer first.
-func (s *Session) wait(c *call) any {
+// answerCall answers call id with v, unless it was answered already.
+func (s *Session) answerCall(id uint64, v any) {
+	s.mu.Lock()
+	done, ok := s.calls[id]
+	delete(s.calls, id)
+	s.mu.Unlock()
+	if ok {
+		done <- v
+	}
+}
+
+// wait returns call id's answer. Once the actor is gone, what it did not
+// answer is answered closed, after the session's file is final: a flush
+// its writer still held is answered by the writer first.
+func (s *Session) wait(id uint64, done chan any) any {
 	select {
-	case v := <-c.done:
+	case v := <-done:
 		return v
 	case <-s.gone:
 	}
 	<-s.final
-	c.answer(closedDone)
-	return <-c.done
+	s.answerCall(id, closedDone)
+	return <-done
 }
 
 // ask is call and wait for a request answered with a *Done.
-func (s *Session) ask(msg func(*call) any) error {
+func (s *Session) ask(msg func(call uint64) any) error {
 	return doneErr(s.wait(s.call(msg)))
 }
 
@@ -461,15 +470,18 @@ var ErrNeverOpened = errors.New("the session never opened")
 // session's opening failed and there was nothing to end.
 func (s *Session) End(forget bool) (wait func() error) {
 	s.Cancel()
-	var c *call
+	var (
+		forgot uint64
+		done   chan any
+	)
 	if forget {
-		c = s.call(func(c *call) any { return &Forget{call: c} })
+		forgot, done = s.call(func(c uint64) any { return &Forget{call: c} })
 	}
 	stopped := s.rt.sys.Root.PoisonFuture(s.pid)
 	return func() error {
 		var err error
-		if c != nil {
-			err = doneErr(s.wait(c))
+		if done != nil {
+			err = doneErr(s.wait(forgot, done))
 		}
 		_ = stopped.Wait()
 		s.stopped1()
@@ -516,7 +528,6 @@ func (s *Session) stopped1() {
 	s.stopped = true
 	open := s.open
 	s.open = nil
-	s.calls = nil
 	failed, out := s.failed, s.out
 	s.mu.Unlock()
 	for _, r := range open {

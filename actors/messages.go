@@ -50,7 +50,7 @@ type Attach struct {
 	// messages sent after the Attach wait in the session until then
 	// (Session.Move).
 	settle bool
-	call   *call
+	call   uint64
 }
 
 // unstash hands a moved session the messages it kept while it waited for
@@ -58,11 +58,11 @@ type Attach struct {
 type unstash struct{}
 
 // settle asks a session to answer, with a *Done, once it has no turn.
-type settle struct{ call *call }
+type settle struct{ call uint64 }
 
 // GetState asks a session for a copy of its state; the reply is a
 // *SessionState.
-type GetState struct{ call *call }
+type GetState struct{ call uint64 }
 
 // SetMode switches a session between "ask" and "yolo"; the answer is an
 // *Outcome.
@@ -95,7 +95,7 @@ type Done struct{ Err string }
 
 // Flush asks a session to write its file now; the reply, a *Done, comes
 // once it is on disk (or at once without persistence).
-type Flush struct{ call *call }
+type Flush struct{ call uint64 }
 
 // persisted tells a session its file was written.
 type persisted struct{}

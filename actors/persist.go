@@ -175,21 +175,21 @@ func (s *session) fencedWhy() string {
 // actor the messages queued before its stop took effect, and such a flush
 // was answered as saved (TestFencedSessionStops, under load).
 func (s *session) onFlush(m *Flush) {
-	c := m.call
+	h, c := s.handle, m.call
 	if s.fenced {
-		c.answer(&Done{Err: s.fencedWhy()})
+		h.answerCall(c, &Done{Err: s.fencedWhy()})
 		return
 	}
 	if s.writer == nil {
-		c.answer(&Done{})
+		h.answerCall(c, &Done{})
 		return
 	}
 	data, err := s.encode(s.file())
 	if err != nil {
-		c.answer(&Done{Err: err.Error()})
+		h.answerCall(c, &Done{Err: err.Error()})
 		return
 	}
-	s.writer.Save(data, func() { c.answer(&Done{}) })
+	s.writer.Save(data, func() { h.answerCall(c, &Done{}) })
 }
 
 // save queues the current state for the writer. With notify, the writer

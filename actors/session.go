@@ -115,7 +115,7 @@ type session struct {
 	// session have left processes running.
 	ranCommands bool
 	// settlers wait for the session to have no turn (Session.Settle).
-	settlers []*call
+	settlers []uint64
 	// moving is a move to another connection waiting for the session's
 	// turns to end (Session.Move); stash the edge's messages that came
 	// after it, served in order once it is done (unstashing until then).
@@ -277,14 +277,14 @@ func (s *session) receive(ctx actor.Context, msg any) {
 	case *Resume:
 		s.onResume(m)
 	case *GetState:
-		m.call.answer(s.state())
+		s.handle.answerCall(m.call, s.state())
 	case *Attach:
 		s.onAttach(ctx, m)
 	case *unstash:
 		s.onUnstash(ctx)
 	case *settle:
 		if s.idle() {
-			m.call.answer(&Done{})
+			s.handle.answerCall(m.call, &Done{})
 		} else {
 			s.settlers = append(s.settlers, m.call)
 		}
@@ -432,8 +432,8 @@ func (s *session) attach(ctx actor.Context, m *Attach) {
 	if s.client == nil {
 		s.client = nobody{}
 	}
-	if m.call != nil {
-		m.call.answer(&Done{})
+	if m.call != 0 {
+		s.handle.answerCall(m.call, &Done{})
 	}
 }
 

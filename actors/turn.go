@@ -446,7 +446,7 @@ func (s *session) reply(t *turn, res *TurnResult) {
 // settled answers the requests waiting for the session to have no turn.
 func (s *session) settled() {
 	for _, c := range s.settlers {
-		c.answer(&Done{})
+		s.handle.answerCall(c, &Done{})
 	}
 	s.settlers = nil
 }

@@ -45,7 +45,9 @@
 // Answers. Every request is answered once, through the outbox: by its
 // session (a prompt's turn result, a mode or model outcome, a replay)
 // behind the updates it caused, or by the edge (a bad request, an unknown
-// session or method, a creation, the connection's requests). At most
+// session or method, a creation, the connection's requests). Once: the
+// outbox expects every request the ingress read (actors.Reply.Seq) and
+// takes the first answer to each, dropping any other. At most
 // acp.maxPending requests are read and not yet answered (pending.go); past
 // that the ingress waits and reads nothing.
 //

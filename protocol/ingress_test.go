@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,23 @@ func promptLine(id int, sid, text string) string {
 // in order, with the responses by id.
 func (r *rawAgent) untilResponses(ids ...float64) (chunks []string, responses map[float64]map[string]any) {
 	r.t.Helper()
+	chunks, _, responses = r.readResponses(ids)
+	return chunks, responses
+}
+
+// inOrder reads lines until the responses with the given ids have come and
+// returns their ids in the order they came, with the responses by id.
+func (r *rawAgent) inOrder(ids ...float64) (order []float64, responses map[float64]map[string]any) {
+	r.t.Helper()
+	_, order, responses = r.readResponses(ids)
+	return order, responses
+}
+
+// readResponses reads lines until the responses with the given ids have
+// come: the agent_message_chunks' texts read meanwhile, the ids in the
+// order their responses came, and the responses by id.
+func (r *rawAgent) readResponses(ids []float64) (chunks []string, order []float64, responses map[float64]map[string]any) {
+	r.t.Helper()
 	responses = map[float64]map[string]any{}
 	timeout := time.After(testwait.Hang)
 	for len(responses) < len(ids) {
@@ -47,10 +65,9 @@ func (r *rawAgent) untilResponses(ids ...float64) (chunks []string, responses ma
 				r.t.Fatal("the agent closed its output")
 			}
 			if id, ok := m["id"].(float64); ok {
-				for _, want := range ids {
-					if id == want {
-						responses[id] = m
-					}
+				if slices.Contains(ids, id) {
+					order = append(order, id)
+					responses[id] = m
 				}
 				continue
 			}
@@ -60,10 +77,10 @@ func (r *rawAgent) untilResponses(ids ...float64) (chunks []string, responses ma
 				}
 			}
 		case <-timeout:
-			r.t.Fatalf("responses %v: only %d came", ids, len(responses))
+			r.t.Fatalf("responses %v: only %v came", ids, order)
 		}
 	}
-	return chunks, responses
+	return chunks, order, responses
 }
 
 // TestPromptsRunInTheOrderSent: a prompt with an @mention (its file is

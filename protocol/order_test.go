@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -347,29 +346,6 @@ func TestDeleteOfNoSessionSucceeds(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cwd, ".mm", "sessions", sid+".json")); !os.IsNotExist(err) {
 		t.Fatalf("the file is still there: %v", err)
 	}
-}
-
-// inOrder reads lines until the responses with the given ids have come and
-// returns their ids in the order they came, with the responses by id.
-func (r *rawAgent) inOrder(ids ...float64) (order []float64, responses map[float64]map[string]any) {
-	r.t.Helper()
-	responses = map[float64]map[string]any{}
-	timeout := time.After(testwait.Hang)
-	for len(responses) < len(ids) {
-		select {
-		case m, ok := <-r.lines:
-			if !ok {
-				r.t.Fatal("the agent closed its output")
-			}
-			if id, ok := m["id"].(float64); ok && slices.Contains(ids, id) {
-				order = append(order, id)
-				responses[id] = m
-			}
-		case <-timeout:
-			r.t.Fatalf("responses %v: only %v came", ids, order)
-		}
-	}
-	return order, responses
 }
 
 func sessionLine(id int, method, sid, cwd string) string {

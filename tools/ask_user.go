@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/mm-agent/mm/history"
 )
 
 //go:embed ask_user.md
@@ -320,9 +322,9 @@ func FormValues(qs []Question, content map[string]any) ([]any, error) {
 			return nil, fmt.Errorf("question %d (%q) is a %s, and its answer is %s, not %s", i+1, q.Text, q.Type, short(v), want)
 		}
 		if size += n; n > MaxOutputBytes {
-			return nil, fmt.Errorf("question %d (%q) got an answer of %s, more than the %s a tool's output may hold", i+1, q.Text, sizeText(n), sizeText(MaxOutputBytes))
+			return nil, fmt.Errorf("question %d (%q) got an answer of %s, more than the %s a tool's output may hold", i+1, q.Text, history.ApproxSize(n), history.ApproxSize(MaxOutputBytes))
 		} else if size > MaxOutputBytes {
-			return nil, fmt.Errorf("the answers up to question %d (%q) take %s, more than the %s a tool's output may hold", i+1, q.Text, sizeText(size), sizeText(MaxOutputBytes))
+			return nil, fmt.Errorf("the answers up to question %d (%q) take %s, more than the %s a tool's output may hold", i+1, q.Text, history.ApproxSize(size), history.ApproxSize(MaxOutputBytes))
 		}
 	}
 	return out, nil
@@ -344,17 +346,6 @@ func picked(options []string, v any) ([]string, bool) {
 		out = append(out, s)
 	}
 	return out, true
-}
-
-// sizeText writes a byte count for people: 900 bytes, 12.5 KiB, 1.2 MiB.
-func sizeText(n int) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d bytes", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // Choosable says whether every question is a choice or a confirm, so that

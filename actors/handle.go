@@ -477,14 +477,13 @@ func (s *Session) End(forget bool) (wait func() error) {
 	if forget {
 		forgot, done = s.call(func(c uint64) any { return &Forget{call: c} })
 	}
-	stopped := s.rt.sys.Root.PoisonFuture(s.pid)
+	s.send(&endSession{}, nil, nil)
 	return func() error {
 		var err error
 		if done != nil {
 			err = doneErr(s.wait(forgot, done))
 		}
-		_ = stopped.Wait()
-		s.stopped1()
+		<-s.gone
 		<-s.final
 		if !s.Opened() {
 			return ErrNeverOpened

@@ -53,6 +53,11 @@ type Attach struct {
 	call   uint64
 }
 
+// endSession stops a session once the messages sent before it are served
+// (Session.End). protoactor's PoisonPill is served before Receive sees it,
+// so it would overtake what an opening or a moving session keeps.
+type endSession struct{}
+
 // unstash hands a moved session the messages it kept while it waited for
 // its turns to end.
 type unstash struct{}

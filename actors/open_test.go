@@ -162,3 +162,49 @@ func waitUntil(t *testing.T, ok func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestEndWaitsForWhatCameBefore: a session ended while it opens, or while
+// it moves, first serves what it was sent before the end: the end is one
+// more message in its order, not a stop that overtakes what it keeps.
+func TestEndWaitsForWhatCameBefore(t *testing.T) {
+	rt, out := newTestRuntime(t, `
+rules:
+  - match: "^sleep$"
+    steps: [{text: "partial", stall: true}]
+`)
+	release := make(chan struct{})
+	s := rt.OpenSession("s1", t.TempDir(), nil, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	mode := out.reply(acp.AgentMethodSessionSetMode)
+	s.SetMode(ModeAsk, mode)
+	ended := s.End(false)
+	close(release)
+	if o, ok := out.wait(t, mode).(*Outcome); !ok || o.Err != "" || o.Mode != ModeAsk {
+		t.Fatalf("a mode sent before the end of an opening session: %#v", o)
+	}
+	if err := ended(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same while the session moves: its turn there ends first, then
+	// the mode sent after the move, then the end.
+	m := rt.SpawnSession(&SessionState{ID: "s2", Cwd: t.TempDir()})
+	if _, err := m.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, NewReply([]byte("1"), acp.AgentMethodSessionPrompt)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return len(out.updates) > 0
+	})
+	second := &recOutbox{rt: rt}
+	mode = second.reply(acp.AgentMethodSessionSetMode)
+	m.Move(second, nil, true)
+	m.SetMode(ModeAsk, mode)
+	ended = m.End(false)
+	if o, ok := second.wait(t, mode).(*Outcome); !ok || o.Err != "" || o.Mode != ModeAsk {
+		t.Fatalf("a mode sent after the move and before the end: %#v", o)
+	}
+	if err := ended(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -224,7 +224,7 @@ func (s *session) Receive(ctx actor.Context) {
 func fromEdge(msg any) bool {
 	switch msg.(type) {
 	case *StartTurn, *CancelTurns, *Announce, *Flush, *Replay, *Resume, *GetState,
-		*Attach, *settle, *Forget, *SetMode, *SetModel:
+		*Attach, *settle, *Forget, *SetMode, *SetModel, *endSession:
 		return true
 	}
 	return false
@@ -282,6 +282,8 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		s.onAttach(ctx, m)
 	case *unstash:
 		s.onUnstash(ctx)
+	case *endSession:
+		ctx.Stop(ctx.Self())
 	case *settle:
 		if s.idle() {
 			s.handle.answerCall(m.call, &Done{})
@@ -459,6 +461,12 @@ func (s *session) onUnstash(ctx actor.Context) {
 		s.stash[0] = nil
 		s.stash = s.stash[1:]
 		s.receive(ctx, msg)
+		if _, ok := msg.(*endSession); ok {
+			// What came after the end is answered as a stopped
+			// session's (Session.stopped1).
+			s.stash = nil
+			break
+		}
 	}
 	if s.moving == nil {
 		s.stash, s.unstashing = nil, false

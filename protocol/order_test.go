@@ -464,3 +464,28 @@ func TestForkOfStoredThenDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadThenCloseTogether: a load of a stored session and its close
+// written together: the load is served (the session opens, replays and
+// answers), then the close, which leaves the file as the load found it.
+func TestLoadThenCloseTogether(t *testing.T) {
+	cwd := t.TempDir()
+	r, _ := newRawAgentWith(t, script, func(c *configs.Config) { c.Sessions.Enabled = true })
+	sid := r.initSession(cwd)
+	r.send(promptLine(10, sid, "ping"))
+	r.untilResponses(10)
+	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/close","params":{"sessionId":%q}}`, sid))
+	r.untilResponses(11)
+	next := 20
+	for i := range 5 {
+		load, closeID := next, next+1
+		next += 2
+		r.send(sessionLine(load, "session/load", sid, cwd), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/close","params":{"sessionId":%q}}`, closeID, sid))
+		chunks, order, res := r.readResponses([]float64{float64(load), float64(closeID)})
+		result(t, res[float64(load)])
+		result(t, res[float64(closeID)])
+		if order[0] != float64(load) || !strings.HasPrefix(strings.Join(chunks, ""), "pong") {
+			t.Fatalf("try %d: answered in the order %v, replayed %q; want the load first, having replayed pong", i, order, chunks)
+		}
+	}
+}

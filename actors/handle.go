@@ -152,7 +152,7 @@ func (o *opener) Receive(ctx actor.Context) {
 		o.h.stopped1()
 	default:
 		if fromEdge(m) {
-			o.kept = append(o.kept, m)
+			o.kept = keep(o.kept, m)
 		}
 	}
 }

@@ -208,3 +208,22 @@ rules:
 		t.Fatal(err)
 	}
 }
+
+// TestKeptCancelsAreOne: cancels of every prompt in a row, kept while a
+// session opens or moves, are kept as the last one; a cancel of one
+// prompt, and what comes between, are kept as they are.
+func TestKeptCancelsAreOne(t *testing.T) {
+	var kept []any
+	for i := range 1000 {
+		kept = keep(kept, &CancelTurns{UpTo: uint64(i)})
+	}
+	if len(kept) != 1 || kept[0].(*CancelTurns).UpTo != 999 {
+		t.Fatalf("1,000 cancels kept as %d, the last up to %v", len(kept), kept[0])
+	}
+	kept = keep(kept, &CancelTurns{UpTo: 3, Only: true})
+	kept = keep(kept, &Announce{})
+	kept = keep(kept, &CancelTurns{UpTo: 1000})
+	if len(kept) != 4 {
+		t.Fatalf("kept %d messages, want 4", len(kept))
+	}
+}

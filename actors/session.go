@@ -213,7 +213,7 @@ func (s *session) Receive(ctx actor.Context) {
 	defer s.survive(ctx)
 	msg := ctx.Message()
 	if (s.moving != nil || s.unstashing) && fromEdge(msg) {
-		s.stash = append(s.stash, msg)
+		s.stash = keep(s.stash, msg)
 		return
 	}
 	s.receive(ctx, msg)
@@ -228,6 +228,20 @@ func fromEdge(msg any) bool {
 		return true
 	}
 	return false
+}
+
+// keep appends msg to what a session keeps while it opens or moves. A run
+// of cancels of every prompt is kept as its last one, which covers the
+// others: a client's notifications take no place among its requests in
+// flight, so cancels are the one thing it could send without bound.
+func keep(kept []any, msg any) []any {
+	if c, ok := msg.(*CancelTurns); ok && !c.Only && len(kept) > 0 {
+		if last, ok := kept[len(kept)-1].(*CancelTurns); ok && !last.Only {
+			kept[len(kept)-1] = c
+			return kept
+		}
+	}
+	return append(kept, msg)
 }
 
 // receive serves one message: the one in hand, or one the session kept

@@ -26,17 +26,20 @@ func (a *Agent) serveFork(r actors.Reply, p acp.UnstableForkSessionRequest) {
 func (a *Agent) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id string) {
 	parent := string(p.SessionId)
 	var state func() (*actors.SessionState, error)
-	// finish ends the read of a stored parent when the fork does not start.
-	finish := func() {}
-	if a.hub.sessions.Taken(parent, a.owner) {
+	started := false
+	switch src, _, _ := a.hub.sessions.Owned(parent, a.owner); {
+	case a.hub.sessions.Taken(parent, a.owner):
 		a.answer(parent, r, nil, unknownSession(parent))
 		return
-	}
-	if src, _, _ := a.hub.sessions.Owned(parent, a.owner); src != nil {
+	case src != nil:
 		state = src.RequestState() // in the parent's order, now
-	} else if a.cfg.Sessions.Enabled {
+	case !a.cfg.Sessions.Enabled:
+		a.answer(parent, r, nil, unknownSession(parent))
+		return
+	default:
 		// The stored parent is read after the work on it before (a
-		// close) and before what is done with it next (a delete).
+		// close) and before what is done with it next (a delete): the
+		// read ends once it has run, or here when the fork does not start.
 		done := make(chan struct{})
 		before := a.hub.sessions.Follow(parent, done)
 		var once sync.Once
@@ -47,12 +50,10 @@ func (a *Agent) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id
 			})
 		}
 		defer func() {
-			if r := recover(); r != nil {
+			if !started {
 				read()
-				panic(r)
 			}
 		}()
-		finish = read
 		state = func() (*actors.SessionState, error) {
 			defer read()
 			if before != nil {
@@ -67,20 +68,15 @@ func (a *Agent) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id
 			}
 			return a.loadFile(parent, cwd)
 		}
-	} else {
-		a.answer(parent, r, nil, unknownSession(parent))
-		return
 	}
-	if !a.create(r, func() (string, any, error) {
+	started = a.create(r, func() (string, any, error) {
 		defer a.survive("session/fork", r)
 		st, err := state()
 		if err != nil {
 			return "", nil, err
 		}
 		return a.fork(st, p, id)
-	}) {
-		finish()
-	}
+	})
 }
 
 // fork spawns the copy of st a fork request asks for.

@@ -193,12 +193,11 @@ func (s *Session) fail(failed any) {
 	s.mu.Unlock()
 }
 
-// Opened reports whether the session opened: false once its opening
-// failed (OpenSession).
-func (s *Session) Opened() bool {
+// neverOpened reports whether the session's opening failed (OpenSession).
+func (s *Session) neverOpened() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.failed == nil
+	return s.failed != nil
 }
 
 // closedAnswer is what a request sent to the stopped session is
@@ -485,7 +484,7 @@ func (s *Session) End(forget bool) (wait func() error) {
 		}
 		<-s.gone
 		<-s.final
-		if !s.Opened() {
+		if s.neverOpened() {
 			return ErrNeverOpened
 		}
 		return err

@@ -12,14 +12,21 @@ import (
 // How the requests the edge serves are answered. Every answer goes through
 // the outbox, behind what its session queued before it: a session answers
 // with its own plain results (actors.TurnResult, actors.Outcome), the edge
-// with an edgeAnswer; encode turns either into the ACP response. A Reply
-// with Done (a caller that serves the Agent itself, call) gets the answer
-// there instead of a line on stdout.
+// with an edgeAnswer; encode turns either into the ACP response. The
+// outbox answers each request it expects once (request).
 
 // edgeAnswer is an answer the edge gives itself: a result or an error.
 type edgeAnswer struct {
 	result any
 	err    *acp.RequestError
+}
+
+// request names a request read from the client, whose answer the
+// connection's outbox now expects.
+func (a *Agent) request(id []byte, method string) actors.Reply {
+	r := actors.NewReply(id, method)
+	a.box.expect(r)
+	return r
 }
 
 // answer answers r, unless it was answered already, behind everything

@@ -189,8 +189,7 @@ func (in *ingress) serve(method string, id, params json.RawMessage) {
 	if ok && a.forwarded(m, method, id, params) {
 		return
 	}
-	r := actors.NewReply(id, method)
-	a.box.expect(r)
+	r := a.request(id, method)
 	defer a.survive(method, r)
 	if !ok {
 		a.answer("", r, nil, acp.NewMethodNotFound(method))

@@ -84,14 +84,12 @@ func (v *Virtual) Call(method string, id, params json.RawMessage, sessionID stri
 	a := v.a
 	switch {
 	case method == acp.AgentMethodSessionNew && sessionID != "":
-		r := actors.NewReply(id, method)
-		a.box.expect(r)
+		r := a.request(id, method)
 		defer a.survive(method, r)
 		ordered(func(a *Agent, r actors.Reply, p acp.NewSessionRequest) { a.serveNewAs(r, p, sessionID) })(v.in, r, params)
 		return
 	case method == acp.AgentMethodSessionFork && sessionID != "":
-		r := actors.NewReply(id, method)
-		a.box.expect(r)
+		r := a.request(id, method)
 		defer a.survive(method, r)
 		ordered(func(a *Agent, r actors.Reply, p acp.UnstableForkSessionRequest) { a.serveForkAs(r, p, sessionID) })(v.in, r, params)
 		return
@@ -102,8 +100,7 @@ func (v *Virtual) Call(method string, id, params json.RawMessage, sessionID stri
 		v.in.serve(method, id, params)
 		return
 	}
-	r := actors.NewReply(id, method)
-	v.a.box.expect(r)
+	r := v.a.request(id, method)
 	v.a.answer("", r, nil, acp.NewMethodNotFound(method))
 }
 

@@ -352,11 +352,10 @@ func sessionLine(id int, method, sid, cwd string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, id, method, sid, cwd)
 }
 
-// TestOpeningHoldsWhatFollows: a load of a stored session, a prompt and a
-// mode written together are served in that order: the session opens (its
-// actor reads its file) before the prompt runs in it. (A close written with
-// them would cancel the prompt: a close cancels the turns sent before it.)
-func TestOpeningHoldsWhatFollows(t *testing.T) {
+// storedSession is a raw agent that saves sessions, with one session of
+// one ping turn closed (stored, not live), its id and its folder.
+func storedSession(t *testing.T) (*rawAgent, string, string) {
+	t.Helper()
 	cwd := t.TempDir()
 	r, _ := newRawAgentWith(t, script, func(c *configs.Config) { c.Sessions.Enabled = true })
 	sid := r.initSession(cwd)
@@ -364,6 +363,15 @@ func TestOpeningHoldsWhatFollows(t *testing.T) {
 	r.untilResponses(10)
 	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/close","params":{"sessionId":%q}}`, sid))
 	r.untilResponses(11)
+	return r, sid, cwd
+}
+
+// TestOpeningHoldsWhatFollows: a load of a stored session, a prompt and a
+// mode written together are served in that order: the session opens (its
+// actor reads its file) before the prompt runs in it. (A close written with
+// them would cancel the prompt: a close cancels the turns sent before it.)
+func TestOpeningHoldsWhatFollows(t *testing.T) {
+	r, sid, cwd := storedSession(t)
 	next := 20
 	for i := range 5 {
 		load, prompt, mode, closeID := next, next+1, next+2, next+3
@@ -469,13 +477,7 @@ func TestForkOfStoredThenDelete(t *testing.T) {
 // written together: the load is served (the session opens, replays and
 // answers), then the close, which leaves the file as the load found it.
 func TestLoadThenCloseTogether(t *testing.T) {
-	cwd := t.TempDir()
-	r, _ := newRawAgentWith(t, script, func(c *configs.Config) { c.Sessions.Enabled = true })
-	sid := r.initSession(cwd)
-	r.send(promptLine(10, sid, "ping"))
-	r.untilResponses(10)
-	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/close","params":{"sessionId":%q}}`, sid))
-	r.untilResponses(11)
+	r, sid, cwd := storedSession(t)
 	next := 20
 	for i := range 5 {
 		load, closeID := next, next+1

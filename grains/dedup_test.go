@@ -1,7 +1,6 @@
 package grains
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -52,16 +51,14 @@ func TestCallSentAgainIsServedOnce(t *testing.T) {
 		}
 		return n
 	}
-	params := func(v any) []byte { b, _ := json.Marshal(v); return b }
-
 	newSession := &grainspb.Call{Conn: conn, Seq: 1, Owner: "alice", Method: "session/new", Id: []byte("1"), SessionId: sid,
-		Params: params(map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}})}
+		Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: t.TempDir(), McpServers: []byte("[]")}}}
 	send(newSession)
 	send(newSession)
 	// A client knows its session's id once session/new has answered.
 	waitFor(t, "session/new answered", func() bool { return answers("1") > 0 })
 	prompt := &grainspb.Call{Conn: conn, Seq: 2, Owner: "alice", Method: "session/prompt", Id: []byte("2"), SessionId: sid,
-		Params: params(map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": "ping"}}})}
+		Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "ping"}}}}}}}
 	send(prompt)
 	send(prompt)
 	send(newSession) // late, behind the prompt

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/protocol"
 )
 
@@ -125,9 +126,9 @@ type edgeConn struct {
 	mu       sync.Mutex
 	seq      uint64
 	lanes    map[string]*lane      // by session id
-	inflight map[string]*request   // the client's requests not yet answered, by id
-	failed   map[string]bool       // requests answered here with an error: their late answers are dropped
-	calls    map[string]*actor.PID // mm's requests to the client, by id: the virtual connection that made each
+	inflight map[string]*request   // the client's requests not yet answered, by id key (jsonrpc.IDKey)
+	failed   map[string]bool       // requests answered here with an error, by id key: their late answers are dropped
+	calls    map[string]*actor.PID // mm's requests to the client, by id key: the virtual connection that made each
 	virtuals map[string]*actor.PID // every virtual connection that took a call, by key
 	written  map[string]uint64     // the last Lines written, by virtual connection
 	closing  bool
@@ -144,17 +145,31 @@ type edgeConn struct {
 // lane is one session's calls, sent in order, one at a time.
 type lane struct {
 	sid   string
-	open  json.RawMessage // a session/resume of the session
+	open  *grainspb.Open // what opened the session: its reopening elsewhere
 	queue []*grainspb.Call
 	busy  bool
 }
 
 type request struct {
 	sid  string
-	node string // where it runs once accepted
+	id   json.RawMessage // as the client wrote it
+	node string          // where it runs once accepted
 }
 
-func (c *edgeConn) Forward(sid, method string, id, params json.RawMessage) {
+func (c *edgeConn) Forward(sid, method string, id json.RawMessage, p any) {
+	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Roots: c.roots, Method: method, Id: id, SessionId: sid}
+	if err := encodeParams(call, method, p); err != nil {
+		// Nothing the edge decoded fails here; if it did, its request
+		// is answered, and goes nowhere.
+		c.e.log.Error(fmt.Sprintf("cluster: %v", err))
+		if id != nil {
+			c.mu.Lock()
+			c.inflight[jsonrpc.IDKey(id)] = &request{sid: sid, id: id}
+			c.mu.Unlock()
+			c.fail([]string{jsonrpc.IDKey(id)}, err.Error())
+		}
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l := c.lanes[sid]
@@ -162,36 +177,19 @@ func (c *edgeConn) Forward(sid, method string, id, params json.RawMessage) {
 		l = &lane{sid: sid}
 		c.lanes[sid] = l
 	}
-	switch method {
-	case acp.AgentMethodSessionNew, acp.AgentMethodSessionFork, acp.AgentMethodSessionLoad, acp.AgentMethodSessionResume:
-		l.open = resumeOf(params, sid)
+	if o := call.GetOpen(); o != nil {
+		l.open = o // what reopens the session where it goes
 	}
 	c.seq++
-	call := &grainspb.Call{Conn: c.me, Seq: c.seq, Owner: c.owner, Roots: c.roots, Method: method,
-		Id: id, Params: params, SessionId: sid, Open: l.open}
+	call.Seq, call.Reopen = c.seq, l.open
 	if id != nil {
-		c.inflight[string(id)] = &request{sid: sid}
+		c.inflight[jsonrpc.IDKey(id)] = &request{sid: sid, id: id}
 	}
 	l.queue = append(l.queue, call)
 	if !l.busy {
 		l.busy = true
 		go c.send(l)
 	}
-}
-
-// resumeOf is the params of a session/resume of session sid with the cwd,
-// MCP servers and folders of params (a new, fork, load or resume).
-func resumeOf(params json.RawMessage, sid string) json.RawMessage {
-	var p map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil || p == nil {
-		return nil
-	}
-	p["sessionId"], _ = json.Marshal(sid)
-	if _, ok := p["mcpServers"]; !ok {
-		p["mcpServers"] = json.RawMessage(`[]`)
-	}
-	out, _ := json.Marshal(p)
-	return out
 }
 
 // send delivers a lane's calls in order until it is empty.
@@ -207,13 +205,14 @@ func (c *edgeConn) send(l *lane) {
 		l.queue[0] = nil
 		l.queue = l.queue[1:]
 		var r *request
+		key := jsonrpc.IDKey(call.Id)
 		if call.Id != nil {
-			r = c.inflight[string(call.Id)]
+			r = c.inflight[key]
 		}
 		c.mu.Unlock()
 		a, err := c.e.deliver(call)
 		c.mu.Lock()
-		mine := r != nil && c.inflight[string(call.Id)] == r
+		mine := r != nil && c.inflight[key] == r
 		if err == nil {
 			if mine {
 				r.node = a.Node
@@ -226,29 +225,31 @@ func (c *edgeConn) send(l *lane) {
 		if err != nil {
 			c.e.log.Warn(fmt.Sprintf("cluster: %s of session %s could not reach its node: %v", call.Method, call.SessionId, err))
 			if mine {
-				c.fail([]string{string(call.Id)}, fmt.Sprintf("cluster: the node of session %s could not be reached: %v", call.SessionId, err))
+				c.fail([]string{key}, fmt.Sprintf("cluster: the node of session %s could not be reached: %v", call.SessionId, err))
 			}
 		}
 	}
 }
 
-// fail answers the client's requests ids with an error, here, and drops
-// the answers their sessions may still send.
+// fail answers the client's requests with an error, here, and drops the
+// answers their sessions may still send; keys are their id keys
+// (jsonrpc.IDKey).
 func (c *edgeConn) fail(ids []string, reason string) {
 	var b bytes.Buffer
 	n := 0
 	c.mu.Lock()
-	for _, id := range ids {
-		if _, ok := c.inflight[id]; !ok {
+	for _, key := range ids {
+		r, ok := c.inflight[key]
+		if !ok {
 			continue
 		}
-		delete(c.inflight, id)
-		c.failed[id] = true
+		delete(c.inflight, key)
+		c.failed[key] = true
 		line, _ := json.Marshal(struct {
 			JSONRPC string            `json:"jsonrpc"`
 			ID      json.RawMessage   `json:"id"`
 			Error   *acp.RequestError `json:"error"`
-		}{"2.0", json.RawMessage(id), rpcerr.Internal(reason, nil)})
+		}{"2.0", r.id, rpcerr.Internal(reason, nil)})
 		b.Write(line)
 		b.WriteByte('\n')
 		n++
@@ -284,20 +285,20 @@ func (c *edgeConn) lost(left []string) {
 
 func (c *edgeConn) CancelRequest(requestID json.RawMessage) bool {
 	c.mu.Lock()
-	r, ok := c.inflight[string(requestID)]
+	r, ok := c.inflight[jsonrpc.IDKey(requestID)]
 	c.mu.Unlock()
 	if !ok {
 		return false
 	}
-	params, _ := json.Marshal(map[string]json.RawMessage{"requestId": requestID})
-	c.Forward(r.sid, "$/cancel_request", nil, params)
+	c.Forward(r.sid, "$/cancel_request", nil, cancelRequest{r.id})
 	return true
 }
 
 func (c *edgeConn) Answer(id, result, rerr json.RawMessage) bool {
+	key := jsonrpc.IDKey(id)
 	c.mu.Lock()
-	pid, ok := c.calls[string(id)]
-	delete(c.calls, string(id))
+	pid, ok := c.calls[key]
+	delete(c.calls, key)
 	c.mu.Unlock()
 	if ok {
 		c.e.m.System().Root.Send(pid, &grainspb.Answer{Conn: c.me, Id: id, Result: result, Error: rerr})

@@ -267,14 +267,31 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		return // the client is gone
 	}
 	ctx.Respond(&grainspb.Accepted{Node: node, Virtual: &grainspb.Conn{Address: v.self.Address, Id: v.self.Id}})
+	switch c.Method {
+	case acp.AgentMethodSessionCancel:
+		v.v.Cancel(c.SessionId)
+		return
+	case "$/cancel_request":
+		v.v.CancelRequest(c.GetRequestId())
+		return
+	}
 	if slices.Contains(starts, c.Method) || c.Method == acp.AgentMethodSessionClose {
 		// The session was on a node that is gone: it comes back here,
 		// from the store, before the request that needs it.
-		if v.v.Reopen(c.SessionId, c.Open) {
+		if p, ok := reopenOf(c); ok && v.v.Reopen(c.SessionId, p) {
 			g.h.log.Info(fmt.Sprintf("cluster: session %s reactivated on this node", c.SessionId))
 		}
 	}
-	v.v.Call(c.Method, nullable(c.Id), c.Params, c.SessionId)
+	id := nullable(c.Id)
+	if id == nil {
+		return // a session's notification is a cancel
+	}
+	p, err := decodeParams(c)
+	if err != nil {
+		v.v.Refuse(c.Method, id, err)
+		return
+	}
+	v.v.Serve(c.Method, id, p, c.SessionId)
 }
 
 // errEdgeGone ends a virtual connection's writes: its client's node is

@@ -2,11 +2,13 @@ package grains
 
 import (
 	"bytes"
+	"encoding/json"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/grains/grainspb"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // The way back: what a connection's sessions write on the nodes that run
@@ -113,20 +115,21 @@ func (c *edgeConn) write(m *grainspb.Lines) {
 		line := data[start:end]
 		start = end
 		id := gjson.GetBytes(line, "id")
+		key := jsonrpc.IDKey(json.RawMessage(id.Raw))
 		switch {
 		case !id.Exists():
 		case gjson.GetBytes(line, "method").Exists():
-			c.calls[id.Raw] = from
-		case c.failed[id.Raw]:
-			delete(c.failed, id.Raw)
+			c.calls[key] = from
+		case c.failed[key]:
+			delete(c.failed, key)
 			if !dropped {
 				kept = append(kept, data[:end-len(line)]...)
 			}
 			dropped = true
 			continue
 		default:
-			if _, ok := c.inflight[id.Raw]; ok {
-				delete(c.inflight, id.Raw)
+			if _, ok := c.inflight[key]; ok {
+				delete(c.inflight, key)
 				n++
 			}
 		}

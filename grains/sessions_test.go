@@ -16,6 +16,7 @@ import (
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/logs"
@@ -145,11 +146,20 @@ func TestSessionsAsGrains(t *testing.T) {
 			remote = sid
 		}
 	}
+	// Each prompt is parsed once and its params decoded once, on node 0,
+	// whichever node runs its session: node 1 gets them typed.
+	parses, decodes, remoteDecodes := jsonrpc.Parses(), nodes[0].hub.Decodes(), nodes[1].hub.Decodes()
 	for i, sid := range sids {
 		c.Client.Reset()
 		if res, err := c.Ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn || acptest.Text(c.Client.Updates(sid)) != "pong" {
 			t.Fatalf("session %d: %v %v %q", i, res, err, acptest.Text(c.Client.Updates(sid)))
 		}
+	}
+	if n, want := jsonrpc.Parses()-parses, uint64(len(sids)); n != want {
+		t.Errorf("%d prompts were parsed %d times; want once each", want, n)
+	}
+	if n, m, want := nodes[0].hub.Decodes()-decodes, nodes[1].hub.Decodes()-remoteDecodes, uint64(len(sids)); n != want || m != 0 {
+		t.Errorf("%d prompts' params were decoded %d times on the client's node and %d on the other; want %d and 0", want, n, m, want)
 	}
 	if res, err := c.Ask(ctx, remote, "write"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("a turn with a permission request on node 1: %v %v", res, err)

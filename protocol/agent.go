@@ -55,6 +55,9 @@ type Agent struct {
 	creators chan struct{}
 	// calls are mm's own requests to the client (calls.go).
 	calls calls
+	// prompts are the client's prompt requests not yet answered, for
+	// $/cancel_request (prompt.go).
+	prompts prompts
 
 	mu sync.Mutex
 	// cwds are the project folders this connection has named (new, load,
@@ -285,10 +288,11 @@ func (a *Agent) create(r actors.Reply, make func() (string, any, error)) (starte
 }
 
 // servePrompt starts a prompt's turn in its session's order; its response
-// comes from the outbox once the turn has ended. ref, when set, is told
-// the prompt's session and number (for $/cancel_request).
-func (a *Agent) servePrompt(r actors.Reply, p acp.PromptRequest, ref *promptRef) {
+// comes from the outbox once the turn has ended. The request is kept by
+// id until then, for $/cancel_request.
+func (a *Agent) servePrompt(r actors.Reply, p acp.PromptRequest) {
 	sid := string(p.SessionId)
+	ref := a.prompts.keep(r)
 	s := a.live(sid)
 	if s == nil {
 		a.answer(sid, r, nil, unknownSession(sid))
@@ -299,7 +303,7 @@ func (a *Agent) servePrompt(r actors.Reply, p acp.PromptRequest, ref *promptRef)
 		a.answer(sid, r, nil, acp.NewInvalidRequest(map[string]any{"sessionId": sid, "error": err.Error()}))
 		return
 	}
-	if ref != nil && ref.started(s, seq) {
+	if ref.started(s, seq) {
 		s.CancelPrompt(seq) // its $/cancel_request came first
 	}
 	if a.isDraining() {

@@ -5,8 +5,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/mm-agent/mm/actors"
 )
 
@@ -19,10 +17,11 @@ import (
 // session writes come back through the writer the Forwarder was made with.
 type Forwarder interface {
 	// Forward hands on one request (id set) or notification (id nil) of
-	// session sid, in read order; for session/new and session/fork, sid is
-	// the id of the session to make, chosen here. It queues; it must not
-	// wait for the session.
-	Forward(sid, method string, id, params json.RawMessage)
+	// session sid, in read order, decoded and validated here: p is its
+	// params as the SDK's type (acp.PromptRequest, acp.CancelNotification,
+	// …); for session/new and session/fork, sid is the id of the session
+	// to make, chosen here. It queues; it must not wait for the session.
+	Forward(sid, method string, id json.RawMessage, p any)
 	// CancelRequest hands on a $/cancel_request; it reports false when
 	// requestID names no request it forwarded.
 	CancelRequest(requestID json.RawMessage) bool
@@ -40,10 +39,10 @@ type Forwarder interface {
 // connection's bound are free then.
 type NewForwarder func(out io.Writer, answered func(n int)) Forwarder
 
-// forwarded serves a request (id set) or notification of a session by
-// handing it to the connection's Forwarder; it reports false for what is
-// served here.
-func (a *Agent) forwarded(m methodDef, name string, id, params json.RawMessage) bool {
+// forwarded hands a decoded request (id set) or notification of a session
+// to the connection's Forwarder; it reports false for what is served here
+// (a request that names no session is, and answered so).
+func (a *Agent) forwarded(m methodDef, name string, id json.RawMessage, p any) bool {
 	f := a.forward
 	if f == nil {
 		return false
@@ -54,13 +53,13 @@ func (a *Agent) forwarded(m methodDef, name string, id, params json.RawMessage) 
 		// The cluster places a session by its id: it is made here.
 		sid = actors.NewSessionID(time.Now())
 	case m.session:
-		sid = gjson.GetBytes(params, "sessionId").String()
+		sid = sessionOf(p)
 		if sid == "" {
-			return false // its error is the one the edge answers
+			return false
 		}
 	default:
 		return false
 	}
-	f.Forward(sid, name, id, params)
+	f.Forward(sid, name, id, p)
 	return true
 }

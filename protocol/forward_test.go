@@ -43,13 +43,17 @@ type loopForwarder struct {
 	prompts  map[string]string // prompt request id → session
 }
 
-func (f *loopForwarder) Forward(sid, method string, id, params json.RawMessage) {
+func (f *loopForwarder) Forward(sid, method string, id json.RawMessage, p any) {
 	if method == acp.AgentMethodSessionPrompt && id != nil {
 		f.mu.Lock()
 		f.prompts[string(id)] = sid
 		f.mu.Unlock()
 	}
-	f.v.Call(method, id, params, sid)
+	if method == acp.AgentMethodSessionCancel {
+		f.v.Cancel(sid)
+		return
+	}
+	f.v.Serve(method, id, p, sid)
 }
 
 func (f *loopForwarder) CancelRequest(requestID json.RawMessage) bool {
@@ -57,7 +61,7 @@ func (f *loopForwarder) CancelRequest(requestID json.RawMessage) bool {
 	_, ok := f.prompts[string(requestID)]
 	f.mu.Unlock()
 	if ok {
-		f.v.Call("$/cancel_request", nil, json.RawMessage(`{"requestId":`+string(requestID)+`}`), "")
+		f.v.CancelRequest(requestID)
 	}
 	return ok
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
@@ -43,7 +44,16 @@ type Hub struct {
 	ready     chan struct{}
 
 	shutdown sync.Once
+
+	// decodes counts the requests whose params this hub's connections
+	// decoded (Decodes).
+	decodes atomic.Uint64
 }
+
+// Decodes is how many requests' params the hub's connections have decoded
+// from JSON: a figure. In a cluster a request is decoded on the node of
+// its client's connection, and nowhere else.
+func (h *Hub) Decodes() uint64 { return h.decodes.Load() }
 
 // HubOptions wires a Hub.
 type HubOptions struct {

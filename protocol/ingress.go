@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/rpcerr"
 	"github.com/mm-agent/mm/jsonrpc"
@@ -61,15 +59,10 @@ type ingress struct {
 
 	// done is closed once the client's stream has ended.
 	done chan struct{}
-
-	// prompts are the prompt requests read and not yet answered, by id
-	// key, for $/cancel_request; the outbox removes them once answered.
-	mu      sync.Mutex
-	prompts map[string]*promptRef
 }
 
 func newIngress(src jsonrpc.Source, maxLine int, a *Agent, out io.Writer, log *slog.Logger, p *pending) *ingress {
-	return &ingress{src: src, max: maxLine, agent: a, out: out, log: log, pending: p, prompts: map[string]*promptRef{}, done: make(chan struct{})}
+	return &ingress{src: src, max: maxLine, agent: a, out: out, log: log, pending: p, done: make(chan struct{})}
 }
 
 // run reads the client's messages until its stream ends or fails, serving
@@ -181,32 +174,33 @@ func (in *ingress) route(m *jsonrpc.Message) {
 }
 
 // serve serves a request by the method table (methods.go), in the order
-// read; a request of a method mm does not have is answered so. A
-// request's panic becomes its internal error.
+// read; a request of a method mm does not have is answered so. A session's
+// request is decoded here, once, and served here or handed to the
+// connection's Forwarder. A request's panic becomes its internal error.
 func (in *ingress) serve(method string, id, params json.RawMessage) {
 	a := in.agent
 	m, ok := methods[method]
-	if ok && a.forwarded(m, method, id, params) {
-		return
+	var p any
+	var rerr *acp.RequestError
+	if ok && m.decode != nil {
+		a.hub.decodes.Add(1)
+		p, rerr = m.decode(params)
+		if rerr == nil && a.forwarded(m, method, id, p) {
+			return
+		}
 	}
 	r := a.request(id, method)
 	defer a.survive(method, r)
-	if !ok {
+	switch {
+	case !ok:
 		a.answer("", r, nil, acp.NewMethodNotFound(method))
-		return
+	case m.serve != nil:
+		m.serve(in, r, params)
+	case rerr != nil:
+		a.answer("", r, nil, rerr)
+	default:
+		m.run(a, r, p, "")
 	}
-	m.serve(in, r, params)
-}
-
-// prompt serves session/prompt, the hot path: decoded by the ingress's own
-// fast decoder.
-func (in *ingress) prompt(r actors.Reply, params json.RawMessage) {
-	var p promptRequest
-	if rerr := decodeParams(params, &p); rerr != nil {
-		in.agent.answer("", r, nil, rerr)
-		return
-	}
-	in.servePrompt(r, p.request())
 }
 
 // decodeParams decodes and validates a request's params as the SDK does.
@@ -221,51 +215,35 @@ func decodeParams(raw json.RawMessage, p interface{ Validate() error }) *acp.Req
 }
 
 // notification serves session/cancel and the $/cancel_request of a
-// prompt; it passes other $/cancel_requests to the SDK and drops the rest.
+// prompt; it drops the rest.
 func (in *ingress) notification(method string, params json.RawMessage) {
+	a := in.agent
 	switch method {
 	case acp.AgentMethodSessionCancel:
-		if in.agent.forwarded(methodDef{session: true}, method, nil, params) {
-			return
-		}
 		var p acp.CancelNotification
 		if rerr := decodeParams(params, &p); rerr != nil {
 			in.log.Warn(fmt.Sprintf("[acp] session/cancel ignored: %v", rerr))
 			return
 		}
-		_ = in.agent.Cancel(in.agent.ctx, p)
+		if !a.forwarded(methodDef{session: true}, method, nil, p) {
+			_ = a.Cancel(a.ctx, p)
+		}
 		return
 	case "$/cancel_request":
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
 		}
 		if json.Unmarshal(params, &p) == nil && len(p.RequestID) > 0 && validID(p.RequestID) {
-			if f := in.agent.forward; f != nil && f.CancelRequest(p.RequestID) {
+			if f := a.forward; f != nil && f.CancelRequest(p.RequestID) {
 				return
 			}
-			in.mu.Lock()
-			ref, ok := in.prompts[idKey(p.RequestID)]
-			if ok && ref.session == nil {
-				// Read, not started yet (its session is being opened):
-				// it starts cancelled.
-				ref.cancelled = true
-			}
-			in.mu.Unlock()
-			if ok {
-				// A cancelled prompt request answers as session/cancel
-				// would: its turn ends cancelled.
-				if ref.session != nil {
-					ref.session.CancelPrompt(ref.seq)
-				}
-				return
-			}
+			a.prompts.cancel(p.RequestID)
 		}
 		// A cancel of a request that is not a prompt: the others are
 		// answered at once, or waited for by their session in order.
 		return
 	}
 	in.log.Debug(fmt.Sprintf("[acp] notification %s ignored", method))
-	return
 }
 
 // reply writes the error response of a line that goes no further. It waits

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/coder/acp-go-sdk"
 
@@ -26,8 +27,22 @@ import (
 //     slow one (a listing reads folders) holds no other.
 var methods map[string]methodDef
 
+// methodDef is a method's entry. A request about the connection is served
+// by serve. A session's request (or one that makes a session) is decoded
+// once, by decode, where the client's connection is, and run where its
+// session is: here, or on the node of mm's cluster that holds it
+// (Virtual.Serve), which gets the decoded request, never its JSON.
 type methodDef struct {
-	serve   func(in *ingress, r actors.Reply, params json.RawMessage)
+	serve func(in *ingress, r actors.Reply, params json.RawMessage)
+	// decode reads and validates the params into the SDK's type; check
+	// validates params decoded elsewhere (another node's, which is not
+	// trusted).
+	decode func(params json.RawMessage) (any, *acp.RequestError)
+	check  func(p any) *acp.RequestError
+	// run serves a decoded request and answers r, now or later; sid is
+	// the id of the session a creating request makes ("": one is made
+	// here).
+	run     func(a *Agent, r actors.Reply, p any, sid string)
 	session bool
 	creates bool
 }
@@ -38,15 +53,15 @@ func init() {
 		acp.AgentMethodAuthenticate:           conn((*Agent).Authenticate),
 		acp.AgentMethodLogout:                 conn((*Agent).Logout),
 		acp.AgentMethodSessionList:            conn((*Agent).ListSessions),
-		acp.AgentMethodSessionNew:             {serve: ordered((*Agent).serveNew), creates: true},
-		acp.AgentMethodSessionFork:            {serve: ordered((*Agent).serveFork), creates: true},
-		acp.AgentMethodSessionPrompt:          {serve: (*ingress).prompt, session: true},
-		acp.AgentMethodSessionLoad:            {serve: ordered((*Agent).serveLoad), session: true},
-		acp.AgentMethodSessionResume:          {serve: ordered((*Agent).serveResume), session: true},
-		acp.AgentMethodSessionClose:           {serve: ordered((*Agent).serveClose), session: true},
-		acp.AgentMethodSessionDelete:          {serve: ordered((*Agent).serveDelete), session: true},
-		acp.AgentMethodSessionSetMode:         {serve: ordered((*Agent).serveSetMode), session: true},
-		acp.AgentMethodSessionSetConfigOption: {serve: ordered((*Agent).serveSetConfig), session: true},
+		acp.AgentMethodSessionNew:             making((*Agent).serveNewAs),
+		acp.AgentMethodSessionFork:            making((*Agent).serveForkAs),
+		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run((*Agent).servePrompt), session: true},
+		acp.AgentMethodSessionLoad:            ordered((*Agent).serveLoad),
+		acp.AgentMethodSessionResume:          ordered((*Agent).serveResume),
+		acp.AgentMethodSessionClose:           ordered((*Agent).serveClose),
+		acp.AgentMethodSessionDelete:          ordered((*Agent).serveDelete),
+		acp.AgentMethodSessionSetMode:         ordered((*Agent).serveSetMode),
+		acp.AgentMethodSessionSetConfigOption: ordered((*Agent).serveSetConfig),
 	}
 }
 
@@ -56,18 +71,86 @@ type params[P any] interface {
 	Validate() error
 }
 
-// ordered serves a session's request (or one that creates a session) in
-// the ingress's goroutine, before the next line is read; its handler
-// answers r, now or later.
-func ordered[P any, PP params[P]](serve func(*Agent, actors.Reply, P)) func(*ingress, actors.Reply, json.RawMessage) {
-	return func(in *ingress, r actors.Reply, raw json.RawMessage) {
+// decoder decodes and validates a request's params as P.
+func decoder[P any, PP params[P]]() func(json.RawMessage) (any, *acp.RequestError) {
+	return func(raw json.RawMessage) (any, *acp.RequestError) {
 		var p P
 		if rerr := decodeParams(raw, PP(&p)); rerr != nil {
-			in.agent.answer("", r, nil, rerr)
+			return nil, rerr
+		}
+		return p, nil
+	}
+}
+
+// checker validates decoded params of type P as decodeParams does.
+func checker[P any, PP params[P]]() func(any) *acp.RequestError {
+	return func(p any) *acp.RequestError {
+		v, ok := p.(P)
+		if !ok {
+			return acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("params of type %T", p)})
+		}
+		if err := PP(&v).Validate(); err != nil {
+			return acp.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
+		return nil
+	}
+}
+
+// run serves a decoded request of type P.
+func run[P any](serve func(*Agent, actors.Reply, P)) func(*Agent, actors.Reply, any, string) {
+	return func(a *Agent, r actors.Reply, p any, _ string) {
+		v, ok := p.(P)
+		if !ok {
+			a.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("%s: params of type %T", r.Method, p)}))
 			return
 		}
-		serve(in.agent, r, p)
+		serve(a, r, v)
 	}
+}
+
+// ordered is a session's request: served in the session's order, in the
+// ingress's goroutine before the next line is read; its handler answers r,
+// now or later.
+func ordered[P any, PP params[P]](serve func(*Agent, actors.Reply, P)) methodDef {
+	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(serve), session: true}
+}
+
+// making is a request that makes a session, ordered too; its handler is
+// given the new session's id, or "" to make one.
+func making[P any, PP params[P]](serve func(*Agent, actors.Reply, P, string)) methodDef {
+	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), creates: true, run: func(a *Agent, r actors.Reply, p any, sid string) {
+		run(func(a *Agent, r actors.Reply, v P) { serve(a, r, v, sid) })(a, r, p, "")
+	}}
+}
+
+// sessionOf is the session a decoded request names.
+func sessionOf(p any) string {
+	switch v := p.(type) {
+	case acp.PromptRequest:
+		return string(v.SessionId)
+	case acp.LoadSessionRequest:
+		return string(v.SessionId)
+	case acp.ResumeSessionRequest:
+		return string(v.SessionId)
+	case acp.CloseSessionRequest:
+		return string(v.SessionId)
+	case acp.UnstableDeleteSessionRequest:
+		return string(v.SessionId)
+	case acp.SetSessionModeRequest:
+		return string(v.SessionId)
+	case acp.SetSessionConfigOptionRequest:
+		switch {
+		case v.ValueId != nil:
+			return string(v.ValueId.SessionId)
+		case v.Boolean != nil:
+			return string(v.Boolean.SessionId)
+		}
+	case acp.UnstableForkSessionRequest:
+		return string(v.SessionId)
+	case acp.CancelNotification:
+		return string(v.SessionId)
+	}
+	return ""
 }
 
 // conn serves a request about the connection on a goroutine of its own

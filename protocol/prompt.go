@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/coder/acp-go-sdk"
@@ -12,27 +13,46 @@ import (
 	"github.com/mm-agent/mm/actors"
 )
 
-// A prompt's request at the edge: its params decoded in one pass, and the
-// request kept by id for $/cancel_request until it is answered.
+// A prompt's request: its params decoded in one pass where the client's
+// connection is, and the request kept by id for $/cancel_request, where
+// its session is, until it is answered.
+
+// prompts are a connection's prompt requests served and not yet
+// answered, by id key.
+type prompts struct {
+	mu sync.Mutex
+	m  map[string]*promptRef
+}
 
 // promptRef is a prompt request: its session and number once started, or
 // cancelled, when its $/cancel_request came before it started.
 type promptRef struct {
-	in        *ingress
+	in        *prompts
 	session   *actors.Session
 	seq       uint64
 	reply     actors.Reply
 	cancelled bool
 }
 
-// servePrompt starts a prompt's turn in its session's order, and keeps it
-// by id for $/cancel_request until it is answered.
-func (in *ingress) servePrompt(r actors.Reply, p acp.PromptRequest) {
-	ref := &promptRef{reply: r, in: in}
-	in.mu.Lock()
-	in.prompts[idKey(r.ID)] = ref
-	in.mu.Unlock()
-	in.agent.servePrompt(r, p, ref)
+// decodePrompt is session/prompt's decode, the hot path (promptRequest).
+func decodePrompt(raw json.RawMessage) (any, *acp.RequestError) {
+	var p promptRequest
+	if rerr := decodeParams(raw, &p); rerr != nil {
+		return nil, rerr
+	}
+	return p.request(), nil
+}
+
+// keep remembers a prompt request until it is answered.
+func (ps *prompts) keep(r actors.Reply) *promptRef {
+	ref := &promptRef{reply: r, in: ps}
+	ps.mu.Lock()
+	if ps.m == nil {
+		ps.m = map[string]*promptRef{}
+	}
+	ps.m[idKey(r.ID)] = ref
+	ps.mu.Unlock()
+	return ref
 }
 
 // started records the session and number of a prompt; it reports whether
@@ -45,16 +65,32 @@ func (ref *promptRef) started(s *actors.Session, seq uint64) (cancelled bool) {
 }
 
 // answered forgets a prompt request once its response is written.
-func (in *ingress) answered(r actors.Reply) {
+func (ps *prompts) answered(r actors.Reply) {
 	if r.Method != acp.AgentMethodSessionPrompt || r.ID == nil {
 		return
 	}
 	key := idKey(r.ID)
-	in.mu.Lock()
-	if ref, ok := in.prompts[key]; ok && ref.reply.Seq == r.Seq {
-		delete(in.prompts, key)
+	ps.mu.Lock()
+	if ref, ok := ps.m[key]; ok && ref.reply.Seq == r.Seq {
+		delete(ps.m, key)
 	}
-	in.mu.Unlock()
+	ps.mu.Unlock()
+}
+
+// cancel cancels the prompt request id names, as session/cancel would:
+// its turn ends cancelled (one read and not started yet starts
+// cancelled). It reports false when id names no prompt request unanswered.
+func (ps *prompts) cancel(id json.RawMessage) bool {
+	ps.mu.Lock()
+	ref, ok := ps.m[idKey(id)]
+	if ok && ref.session == nil {
+		ref.cancelled = true
+	}
+	ps.mu.Unlock()
+	if ok && ref.session != nil {
+		ref.session.CancelPrompt(ref.seq)
+	}
+	return ok
 }
 
 // promptRequest decodes session/prompt params into the SDK's types in one

@@ -75,7 +75,7 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 		src = jsonrpc.Lines(o.In, int(h.cfg.ACP.MaxLineBytes))
 	}
 	in := newIngress(src, int(h.cfg.ACP.MaxLineBytes), a, out, log, waiting)
-	box.encode, box.answered = a.encode, in.answered
+	box.encode, box.answered = a.encode, a.prompts.answered
 	box.written = func(n int) {
 		waiting.give(n)
 		if n > 0 {

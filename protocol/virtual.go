@@ -16,19 +16,19 @@ import (
 // Virtual is a connection without a transport of its own. A node of mm's
 // cluster serves on its hub the sessions its grains hold for a client
 // whose connection is on another node (package grains): the requests of
-// that client come as calls, in the order the other node read them, and
+// that client come decoded, in the order the other node read them, and
 // everything the connection writes — updates, answers, mm's own requests —
 // goes to Out as whole lines, as it would go to stdout. Ownership, roots,
-// takeovers and answers are those of any connection on the hub.
+// takeovers and answers are those of any connection on the hub. It has no
+// reader: nothing here parses a request's JSON again.
 //
-// Concurrency: every method may be called from any goroutine; Call and
-// Reopen are served one at a time, in the order they are called (each
-// grain calls them in its session's order).
+// Concurrency: every method may be called from any goroutine; Serve,
+// Cancel, CancelRequest and Reopen are served one at a time, in the order
+// they are called (each grain calls them in its session's order).
 type Virtual struct {
 	a      *Agent
-	in     *ingress
 	cancel context.CancelFunc // the connection's context: its store reads
-	mu     sync.Mutex         // serves one Call or Reopen at a time, as the ingress would
+	mu     sync.Mutex         // serves one call at a time, as the ingress would
 }
 
 // VirtualOptions wires a Virtual.
@@ -65,43 +65,55 @@ func (h *Hub) Virtual(o VirtualOptions) *Virtual {
 	if o.CallPrefix != "" {
 		a.calls.prefix = o.CallPrefix
 	}
-	in := &ingress{agent: a, out: out, log: log, prompts: map[string]*promptRef{}}
-	box.encode, box.answered = a.encode, in.answered
+	box.encode, box.answered = a.encode, a.prompts.answered
 	go func() { box.setRoot(h.started().Root()) }()
-	return &Virtual{a: a, in: in, cancel: cancel}
+	return &Virtual{a: a, cancel: cancel}
 }
 
-// Call serves one request (id set) or notification (id nil) of the client,
-// as the ingress serves what it reads; sessionID is the id the client's
-// node chose for a session/new.
-func (v *Virtual) Call(method string, id, params json.RawMessage, sessionID string) {
+// Serve serves one decoded request of the client: p is its params as the
+// SDK's type (what the method table's decode makes of them at the
+// client's node), checked again here as the SDK checks them; sid is the
+// id the client's node chose for a session/new or session/fork. Only a
+// session's requests come here: the client's node serves the
+// connection's.
+func (v *Virtual) Serve(method string, id json.RawMessage, p any, sid string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if id == nil {
-		v.in.notification(method, params)
-		return
-	}
 	a := v.a
-	switch {
-	case method == acp.AgentMethodSessionNew && sessionID != "":
-		r := a.request(id, method)
-		defer a.survive(method, r)
-		ordered(func(a *Agent, r actors.Reply, p acp.NewSessionRequest) { a.serveNewAs(r, p, sessionID) })(v.in, r, params)
-		return
-	case method == acp.AgentMethodSessionFork && sessionID != "":
-		r := a.request(id, method)
-		defer a.survive(method, r)
-		ordered(func(a *Agent, r actors.Reply, p acp.UnstableForkSessionRequest) { a.serveForkAs(r, p, sessionID) })(v.in, r, params)
+	r := a.request(id, method)
+	defer a.survive(method, r)
+	m, ok := methods[method]
+	if !ok || m.run == nil {
+		a.answer("", r, nil, acp.NewMethodNotFound(method))
 		return
 	}
-	// Only a session's requests come here: the client's node serves the
-	// connection's.
-	if m, ok := methods[method]; ok && (m.session || m.creates) {
-		v.in.serve(method, id, params)
+	if rerr := m.check(p); rerr != nil {
+		a.answer("", r, nil, rerr)
 		return
 	}
+	m.run(a, r, p, sid)
+}
+
+// Refuse answers a request whose params could not be taken from the
+// other node's message: invalid params, saying why.
+func (v *Virtual) Refuse(method string, id json.RawMessage, err error) {
 	r := v.a.request(id, method)
-	v.a.answer("", r, nil, acp.NewMethodNotFound(method))
+	v.a.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": err.Error()}))
+}
+
+// Cancel serves the client's session/cancel of session sid.
+func (v *Virtual) Cancel(sid string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_ = v.a.Cancel(v.a.ctx, acp.CancelNotification{SessionId: acp.SessionId(sid)})
+}
+
+// CancelRequest serves the client's $/cancel_request of one of its
+// prompts here.
+func (v *Virtual) CancelRequest(id json.RawMessage) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.a.prompts.cancel(id)
 }
 
 // Answered takes the client's answer to one of mm's requests of this
@@ -123,21 +135,17 @@ func (v *Virtual) Close() {
 // Reopen makes session sid live here again, quietly, before the client's
 // next request of it, when it is not live on this hub: the session was on
 // a node of the cluster that was lost or left, and its history is in the
-// store. open is the params of a session/resume of it. It reports whether
+// store. p is a session/resume of it. It reports whether
 // it reopened; a session that cannot be (another owner's, not stored)
 // is left to the request that follows, which says why.
-func (v *Virtual) Reopen(sid string, open json.RawMessage) bool {
+func (v *Virtual) Reopen(sid string, p acp.ResumeSessionRequest) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	a := v.a
-	if len(open) == 0 || a.live(sid) != nil {
+	if a.live(sid) != nil || a.hub.sessions.Holds(sid) {
 		return false
 	}
-	if a.hub.sessions.Holds(sid) {
-		return false
-	}
-	var p acp.ResumeSessionRequest
-	if decodeParams(open, &p) != nil || string(p.SessionId) != sid {
+	if methods[acp.AgentMethodSessionResume].check(p) != nil || string(p.SessionId) != sid {
 		return false
 	}
 	// Its answer is nobody's: the client did not ask, and the outbox does

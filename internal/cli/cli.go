@@ -113,17 +113,12 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, newNode NewNo
 	errw := logs.NewBatchWriter(stderr)
 	defer errw.Close()
 	log := logs.New(errw, slog.LevelInfo)
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			log.Error(err.Error())
-			return 1
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	stopProfile, err := startProfile(*cpuProfile)
+	if err != nil {
+		log.Error(err.Error())
+		return 1
 	}
+	defer stopProfile()
 	cfg, err := configs.Load(*configPath)
 	if err != nil {
 		log.Error(err.Error())
@@ -136,12 +131,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, newNode NewNo
 	}
 	banner(log, cfg)
 
-	if os.Getenv("GOGC") == "" {
-		// mm's live heap is small (a few KB a session); twice the default
-		// headroom costs a few MB and saves about 7% of the CPU under load
-		// (mmstress -procs 1).
-		debug.SetGCPercent(200)
-	}
+	setGC()
 	defer guardProcess(log)()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -231,6 +221,31 @@ func banner(log *slog.Logger, cfg *configs.Config) {
 // with SIGPIPE: the write fails, and the shutdown path runs. What commands
 // leave running (background jobs, setsid children) is re-parented to mm
 // rather than to init, and killed at the exit.
+// setGC sets the collector's target for a serving mm, unless GOGC does:
+// mm's live heap is small (a few KB a session); twice the default headroom
+// costs a few MB and saves about 7% of the CPU under load (mmstress -procs
+// 1), over pipes and over the network alike.
+func setGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(200)
+	}
+}
+
+// startProfile writes a CPU profile to path ("": none) until stop.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 func guardProcess(log *slog.Logger) (atExit func()) {
 	signal.Ignore(syscall.SIGPIPE)
 	stopReaper, err := procs.BecomeSubreaper(log)

@@ -32,6 +32,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "`ADDR` to listen on, host:port; port 0 picks a free one (default serve.listen)")
 	configPath := fs.String("config", "", "config file (default $MM_CONFIG, then ~/.config/mm/config.yaml)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until exit (for performance work)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -125,6 +126,13 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	}
 	fmt.Fprintf(errw, "mm serve: listening on %s://%s/acp\n", scheme, ln.Addr())
 
+	stopProfile, err := startProfile(*cpuProfile)
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	defer stopProfile()
+	setGC()
 	defer guardProcess(log)()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -26,13 +26,16 @@
 //	host.Drain(ctx); host.Close()     // on SIGTERM, before Leave
 //
 // A session is a grain of kind "session" whose identity is its id. The
-// edge (the node holding the client's connection) sends each request of a
-// session to its grain as a grainspb.Call, one at a time per session, in
+// edge (the node holding the client's connection) decodes each request of
+// a session once (protocol's method table) and sends it to its grain as a
+// typed grainspb.Call (calls.go: a prompt's content blocks, an opening's
+// folders, a mode, a config option), one at a time per session, in
 // read order, numbered per connection; it tries a call until a grain
 // takes it or the budget ends, then answers the request with an error.
 // The grain holds no session state: it serves each call once (a call sent
 // again has a seq it has seen) on the hub, through one protocol.Virtual
-// per client connection, answers grainspb.Accepted at once and never
+// per client connection (no reader: the call's params are checked again
+// and run, never parsed from JSON), answers grainspb.Accepted at once and never
 // holds a request for a turn. What a virtual connection writes goes back
 // to the client's edge actor as grainspb.Lines, one at a time, each
 // acknowledged (Written) once the client's transport took it; the edge
@@ -46,7 +49,8 @@
 //
 // Files: member.go (Start, the topology, Leave), provider.go (each
 // provider from its config, automanaged's health endpoint), metrics.go,
-// log.go (protoactor's lines on mm's logger), host.go (the grains and the
+// log.go (protoactor's lines on mm's logger), calls.go (a request to and
+// from its Call), host.go (the grains and the
 // virtual connections), edge.go (the forwarders), lines.go (the way back
 // to the client: the edge's writer), grainspb (the messages between nodes;
 // go generate).

@@ -55,7 +55,7 @@ func init() {
 		acp.AgentMethodSessionList:            conn((*Agent).ListSessions),
 		acp.AgentMethodSessionNew:             making((*Agent).serveNewAs),
 		acp.AgentMethodSessionFork:            making((*Agent).serveForkAs),
-		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run((*Agent).servePrompt), session: true},
+		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run(func(a *Agent, r actors.Reply, p acp.PromptRequest, _ string) { a.servePrompt(r, p) }), session: true},
 		acp.AgentMethodSessionLoad:            ordered((*Agent).serveLoad),
 		acp.AgentMethodSessionResume:          ordered((*Agent).serveResume),
 		acp.AgentMethodSessionClose:           ordered((*Agent).serveClose),
@@ -96,15 +96,16 @@ func checker[P any, PP params[P]]() func(any) *acp.RequestError {
 	}
 }
 
-// run serves a decoded request of type P.
-func run[P any](serve func(*Agent, actors.Reply, P)) func(*Agent, actors.Reply, any, string) {
-	return func(a *Agent, r actors.Reply, p any, _ string) {
+// run serves a decoded request of type P; sid is the id of the session a
+// creating request makes.
+func run[P any](serve func(*Agent, actors.Reply, P, string)) func(*Agent, actors.Reply, any, string) {
+	return func(a *Agent, r actors.Reply, p any, sid string) {
 		v, ok := p.(P)
 		if !ok {
 			a.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("%s: params of type %T", r.Method, p)}))
 			return
 		}
-		serve(a, r, v)
+		serve(a, r, v, sid)
 	}
 }
 
@@ -112,15 +113,13 @@ func run[P any](serve func(*Agent, actors.Reply, P)) func(*Agent, actors.Reply, 
 // ingress's goroutine before the next line is read; its handler answers r,
 // now or later.
 func ordered[P any, PP params[P]](serve func(*Agent, actors.Reply, P)) methodDef {
-	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(serve), session: true}
+	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(func(a *Agent, r actors.Reply, p P, _ string) { serve(a, r, p) }), session: true}
 }
 
 // making is a request that makes a session, ordered too; its handler is
 // given the new session's id, or "" to make one.
 func making[P any, PP params[P]](serve func(*Agent, actors.Reply, P, string)) methodDef {
-	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), creates: true, run: func(a *Agent, r actors.Reply, p any, sid string) {
-		run(func(a *Agent, r actors.Reply, v P) { serve(a, r, v, sid) })(a, r, p, "")
-	}}
+	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(serve), creates: true}
 }
 
 // sessionOf is the session a decoded request names.

@@ -97,6 +97,8 @@ func (v *Virtual) Serve(method string, id json.RawMessage, p any, sid string) {
 // Refuse answers a request whose params could not be taken from the
 // other node's message: invalid params, saying why.
 func (v *Virtual) Refuse(method string, id json.RawMessage, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	r := v.a.request(id, method)
 	v.a.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": err.Error()}))
 }

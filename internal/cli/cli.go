@@ -216,11 +216,6 @@ func banner(log *slog.Logger, cfg *configs.Config) {
 	}
 }
 
-// guardProcess readies a serving mm (mm -acp, mm serve) and returns what
-// to run at its exit. A client that goes away mid-write must not kill mm
-// with SIGPIPE: the write fails, and the shutdown path runs. What commands
-// leave running (background jobs, setsid children) is re-parented to mm
-// rather than to init, and killed at the exit.
 // setGC sets the collector's target for a serving mm, unless GOGC does:
 // mm's live heap is small (a few KB a session); twice the default headroom
 // costs a few MB and saves about 7% of the CPU under load (mmstress -procs
@@ -246,6 +241,11 @@ func startProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
+// guardProcess readies a serving mm (mm -acp, mm serve) and returns what
+// to run at its exit. A client that goes away mid-write must not kill mm
+// with SIGPIPE: the write fails, and the shutdown path runs. What commands
+// leave running (background jobs, setsid children) is re-parented to mm
+// rather than to init, and killed at the exit.
 func guardProcess(log *slog.Logger) (atExit func()) {
 	signal.Ignore(syscall.SIGPIPE)
 	stopReaper, err := procs.BecomeSubreaper(log)

@@ -60,7 +60,8 @@ type Session struct {
 
 // SpawnSession starts the actor of a session: a new one (only ID and Cwd
 // set) or one loaded or forked from st. The system prompt is always the
-// current one.
+// current one. On a node of a cluster the actor is the session's grain
+// (grain.go).
 func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 	final := make(chan struct{})
 	s := newSession(rt, st, final)
@@ -69,8 +70,18 @@ func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 	// itself (fenced) and its replies answered; it never reads pid, set
 	// below.
 	s.handle = h
-	h.pid = rt.spawnSession(s)
+	h.pid = rt.place(st.ID, s)
 	return h
+}
+
+// place starts a session's actor a: in the grain a cluster activated for
+// session id, when one waits for it (grain.go), or spawned here.
+func (rt *Runtime) place(id string, a actor.Actor) *actor.PID {
+	if g := rt.takeGrain(id); g != nil {
+		rt.sys.Root.Send(g.self, &bind{inner: a})
+		return g.self
+	}
+	return rt.spawnSession(a)
 }
 
 // spawnSession spawns a session's actor: cancels first in its mailbox,

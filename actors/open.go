@@ -26,7 +26,7 @@ func (rt *Runtime) OpenSession(id, cwd string, out Outbox, after <-chan struct{}
 	}
 	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{}), out: out}
 	o := &opener{h: h, after: after, open: open}
-	h.pid = rt.spawnSession(o)
+	h.pid = rt.place(id, o)
 	return h
 }
 
@@ -56,15 +56,7 @@ func (o *opener) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		// Waiting for the work before and reading the store are disk or
-		// database work: off the actor, as all blocking work is.
-		h, self, root := o.h, ctx.Self(), ctx.ActorSystem().Root
-		h.rt.goWork(func() {
-			if o.after != nil {
-				<-o.after
-			}
-			root.Send(self, o.load())
-		})
+		o.started(ctx)
 	case *opened:
 		if m.s == nil {
 			o.h.fail(m.failed)
@@ -89,6 +81,18 @@ func (o *opener) Receive(ctx actor.Context) {
 			o.kept = keep(o.kept, m)
 		}
 	}
+}
+
+// started starts the opening. Waiting for the work before and reading the
+// store are disk or database work: off the actor, as all blocking work is.
+func (o *opener) started(ctx actor.Context) {
+	h, self, root := o.h, ctx.Self(), ctx.ActorSystem().Root
+	h.rt.goWork(func() {
+		if o.after != nil {
+			<-o.after
+		}
+		root.Send(self, o.load())
+	})
 }
 
 // end makes the file final for a session that never opened.

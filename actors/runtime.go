@@ -58,6 +58,11 @@ type Options struct {
 	// Store keeps the sessions when sessions.enabled is set; nil: the
 	// file store under sessions.dir, read with Key.
 	Store store.Backend
+	// System, when set, is the actor system the runtime runs in: a node
+	// of mm's cluster gives its member's, whose session grains are the
+	// sessions' actors (grain.go). The runtime then leaves its logging
+	// and its shutdown to whoever made it. nil: the runtime makes its own.
+	System *actor.ActorSystem
 	// SelfStopped, when set, is called when a session stops by itself,
 	// its saves fenced because another mm took it over, so that the edge
 	// forgets it: before its user is told, and before it has stopped. It
@@ -76,8 +81,13 @@ type NamedModel struct {
 // Runtime is one actor system serving one ACP connection: its sessions, its
 // turn serializer and the shared, read-only dependencies they use.
 type Runtime struct {
-	sys   *actor.ActorSystem
-	turns *actor.PID
+	sys *actor.ActorSystem
+	// ownSystem is set when the runtime made sys, and shuts it down.
+	ownSystem bool
+	// grains are the session actors a cluster activated whose session is
+	// still to be given to them, by session id (grain.go).
+	grains grainTable
+	turns  *actor.PID
 	// mailboxes runs every mailbox of this runtime.
 	mailboxes *dispatcher
 	cfg       *configs.Config
@@ -132,18 +142,11 @@ func NewRuntime(o Options) *Runtime {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// Protoactor logs through this factory only; its default handler writes
-	// colourised text, and its developer supervision logging (left off)
-	// prints to stdout.
-	actorLog := log.With("lib", "protoactor")
-	sys := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quietActorLog(actorLog) }),
-		// Messages that reach a stopped actor are expected when a session
-		// stops mid-turn (its workers' last words); the throttle's timer
-		// goroutine should not outlive that by a second.
-		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
-	)
-	rt := &Runtime{sys: sys, cfg: o.Config, out: o.Out, client: o.Client, hooks: o.Hooks, log: log, key: o.Key,
+	sys, own := o.System, o.System == nil
+	if own {
+		sys = NewSystem(log)
+	}
+	rt := &Runtime{sys: sys, ownSystem: own, cfg: o.Config, out: o.Out, client: o.Client, hooks: o.Hooks, log: log, key: o.Key,
 		sensitive: o.Sensitive, toolDefs: toolDefs(), runTool: tools.Run}
 	if rt.out == nil {
 		rt.out = discard{root: sys.Root}
@@ -172,6 +175,28 @@ func NewRuntime(o Options) *Runtime {
 	rt.turns = rt.spawnTurns(o.Config.Turns.Concurrency)
 	rt.warm("default")
 	return rt
+}
+
+// NewSystem makes an actor system as mm's actors need it: protoactor's
+// logs on log (warnings and errors only: it writes a line per spawned
+// actor at info), and dead letters let go of quickly. A node of mm's
+// cluster makes its member's system so, and gives it to the runtime
+// (Options.System).
+func NewSystem(log *slog.Logger, opts ...actor.ConfigOption) *actor.ActorSystem {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// Protoactor logs through this factory only; its default handler writes
+	// colourised text, and its developer supervision logging (left off)
+	// prints to stdout.
+	actorLog := log.With("lib", "protoactor")
+	return actor.NewActorSystem(append([]actor.ConfigOption{
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quietActorLog(actorLog) }),
+		// Messages that reach a stopped actor are expected when a session
+		// stops mid-turn (its workers' last words); the throttle's timer
+		// goroutine should not outlive that by a second.
+		actor.WithDeadLetterThrottleInterval(10 * time.Millisecond),
+	}, opts...)...)
 }
 
 // fetchLimits are fetch_content's limits from the config.
@@ -287,7 +312,9 @@ func (rt *Runtime) Shutdown() {
 	case <-time.After(3 * time.Second):
 		rt.log.Warn("shutdown: some model or tool work did not stop in 3s")
 	}
-	rt.sys.Shutdown()
+	if rt.ownSystem {
+		rt.sys.Shutdown()
+	}
 	rt.mailboxes.close()
 	rt.http.CloseIdleConnections()
 }

@@ -400,5 +400,8 @@ func (s *session) start(ctx actor.Context) {
 	s.startMCP(ctx, s.mcpServers)
 }
 
+// started starts a session given to a grain (grain.go) as its spawn would.
+func (s *session) started(ctx actor.Context) { s.start(ctx) }
+
 // idle says whether the session has no turn running, held or queued.
 func (s *session) idle() bool { return s.cur == nil && s.held == nil && len(s.queue) == 0 }

@@ -222,6 +222,13 @@ func (rt *Runtime) props(producer actor.Producer, opts ...actor.PropsOption) *ac
 		actor.WithMailbox(actor.UnboundedLockfree()), actor.WithDispatcher(rt.mailboxes)}, opts...)...)
 }
 
+// Props are the props of an actor that is not a session's but lives beside
+// them (a cluster's links and edges, package grains): a lock-free mailbox
+// run by the runtime's dispatcher, like the runtime's own actors.
+func (rt *Runtime) Props(receive actor.ReceiveFunc) *actor.Props {
+	return rt.props(func() actor.Actor { return receive })
+}
+
 // quietActorLog keeps protoactor's warnings and errors but drops its
 // per-actor info chatter (one line per spawned actor and future).
 func quietActorLog(l *slog.Logger) *slog.Logger {

@@ -12,7 +12,7 @@ import (
 // A client's request crosses nodes typed: the edge decoded its params once
 // (protocol's method table), and encodeParams puts what it made of them in
 // the Call; the grain's node takes them back out with decodeParams and
-// checks them again (protocol.Virtual.Serve), as it checks anything that
+// checks them again (protocol.Caller.Serve), as it checks anything that
 // comes from another node. No JSON of a prompt is read on the session's
 // node.
 

@@ -3,106 +3,160 @@ package grains
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/tidwall/gjson"
+	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/protocol/acptest"
 )
+
+// fakeEdge is a client's edge actor that keeps what the sessions send it
+// and gives their stream's bytes back at once.
+type fakeEdge struct {
+	mu      sync.Mutex
+	answers map[string]int // by JSON-RPC id
+	text    strings.Builder
+}
+
+func (e *fakeEdge) receive(ctx actor.Context) {
+	m, ok := ctx.Message().(*grainspb.Out)
+	if !ok {
+		return
+	}
+	if m.Cost > 0 {
+		ctx.Send(pidOf(m.Link), &grainspb.Credit{SessionId: m.SessionId, Bytes: m.Cost})
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch it := m.Item.(type) {
+	case *grainspb.Out_Response:
+		e.answers[string(it.Response.Id)]++
+	case *grainspb.Out_Chunk:
+		e.text.WriteString(it.Chunk)
+	case *grainspb.Out_Deliver:
+		ctx.Send(pidOf(m.Link), &grainspb.Delivered{Number: it.Deliver})
+	}
+}
+
+func (e *fakeEdge) count(id string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.answers[id]
+}
 
 // TestCallSentAgainIsServedOnce: protoactor's cluster.Request sends a
 // request again when its answer is late; a session's grain serves each
-// call of a client connection once, however often it comes.
+// call of a client connection once, however often it comes. The grain is
+// the session's actor: the Accepted names it, and it is where the
+// session's turns run.
 func TestCallSentAgainIsServedOnce(t *testing.T) {
 	testwait.Short(t, "a session grain's calls sent again (TestMember keeps a member's life in -short)")
 	var out syncBuffer
 	nodes, _ := testCluster(t, 1, &out)
 	m := nodes[0].m
-	// The client's edge: it writes what the grain's virtual connection
-	// sends, and says so.
-	var wire syncBuffer
-	edge := m.System().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if l, ok := ctx.Message().(*grainspb.Lines); ok {
-			_, _ = wire.Write(l.Data)
-			ctx.Respond(&grainspb.Written{Seq: l.Seq})
-		}
-	}))
+	e := &fakeEdge{answers: map[string]int{}}
+	edge := m.System().Root.Spawn(actor.PropsFromFunc(e.receive))
 	defer m.System().Root.Stop(edge)
 	conn := &grainspb.Conn{Address: edge.Address, Id: edge.Id}
-	sid := string(actors.NewSessionID(time.Now()))
+	sid := actors.NewSessionID(time.Now())
+	var grain *grainspb.Conn
 	send := func(c *grainspb.Call) {
 		t.Helper()
 		res, err := m.Cluster().Request(sid, SessionKind, c, cluster.WithTimeout(testwait.Hang))
-		if a, ok := res.(*grainspb.Accepted); err != nil || !ok || a.Again {
+		a, ok := res.(*grainspb.Accepted)
+		if err != nil || !ok || a.Again || a.Session == nil {
 			t.Fatalf("%s: %v %v", c.Method, res, err)
 		}
-	}
-	answers := func(id string) int {
-		n := 0
-		for _, line := range strings.Split(wire.String(), "\n") {
-			if gjson.Get(line, "id").Raw == id && !gjson.Get(line, "method").Exists() {
-				n++
-			}
+		if grain != nil && connKey(grain) != connKey(a.Session) {
+			t.Errorf("%s accepted by %v, the session's by %v", c.Method, a.Session, grain)
 		}
-		return n
+		grain = a.Session
 	}
 	newSession := &grainspb.Call{Conn: conn, Seq: 1, Owner: "alice", Method: "session/new", Id: []byte("1"), SessionId: sid,
 		Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: t.TempDir(), McpServers: []byte("[]")}}}
 	send(newSession)
 	send(newSession)
 	// A client knows its session's id once session/new has answered.
-	waitFor(t, "session/new answered", func() bool { return answers("1") > 0 })
+	waitFor(t, "session/new answered", func() bool { return e.count("1") > 0 })
 	prompt := &grainspb.Call{Conn: conn, Seq: 2, Owner: "alice", Method: "session/prompt", Id: []byte("2"), SessionId: sid,
 		Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "ping"}}}}}}}
 	send(prompt)
 	send(prompt)
 	send(newSession) // late, behind the prompt
-	waitFor(t, "the prompt answered", func() bool { return answers("2") > 0 })
+	waitFor(t, "the prompt answered", func() bool { return e.count("2") > 0 })
 	time.Sleep(300 * time.Millisecond) // what a second run would write by now
-	if n1, n2 := answers("1"), answers("2"); n1 != 1 || n2 != 1 {
-		t.Errorf("session/new answered %d times, the prompt %d times:\n%s", n1, n2, wire.String())
+	if n1, n2 := e.count("1"), e.count("2"); n1 != 1 || n2 != 1 {
+		t.Errorf("session/new answered %d times, the prompt %d times", n1, n2)
 	}
-	if n := strings.Count(wire.String(), `"pong"`); n != 1 {
-		t.Errorf("the turn ran %d times:\n%s", n, wire.String())
+	e.mu.Lock()
+	text := e.text.String()
+	e.mu.Unlock()
+	if text != "pong" {
+		t.Errorf("the turns wrote %q, want one pong", text)
 	}
 	if c := strings.Count(out.String(), fmt.Sprintf("session %s created", sid)); c != 1 {
 		t.Errorf("the session was created %d times:\n%s", c, out.String())
 	}
+	// The grain is the session's actor, as the hub's session table has it.
+	if !nodes[0].hub.Holds(sid) || nodes[0].hub.Sessions() != 1 {
+		t.Errorf("the hub holds %d session(s), %s among them: %v", nodes[0].hub.Sessions(), sid, nodes[0].hub.Holds(sid))
+	}
 }
 
-// TestEdgeWritesLinesOnce: the client's edge writes each Lines of a
-// virtual connection once, however often it comes, answers every copy,
-// and drops, still answering, what a node it does not count as a member
-// sends (a stale copy of a session on a node counted out).
-func TestEdgeWritesLinesOnce(t *testing.T) {
-	testwait.Short(t, "the edge's Lines sent again (TestMember keeps a member's life in -short)")
+// TestEdgeDropsAStaleNodesOutput: what a node the client's node does not
+// count as a member sends (a stale copy of a session on a node counted
+// out) is not written to the client, but its bytes are given back, so
+// that the stale copy goes on to its end; a member's is written.
+func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
+	testwait.Short(t, "the edge's way back (TestMember keeps a member's life in -short)")
 	var out syncBuffer
 	nodes, _ := testCluster(t, 1, &out)
 	m := nodes[0].m
-	var client syncBuffer
-	answered := 0
-	fw := nodes[0].edge.Forwarder("alice", nil)(&client, func(n int) { answered += n })
-	defer fw.Close(testwait.Hang) // returns once its lanes are idle
-	edge := fw.(*edgeConn).self
-	from := &grainspb.Conn{Address: m.Address(), Id: "virtual-1"}
-	send := func(node string, seq uint64, data string) {
-		t.Helper()
-		res, err := m.System().Root.RequestFuture(edge, &grainspb.Lines{From: from, Node: node, Seq: seq, Data: []byte(data)}, testwait.Hang).Result()
-		if w, ok := res.(*grainspb.Written); err != nil || !ok || w.Seq != seq {
-			t.Fatalf("Lines %d from %s: %v %v", seq, node, res, err)
+	made := make(chan *edgeConn, 1)
+	c := acptest.OnHub(nodes[0].hub, protocol.ConnOptions{Owner: "alice", Forward: func(sink protocol.Sink) protocol.Forwarder {
+		f := nodes[0].edge.Forwarder("alice", nil)(sink)
+		made <- f.(*edgeConn)
+		return f
+	}})
+	t.Cleanup(func() { _ = c.Close(testwait.Hang) })
+	ctx := t.Context()
+	if _, err := c.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	edge := (<-made).self
+	var mu sync.Mutex
+	credited := int64(0)
+	link := m.System().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if cr, ok := ctx.Message().(*grainspb.Credit); ok {
+			mu.Lock()
+			credited += cr.Bytes
+			mu.Unlock()
 		}
+	}))
+	defer m.System().Root.Stop(link)
+	me := &grainspb.Conn{Address: link.Address, Id: link.Id}
+	root := m.System().Root
+	root.Send(edge, &grainspb.Out{Link: me, Node: "10.9.9.9:1", SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "stale"}})
+	root.Send(edge, &grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "fresh"}})
+	root.Send(edge, &grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1",
+		Item: &grainspb.Out_Update{Update: []byte(`{"sessionUpdate":"current_mode_update","currentModeId":"ask"}`)}})
+	if err := c.Client.WaitUpdate(ctx, "s1", func(u acp.SessionUpdate) bool { return u.CurrentModeUpdate != nil }); err != nil {
+		t.Fatal(err)
 	}
-	send("10.9.9.9:1", 1, `{"jsonrpc":"2.0","method":"session/update","params":{"stale":true}}`+"\n")
-	send(m.Address(), 2, `{"jsonrpc":"2.0","method":"session/update","params":{"n":2}}`+"\n")
-	send(m.Address(), 2, `{"jsonrpc":"2.0","method":"session/update","params":{"n":2}}`+"\n")
-	send(m.Address(), 1, `{"jsonrpc":"2.0","method":"session/update","params":{"late":true}}`+"\n")
-	send(m.Address(), 3, `{"jsonrpc":"2.0","method":"session/update","params":{"n":3}}`+"\n")
-	if got, want := client.String(), `{"jsonrpc":"2.0","method":"session/update","params":{"n":2}}`+"\n"+`{"jsonrpc":"2.0","method":"session/update","params":{"n":3}}`+"\n"; got != want {
-		t.Errorf("the client read:\n%s\nwant:\n%s", got, want)
+	if got := acptest.Text(c.Client.Updates("s1")); got != "fresh" {
+		t.Errorf("the client read %q, want fresh", got)
 	}
+	waitFor(t, "both chunks' bytes given back", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return credited == 10
+	})
 }

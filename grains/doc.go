@@ -17,43 +17,62 @@
 //	m.CrossNodeRequest(d, err) // a request to a grain on another node, for /metrics
 //	m.Leave(ctx)           // graceful: Shutdown(true)
 //
-// Sessions as grains (host.go, edge.go):
+// Sessions as grains (host.go, link.go, edge.go):
 //
-//	host := grains.NewHost(hub, log)  // its Kind goes to Options.Kinds
-//	host.Watch(m)                     // after Start
-//	edge := grains.NewEdge(m, budget, log)
+//	sys := grains.NewSystem(log)       // the node's actor system
+//	hub := app.NewHub(app.Options{..., System: sys.ActorSystem})
+//	host := grains.NewHost(hub, log)   // its Kind goes to Options.Kinds
+//	m, err := grains.Start(grains.Options{..., Kinds: ..., System: sys})
+//	host.Watch(m)                      // after Start
+//	edge := grains.NewEdge(m, hub, budget, log)
 //	hub.Connect(protocol.ConnOptions{..., Forward: edge.Forwarder(owner, roots)})
-//	host.Drain(ctx); host.Close()     // on SIGTERM, before Leave
+//	host.Drain(ctx); host.Close()      // on SIGTERM, before Leave
 //
-// A session is a grain of kind "session" whose identity is its id. The
-// edge (the node holding the client's connection) decodes each request of
-// a session once (protocol's method table) and sends it to its grain as a
-// typed grainspb.Call (calls.go: a prompt's content blocks, an opening's
-// folders, a mode, a config option), one at a time per session, in
-// read order, numbered per connection; it tries a call until a grain
-// takes it or the budget ends, then answers the request with an error.
-// The grain holds no session state: it serves each call once (a call sent
-// again has a seq it has seen) on the hub, through one protocol.Virtual
-// per client connection (no reader: the call's params are checked again
-// and run, never parsed from JSON), answers grainspb.Accepted at once and never
-// holds a request for a turn. What a virtual connection writes goes back
-// to the client's edge actor as grainspb.Lines, one at a time, each
-// acknowledged (Written) once the client's transport took it; the edge
-// actor queues them and a writer per connection writes them, so that the
-// actor never waits on the client. When a
-// node leaves the membership, the edge fails the requests in flight there
-// (NodeLost) and drops what that node still sends; the host closes the
-// virtual connections of clients whose node left. A session not live on
-// its grain's node is reopened from the store before the request that
-// needs it (protocol.Virtual.Reopen). A grain idle for 10 minutes stops.
+// A session is a grain of kind "session" whose identity is its id, and the
+// grain is the session's actor: the node's runtime runs in the member's
+// actor system, the kind spawns with the runtime's session props, and the
+// first request for a session gives the activation its session
+// (actors.Grain) — a session/new or a fork its new state, a load or a
+// resume its stored one, a prompt for a session whose node was lost its
+// stored one first (protocol.Caller.Reopen). One actor, one mailbox, its
+// order the session's.
 //
-// Files: member.go (Start, the topology, Leave), provider.go (each
-// provider from its config, automanaged's health endpoint), metrics.go,
-// log.go (protoactor's lines on mm's logger), calls.go (a request to and
-// from its Call), host.go (the grains and the
-// virtual connections), edge.go (the forwarders), lines.go (the way back
-// to the client: the edge's writer), grainspb (the messages between nodes;
-// go generate).
+// The edge (the node holding the client's connection) decodes each request
+// of a session once (protocol's method table) and sends it to the grain as
+// a typed grainspb.Call (calls.go: a prompt's content blocks, an opening's
+// folders, a mode, a config option), one at a time per session, in read
+// order, numbered per connection; it tries a call until a grain takes it
+// or the budget ends, then answers the request with an error. A cancel
+// whose session's actor is known goes to it straight (grainspb.Cancel), at
+// the priority that puts it ahead of the stream in its mailbox. The grain
+// answers grainspb.Accepted at once (naming itself and the client's link),
+// serves each call once (a call sent again has a seq it has seen) through
+// the client's link on its node, and never holds a request for a turn.
+//
+// The link (link.go) is a client connection's end on a node that runs
+// some of its sessions: a protocol.Caller — the client as the hub's
+// session code knows it: owner, roots, where its sessions write, whom they
+// ask — and the way back. What its sessions write goes to the client's
+// edge actor as grainspb.Out, typed and in each session's order: a text
+// chunk as its text, any other update as the SDK's JSON of it, an answer
+// as its encoded result or error, a question to the client as its
+// params; the edge puts each in the connection's own ordered outbox
+// (protocol.Sink), parsing nothing. Streamed output holds its session's
+// budget until the edge has written it and sends a grainspb.Credit back;
+// the client's answers to the sessions' questions come back as
+// grainspb.Answer. When a node leaves the membership, the edge fails the
+// requests in flight there (NodeLost) and drops what that node still
+// sends (giving its credits back); the host closes the links of clients
+// whose node left, and a link closed (grainspb.Gone: the client left)
+// cancels its sessions' turns and leaves them live, detached. A grain
+// that no request gave a session stops after a minute.
+//
+// Files: member.go (NewSystem, Start, the topology, Leave), provider.go
+// (each provider from its config, automanaged's health endpoint),
+// metrics.go, log.go (protoactor's lines on mm's logger), calls.go (a
+// request to and from its Call), host.go (the grains), link.go (a client's
+// link on a session's node), edge.go (the forwarders and the way back into
+// the connection), grainspb (the messages between nodes; go generate).
 //
 // Membership. Start returns once protoactor's StartMember has (about a
 // second). Joined is true from then on while the last topology lists this

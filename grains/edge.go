@@ -1,12 +1,13 @@
 package grains
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/internal/rpcerr"
 	"github.com/mm-agent/mm/jsonrpc"
@@ -29,6 +31,7 @@ const NodeLost = "the node running this session was lost; the session's history 
 // cluster placed it, and what the session writes comes back here.
 type Edge struct {
 	m   *Member
+	hub *protocol.Hub
 	log *slog.Logger
 	// budget is how long a call is tried before its request fails: long
 	// enough for a lost node to leave the membership (failureTimeout) and
@@ -39,13 +42,14 @@ type Edge struct {
 	conns map[*edgeConn]struct{}
 }
 
-// NewEdge makes the edge of member m; budget bounds how long a request is
-// tried when its session's node cannot be reached.
-func NewEdge(m *Member, budget time.Duration, log *slog.Logger) *Edge {
+// NewEdge makes the edge of member m, whose connections are hub's; budget
+// bounds how long a request is tried when its session's node cannot be
+// reached.
+func NewEdge(m *Member, hub *protocol.Hub, budget time.Duration, log *slog.Logger) *Edge {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Edge{m: m, log: log, budget: budget, conns: map[*edgeConn]struct{}{}}
+	e := &Edge{m: m, hub: hub, log: log, budget: budget, conns: map[*edgeConn]struct{}{}}
 	m.OnTopology(func(_, left []string) {
 		if len(left) == 0 {
 			return
@@ -66,14 +70,12 @@ func NewEdge(m *Member, budget time.Duration, log *slog.Logger) *Edge {
 // Forwarder makes the Forwarder of a connection of owner, whose sessions
 // must be in roots.
 func (e *Edge) Forwarder(owner string, roots []string) protocol.NewForwarder {
-	return func(out io.Writer, answered func(int)) protocol.Forwarder {
-		c := &edgeConn{e: e, owner: owner, roots: roots, out: out, answered: answered,
-			lanes: map[string]*lane{}, inflight: map[string]*request{}, failed: map[string]bool{},
-			calls: map[string]*actor.PID{}, virtuals: map[string]*actor.PID{}, written: map[string]uint64{},
-			waiting: map[string]*queued{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
-		go c.writer()
+	return func(sink protocol.Sink) protocol.Forwarder {
+		c := &edgeConn{e: e, owner: owner, roots: roots, sink: sink,
+			lanes: map[string]*lane{}, inflight: map[string]*request{}, links: map[string]*actor.PID{},
+			sessions: map[string]*actor.PID{}, asks: map[askKey]context.CancelFunc{}}
 		sys := e.m.System()
-		c.self = sys.Root.Spawn(actor.PropsFromFunc(c.receive))
+		c.self = sys.Root.Spawn(e.hub.Runtime().Props(c.receive))
 		c.me = &grainspb.Conn{Address: c.self.Address, Id: c.self.Id}
 		e.mu.Lock()
 		e.conns[c] = struct{}{}
@@ -112,34 +114,32 @@ func (e *Edge) deliver(call *grainspb.Call) (*grainspb.Accepted, error) {
 	}
 }
 
-// edgeConn is one client connection's Forwarder, and the actor the nodes
-// that serve its sessions send their lines to.
+// edgeConn is one client connection's Forwarder, and the actor the
+// nodes that run its sessions send what they write to (Out), which it
+// puts in the connection's own ordered outbox (protocol.Sink).
 type edgeConn struct {
-	e        *Edge
-	owner    string
-	roots    []string
-	out      io.Writer
-	answered func(int)
-	self     *actor.PID
-	me       *grainspb.Conn
+	e     *Edge
+	owner string
+	roots []string
+	sink  protocol.Sink
+	self  *actor.PID
+	me    *grainspb.Conn
 
 	mu       sync.Mutex
 	seq      uint64
 	lanes    map[string]*lane      // by session id
 	inflight map[string]*request   // the client's requests not yet answered, by id key (jsonrpc.IDKey)
-	failed   map[string]bool       // requests answered here with an error, by id key: their late answers are dropped
-	calls    map[string]*actor.PID // mm's requests to the client, by id key: the virtual connection that made each
-	virtuals map[string]*actor.PID // every virtual connection that took a call, by key
-	written  map[string]uint64     // the last Lines written, by virtual connection
+	links    map[string]*actor.PID // the client's link on every node that took a call, by key
+	sessions map[string]*actor.PID // the session's actor, by session id, as the last call's Accepted named it
+	asks     map[askKey]context.CancelFunc
 	closing  bool
+}
 
-	// The Lines the writer has yet to write, in the order they came: at
-	// most one per virtual connection, which sends its next only once this
-	// one is written.
-	queue   []*queued
-	waiting map[string]*queued // the queued Lines, by virtual connection
-	wake    chan struct{}      // the writer has work
-	stop    chan struct{}      // the writer ends
+// askKey names a session's question to the client: its link's and its
+// number there.
+type askKey struct {
+	link   string
+	number uint64
 }
 
 // lane is one session's calls, sent in order, one at a time.
@@ -152,21 +152,18 @@ type lane struct {
 
 type request struct {
 	sid  string
-	id   json.RawMessage // as the client wrote it
-	node string          // where it runs once accepted
+	r    actors.Reply // as the connection's outbox expects its answer
+	node string       // where it runs once accepted
 }
 
-func (c *edgeConn) Forward(sid, method string, id json.RawMessage, p any) {
-	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Roots: c.roots, Method: method, Id: id, SessionId: sid}
-	if err := encodeParams(call, method, p); err != nil {
+func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
+	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Roots: c.roots, Method: r.Method, Id: r.ID, SessionId: sid, Forms: c.sink.Forms()}
+	if err := encodeParams(call, r.Method, p); err != nil {
 		// Nothing the edge decoded fails here; if it did, its request
 		// is answered, and goes nowhere.
 		c.e.log.Error(fmt.Sprintf("cluster: %v", err))
-		if id != nil {
-			c.mu.Lock()
-			c.inflight[jsonrpc.IDKey(id)] = &request{sid: sid, id: id}
-			c.mu.Unlock()
-			c.fail([]string{jsonrpc.IDKey(id)}, err.Error())
+		if r.ID != nil {
+			c.sink.Answer(sid, r, nil, rpcerr.Internal(err.Error(), nil))
 		}
 		return
 	}
@@ -182,8 +179,8 @@ func (c *edgeConn) Forward(sid, method string, id json.RawMessage, p any) {
 	}
 	c.seq++
 	call.Seq, call.Reopen = c.seq, l.open
-	if id != nil {
-		c.inflight[jsonrpc.IDKey(id)] = &request{sid: sid, id: id}
+	if r.ID != nil {
+		c.inflight[jsonrpc.IDKey(r.ID)] = &request{sid: sid, r: r}
 	}
 	l.queue = append(l.queue, call)
 	if !l.busy {
@@ -192,8 +189,11 @@ func (c *edgeConn) Forward(sid, method string, id json.RawMessage, p any) {
 	}
 }
 
-// send delivers a lane's calls in order until it is empty.
+// send delivers a lane's calls in order until it is empty. A cancel whose
+// session's actor is known goes straight to it, ahead of its mailbox
+// (grainspb.Cancel): every call before it was accepted there.
 func (c *edgeConn) send(l *lane) {
+	root := c.e.m.System().Root
 	for {
 		c.mu.Lock()
 		if len(l.queue) == 0 {
@@ -209,7 +209,12 @@ func (c *edgeConn) send(l *lane) {
 		if call.Id != nil {
 			r = c.inflight[key]
 		}
+		to := c.sessions[call.SessionId]
 		c.mu.Unlock()
+		if to != nil && (call.Method == acp.AgentMethodSessionCancel || call.Method == "$/cancel_request") {
+			root.Send(to, &grainspb.Cancel{Conn: c.me, SessionId: call.SessionId, RequestId: call.GetRequestId()})
+			continue
+		}
 		a, err := c.e.deliver(call)
 		c.mu.Lock()
 		mine := r != nil && c.inflight[key] == r
@@ -217,8 +222,11 @@ func (c *edgeConn) send(l *lane) {
 			if mine {
 				r.node = a.Node
 			}
-			if v := a.Virtual; v != nil {
-				c.virtuals[connKey(v)] = actor.NewPID(v.Address, v.Id)
+			if v := a.Link; v != nil {
+				c.links[connKey(v)] = pidOf(v)
+			}
+			if v := a.Session; v != nil {
+				c.sessions[call.SessionId] = pidOf(v)
 			}
 		}
 		c.mu.Unlock()
@@ -231,52 +239,55 @@ func (c *edgeConn) send(l *lane) {
 	}
 }
 
-// fail answers the client's requests with an error, here, and drops the
-// answers their sessions may still send; keys are their id keys
-// (jsonrpc.IDKey).
-func (c *edgeConn) fail(ids []string, reason string) {
-	var b bytes.Buffer
-	n := 0
+// fail answers the client's requests with an error, here; their sessions'
+// late answers are dropped (the outbox answers a request once). keys are
+// their id keys (jsonrpc.IDKey).
+func (c *edgeConn) fail(keys []string, reason string) {
+	var failed []*request
 	c.mu.Lock()
-	for _, key := range ids {
-		r, ok := c.inflight[key]
-		if !ok {
-			continue
+	for _, key := range keys {
+		if r, ok := c.inflight[key]; ok {
+			delete(c.inflight, key)
+			failed = append(failed, r)
 		}
-		delete(c.inflight, key)
-		c.failed[key] = true
-		line, _ := json.Marshal(struct {
-			JSONRPC string            `json:"jsonrpc"`
-			ID      json.RawMessage   `json:"id"`
-			Error   *acp.RequestError `json:"error"`
-		}{"2.0", r.id, rpcerr.Internal(reason, nil)})
-		b.Write(line)
-		b.WriteByte('\n')
-		n++
 	}
 	c.mu.Unlock()
-	if n == 0 {
-		return
+	for _, r := range failed {
+		c.sink.Answer(r.sid, r.r, nil, rpcerr.Internal(reason, nil))
 	}
-	_, _ = c.out.Write(b.Bytes())
-	c.answered(n)
 }
 
-// lost fails the requests running on nodes that left the cluster.
+// lost fails the requests running on nodes that left the cluster, and
+// ends the waits of their sessions' questions.
 func (c *edgeConn) lost(left []string) {
 	var ids []string
+	var asks []context.CancelFunc
 	c.mu.Lock()
 	for id, r := range c.inflight {
 		if r.node != "" && slices.Contains(left, r.node) {
 			ids = append(ids, id)
 		}
 	}
-	for key, pid := range c.virtuals {
+	for key, pid := range c.links {
 		if slices.Contains(left, pid.Address) {
-			delete(c.virtuals, key)
+			delete(c.links, key)
+		}
+	}
+	for sid, pid := range c.sessions {
+		if slices.Contains(left, pid.Address) {
+			delete(c.sessions, sid)
+		}
+	}
+	for k, cancel := range c.asks {
+		if slices.Contains(left, strings.SplitN(k.link, "/", 2)[0]) {
+			asks = append(asks, cancel)
+			delete(c.asks, k)
 		}
 	}
 	c.mu.Unlock()
+	for _, cancel := range asks {
+		cancel()
+	}
 	if len(ids) > 0 {
 		c.e.log.Warn(fmt.Sprintf("cluster: node %v lost with %d request(s) of a client in flight", left, len(ids)))
 		c.fail(ids, NodeLost)
@@ -290,20 +301,8 @@ func (c *edgeConn) CancelRequest(requestID json.RawMessage) bool {
 	if !ok {
 		return false
 	}
-	c.Forward(r.sid, "$/cancel_request", nil, cancelRequest{r.id})
+	c.Forward(r.sid, actors.Reply{Method: "$/cancel_request"}, cancelRequest{r.r.ID})
 	return true
-}
-
-func (c *edgeConn) Answer(id, result, rerr json.RawMessage) bool {
-	key := jsonrpc.IDKey(id)
-	c.mu.Lock()
-	pid, ok := c.calls[key]
-	delete(c.calls, key)
-	c.mu.Unlock()
-	if ok {
-		c.e.m.System().Root.Send(pid, &grainspb.Answer{Conn: c.me, Id: id, Result: result, Error: rerr})
-	}
-	return ok
 }
 
 // Close tells every node serving the connection's sessions that its
@@ -321,18 +320,23 @@ func (c *edgeConn) Close(wait time.Duration) {
 	})
 	c.mu.Lock()
 	c.closing = true
-	virtuals := make([]*actor.PID, 0, len(c.virtuals))
-	for _, pid := range c.virtuals {
-		virtuals = append(virtuals, pid)
+	links := make([]*actor.PID, 0, len(c.links))
+	for _, pid := range c.links {
+		links = append(links, pid)
 	}
 	c.mu.Unlock()
 	root := c.e.m.System().Root
-	for _, pid := range virtuals {
+	for _, pid := range links {
 		root.Send(pid, &grainspb.Gone{Conn: c.me})
 	}
 	c.until(deadline, func() bool { return len(c.inflight) == 0 })
 	root.Stop(c.self)
-	close(c.stop)
+	c.mu.Lock()
+	for k, cancel := range c.asks {
+		cancel()
+		delete(c.asks, k)
+	}
+	c.mu.Unlock()
 	c.e.mu.Lock()
 	delete(c.e.conns, c)
 	c.e.mu.Unlock()
@@ -349,4 +353,121 @@ func (c *edgeConn) until(deadline time.Time, done func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// The way back: what a connection's sessions write on the nodes that run
+// them comes to its edge actor, typed, and goes through the connection's
+// ordered outbox.
+
+// receive takes what the connection's sessions send from their nodes; the
+// actor never waits on the client.
+func (c *edgeConn) receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *grainspb.Out:
+		c.out(m)
+	case *grainspb.Abandon:
+		c.mu.Lock()
+		k := askKey{link: connKey(m.Link), number: m.Number}
+		cancel := c.asks[k]
+		delete(c.asks, k)
+		c.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}
+}
+
+// out puts one thing a session wrote in the connection's outbox. What a
+// node this one counts out still sends is a stale copy's (its sessions
+// were taken over elsewhere): it is not written, but answered as if it
+// were, so that the stale copy ends its turn and fails its save.
+func (c *edgeConn) out(m *grainspb.Out) {
+	root := c.e.m.System().Root
+	link, sid := pidOf(m.Link), m.SessionId
+	var paid protocol.Giver
+	if m.Cost > 0 {
+		paid = credit{root: root, link: link, sid: sid}
+	}
+	if !c.e.m.isMember(m.Node) {
+		if paid != nil {
+			paid.Give(int(m.Cost))
+		}
+		switch it := m.Item.(type) {
+		case *grainspb.Out_Ask:
+			root.Send(link, &grainspb.Answer{Number: it.Ask.Number, Failed: "this node is no longer a member of the cluster"})
+		case *grainspb.Out_Deliver:
+			root.Send(link, &grainspb.Delivered{Number: it.Deliver})
+		}
+		return
+	}
+	switch it := m.Item.(type) {
+	case *grainspb.Out_Chunk:
+		c.sink.Chunk(sid, it.Chunk, false, paid, int(m.Cost))
+	case *grainspb.Out_Thought:
+		c.sink.Chunk(sid, it.Thought, true, paid, int(m.Cost))
+	case *grainspb.Out_Update:
+		c.sink.Update(sid, it.Update, paid, int(m.Cost))
+	case *grainspb.Out_Deliver:
+		c.sink.Deliver(sid, link, &grainspb.Delivered{Number: it.Deliver})
+	case *grainspb.Out_Response:
+		key := jsonrpc.IDKey(it.Response.Id)
+		c.mu.Lock()
+		r, ok := c.inflight[key]
+		delete(c.inflight, key)
+		c.mu.Unlock()
+		if !ok {
+			return // answered here already (its node was counted lost)
+		}
+		var rerr *acp.RequestError
+		if e := it.Response.Error; e != nil {
+			rerr = requestError(e)
+		}
+		c.sink.Answer(sid, r.r, nullable(it.Response.Result), rerr)
+	case *grainspb.Out_Ask:
+		c.ask(link, sid, it.Ask)
+	}
+}
+
+// ask puts a session's question to the client in the outbox now, in the
+// session's order, and sends the client's answer back to the session's
+// link once it comes, off the actor.
+func (c *edgeConn) ask(link *actor.PID, sid string, a *grainspb.Ask) {
+	wait := c.sink.Ask(sid, a.Method, nullable(a.Params))
+	ctx, cancel := context.WithCancel(context.Background())
+	k := askKey{link: link.Address + "/" + link.Id, number: a.Number}
+	c.mu.Lock()
+	c.asks[k] = cancel
+	c.mu.Unlock()
+	root := c.e.m.System().Root
+	go func() {
+		res, err := wait(ctx)
+		abandoned := ctx.Err() != nil
+		c.mu.Lock()
+		delete(c.asks, k)
+		c.mu.Unlock()
+		cancel()
+		answer := &grainspb.Answer{Number: a.Number, Result: res}
+		var rerr *acp.RequestError
+		switch {
+		case errors.As(err, &rerr):
+			answer.Error = wireError(rerr)
+		case err != nil && abandoned:
+			return // abandoned by the session, or its node is lost
+		case err != nil:
+			answer.Failed = err.Error()
+		}
+		root.Send(link, answer)
+	}()
+}
+
+// credit gives the bytes of a session's written update back to its
+// budget, on the session's node.
+type credit struct {
+	root *actor.RootContext
+	link *actor.PID
+	sid  string
+}
+
+func (c credit) Give(n int) {
+	c.root.Send(c.link, &grainspb.Credit{SessionId: c.sid, Bytes: int64(n)})
 }

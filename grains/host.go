@@ -2,10 +2,7 @@ package grains
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -14,9 +11,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/protocol"
 )
@@ -25,41 +22,49 @@ import (
 // its session's id.
 const SessionKind = "session"
 
-// Host serves this node's session grains on its hub. A grain holds no
-// session state of its own: the session is the hub's actor, as in one
-// process. The grain is where the cluster places the session — the one
-// node that serves its requests — and it serves each request once, in
-// the order its client's node sent them, through a virtual connection
-// per client connection (protocol.Virtual) whose lines go back to that
-// client's node.
+// Host serves this node's session grains on its hub. A session grain is
+// the session's own actor: the cluster activates it with the runtime's
+// session props, and the first request for the session gives it its
+// session (actors.Grain): a session/new its new state, a load, a resume
+// or a fork theirs, and a prompt for a session whose node was lost its
+// stored state first (reopen). The grain serves the typed calls of a
+// client's node itself, in its mailbox's order, through the client's link
+// on this node (link.go): the client as the hub's session code knows it
+// (a protocol.Caller), and the way back to the client's node.
 type Host struct {
 	hub *protocol.Hub
 	log *slog.Logger
 
 	mu       sync.Mutex
 	m        *Member
-	conns    map[string]*virtual  // by the client connection's key
+	links    map[string]*link     // by the client connection's key
 	gone     map[string]time.Time // connections closed lately: their late calls are dropped
 	draining bool
 }
 
 // NewHost makes the host of hub's sessions; Kind goes to Start, then
-// Watch with the Member Start returned.
+// Watch with the Member Start returned. hub's runtime must run in the
+// member's actor system (app.Options.System).
 func NewHost(hub *protocol.Hub, log *slog.Logger) *Host {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Host{hub: hub, log: log, conns: map[string]*virtual{}, gone: map[string]time.Time{}}
+	return &Host{hub: hub, log: log, links: map[string]*link{}, gone: map[string]time.Time{}}
 }
 
-// Kind is the session kind for Options.Kinds.
+// Kind is the session kind for Options.Kinds: its actors are the
+// sessions', spawned with the runtime's session props (its priority
+// mailbox, its dispatcher). It waits for the hub's runtime.
 func (h *Host) Kind() *cluster.Kind {
-	return cluster.NewKind(SessionKind, actor.PropsFromProducer(func() actor.Actor { return &grain{h: h, last: map[string]uint64{}} }))
+	rt := h.hub.Runtime()
+	return cluster.NewKind(SessionKind, rt.SessionProps(func() actor.Actor {
+		return &grain{h: h, rt: rt, last: map[string]uint64{}}
+	}))
 }
 
-// Watch follows the membership: the virtual connections of a client
-// whose node is lost are closed (their sessions stay live, detached, as
-// when a client's transport closes).
+// Watch follows the membership: the links of a client whose node is lost
+// are closed (their sessions stay live, detached, as when a client's
+// transport closes).
 func (h *Host) Watch(m *Member) {
 	h.mu.Lock()
 	h.m = m
@@ -69,18 +74,18 @@ func (h *Host) Watch(m *Member) {
 			return
 		}
 		h.mu.Lock()
-		var lost []*virtual
-		for key, v := range h.conns {
-			if slices.Contains(left, v.edge.Address) {
-				lost = append(lost, v)
-				delete(h.conns, key)
+		var lost []*link
+		for key, l := range h.links {
+			if slices.Contains(left, l.edge.Address) {
+				lost = append(lost, l)
+				delete(h.links, key)
 				h.gone[key] = time.Now()
 			}
 		}
 		h.mu.Unlock()
-		for _, v := range lost {
-			h.log.Info(fmt.Sprintf("cluster: the node of a client (%s) was lost; its sessions here stay, detached", v.edge.Address))
-			go v.close()
+		for _, l := range lost {
+			h.log.Info(fmt.Sprintf("cluster: the node of a client (%s) was lost; its sessions here stay, detached", l.edge.Address))
+			go l.close()
 		}
 	})
 }
@@ -98,20 +103,20 @@ func (h *Host) Drain(ctx context.Context) {
 	h.hub.Drain(ctx)
 }
 
-// Close closes every virtual connection here: their sessions' turns end
-// cancelled, and what they owe their clients is answered.
+// Close closes every link here: their sessions' turns end cancelled, and
+// what they owe their clients is answered.
 func (h *Host) Close() {
 	h.mu.Lock()
-	vs := make([]*virtual, 0, len(h.conns))
-	for key, v := range h.conns {
-		vs = append(vs, v)
+	ls := make([]*link, 0, len(h.links))
+	for key, l := range h.links {
+		ls = append(ls, l)
 		h.gone[key] = time.Now()
 	}
-	clear(h.conns)
+	clear(h.links)
 	h.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, v := range vs {
-		wg.Go(v.close)
+	for _, l := range ls {
+		wg.Go(l.close)
 	}
 	wg.Wait()
 }
@@ -122,14 +127,14 @@ func (h *Host) isDraining() bool {
 	return h.draining
 }
 
-// virtual returns the virtual connection here of call's client, opening
-// it on its first call; nil when that connection is gone.
-func (h *Host) virtual(sys *actor.ActorSystem, call *grainspb.Call) *virtual {
+// link returns the link here of call's client, made on its first call;
+// nil when that connection is gone.
+func (h *Host) link(sys *actor.ActorSystem, call *grainspb.Call) *link {
 	key := connKey(call.Conn)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if v := h.conns[key]; v != nil {
-		return v
+	if l := h.links[key]; l != nil {
+		return l
 	}
 	if _, gone := h.gone[key]; gone {
 		return nil
@@ -139,71 +144,31 @@ func (h *Host) virtual(sys *actor.ActorSystem, call *grainspb.Call) *virtual {
 			delete(h.gone, k)
 		}
 	}
-	tag := make([]byte, 4)
-	_, _ = rand.Read(tag)
-	v := &virtual{h: h, key: key, edge: actor.NewPID(call.Conn.Address, call.Conn.Id), sys: sys}
-	v.self = sys.Root.Spawn(actor.PropsFromFunc(v.receive))
-	v.out = &linesWriter{sys: sys, edge: v.edge, from: &grainspb.Conn{Address: v.self.Address, Id: v.self.Id}, node: sys.Address(), alive: h.alive}
-	v.v = h.hub.Virtual(protocol.VirtualOptions{
-		Out: v.out, Log: h.log, Owner: call.Owner, Roots: call.Roots,
-		CallPrefix: "mm-" + hex.EncodeToString(tag) + "-", Node: sys.Address(),
-	})
-	h.conns[key] = v
-	return v
+	l := h.newLink(sys, key, call)
+	h.links[key] = l
+	return l
 }
 
-// alive says whether the node at address is a member (true before the
-// membership is known).
-func (h *Host) alive(address string) bool {
+// known returns the link here of the client connection c, if any.
+func (h *Host) known(c *grainspb.Conn) *link {
 	h.mu.Lock()
-	m := h.m
-	h.mu.Unlock()
-	return m == nil || m.isMember(address)
+	defer h.mu.Unlock()
+	return h.links[connKey(c)]
 }
 
-// forget drops a virtual connection whose client is gone.
-func (h *Host) forget(v *virtual) {
+// forget drops a link whose client is gone.
+func (h *Host) forget(l *link) {
 	h.mu.Lock()
-	if h.conns[v.key] == v {
-		delete(h.conns, v.key)
-		h.gone[v.key] = time.Now()
+	if h.links[l.key] == l {
+		delete(h.links, l.key)
+		h.gone[l.key] = time.Now()
 	}
 	h.mu.Unlock()
 }
 
 func connKey(c *grainspb.Conn) string { return c.GetAddress() + "/" + c.GetId() }
 
-// virtual is a client connection's virtual connection on this node, and
-// the actor its node sends the client's answers and its end to.
-type virtual struct {
-	h    *Host
-	key  string
-	edge *actor.PID // the client's edge actor
-	sys  *actor.ActorSystem
-	self *actor.PID
-	out  *linesWriter
-	v    *protocol.Virtual
-	once sync.Once
-}
-
-func (v *virtual) receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *grainspb.Answer:
-		v.v.Answered(m.Id, nullable(m.Result), nullable(m.Error))
-	case *grainspb.Gone:
-		v.h.forget(v)
-		go v.close()
-	}
-}
-
-// close ends the virtual connection: its sessions' turns end cancelled,
-// they stay live and detached, and its lines are written or dropped.
-func (v *virtual) close() {
-	v.once.Do(func() {
-		v.v.Close()
-		v.sys.Root.Stop(v.self)
-	})
-}
+func pidOf(c *grainspb.Conn) *actor.PID { return actor.NewPID(c.GetAddress(), c.GetId()) }
 
 func nullable(b []byte) json.RawMessage {
 	if len(b) == 0 {
@@ -212,33 +177,49 @@ func nullable(b []byte) json.RawMessage {
 	return b
 }
 
-// grainIdle is how long a grain without a call stays active. Its only
-// state is the seq of the last call served, which matters for the retries
-// of the cluster's requests (seconds): a grain that stopped comes back on
-// the next call, and its session, live on the hub or in the store, with
-// it.
-const grainIdle = 10 * time.Minute
+// unbornIdle is how long a grain that no request gave a session stays:
+// its request failed (an unknown session, a cwd outside the roots), and
+// no other has come.
+const unbornIdle = time.Minute
 
-// grain is one session's place in the cluster.
+// grain is a session's actor as the cluster activates it: the session's
+// own (actors.Grain), which also takes the calls of its clients' nodes.
 type grain struct {
 	h   *Host
+	rt  *actors.Runtime
 	sid string
+	s   *actors.Grain
 	// last is the seq of the last call served, by client connection: a
 	// call sent again (the cluster's requests retry) is served once.
 	last map[string]uint64
+	// born is set once the grain has its session: the wait for one ends.
+	born bool
 }
 
 func (g *grain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		g.sid = cluster.GetClusterIdentity(ctx).Identity
+		g.s = g.rt.NewGrain(g.sid, ctx.Self())
+		ctx.SetReceiveTimeout(unbornIdle)
+		return
 	case *cluster.ClusterInit:
-		g.sid = m.Identity.Identity
-		ctx.SetReceiveTimeout(grainIdle)
+		return
 	case *actor.ReceiveTimeout:
-		// The session stays live on the hub; only its place in the
-		// cluster goes, to come back on its next request.
-		ctx.Stop(ctx.Self())
+		if !g.s.Bound() {
+			ctx.Stop(ctx.Self())
+		}
+		return
 	case *grainspb.Call:
 		g.call(ctx, m)
+	case *grainspb.Cancel:
+		g.cancel(m)
+	default:
+		g.s.Receive(ctx)
+	}
+	if !g.born && g.s.Bound() {
+		g.born = true
+		ctx.CancelReceiveTimeout()
 	}
 }
 
@@ -252,8 +233,13 @@ var (
 func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 	key := connKey(c.Conn)
 	node := ctx.ActorSystem().Address()
+	self := &grainspb.Conn{Address: ctx.Self().Address, Id: ctx.Self().Id}
 	if c.Seq <= g.last[key] {
-		ctx.Respond(&grainspb.Accepted{Node: node})
+		a := &grainspb.Accepted{Node: node, Session: self}
+		if l := g.h.known(c.Conn); l != nil {
+			a.Link = l.me
+		}
+		ctx.Respond(a)
 		return
 	}
 	if g.h.isDraining() && (slices.Contains(opens, c.Method) || slices.Contains(starts, c.Method)) {
@@ -261,24 +247,25 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		return
 	}
 	g.last[key] = c.Seq
-	v := g.h.virtual(ctx.ActorSystem(), c)
-	if v == nil {
+	l := g.h.link(ctx.ActorSystem(), c)
+	if l == nil {
 		ctx.Respond(&grainspb.Accepted{Node: node})
 		return // the client is gone
 	}
-	ctx.Respond(&grainspb.Accepted{Node: node, Virtual: &grainspb.Conn{Address: v.self.Address, Id: v.self.Id}})
+	l.forms.Store(c.Forms)
+	ctx.Respond(&grainspb.Accepted{Node: node, Link: l.me, Session: self})
 	switch c.Method {
 	case acp.AgentMethodSessionCancel:
-		v.v.Cancel(c.SessionId)
+		l.c.CancelSession(c.SessionId)
 		return
 	case "$/cancel_request":
-		v.v.CancelRequest(c.GetRequestId())
+		l.c.CancelRequest(c.GetRequestId())
 		return
 	}
 	if slices.Contains(starts, c.Method) || c.Method == acp.AgentMethodSessionClose {
 		// The session was on a node that is gone: it comes back here,
 		// from the store, before the request that needs it.
-		if p, ok := reopenOf(c); ok && v.v.Reopen(c.SessionId, p) {
+		if p, ok := reopenOf(c); ok && l.c.Reopen(c.SessionId, p) {
 			g.h.log.Info(fmt.Sprintf("cluster: session %s reactivated on this node", c.SessionId))
 		}
 	}
@@ -288,45 +275,22 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 	}
 	p, err := decodeParams(c)
 	if err != nil {
-		v.v.Refuse(c.Method, id, err)
+		l.c.Refuse(c.Method, id, err)
 		return
 	}
-	v.v.Serve(c.Method, id, p, c.SessionId)
+	l.c.Serve(c.Method, id, p, c.SessionId)
 }
 
-// errEdgeGone ends a virtual connection's writes: its client's node is
-// lost, or the client's connection closed.
-var errEdgeGone = errors.New("the client's node is gone")
-
-// linesWriter sends a virtual connection's lines to its client's edge
-// actor and waits until they are written there: the client's pace is its
-// sessions' pace, wherever they run. The virtual connection makes one
-// Write at a time (protocol.VirtualOptions.Out), so the seqs go in order:
-// the edge writes each seq once.
-type linesWriter struct {
-	sys   *actor.ActorSystem
-	edge  *actor.PID
-	from  *grainspb.Conn
-	node  string
-	alive func(address string) bool
-	seq   uint64
-}
-
-// resend is how long an unanswered Lines waits before it goes again: the
-// edge answers once it has written them, and a slow client is not a lost
-// one.
-const resend = 5 * time.Second
-
-func (w *linesWriter) Write(b []byte) (int, error) {
-	w.seq++
-	msg := &grainspb.Lines{From: w.from, Node: w.node, Seq: w.seq, Data: slices.Clone(b)}
-	for {
-		res, err := w.sys.Root.RequestFuture(w.edge, msg, resend).Result()
-		if r, ok := res.(*grainspb.Written); ok && r.Seq == w.seq {
-			return len(b), nil
-		}
-		if errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, remote.ErrDeadLetter) || !w.alive(w.edge.Address) {
-			return 0, errEdgeGone
-		}
+// cancel serves a cancel sent straight to the session's actor, ahead of
+// its mailbox (grainspb.Cancel): every call before it was accepted here.
+func (g *grain) cancel(m *grainspb.Cancel) {
+	l := g.h.known(m.Conn)
+	if l == nil {
+		return // the client is gone: its turns were cancelled then
 	}
+	if len(m.RequestId) > 0 {
+		l.c.CancelRequest(m.RequestId)
+		return
+	}
+	l.c.CancelSession(m.SessionId)
 }

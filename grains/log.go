@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -34,14 +35,17 @@ import (
 //     node closed itself (gRPC's Canceled), or any once this node leaves.
 //
 // Everything else at warn or above is kept as it is.
-func protoLog(log *slog.Logger, m *Member) *slog.Logger {
-	return slog.New(&protoHandler{Handler: log.With("lib", "protoactor").Handler(), m: m, seen: &seen{keys: map[string]*seenKey{}}})
+//
+// The logger is made with the actor system, before the member starts
+// (NewSystem): until m holds the member, lines are kept as they are.
+func protoLog(log *slog.Logger, m *atomic.Pointer[Member]) *slog.Logger {
+	return slog.New(&protoHandler{Handler: log.With("lib", "protoactor").Handler(), member: m, seen: &seen{keys: map[string]*seenKey{}}})
 }
 
 type protoHandler struct {
 	slog.Handler
-	m    *Member
-	seen *seen
+	member *atomic.Pointer[Member]
+	seen   *seen
 }
 
 // warnEvery is how often one lasting condition is warned of.
@@ -64,6 +68,10 @@ func (h *protoHandler) Handle(ctx context.Context, r slog.Record) error {
 
 // level returns the level r is logged at.
 func (h *protoHandler) level(r slog.Record) slog.Level {
+	m := h.member.Load()
+	if m == nil {
+		return r.Level
+	}
 	switch r.Message {
 	case "Automanaged server stopping..!":
 		if err, _ := attr(r, "error").(error); errors.Is(err, http.ErrServerClosed) {
@@ -72,20 +80,20 @@ func (h *protoHandler) level(r slog.Record) slog.Level {
 	case "Bad connection to the node health status", "Bad response from the node health status", "Failure reaching nodes":
 		// A poll under way as this node leaves finds its own endpoint
 		// closed.
-		if h.m.leaving.Load() {
+		if m.leaving.Load() {
 			return slog.LevelDebug
 		}
 		if r.Message == "Failure reaching nodes" {
 			break // none answered, this node's own endpoint included
 		}
 		url, _ := attr(r, "autoManMemberUrl").(string)
-		if h.seen.warn("health "+url, 0, h.m.cfg.FailureTimeout) {
+		if h.seen.warn("health "+url, 0, m.cfg.FailureTimeout) {
 			return slog.LevelWarn
 		}
 		return slog.LevelDebug
 	case "Got gossip request from unknown member":
 		id, _ := attr(r, "MemberId").(string)
-		if h.seen.warn("gossip "+id, h.m.cfg.FailureTimeout, h.m.cfg.FailureTimeout) {
+		if h.seen.warn("gossip "+id, m.cfg.FailureTimeout, m.cfg.FailureTimeout) {
 			return slog.LevelWarn
 		}
 		return slog.LevelDebug
@@ -93,12 +101,12 @@ func (h *protoHandler) level(r slog.Record) slog.Level {
 		// protoactor reconnects to a member that left when something is
 		// still sent to it (gossip does, for a while).
 		addr, _ := attr(r, "address").(string)
-		if h.m.leaving.Load() || !h.m.isMember(addr) {
+		if m.leaving.Load() || !m.isMember(addr) {
 			return slog.LevelDebug
 		}
 	case "sendGossipForMember failed":
 		id, _ := attr(r, "MemberId").(string)
-		if h.m.leaving.Load() || !h.m.isMemberID(id) {
+		if m.leaving.Load() || !m.isMemberID(id) {
 			return slog.LevelDebug
 		}
 	case "EndpointWriter lost connection":
@@ -106,7 +114,7 @@ func (h *protoHandler) level(r slog.Record) slog.Level {
 		// or this node is leaving.
 		addr, _ := attr(r, "address").(string)
 		err, _ := attr(r, "error").(error)
-		if h.m.leaving.Load() || !h.m.isMember(addr) || status.Code(err) == codes.Canceled {
+		if m.leaving.Load() || !m.isMember(addr) || status.Code(err) == codes.Canceled {
 			return slog.LevelDebug
 		}
 	}

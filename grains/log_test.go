@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ import (
 func TestProtoLog(t *testing.T) {
 	m := &Member{cfg: configs.Cluster{FailureTimeout: 2 * time.Second}, live: []string{"10.0.0.1:4020"}, liveIDs: map[string]bool{"id1": true}}
 	var out bytes.Buffer
-	log := protoLog(logs.New(&out, slog.LevelInfo), m)
+	var ref atomic.Pointer[Member]
+	ref.Store(m)
+	log := protoLog(logs.New(&out, slog.LevelInfo), &ref)
 	lost := status.Error(codes.Unavailable, "error reading from server: EOF")
 	for _, tc := range []struct {
 		name    string

@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
 )
 
@@ -34,6 +35,29 @@ type Options struct {
 	// Registry receives the cluster's metrics (metrics.go); nil leaves
 	// them out.
 	Registry prometheus.Registerer
+	// System is the actor system to join with, the node's (NewSystem):
+	// its runtime's sessions are the grains. nil: one of its own.
+	System *System
+}
+
+// System is a node's actor system: the one its runtime runs the sessions
+// in (actors.Options.System) and its member joins the cluster with, so
+// that a session's actor is its grain. Its protoactor lines go through
+// protoLog.
+type System struct {
+	*actor.ActorSystem
+	member atomic.Pointer[Member]
+}
+
+// NewSystem makes a node's actor system, logging on log.
+func NewSystem(log *slog.Logger) *System {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &System{}
+	plog := protoLog(log, &s.member)
+	s.ActorSystem = actors.NewSystem(log, actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
+	return s
 }
 
 // Member is this process as a member of the mm cluster.
@@ -97,9 +121,13 @@ func Start(o Options) (*Member, error) {
 	for _, k := range o.Kinds {
 		m.kinds = append(m.kinds, k.Kind)
 	}
-	plog := protoLog(log, m)
-	m.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
-	m.provider, err = newProvider(cfg, host, m.sys, plog)
+	sys := o.System
+	if sys == nil {
+		sys = NewSystem(log)
+	}
+	sys.member.Store(m)
+	m.sys = sys.ActorSystem
+	m.provider, err = newProvider(cfg, host, m.sys, m.sys.Logger())
 	if err != nil {
 		m.sys.Shutdown()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,21 +19,29 @@ import (
 // through which its own connections' sessions live wherever the cluster
 // places them.
 type Node struct {
+	sys  *System
 	host *Host
 	log  *slog.Logger
 	m    atomic.Pointer[Member]
 	edge atomic.Pointer[Edge]
 }
 
-// NewNode makes the node of hub; Join makes it a member.
-func NewNode(hub *protocol.Hub, log *slog.Logger) *Node {
-	return &Node{host: NewHost(hub, log), log: log}
+// NewNode makes a node and its actor system, which its hub's runtime is to
+// run in (System); Join makes it a member.
+func NewNode(log *slog.Logger) *Node {
+	return &Node{sys: NewSystem(log), log: log}
 }
 
-// Join starts the membership, which takes protoactor a second or more;
-// the node is ready once it sees itself among the members.
-func (n *Node) Join(cfg *configs.Config, reg prometheus.Registerer) error {
-	m, err := Start(Options{Config: cfg.Cluster, Kinds: []*cluster.Kind{n.host.Kind()}, Log: n.log, Registry: reg})
+// System is the node's actor system, for its hub's runtime
+// (app.Options.System): the sessions' actors are the cluster's grains.
+func (n *Node) System() *actor.ActorSystem { return n.sys.ActorSystem }
+
+// Join makes the node, which hosts hub's sessions, a member; that takes
+// protoactor a second or more; the node is ready once it sees itself
+// among the members.
+func (n *Node) Join(hub *protocol.Hub, cfg *configs.Config, reg prometheus.Registerer) error {
+	n.host = NewHost(hub, n.log)
+	m, err := Start(Options{Config: cfg.Cluster, Kinds: []*cluster.Kind{n.host.Kind()}, Log: n.log, Registry: reg, System: n.sys})
 	if err != nil {
 		return err
 	}
@@ -46,7 +55,7 @@ func (n *Node) Join(cfg *configs.Config, reg prometheus.Registerer) error {
 	// A request is tried until a lost node has left the membership and a
 	// leaving one has drained and gone: then its session has a new place.
 	budget := cfg.Cluster.FailureTimeout + cfg.Serve.DrainTimeout + 10*time.Second
-	n.edge.Store(NewEdge(m, budget, n.log))
+	n.edge.Store(NewEdge(m, hub, budget, n.log))
 	n.m.Store(m)
 	return nil
 }
@@ -68,13 +77,19 @@ func (n *Node) Forward(owner string, roots []string) protocol.NewForwarder {
 
 // Drain takes no new work from other nodes' clients and waits for the
 // turns running here, until ctx ends and they are cancelled.
-func (n *Node) Drain(ctx context.Context) { n.host.Drain(ctx) }
+func (n *Node) Drain(ctx context.Context) {
+	if n.host != nil {
+		n.host.Drain(ctx)
+	}
+}
 
 // Leave ends what this node serves for other nodes' clients (their
 // sessions stay in the store, to be reopened elsewhere) and leaves the
 // cluster, within timeout.
 func (n *Node) Leave(timeout time.Duration) {
-	n.host.Close()
+	if n.host != nil {
+		n.host.Close()
+	}
 	if m := n.m.Load(); m != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()

@@ -73,7 +73,10 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 	var nodes []*node
 	for i := range n {
 		log := logs.New(out, slog.LevelInfo).With("node", i)
-		hub, err := app.NewHub(app.Options{Config: cfg, Model: model, ContextWindow: 16384, StateDir: state, Log: log})
+		// The node's sessions run in its member's actor system: a
+		// session's actor is its grain.
+		sys := NewSystem(log)
+		hub, err := app.NewHub(app.Options{Config: cfg, Model: model, ContextWindow: 16384, StateDir: state, Log: log, System: sys.ActorSystem})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,8 +84,9 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 		m, err := Start(Options{
 			Config: configs.Cluster{Name: "test", Provider: "automanaged", Advertise: "127.0.0.1:0",
 				Peers: peers, HealthPort: health[i], FailureTimeout: 2 * time.Second},
-			Kinds: []*cluster.Kind{host.Kind()},
-			Log:   log,
+			Kinds:  []*cluster.Kind{host.Kind()},
+			Log:    log,
+			System: sys,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -90,13 +94,13 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 		host.Watch(m)
 		// The edge's budget bounds a hang: a request is tried until its
 		// session's node is reached or counted out.
-		nodes = append(nodes, &node{hub: hub, host: host, m: m, edge: NewEdge(m, testwait.Hang, log)})
+		nodes = append(nodes, &node{hub: hub, host: host, m: m, edge: NewEdge(m, hub, testwait.Hang, log)})
 	}
 	t.Cleanup(func() {
 		for _, nd := range nodes {
 			nd.host.Close()
-			nd.m.Leave(context.Background())
 			nd.hub.Shutdown()
+			nd.m.Leave(context.Background())
 		}
 	})
 	waitFor(t, "every member sees every member", func() bool {
@@ -192,8 +196,8 @@ func TestSessionsAsGrains(t *testing.T) {
 	nodes[1].host.Drain(dctx)
 	cancel()
 	nodes[1].host.Close()
-	nodes[1].m.Leave(ctx)
 	nodes[1].hub.Shutdown()
+	nodes[1].m.Leave(ctx)
 	c.Client.Reset()
 	if res, err := c.Ask(ctx, remote, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("the session of a node that left: %v %v\n%s", res, err, out.String())

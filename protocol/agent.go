@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/actors"
-	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
@@ -23,95 +21,74 @@ import (
 // Release builds set it with -ldflags "-X github.com/mm-agent/mm/protocol.Version=…".
 var Version = "v0.1.0"
 
-// Agent implements acp.Agent for one connection. The ingress (ingress.go)
-// calls it for the requests it serves itself, the SDK's connection for the
-// others. The sessions it serves are the Hub's that it holds.
+// Agent is one connection's side of ACP: the requests about the
+// connection (initialize, authenticate, logout, session/list), mm's own
+// requests to its client (calls), and, in a cluster, the Forwarder that
+// carries its sessions' requests to their nodes. Its session requests are
+// served by its Caller (caller.go), which it is.
 type Agent struct {
-	hub *Hub
-	cfg *configs.Config
+	*Caller
 	box *outbox
-	log *slog.Logger
-	// owner is the token the connection came with (mm serve), "" for mm
-	// -acp's; roots are the folders its sessions' cwds must be in (none:
-	// any).
-	owner string
-	roots []string
-	// shared is set for a connection on a hub it shares with others (mm
-	// serve): its sessions outlive it, detached, and can be taken up again.
-	shared bool
-	// node names this node of a cluster, "" outside one.
-	node string
 	// forward, when set, takes the session requests: their sessions live
 	// on the cluster's nodes (forward.go).
 	forward Forwarder
-	// ctx is the context of the requests the ingress serves: the
-	// connection's lifetime.
-	ctx context.Context
-
-	// creating counts the session/new and session/fork requests being
-	// served, which shutdown waits for; creators bounds them: the ingress
-	// waits for a free one, so a flood of them slows its reading down.
-	creating sync.WaitGroup
-	creators chan struct{}
 	// calls are mm's own requests to the client (calls.go).
 	calls calls
-	// prompts are the client's prompt requests not yet answered, for
-	// $/cancel_request (prompt.go).
-	prompts prompts
 
-	mu sync.Mutex
-	// cwds are the project folders this connection has named (new, load,
-	// resume, fork, list): where session/delete, which names no folder,
-	// looks for a stored session.
-	cwds   map[string]bool
-	client acp.ClientCapabilities
-	// draining is set when the connection ends: no session creation
-	// starts any more, and prompts end cancelled; closed once those in
-	// flight are done: no session is registered on it any more.
-	draining, closed bool
+	// client is what the client said it can do at initialize.
+	clientMu sync.Mutex
+	client   acp.ClientCapabilities
+}
+
+// forms says whether the client shows forms (elicitation.form).
+func (a *Agent) forms() bool {
+	a.clientMu.Lock()
+	defer a.clientMu.Unlock()
+	e := a.client.Elicitation
+	return e != nil && e.Form != nil
 }
 
 // runtime returns the actor runtime, waiting for it to be up.
-func (a *Agent) runtime() *actors.Runtime { return a.hub.runtime() }
+func (c *Caller) runtime() *actors.Runtime { return c.hub.runtime() }
 
 // isClosed says whether the connection takes no more sessions.
-func (a *Agent) isClosed() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.closed
+func (c *Caller) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 // live returns session id when this connection holds it.
-func (a *Agent) live(id string) *actors.Session {
-	s, _ := a.hub.sessions.Attached(id, a)
+func (c *Caller) live(id string) *actors.Session {
+	s, _ := c.hub.sessions.Attached(id, c)
 	return s
 }
 
 // register adds a session this connection created or opened, held by it.
-func (a *Agent) register(s *actors.Session) (*actors.Session, error) {
-	return a.hub.register(s, a.owner, a)
+func (c *Caller) register(s *actors.Session) (*actors.Session, error) {
+	return c.hub.register(s, c.owner, c)
 }
 
 // unregister takes session id out of the table when this connection holds
 // it.
-func (a *Agent) unregister(id string) *actors.Session {
-	s, _ := a.hub.sessions.Release(id, a)
+func (c *Caller) unregister(id string) *actors.Session {
+	s, _ := c.hub.sessions.Release(id, c)
 	return s
 }
 
 // attach is what a session this connection creates or takes over writes
 // to and asks.
-func (a *Agent) attach(st *actors.SessionState) *actors.SessionState {
-	st.Out, st.Client = a.box, client{a: a}
+func (c *Caller) attach(st *actors.SessionState) *actors.SessionState {
+	st.Out, st.Client = c.out, c.asks
 	return st
 }
 
 // Initialize negotiates the protocol version and says who we are.
 func (a *Agent) Initialize(_ context.Context, p acp.InitializeRequest) (_ acp.InitializeResponse, err error) {
 	defer a.surviveSDK("initialize", &err)
-	a.mu.Lock()
+	a.clientMu.Lock()
 	a.client = p.ClientCapabilities
-	a.mu.Unlock()
+	a.clientMu.Unlock()
 	client := "an unnamed client"
 	if p.ClientInfo != nil {
 		client = strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
@@ -142,79 +119,79 @@ func (a *Agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.Auth
 // session's ordered writer, then the session announces its commands
 // behind it: an editor drops notifications for a session id it does not
 // know yet.
-func (a *Agent) serveNew(r actors.Reply, p acp.NewSessionRequest) {
-	a.serveNewAs(r, p, "")
+func (c *Caller) serveNew(r actors.Reply, p acp.NewSessionRequest) {
+	c.serveNewAs(r, p, "")
 }
 
 // serveNewAs is serveNew with the session's id chosen by the caller (a
 // cluster's edge, which places the session by its id); "" makes one.
-func (a *Agent) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) {
-	a.create(r, func() (string, any, error) {
-		defer a.survive("session/new", r)
-		cwd, err := a.checkCwd(p.Cwd)
+func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) {
+	c.create(r, func() (string, any, error) {
+		defer c.survive("session/new", r)
+		cwd, err := c.checkCwd(p.Cwd)
 		if err != nil {
 			return "", nil, err
 		}
-		if err := a.checkDirs(p.AdditionalDirectories); err != nil {
+		if err := c.checkDirs(p.AdditionalDirectories); err != nil {
 			return "", nil, err
 		}
-		a.know(cwd)
+		c.know(cwd)
 		if id == "" {
 			id = actors.NewSessionID(time.Now())
 		}
-		rt := a.runtime()
-		s, err := a.register(rt.SpawnSession(a.attach(&actors.SessionState{ID: id, Cwd: cwd, Owner: a.owner, MCP: a.mcpServers(p.McpServers)})))
+		rt := c.runtime()
+		s, err := c.register(rt.SpawnSession(c.attach(&actors.SessionState{ID: id, Cwd: cwd, Owner: c.owner, MCP: c.mcpServers(p.McpServers)})))
 		if err != nil {
 			return "", nil, err
 		}
-		if a.cfg.Sessions.Enabled {
+		if c.cfg.Sessions.Enabled {
 			// The session exists once its file does: a crash after this
 			// response cannot lose it.
 			if err := s.Flush(); err != nil {
-				a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
+				c.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
 			}
-			a.hub.store.NoteFolder(cwd)
+			c.hub.store.NoteFolder(cwd)
 		}
-		a.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) from the editor)", id, cwd, len(p.McpServers)))
+		c.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) from the editor)", id, cwd, len(p.McpServers)))
 		return id, acp.NewSessionResponse{
 			SessionId:     acp.SessionId(id),
 			Meta:          provenanceMeta(store.Provenance{SessionID: id, Kind: "root"}),
 			Modes:         modes(rt.DefaultMode()),
-			ConfigOptions: a.configOptions("default"),
+			ConfigOptions: c.configOptions("default"),
 		}, nil
 	})
 }
 
 // checkCwd is checkCwdOf for this connection: a cwd outside every root
 // of the connection is refused, naming the roots.
-func (a *Agent) checkCwd(raw string) (string, error) {
+func (c *Caller) checkCwd(raw string) (string, error) {
 	cwd, err := checkCwdOf(raw)
-	if err != nil && a.node != "" {
+	if err != nil && c.node != "" {
 		if _, statErr := os.Stat(tools.TranslatePath(raw)); statErr != nil {
 			// This node of a cluster cannot see the folder: it refuses to
 			// host the session, saying why.
-			return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "node": a.node, "error": fmt.Sprintf(
-				"cwd %q does not exist on mm node %s: a session's cwd must be the same path on every node of the cluster (a shared volume)", raw, a.node)})
+			return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "node": c.node, "error": fmt.Sprintf(
+				"cwd %q does not exist on mm node %s: a session's cwd must be the same path on every node of the cluster (a shared volume)", raw, c.node)})
 		}
 	}
-	if err != nil || len(a.roots) == 0 {
+	if err != nil || len(c.roots) == 0 {
 		return cwd, err
 	}
-	for _, root := range a.roots {
+	for _, root := range c.roots {
 		if rel, err := filepath.Rel(root, cwd); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return cwd, nil
 		}
 	}
-	return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "roots": a.roots,
-		"error": fmt.Sprintf("cwd %q is outside the folders this server serves (serve.roots: %s)", raw, strings.Join(a.roots, ", "))})
+	return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "roots": c.roots,
+		"error": fmt.Sprintf("cwd %q is outside the folders this server serves (serve.roots: %s)", raw, strings.Join(c.roots, ", "))})
 }
 
 // checkDirs checks a request's additionalDirectories as cwds: mm works in
 // its cwd only (it does not advertise additional directories), but one
 // outside the roots is refused all the same.
-func (a *Agent) checkDirs(dirs []string) error {
+func (c *Caller) checkDirs(dirs []string) error {
 	for _, d := range dirs {
-		if _, err := a.checkCwd(d); err != nil {
+		if _, err := c.checkCwd(d); err != nil {
 			return err
 		}
 	}
@@ -256,31 +233,31 @@ const maxCreating = 16
 // disk: its response is queued on the new session's ordered writer, then
 // the session announces its commands behind it. The caller waits for a
 // free creator: a flood of creations slows the reading down.
-func (a *Agent) create(r actors.Reply, make func() (string, any, error)) (started bool) {
-	a.creators <- struct{}{}
-	a.mu.Lock()
-	closed := a.draining
+func (c *Caller) create(r actors.Reply, make func() (string, any, error)) (started bool) {
+	c.creators <- struct{}{}
+	c.mu.Lock()
+	closed := c.draining
 	if !closed {
-		a.creating.Add(1)
+		c.creating.Add(1)
 	}
-	a.mu.Unlock()
+	c.mu.Unlock()
 	if closed {
-		<-a.creators
-		a.answer("", r, nil, errShuttingDown)
+		<-c.creators
+		c.answer("", r, nil, errShuttingDown)
 		return false
 	}
 	go func() {
 		defer func() {
-			<-a.creators
-			a.creating.Done()
+			<-c.creators
+			c.creating.Done()
 		}()
 		sid, resp, err := make()
 		if err != nil {
-			a.answer("", r, nil, toRequestError(err))
+			c.answer("", r, nil, toRequestError(err))
 			return
 		}
-		a.answer(sid, r, resp, nil)
-		if s := a.live(sid); s != nil {
+		c.answer(sid, r, resp, nil)
+		if s := c.live(sid); s != nil {
 			s.Announce()
 		}
 	}()
@@ -290,23 +267,23 @@ func (a *Agent) create(r actors.Reply, make func() (string, any, error)) (starte
 // servePrompt starts a prompt's turn in its session's order; its response
 // comes from the outbox once the turn has ended. The request is kept by
 // id until then, for $/cancel_request.
-func (a *Agent) servePrompt(r actors.Reply, p acp.PromptRequest) {
+func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest) {
 	sid := string(p.SessionId)
-	ref := a.prompts.keep(r)
-	s := a.live(sid)
+	ref := c.prompts.keep(r)
+	s := c.live(sid)
 	if s == nil {
-		a.answer(sid, r, nil, unknownSession(sid))
+		c.answer(sid, r, nil, unknownSession(sid))
 		return
 	}
 	seq, err := s.Start(p.Prompt, r)
 	if err != nil {
-		a.answer(sid, r, nil, acp.NewInvalidRequest(map[string]any{"sessionId": sid, "error": err.Error()}))
+		c.answer(sid, r, nil, acp.NewInvalidRequest(map[string]any{"sessionId": sid, "error": err.Error()}))
 		return
 	}
 	if ref.started(s, seq) {
 		s.CancelPrompt(seq) // its $/cancel_request came first
 	}
-	if a.isDraining() {
+	if c.isDraining() {
 		// Read before the connection ended, served after: it is
 		// answered, cancelled.
 		s.CancelPrompt(seq)
@@ -315,11 +292,11 @@ func (a *Agent) servePrompt(r actors.Reply, p acp.PromptRequest) {
 
 // Cancel cancels the session's prompts started so far, running or queued.
 // A cancel is a notification: an unknown session is only logged.
-func (a *Agent) Cancel(_ context.Context, p acp.CancelNotification) error {
+func (c *Caller) Cancel(_ context.Context, p acp.CancelNotification) error {
 	sid := string(p.SessionId)
-	s := a.live(sid)
+	s := c.live(sid)
 	if s == nil {
-		a.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", sid))
+		c.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", sid))
 		return nil
 	}
 	s.Cancel()
@@ -338,7 +315,7 @@ func (a *Agent) Logout(context.Context, acp.LogoutRequest) (acp.LogoutResponse, 
 // mcpServers turns the editor's MCP servers into the sessions': stdio and
 // streamable HTTP. SSE is not advertised; such a server fails to start,
 // which the user is told as of any other server.
-func (a *Agent) mcpServers(in []acp.McpServer) []mcpclient.Server {
+func (c *Caller) mcpServers(in []acp.McpServer) []mcpclient.Server {
 	var out []mcpclient.Server
 	for _, m := range in {
 		switch {

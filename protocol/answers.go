@@ -23,20 +23,20 @@ type edgeAnswer struct {
 
 // request names a request read from the client, whose answer the
 // connection's outbox now expects.
-func (a *Agent) request(id []byte, method string) actors.Reply {
+func (c *Caller) request(id []byte, method string) actors.Reply {
 	r := actors.NewReply(id, method)
-	a.box.expect(r)
+	c.out.expect(r)
 	return r
 }
 
 // answer answers r, unless it was answered already, behind everything
 // queued so far for session sid ("" for none).
-func (a *Agent) answer(sid string, r actors.Reply, result any, rerr *acp.RequestError) {
-	a.box.Answer(sid, r, &edgeAnswer{result: result, err: rerr})
+func (c *Caller) answer(sid string, r actors.Reply, result any, rerr *acp.RequestError) {
+	c.out.Answer(sid, r, &edgeAnswer{result: result, err: rerr})
 }
 
 // encode turns the answer to r into its ACP result or error.
-func (a *Agent) encode(r actors.Reply, res any) (any, *acp.RequestError) {
+func (c *Caller) encode(r actors.Reply, res any) (any, *acp.RequestError) {
 	switch v := res.(type) {
 	case *edgeAnswer:
 		return v.result, v.err
@@ -58,14 +58,14 @@ func (a *Agent) encode(r actors.Reply, res any) (any, *acp.RequestError) {
 		case acp.AgentMethodSessionSetMode:
 			return acp.SetSessionModeResponse{}, nil
 		case acp.AgentMethodSessionSetConfigOption:
-			return acp.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(v.Model)}, nil
+			return acp.SetSessionConfigOptionResponse{ConfigOptions: c.configOptions(v.Model)}, nil
 		case acp.AgentMethodSessionLoad:
-			return acp.LoadSessionResponse{Meta: provenanceMeta(v.Provenance), Modes: modes(v.Mode), ConfigOptions: a.configOptions(v.Model)}, nil
+			return acp.LoadSessionResponse{Meta: provenanceMeta(v.Provenance), Modes: modes(v.Mode), ConfigOptions: c.configOptions(v.Model)}, nil
 		case acp.AgentMethodSessionResume:
-			return acp.ResumeSessionResponse{Meta: provenanceMeta(v.Provenance), Modes: modes(v.Mode), ConfigOptions: a.configOptions(v.Model)}, nil
+			return acp.ResumeSessionResponse{Meta: provenanceMeta(v.Provenance), Modes: modes(v.Mode), ConfigOptions: c.configOptions(v.Model)}, nil
 		}
 	}
-	return nil, a.internal(r.Method, fmt.Errorf("mm has no answer of type %T for %s", res, r.Method))
+	return nil, c.internal(r.Method, fmt.Errorf("mm has no answer of type %T for %s", res, r.Method))
 }
 
 // surviveSDK is survive for the handlers that return their answer
@@ -79,15 +79,15 @@ func (a *Agent) surviveSDK(method string, err *error) {
 // survive turns a panic in a request's handler into an internal error for
 // that request (unless it was answered already): one bad request must not
 // end every session.
-func (a *Agent) survive(method string, r actors.Reply) {
+func (c *Caller) survive(method string, r actors.Reply) {
 	if p := recover(); p != nil {
-		a.answer("", r, nil, a.internal(method, fmt.Errorf("mm failed: %v", p)))
+		c.answer("", r, nil, c.internal(method, fmt.Errorf("mm failed: %v", p)))
 	}
 }
 
 // internal is the internal error of a request that failed in mm itself,
 // logged: its one-line reason is the error's message.
-func (a *Agent) internal(method string, err error) *acp.RequestError {
-	a.log.Error(fmt.Sprintf("[acp] %s failed: %v", method, err))
+func (c *Caller) internal(method string, err error) *acp.RequestError {
+	c.log.Error(fmt.Sprintf("[acp] %s failed: %v", method, err))
 	return rpcerr.Internal(err.Error(), nil)
 }

@@ -42,11 +42,17 @@ type callResult struct {
 // answer, or ctx: then the request is abandoned, and the client told so
 // with $/cancel_request.
 func (a *Agent) call(ctx context.Context, sessionID, method string, params any) (json.RawMessage, error) {
+	return a.ask(sessionID, method, params)(ctx)
+}
+
+// ask queues method with params for a session, now, in the session's
+// order, and returns the wait for the client's answer (call).
+func (a *Agent) ask(sessionID, method string, params any) (wait func(context.Context) (json.RawMessage, error)) {
 	c := &a.calls
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, errors.New("the connection is closed")
+		return func(context.Context) (json.RawMessage, error) { return nil, errConnClosed }
 	}
 	c.next++
 	prefix := c.prefix
@@ -62,23 +68,28 @@ func (a *Agent) call(ctx context.Context, sessionID, method string, params any) 
 	c.pending[key] = ch
 	c.mu.Unlock()
 	a.box.Request(sessionID, id, method, params)
-	select {
-	case r, ok := <-ch:
-		if !ok {
-			return nil, errors.New("the connection is closed")
+	return func(ctx context.Context) (json.RawMessage, error) {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				return nil, errConnClosed
+			}
+			if r.err != nil {
+				return nil, r.err
+			}
+			return r.result, nil
+		case <-ctx.Done():
+			c.mu.Lock()
+			delete(c.pending, key)
+			c.mu.Unlock()
+			a.box.Request(sessionID, nil, "$/cancel_request", map[string]any{"requestId": id})
+			return nil, ctx.Err()
 		}
-		if r.err != nil {
-			return nil, r.err
-		}
-		return r.result, nil
-	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.pending, key)
-		c.mu.Unlock()
-		a.box.Request(sessionID, nil, "$/cancel_request", map[string]any{"requestId": id})
-		return nil, ctx.Err()
 	}
 }
+
+// errConnClosed fails mm's calls once the client's connection is closed.
+var errConnClosed = errors.New("the connection is closed")
 
 // answered takes the response to one of mm's calls; it reports false for
 // any other response.
@@ -114,17 +125,31 @@ func (c *calls) close() {
 }
 
 // client is the client as the actors ask it: permission requests and forms
-// as mm's own calls, through the session's ordered writer.
+// as mm's own calls, through the session's ordered writer (a connection's
+// calls, or in a cluster the client's link to its node, NewClient).
 type client struct {
-	a *Agent
+	call  CallFunc
+	forms func() bool
 }
 
 var _ actors.Client = client{}
 
+// CallFunc sends one of mm's requests (method, params) to the client for
+// a session, behind what the session sent before, and waits for the
+// client's answer or ctx (then the request is abandoned).
+type CallFunc func(ctx context.Context, sessionID, method string, params any) (json.RawMessage, error)
+
+// NewClient is the client as the actors ask it, reached through call; forms
+// says whether it shows forms. A node of mm's cluster asks a client of
+// another node so (package grains).
+func NewClient(call CallFunc, forms func() bool) actors.Client {
+	return client{call: call, forms: forms}
+}
+
 // RequestPermission asks the client through the session's ordered writer,
 // behind the tool_call it is about, as one of mm's own calls.
 func (c client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	raw, err := c.a.call(ctx, string(p.SessionId), acp.ClientMethodSessionRequestPermission, p)
+	raw, err := c.call(ctx, string(p.SessionId), acp.ClientMethodSessionRequestPermission, p)
 	if err != nil {
 		return acp.RequestPermissionResponse{}, err
 	}
@@ -137,12 +162,7 @@ func (c client) RequestPermission(ctx context.Context, p acp.RequestPermissionRe
 
 // Forms says the client announced elicitation.form at initialize (the
 // session is this client's: a session asks the client it is attached to).
-func (c client) Forms(string) bool {
-	c.a.mu.Lock()
-	defer c.a.mu.Unlock()
-	e := c.a.client.Elicitation
-	return e != nil && e.Form != nil
-}
+func (c client) Forms(string) bool { return c.forms() }
 
 // maxFormAnswerBytes bounds the answer to a form that mm decodes: an
 // editor may send up to acp.maxLineBytes, and a million-item list costs
@@ -157,7 +177,7 @@ const maxFormAnswerBytes = 8 * tools.MaxOutputBytes
 // decoded: the error wraps actors.ErrAnswerTooLarge.
 func (c client) Elicit(ctx context.Context, e actors.Elicitation) (actors.ElicitationResult, error) {
 	scope := map[string]any{"sessionId": e.SessionID, "toolCallId": e.ToolCallID}
-	raw, err := c.a.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, map[string]any{
+	raw, err := c.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, map[string]any{
 		"sessionId":       e.SessionID,
 		"toolCallId":      e.ToolCallID,
 		"mode":            "form",

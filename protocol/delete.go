@@ -12,10 +12,10 @@ import (
 )
 
 // know records a project folder the client named.
-func (a *Agent) know(cwd string) {
-	a.mu.Lock()
-	a.cwds[cwd] = true
-	a.mu.Unlock()
+func (c *Caller) know(cwd string) {
+	c.mu.Lock()
+	c.cwds[cwd] = true
+	c.mu.Unlock()
 }
 
 // serveDelete deletes a session in its order: a live one is closed like
@@ -24,76 +24,76 @@ func (a *Agent) know(cwd string) {
 // the folder index, as session/list showed it. A session that does not
 // exist (or no longer does) is deleted already: the request succeeds, as
 // ACP's session/delete says.
-func (a *Agent) serveDelete(r actors.Reply, p acp.UnstableDeleteSessionRequest) {
+func (c *Caller) serveDelete(r actors.Reply, p acp.UnstableDeleteSessionRequest) {
 	id := string(p.SessionId)
-	if !a.cfg.Sessions.Enabled {
-		a.answer(id, r, nil, acp.NewMethodNotFound(acp.AgentMethodSessionDelete))
+	if !c.cfg.Sessions.Enabled {
+		c.answer(id, r, nil, acp.NewMethodNotFound(acp.AgentMethodSessionDelete))
 		return
 	}
 	if err := store.CheckID(id); err != nil {
-		a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()}))
+		c.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()}))
 		return
 	}
-	if a.hub.sessions.Taken(id, a.owner) {
+	if c.hub.sessions.Taken(id, c.owner) {
 		// Another token's session does not exist for this one: it is
 		// deleted already, as far as this token can tell.
-		a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
+		c.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
 		return
 	}
-	s, _ := a.hub.sessions.Remove(id, a.owner)
+	s, _ := c.hub.sessions.Remove(id, c.owner)
 	var ended func() error
 	if s != nil {
 		ended = s.End(true) // in the session's order, now
 	}
-	a.end(id, func() {
+	c.end(id, func() {
 		if ended != nil {
 			err := ended()
 			if err == nil {
-				a.log.Info(fmt.Sprintf("[acp] session %s deleted (it was open: closed first)", id))
-				a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
+				c.log.Info(fmt.Sprintf("[acp] session %s deleted (it was open: closed first)", id))
+				c.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
 				return
 			}
 			if !errors.Is(err, actors.ErrNeverOpened) {
-				a.answer(id, r, nil, a.internal("session/delete", err))
+				c.answer(id, r, nil, c.internal("session/delete", err))
 				return
 			}
 			// Its opening failed: there may be a file still.
 		}
-		if err := a.removeStored(id); err != nil {
-			a.answer(id, r, nil, a.internal("session/delete", err))
+		if err := c.removeStored(id); err != nil {
+			c.answer(id, r, nil, c.internal("session/delete", err))
 			return
 		}
-		a.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
+		c.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
 	}, r)
 }
 
 // removeStored removes a session that is not open, wherever a known
 // folder holds it (files) or wherever it is (Postgres); none is fine.
-func (a *Agent) removeStored(id string) error {
+func (c *Caller) removeStored(id string) error {
 	var spare func(*store.File, string, string) bool
-	if a.owner != "" {
+	if c.owner != "" {
 		spare = func(f *store.File, where, cwd string) bool {
-			return !a.mayOpen(actors.StateFromFile(f, where, cwd)) // not this token's
+			return !c.mayOpen(actors.StateFromFile(f, where, cwd)) // not this token's
 		}
 	}
-	where, err := a.hub.store.Delete(a.ctx, id, append(a.knownCwds(), a.hub.store.Folders()...), spare)
+	where, err := c.hub.store.Delete(c.ctx, id, append(c.knownCwds(), c.hub.store.Folders()...), spare)
 	if err != nil {
 		return err
 	}
 	if where == "" {
-		a.log.Info(fmt.Sprintf("[acp] session %s: nothing to delete (no such session in the known folders)", id))
+		c.log.Info(fmt.Sprintf("[acp] session %s: nothing to delete (no such session in the known folders)", id))
 		return nil
 	}
-	a.log.Info(fmt.Sprintf("[acp] session %s deleted (%s)", id, where))
+	c.log.Info(fmt.Sprintf("[acp] session %s deleted (%s)", id, where))
 	return nil
 }
 
 // knownCwds lists the known project folders, sorted.
-func (a *Agent) knownCwds() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]string, 0, len(a.cwds))
-	for cwd := range a.cwds {
+func (c *Caller) knownCwds() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.cwds))
+	for cwd := range c.cwds {
 		out = append(out, cwd)
 	}
 	sort.Strings(out)

@@ -10,14 +10,17 @@
 // named once: its params type, its handler, how it is placed), prompt.go (a
 // prompt's params and its request kept for $/cancel_request), ids.go
 // (ids, members twice and framing are package jsonrpc's), pending.go (the
-// bound on requests read and not answered), agent.go (initialize, session/new,
-// prompt, cancel, logout), sessions.go (load, resume, list, close, modes,
+// bound on requests read and not answered), caller.go (the client as the
+// hub's sessions know it: the session requests it serves, a connection's
+// or, in a cluster, a client's of another node), agent.go (the
+// connection's requests: initialize, logout; and session/new, prompt,
+// cancel, served by its Caller), sessions.go (load, resume, list, close, modes,
 // the model selector), fork.go, delete.go, answers.go (how every request
 // is answered, failures included), outbox.go (the sharded writer that
 // keeps each session's updates and responses in order), calls.go (mm's own
 // requests to the client), serve.go (one connection from start to
-// shutdown), forward.go (in a cluster, a session's requests to its node),
-// virtual.go (a connection whose client is on another node).
+// shutdown), forward.go (in a cluster, a session's requests to its node,
+// and the Sink its answers and updates come back through).
 //
 // Order. Every request and notification of a session — session/prompt,
 // session/cancel, session/set_mode, session/set_config_option,

@@ -17,36 +17,36 @@ import (
 // serveFork starts a new session with a copy of another's history, as the
 // requests read before the fork left it; its provenance points at the
 // parent.
-func (a *Agent) serveFork(r actors.Reply, p acp.UnstableForkSessionRequest) {
-	a.serveForkAs(r, p, "")
+func (c *Caller) serveFork(r actors.Reply, p acp.UnstableForkSessionRequest) {
+	c.serveForkAs(r, p, "")
 }
 
 // serveForkAs is serveFork with the new session's id chosen by the caller
 // (a cluster's edge); "" makes one.
-func (a *Agent) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id string) {
+func (c *Caller) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id string) {
 	parent := string(p.SessionId)
 	var state func() (*actors.SessionState, error)
 	started := false
-	switch src, _, _ := a.hub.sessions.Owned(parent, a.owner); {
-	case a.hub.sessions.Taken(parent, a.owner):
-		a.answer(parent, r, nil, unknownSession(parent))
+	switch src, _, _ := c.hub.sessions.Owned(parent, c.owner); {
+	case c.hub.sessions.Taken(parent, c.owner):
+		c.answer(parent, r, nil, unknownSession(parent))
 		return
 	case src != nil:
 		state = src.RequestState() // in the parent's order, now
-	case !a.cfg.Sessions.Enabled:
-		a.answer(parent, r, nil, unknownSession(parent))
+	case !c.cfg.Sessions.Enabled:
+		c.answer(parent, r, nil, unknownSession(parent))
 		return
 	default:
 		// The stored parent is read after the work on it before (a
 		// close) and before what is done with it next (a delete): the
 		// read ends once it has run, or here when the fork does not start.
 		done := make(chan struct{})
-		before := a.hub.sessions.Follow(parent, done)
+		before := c.hub.sessions.Follow(parent, done)
 		var once sync.Once
 		read := func() {
 			once.Do(func() {
 				close(done)
-				a.hub.sessions.Done(parent, done)
+				c.hub.sessions.Done(parent, done)
 			})
 		}
 		defer func() {
@@ -59,58 +59,58 @@ func (a *Agent) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id
 			if before != nil {
 				<-before
 			}
-			cwd, err := a.checkCwd(p.Cwd)
+			cwd, err := c.checkCwd(p.Cwd)
 			if err != nil {
 				return nil, err
 			}
 			if err := store.CheckID(parent); err != nil {
 				return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
 			}
-			return a.loadFile(parent, cwd)
+			return c.loadFile(parent, cwd)
 		}
 	}
-	started = a.create(r, func() (string, any, error) {
-		defer a.survive("session/fork", r)
+	started = c.create(r, func() (string, any, error) {
+		defer c.survive("session/fork", r)
 		st, err := state()
 		if err != nil {
 			return "", nil, err
 		}
-		return a.fork(st, p, id)
+		return c.fork(st, p, id)
 	})
 }
 
 // fork spawns the copy of st a fork request asks for.
-func (a *Agent) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest, id string) (string, any, error) {
-	cwd, err := a.checkCwd(p.Cwd)
+func (c *Caller) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest, id string) (string, any, error) {
+	cwd, err := c.checkCwd(p.Cwd)
 	if err != nil {
 		return "", nil, err
 	}
-	a.know(cwd)
+	c.know(cwd)
 	parent := st.ID
-	st.Owner = a.owner
+	st.Owner = c.owner
 	if id == "" {
 		id = actors.NewSessionID(time.Now())
 	}
 	st.ID, st.Cwd, st.Created, st.Rev = id, cwd, time.Time{}, 0
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
-	st.MCP = a.mcpServers(stableServers(p.McpServers))
-	s, err := a.register(a.runtime().SpawnSession(a.attach(st)))
+	st.MCP = c.mcpServers(stableServers(p.McpServers))
+	s, err := c.register(c.runtime().SpawnSession(c.attach(st)))
 	if err != nil {
 		return "", nil, err
 	}
 	if err := s.Flush(); err != nil {
-		a.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", s.ID, err))
+		c.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", s.ID, err))
 	}
-	if a.cfg.Sessions.Enabled {
-		a.hub.store.NoteFolder(cwd)
+	if c.cfg.Sessions.Enabled {
+		c.hub.store.NoteFolder(cwd)
 	}
-	a.log.Info(fmt.Sprintf("[acp] session %s forked from %s (%d message(s))", s.ID, parent, len(st.History)-1))
+	c.log.Info(fmt.Sprintf("[acp] session %s forked from %s (%d message(s))", s.ID, parent, len(st.History)-1))
 	mode := st.Mode
 	if mode == "" {
 		// A stored parent that named no mode, or one it may not set
 		// (actors.SessionState.Untrusted): the session runs in the
 		// configured one.
-		mode = a.runtime().DefaultMode()
+		mode = c.runtime().DefaultMode()
 	}
 	return s.ID, acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.ID), Meta: provenanceMeta(st.Provenance), Modes: modes(mode)}, nil
 }

@@ -1,9 +1,12 @@
 package protocol
 
 import (
+	"context"
 	"encoding/json"
-	"io"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/actors"
 )
@@ -11,33 +14,92 @@ import (
 // Forwarder carries a connection's session requests to where their
 // sessions live: the grains of mm's cluster (package grains). With one,
 // the connection's node keeps the edge — the ingress, the ordered writer,
-// the bound on requests, the transport — and serves here only what names
-// no session (initialize, session/list); every request and notification of
-// a session is handed to Forward in the order read, and the lines its
-// session writes come back through the writer the Forwarder was made with.
+// the bound on requests, the transport, mm's calls to the client — and
+// serves here only what names no session (initialize, session/list);
+// every request and notification of a session is handed to Forward in the
+// order read, decoded here, and what its session sends back comes through
+// the Sink the Forwarder was made with, typed: nothing is parsed again.
 type Forwarder interface {
-	// Forward hands on one request (id set) or notification (id nil) of
-	// session sid, in read order, decoded and validated here: p is its
+	// Forward hands on one request (r.ID set) or notification (r.ID nil)
+	// of session sid, in read order, decoded and validated here: p is its
 	// params as the SDK's type (acp.PromptRequest, acp.CancelNotification,
 	// …); for session/new and session/fork, sid is the id of the session
-	// to make, chosen here. It queues; it must not wait for the session.
-	Forward(sid, method string, id json.RawMessage, p any)
+	// to make, chosen here. r is the request as the connection's outbox
+	// expects its answer (Sink.Answer). It queues; it must not wait for
+	// the session.
+	Forward(sid string, r actors.Reply, p any)
 	// CancelRequest hands on a $/cancel_request; it reports false when
 	// requestID names no request it forwarded.
 	CancelRequest(requestID json.RawMessage) bool
-	// Answer hands on the client's answer to a request a session made
-	// elsewhere; it reports false when the id is not one of those.
-	Answer(id, result, rerr json.RawMessage) bool
 	// Close ends the connection's forwarding: the client is gone. It
 	// returns once what was forwarded is answered, or after wait.
 	Close(wait time.Duration)
 }
 
-// NewForwarder makes a connection's Forwarder. out takes whole lines for
-// the client (the connection's writer); answered is told how many of them
-// were responses to the client's requests, whose places in the
-// connection's bound are free then.
-type NewForwarder func(out io.Writer, answered func(n int)) Forwarder
+// NewForwarder makes a connection's Forwarder, which writes to the
+// connection through sink.
+type NewForwarder func(sink Sink) Forwarder
+
+// Sink is a connection as its Forwarder writes to it: what the sessions
+// served elsewhere send back goes through the connection's own ordered
+// outbox, behind what was queued before it for the same session, and
+// their questions go to the client as mm's own calls. Its methods queue
+// and never wait on the client (Ask's wait does), and may be called from
+// any goroutine; what is queued for one session is written in the order
+// it was queued.
+type Sink struct{ a *Agent }
+
+// Giver takes back the bytes of a session's stream budget once what held
+// them is written (an actors.Budget; in a cluster, the credit sent back to
+// the session's node).
+type Giver interface{ Give(n int) }
+
+// Chunk queues a plain text agent_message_chunk of session sid (with
+// thought, an agent_thought_chunk), which holds n bytes of the session's
+// stream budget, given back to paid once it is written. Adjacent chunks
+// are written as one, as a local session's are.
+func (k Sink) Chunk(sid, text string, thought bool, paid Giver, n int) {
+	u := acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(text)}}
+	if thought {
+		u = acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock(text)}}
+	}
+	k.a.box.stream(sid, u, paid, n)
+}
+
+// Update queues a session/update of session sid whose update is raw: the
+// SDK's JSON of it, made where the session runs, written as it is.
+func (k Sink) Update(sid string, raw json.RawMessage, paid Giver, n int) {
+	k.a.box.updateRaw(sid, raw, paid, n)
+}
+
+// Answer answers request r, once, behind what is queued for session sid:
+// with result (JSON, written as it is) or rerr. An answer to a request
+// answered already is dropped.
+func (k Sink) Answer(sid string, r actors.Reply, result json.RawMessage, rerr *acp.RequestError) {
+	if rerr == nil && result == nil {
+		result = json.RawMessage("{}")
+	}
+	var res any
+	if result != nil {
+		res = result
+	}
+	k.a.answer(sid, r, res, rerr)
+}
+
+// Deliver sends msg to pid once everything queued before it for session
+// sid is written.
+func (k Sink) Deliver(sid string, pid *actor.PID, msg any) { k.a.box.Deliver(sid, pid, msg) }
+
+// Ask queues a request of mm's for the client (method, its params as
+// JSON), behind what is queued for session sid, and returns the wait for
+// the client's answer: ended by ctx, it abandons the request and tells the
+// client so ($/cancel_request).
+func (k Sink) Ask(sid, method string, params json.RawMessage) func(context.Context) (json.RawMessage, error) {
+	return k.a.ask(sid, method, params)
+}
+
+// Forms says whether the client shows forms (elicitation.form).
+func (k Sink) Forms() bool { return k.a.forms() }
 
 // forwarded hands a decoded request (id set) or notification of a session
 // to the connection's Forwarder; it reports false for what is served here
@@ -60,6 +122,10 @@ func (a *Agent) forwarded(m methodDef, name string, id json.RawMessage, p any) b
 	default:
 		return false
 	}
-	f.Forward(sid, name, id, p)
+	r := actors.Reply{Method: name}
+	if id != nil {
+		r = a.request(id, name)
+	}
+	f.Forward(sid, r, p)
 	return true
 }

@@ -1,18 +1,18 @@
 package protocol_test
 
 import (
+	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
-	"github.com/tidwall/gjson"
 
+	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
@@ -34,66 +34,93 @@ rules:
 `
 
 // loopForwarder is a Forwarder whose "other node" is a second hub in this
-// process: what a cluster's grains do, without the network (package grains
-// has the real one).
+// process, the client's Caller there writing back through a loopLink:
+// what a cluster's grains do, without the network (package grains has
+// the real one).
 type loopForwarder struct {
-	v        *protocol.Virtual
-	answered func(int)
-	mu       sync.Mutex
-	prompts  map[string]string // prompt request id → session
+	c    *protocol.Caller
+	link *loopLink
 }
 
-func (f *loopForwarder) Forward(sid, method string, id json.RawMessage, p any) {
-	if method == acp.AgentMethodSessionPrompt && id != nil {
-		f.mu.Lock()
-		f.prompts[string(id)] = sid
-		f.mu.Unlock()
-	}
-	if method == acp.AgentMethodSessionCancel {
-		f.v.Cancel(sid)
+func (f *loopForwarder) Forward(sid string, r actors.Reply, p any) {
+	switch r.Method {
+	case acp.AgentMethodSessionCancel:
+		f.c.CancelSession(sid)
 		return
 	}
-	f.v.Serve(method, id, p, sid)
+	f.link.expect(r)
+	f.c.Serve(r.Method, r.ID, p, sid)
 }
 
 func (f *loopForwarder) CancelRequest(requestID json.RawMessage) bool {
-	f.mu.Lock()
-	_, ok := f.prompts[string(requestID)]
-	f.mu.Unlock()
-	if ok {
-		f.v.CancelRequest(requestID)
+	if !f.link.waiting(requestID) {
+		return false
 	}
+	f.c.CancelRequest(requestID)
+	return true
+}
+
+func (f *loopForwarder) Close(time.Duration) { f.c.Close() }
+
+// loopLink is the other node's way back to the edge's connection.
+type loopLink struct {
+	sink protocol.Sink
+	mu   sync.Mutex
+	// asked are the edge's requests by id, as its outbox expects them.
+	asked map[string]actors.Reply
+}
+
+func (l *loopLink) expect(r actors.Reply) {
+	l.mu.Lock()
+	l.asked[string(r.ID)] = r
+	l.mu.Unlock()
+}
+
+func (l *loopLink) waiting(id json.RawMessage) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.asked[string(id)]
 	return ok
 }
 
-func (f *loopForwarder) Answer(id, result, rerr json.RawMessage) bool {
-	return f.v.Answered(id, result, rerr)
-}
+func (l *loopLink) Update(sid string, u acp.SessionUpdate) { l.Stream(sid, u, nil, 0) }
 
-func (f *loopForwarder) Close(time.Duration) { f.v.Close() }
-
-// lineCounter writes a virtual connection's lines to the edge's writer,
-// and tells the edge how many were responses.
-type lineCounter struct {
-	out      io.Writer
-	answered func(int)
-}
-
-func (l *lineCounter) Write(b []byte) (int, error) {
-	n := 0
-	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-		if !gjson.Get(line, "method").Exists() && gjson.Get(line, "id").Exists() {
-			n++
-		}
+func (l *loopLink) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) {
+	raw, err := json.Marshal(u)
+	if err != nil {
+		panic(err)
 	}
-	k, err := l.out.Write(b)
-	l.answered(n)
-	return k, err
+	l.sink.Update(sid, raw, b, n)
+}
+
+func (l *loopLink) Deliver(sid string, pid *actor.PID, msg any) { l.sink.Deliver(sid, pid, msg) }
+
+func (l *loopLink) Answer(sid string, r actors.Reply, result any, rerr *acp.RequestError) {
+	l.mu.Lock()
+	er, ok := l.asked[string(r.ID)]
+	delete(l.asked, string(r.ID))
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	var raw json.RawMessage
+	if rerr == nil {
+		raw, _ = json.Marshal(result)
+	}
+	l.sink.Answer(sid, er, raw, rerr)
+}
+
+func (l *loopLink) call(ctx context.Context, sid, method string, params any) (json.RawMessage, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	return l.sink.Ask(sid, method, raw)(ctx)
 }
 
 // TestSessionsServedOnAnotherNode: with a Forwarder, a connection serves
 // nothing of its sessions itself: a second hub (the other node) does,
-// through a virtual connection, and the client cannot tell: a session is
+// through the client's Caller there, and the client cannot tell: a session is
 // made, a turn with a permission request runs, a cancel ends a turn, and a
 // request for another owner's session finds nothing.
 func TestSessionsServedOnAnotherNode(t *testing.T) {
@@ -107,8 +134,13 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One actor system for both, as a node of a cluster has one: the
+	// session's deliveries and the credits of the "other node" reach
+	// the edge's actors, and back.
+	sys := actors.NewSystem(nil)
+	t.Cleanup(sys.Shutdown)
 	newHub := func() *protocol.Hub {
-		h, err := app.NewHub(app.Options{Config: cfg, Model: model, ContextWindow: 16384})
+		h, err := app.NewHub(app.Options{Config: cfg, Model: model, ContextWindow: 16384, System: sys})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,9 +149,10 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 	}
 	edge, node := newHub(), newHub()
 	connect := func(owner string) *acptest.Conn {
-		c := acptest.OnHub(edge, protocol.ConnOptions{Owner: owner, Forward: func(out io.Writer, answered func(int)) protocol.Forwarder {
-			v := node.Virtual(protocol.VirtualOptions{Out: &lineCounter{out: out, answered: answered}, Owner: owner, CallPrefix: "mm-n1-", Node: "n1"})
-			return &loopForwarder{v: v, answered: answered, prompts: map[string]string{}}
+		c := acptest.OnHub(edge, protocol.ConnOptions{Owner: owner, Forward: func(sink protocol.Sink) protocol.Forwarder {
+			l := &loopLink{sink: sink, asked: map[string]actors.Reply{}}
+			return &loopForwarder{link: l, c: node.NewCaller(protocol.CallerOptions{Owner: owner, Node: "n1", Link: l,
+				Asks: protocol.NewClient(l.call, sink.Forms)})}
 		}})
 		t.Cleanup(func() { _ = c.Close(testwait.Hang) })
 		return c

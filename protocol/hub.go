@@ -33,7 +33,7 @@ type Hub struct {
 	// Postgres (store.url).
 	store store.Backend
 	// sessions is the table of the live sessions.
-	sessions *registry.Table[*actors.Session, *Agent]
+	sessions *registry.Table[*actors.Session, *Caller]
 
 	// ready is closed once rt is set; only runtime() reads rt before that.
 	// begin starts the runtime once: at NewHub, or (DeferRuntime) once
@@ -81,7 +81,7 @@ func NewHub(o HubOptions) *Hub {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}),
-		store: o.Store, sessions: registry.New[*actors.Session, *Agent]()}
+		store: o.Store, sessions: registry.New[*actors.Session, *Caller]()}
 	h.beginFunc = func() {
 		go func() {
 			h.rt = o.Runtime(h.forget)
@@ -105,6 +105,11 @@ func (h *Hub) runtime() *actors.Runtime {
 	<-h.ready
 	return h.rt
 }
+
+// Runtime returns the actor runtime, starting it if need be and waiting
+// for it to be up: a node of mm's cluster spawns its session grains with
+// it (package grains).
+func (h *Hub) Runtime() *actors.Runtime { return h.runtime() }
 
 // started returns the runtime once something else has started it.
 func (h *Hub) started() *actors.Runtime {
@@ -135,7 +140,7 @@ func (h *Hub) Sessions() int { return h.sessions.Len() }
 // register adds a session a connection created or opened, attached to it;
 // once the hub or the connection is closing, the session is stopped and
 // refused.
-func (h *Hub) register(s *actors.Session, owner string, a *Agent) (*actors.Session, error) {
+func (h *Hub) register(s *actors.Session, owner string, a *Caller) (*actors.Session, error) {
 	if !h.sessions.Add(s.ID, s.Cwd, s, owner, a, a.isClosed) {
 		s.Stop()
 		return nil, errShuttingDown
@@ -150,7 +155,7 @@ func (h *Hub) forget(s *actors.Session) { h.sessions.Forget(s.ID, s) }
 
 // detach leaves the sessions connection a holds to no connection: live,
 // loadable by their owner from another connection.
-func (h *Hub) detach(a *Agent) {
+func (h *Hub) detach(a *Caller) {
 	for _, s := range h.sessions.HeldBy(a) {
 		if h.sessions.Detach(s.ID, a) {
 			_ = s.Attach(nil, nil)

@@ -39,8 +39,8 @@ import (
 //   - session/cancel, and $/cancel_request of a prompt, cancel as they say;
 //     every other notification is logged at debug level and dropped;
 //   - a response goes to the call of mm's it answers (calls.go: a
-//     permission request, an elicitation), or, in a cluster, to the node
-//     that asked; one that answers nothing is dropped.
+//     permission request, an elicitation, whichever node's session
+//     asked); one that answers nothing is dropped.
 //
 // acp-go-sdk supplies the types and their validation; it no longer reads or
 // writes a line of mm's agent side.
@@ -129,10 +129,9 @@ func (in *ingress) route(m *jsonrpc.Message) {
 				return
 			}
 			if in.agent.calls.answered(id, m.Result, m.Error) {
-				return // one of mm's own calls (calls.go)
-			}
-			if f := in.agent.forward; f != nil && f.Answer(id, m.Result, m.Error) {
-				return // a call of a session served on another node
+				// One of mm's own calls (calls.go), a session's served
+				// here or on another node of a cluster (Sink.Ask).
+				return
 			}
 			// A response to nothing mm waits for: an answer after its
 			// request was given up, or to nothing mm asked.
@@ -199,7 +198,7 @@ func (in *ingress) serve(method string, id, params json.RawMessage) {
 	case rerr != nil:
 		a.answer("", r, nil, rerr)
 	default:
-		m.run(a, r, p, "")
+		m.run(a.Caller, r, p, "")
 	}
 }
 

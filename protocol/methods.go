@@ -31,7 +31,7 @@ var methods map[string]methodDef
 // by serve. A session's request (or one that makes a session) is decoded
 // once, by decode, where the client's connection is, and run where its
 // session is: here, or on the node of mm's cluster that holds it
-// (Virtual.Serve), which gets the decoded request, never its JSON.
+// (Caller.Serve), which gets the decoded request, never its JSON.
 type methodDef struct {
 	serve func(in *ingress, r actors.Reply, params json.RawMessage)
 	// decode reads and validates the params into the SDK's type; check
@@ -42,7 +42,7 @@ type methodDef struct {
 	// run serves a decoded request and answers r, now or later; sid is
 	// the id of the session a creating request makes ("": one is made
 	// here).
-	run     func(a *Agent, r actors.Reply, p any, sid string)
+	run     func(c *Caller, r actors.Reply, p any, sid string)
 	session bool
 	creates bool
 }
@@ -53,15 +53,15 @@ func init() {
 		acp.AgentMethodAuthenticate:           conn((*Agent).Authenticate),
 		acp.AgentMethodLogout:                 conn((*Agent).Logout),
 		acp.AgentMethodSessionList:            conn((*Agent).ListSessions),
-		acp.AgentMethodSessionNew:             making((*Agent).serveNewAs),
-		acp.AgentMethodSessionFork:            making((*Agent).serveForkAs),
-		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run(func(a *Agent, r actors.Reply, p acp.PromptRequest, _ string) { a.servePrompt(r, p) }), session: true},
-		acp.AgentMethodSessionLoad:            ordered((*Agent).serveLoad),
-		acp.AgentMethodSessionResume:          ordered((*Agent).serveResume),
-		acp.AgentMethodSessionClose:           ordered((*Agent).serveClose),
-		acp.AgentMethodSessionDelete:          ordered((*Agent).serveDelete),
-		acp.AgentMethodSessionSetMode:         ordered((*Agent).serveSetMode),
-		acp.AgentMethodSessionSetConfigOption: ordered((*Agent).serveSetConfig),
+		acp.AgentMethodSessionNew:             making((*Caller).serveNewAs),
+		acp.AgentMethodSessionFork:            making((*Caller).serveForkAs),
+		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run(func(c *Caller, r actors.Reply, p acp.PromptRequest, _ string) { c.servePrompt(r, p) }), session: true},
+		acp.AgentMethodSessionLoad:            ordered((*Caller).serveLoad),
+		acp.AgentMethodSessionResume:          ordered((*Caller).serveResume),
+		acp.AgentMethodSessionClose:           ordered((*Caller).serveClose),
+		acp.AgentMethodSessionDelete:          ordered((*Caller).serveDelete),
+		acp.AgentMethodSessionSetMode:         ordered((*Caller).serveSetMode),
+		acp.AgentMethodSessionSetConfigOption: ordered((*Caller).serveSetConfig),
 	}
 }
 
@@ -98,27 +98,27 @@ func checker[P any, PP params[P]]() func(any) *acp.RequestError {
 
 // run serves a decoded request of type P; sid is the id of the session a
 // creating request makes.
-func run[P any](serve func(*Agent, actors.Reply, P, string)) func(*Agent, actors.Reply, any, string) {
-	return func(a *Agent, r actors.Reply, p any, sid string) {
+func run[P any](serve func(*Caller, actors.Reply, P, string)) func(*Caller, actors.Reply, any, string) {
+	return func(c *Caller, r actors.Reply, p any, sid string) {
 		v, ok := p.(P)
 		if !ok {
-			a.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("%s: params of type %T", r.Method, p)}))
+			c.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("%s: params of type %T", r.Method, p)}))
 			return
 		}
-		serve(a, r, v, sid)
+		serve(c, r, v, sid)
 	}
 }
 
 // ordered is a session's request: served in the session's order, in the
 // ingress's goroutine before the next line is read; its handler answers r,
 // now or later.
-func ordered[P any, PP params[P]](serve func(*Agent, actors.Reply, P)) methodDef {
-	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(func(a *Agent, r actors.Reply, p P, _ string) { serve(a, r, p) }), session: true}
+func ordered[P any, PP params[P]](serve func(*Caller, actors.Reply, P)) methodDef {
+	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(func(c *Caller, r actors.Reply, p P, _ string) { serve(c, r, p) }), session: true}
 }
 
 // making is a request that makes a session, ordered too; its handler is
 // given the new session's id, or "" to make one.
-func making[P any, PP params[P]](serve func(*Agent, actors.Reply, P, string)) methodDef {
+func making[P any, PP params[P]](serve func(*Caller, actors.Reply, P, string)) methodDef {
 	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(serve), creates: true}
 }
 

@@ -78,7 +78,19 @@ func (o *outbox) Update(sessionID string, u acp.SessionUpdate) {
 }
 
 func (o *outbox) Stream(sessionID string, u acp.SessionUpdate, b *actors.Budget, n int) {
-	o.shard(sessionID).push(outItem{sessionID: sessionID, update: u, budget: b, cost: n})
+	o.stream(sessionID, u, b, n)
+}
+
+// stream is Stream with whatever takes the bytes back (Sink.Chunk).
+func (o *outbox) stream(sessionID string, u acp.SessionUpdate, paid Giver, n int) {
+	o.shard(sessionID).push(outItem{sessionID: sessionID, update: u, budget: paid, cost: n})
+}
+
+// updateRaw queues a session/update whose update member is raw JSON,
+// written as it is (encoded where the session runs: Sink.Update); paid,
+// when set, takes back n bytes once it is written.
+func (o *outbox) updateRaw(sessionID string, raw json.RawMessage, paid Giver, n int) {
+	o.shard(sessionID).push(outItem{sessionID: sessionID, raw: raw, budget: paid, cost: n})
 }
 
 func (o *outbox) Deliver(sessionID string, pid *actor.PID, msg any) {
@@ -189,10 +201,12 @@ type shard struct {
 type outItem struct {
 	sessionID string
 	update    acp.SessionUpdate
-	budget    *actors.Budget
-	cost      int
-	to        *actor.PID
-	msg       any
+	// raw, when set, is the update's JSON, made elsewhere (updateRaw).
+	raw    json.RawMessage
+	budget Giver
+	cost   int
+	to     *actor.PID
+	msg    any
 	// reply and res are the answer to a request (Answer), when answer.
 	reply  actors.Reply
 	answer bool
@@ -202,7 +216,9 @@ type outItem struct {
 	response *rpcMessage
 }
 
-func (it *outItem) isUpdate() bool { return it.to == nil && !it.answer && it.response == nil }
+func (it *outItem) isUpdate() bool {
+	return it.to == nil && !it.answer && it.response == nil && it.raw == nil
+}
 
 func (s *shard) push(it outItem) {
 	s.mu.Lock()
@@ -250,6 +266,13 @@ func (s *shard) run() {
 				if it.response.Method == "" {
 					responses++
 				}
+				continue
+			case it.raw != nil:
+				if it.budget != nil {
+					paid = append(paid, *it)
+				}
+				buf = s.appendMessage(buf, &rpcMessage{JSONRPC: "2.0", Method: acp.ClientMethodSessionUpdate,
+					Params: sessionNotification{SessionID: it.sessionID, Update: it.raw}})
 				continue
 			}
 			j := i + 1

@@ -38,8 +38,7 @@ type Conn struct {
 	pending *pending
 	// w is the connection's one writer: Wait asks it whether the client
 	// still reads.
-	w      *lockedWriter
-	cancel context.CancelFunc
+	w *lockedWriter
 	// hub is shut down by Wait when the connection owns it (mm -acp).
 	hub *Hub
 }
@@ -66,9 +65,8 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	// outbox's batches and the ingress's errors each go out whole.
 	out := &lockedWriter{w: o.Out}
 	box := newOutbox(out, log)
-	ctx, cancel := context.WithCancel(context.Background())
-	a := &Agent{hub: h, cfg: h.cfg, box: box, log: log, ctx: ctx, owner: o.Owner, roots: o.Roots, shared: shared,
-		cwds: map[string]bool{}, creators: make(chan struct{}, maxCreating)}
+	a := &Agent{Caller: h.newCaller(log, o.Owner, o.Roots, shared, ""), box: box}
+	a.out, a.asks = box, client{call: a.call, forms: a.forms}
 	waiting := newPending(int(h.cfg.ACP.MaxPending))
 	src := o.Source
 	if src == nil {
@@ -85,14 +83,14 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 		}
 	}
 	if o.Forward != nil {
-		a.forward = o.Forward(out, waiting.give)
+		a.forward = o.Forward(Sink{a: a})
 	}
 	go in.run()
 	// The outbox delivers to actors once the runtime is up; the client's
 	// initialize is read and answered meanwhile, needing none of it (with
 	// DeferRuntime, before it starts).
 	go func() { box.setRoot(h.started().Root()) }()
-	return &Conn{agent: a, in: in, out: box, pending: waiting, w: out, cancel: cancel}
+	return &Conn{agent: a, in: in, out: box, pending: waiting, w: out}
 }
 
 // lockedWriter makes each Write one whole line (or batch of lines) on w.
@@ -177,9 +175,10 @@ func (c *Conn) Wait(ctx context.Context) {
 		a.markClosed()
 		c.hub.stopSessions()
 		a.calls.close()
-		c.cancel()
+		a.cancel()
 	} else {
-		a.letGo(c.cancel)
+		a.letGo()
+		a.calls.close()
 	}
 	a.runtime() // a client may leave before the runtime is up
 	// A client that stopped reading must not hold the process forever;
@@ -195,42 +194,40 @@ func (c *Conn) Wait(ctx context.Context) {
 	}
 }
 
-// stopTaking begins a connection's end: no session is created any more
+// stopTaking begins a client's end: no session is created any more
 // (those being created are answered), and every prompt of its sessions,
 // running, queued or still to be served, ends cancelled.
-func (a *Agent) stopTaking() {
-	a.mu.Lock()
-	a.draining = true
-	a.mu.Unlock()
-	a.creating.Wait()
-	for _, s := range a.hub.sessions.HeldBy(a) {
+func (c *Caller) stopTaking() {
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+	c.creating.Wait()
+	for _, s := range c.hub.sessions.HeldBy(c) {
 		s.Cancel()
 	}
 }
 
-// markClosed says the connection answers nothing more of its own.
-func (a *Agent) markClosed() {
-	a.mu.Lock()
-	a.closed = true
-	a.mu.Unlock()
+// markClosed says the client takes no more sessions.
+func (c *Caller) markClosed() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 }
 
-// letGo ends a connection on a shared hub: once their turns have ended,
-// its sessions are left detached, live and loadable; mm's own requests of
-// the client fail; cancel ends the connection's context.
-func (a *Agent) letGo(cancel context.CancelFunc) {
-	a.markClosed()
-	for _, s := range a.hub.sessions.HeldBy(a) {
+// letGo ends a client on a shared hub: once their turns have ended, its
+// sessions are left detached, live and loadable; its context ends.
+func (c *Caller) letGo() {
+	c.markClosed()
+	for _, s := range c.hub.sessions.HeldBy(c) {
 		s.Settle()
 	}
-	a.hub.detach(a)
-	a.calls.close()
-	cancel()
+	c.hub.detach(c)
+	c.cancel()
 }
 
-// isDraining says whether the connection is ending.
-func (a *Agent) isDraining() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.draining
+// isDraining says whether the client is leaving.
+func (c *Caller) isDraining() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.draining
 }

@@ -43,7 +43,7 @@ func (a *Agent) capabilities() acp.AgentCapabilities {
 // reopens says whether a session can be taken up again: from its file
 // when sessions are saved, or, on a shared hub (mm serve), live from
 // another connection of its owner, saved or not.
-func (a *Agent) reopens() bool { return a.cfg.Sessions.Enabled || a.shared }
+func (c *Caller) reopens() bool { return c.cfg.Sessions.Enabled || c.shared }
 
 func provenanceMeta(p store.Provenance) map[string]any { return actors.ProvenanceMeta(p) }
 
@@ -59,9 +59,9 @@ func modes(current string) *acp.SessionModeState {
 }
 
 // configOptions is the model selector.
-func (a *Agent) configOptions(current string) []acp.SessionConfigOption {
+func (c *Caller) configOptions(current string) []acp.SessionConfigOption {
 	var opts acp.SessionConfigSelectOptionsUngrouped
-	for _, m := range a.runtime().Models() {
+	for _, m := range c.runtime().Models() {
 		opts = append(opts, acp.SessionConfigSelectOption{Value: acp.SessionConfigValueId(m.ID), Name: m.Name})
 	}
 	return []acp.SessionConfigOption{{Select: &acp.SessionConfigOptionSelect{
@@ -83,35 +83,35 @@ var errShuttingDown = rpcerr.Internal("mm is shutting down", nil)
 // waiting in its mailbox meanwhile. When it cannot be opened, the request
 // r is answered why, and every later one of the session that it does not
 // exist.
-func (a *Agent) openFile(r actors.Reply, id, rawCwd string, servers []acp.McpServer) (*actors.Session, error) {
-	cwd, err := a.checkCwd(rawCwd)
+func (c *Caller) openFile(r actors.Reply, id, rawCwd string, servers []acp.McpServer) (*actors.Session, error) {
+	cwd, err := c.checkCwd(rawCwd)
 	if err != nil {
 		return nil, err
 	}
-	a.know(cwd)
+	c.know(cwd)
 	open := func(s *actors.Session) (*actors.SessionState, any) {
-		st, err := a.loadFile(id, cwd)
+		st, err := c.loadFile(id, cwd)
 		if err != nil {
-			a.hub.sessions.Forget(id, s)
-			a.answer(id, r, nil, toRequestError(err))
+			c.hub.sessions.Forget(id, s)
+			c.answer(id, r, nil, toRequestError(err))
 			return nil, &edgeAnswer{err: unknownSession(id)}
 		}
-		a.hub.store.NoteFolder(cwd)
-		st.MCP = a.mcpServers(servers)
-		return a.attach(st), nil
+		c.hub.store.NoteFolder(cwd)
+		st.MCP = c.mcpServers(servers)
+		return c.attach(st), nil
 	}
-	return a.register(a.runtime().OpenSession(id, cwd, a.box, a.hub.sessions.After(id), open))
+	return c.register(c.runtime().OpenSession(id, cwd, c.out, c.hub.sessions.After(id), open))
 }
 
 // loadFile reads stored session id of cwd as this connection may see it:
 // a server's token sees only its own sessions, the others are not there.
-func (a *Agent) loadFile(id, cwd string) (*actors.SessionState, error) {
-	f, where, err := a.hub.store.Load(a.ctx, cwd, id)
+func (c *Caller) loadFile(id, cwd string) (*actors.SessionState, error) {
+	f, where, err := c.hub.store.Load(c.ctx, cwd, id)
 	if err != nil {
 		return nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()})
 	}
 	st := actors.StateFromFile(f, where, cwd)
-	if !a.mayOpen(st) {
+	if !c.mayOpen(st) {
 		return nil, unknownSession(id)
 	}
 	return st, nil
@@ -119,27 +119,27 @@ func (a *Agent) loadFile(id, cwd string) (*actors.SessionState, error) {
 
 // mayOpen says whether this connection's token owns a stored session (a
 // server's token sees only its own; mm -acp's user sees every one).
-func (a *Agent) mayOpen(st *actors.SessionState) bool {
-	return a.owner == "" || st.Owner == a.owner
+func (c *Caller) mayOpen(st *actors.SessionState) bool {
+	return c.owner == "" || st.Owner == c.owner
 }
 
 // serveLoad replays a stored session, or re-attaches to a live one; the
 // session answers behind its replay.
-func (a *Agent) serveLoad(r actors.Reply, p acp.LoadSessionRequest) {
-	if err := a.checkDirs(p.AdditionalDirectories); err != nil {
-		a.answer(string(p.SessionId), r, nil, toRequestError(err))
+func (c *Caller) serveLoad(r actors.Reply, p acp.LoadSessionRequest) {
+	if err := c.checkDirs(p.AdditionalDirectories); err != nil {
+		c.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
 	}
-	a.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Replay(r) })
+	c.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Replay(r) })
 }
 
 // serveResume is serveLoad without the replay.
-func (a *Agent) serveResume(r actors.Reply, p acp.ResumeSessionRequest) {
-	if err := a.checkDirs(p.AdditionalDirectories); err != nil {
-		a.answer(string(p.SessionId), r, nil, toRequestError(err))
+func (c *Caller) serveResume(r actors.Reply, p acp.ResumeSessionRequest) {
+	if err := c.checkDirs(p.AdditionalDirectories); err != nil {
+		c.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
 	}
-	a.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Resume(r) })
+	c.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Resume(r) })
 }
 
 // serveOpen serves a load or a resume in the session's order: a live
@@ -147,42 +147,42 @@ func (a *Agent) serveResume(r actors.Reply, p acp.ResumeSessionRequest) {
 // connection of its owner holds it; a stored one is opened (openFile),
 // and gets it in its mailbox, behind its opening. then hands the request
 // to the session.
-func (a *Agent) serveOpen(r actors.Reply, id, cwd string, servers []acp.McpServer, then func(s *actors.Session)) {
-	if !a.reopens() {
-		a.answer(id, r, nil, acp.NewMethodNotFound(r.Method))
+func (c *Caller) serveOpen(r actors.Reply, id, cwd string, servers []acp.McpServer, then func(s *actors.Session)) {
+	if !c.reopens() {
+		c.answer(id, r, nil, acp.NewMethodNotFound(r.Method))
 		return
 	}
 	if err := store.CheckID(id); err != nil {
-		a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()}))
+		c.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()}))
 		return
 	}
-	if s := a.live(id); s != nil {
+	if s := c.live(id); s != nil {
 		then(s)
 		return
 	}
-	if a.hub.sessions.Taken(id, a.owner) {
+	if c.hub.sessions.Taken(id, c.owner) {
 		// Another token's session does not exist for this one.
-		a.answer(id, r, nil, unknownSession(id))
+		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	if s, from, _ := a.hub.sessions.Owned(id, a.owner); s != nil {
+	if s, from, _ := c.hub.sessions.Owned(id, c.owner); s != nil {
 		// Live, held by another connection of its owner or by none: it
 		// moves here, its turns there ending cancelled first.
-		a.hub.sessions.Move(id, a)
-		s.Move(a.box, client{a: a}, from != nil)
+		c.hub.sessions.Move(id, c)
+		s.Move(c.out, c.asks, from != nil)
 		if from != nil {
-			a.log.Info(fmt.Sprintf("[acp] session %s moved to this connection from another", id))
+			c.log.Info(fmt.Sprintf("[acp] session %s moved to this connection from another", id))
 		}
 		then(s)
 		return
 	}
-	if !a.cfg.Sessions.Enabled {
-		a.answer(id, r, nil, unknownSession(id))
+	if !c.cfg.Sessions.Enabled {
+		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	s, err := a.openFile(r, id, cwd, servers)
+	s, err := c.openFile(r, id, cwd, servers)
 	if err != nil {
-		a.answer(id, r, nil, toRequestError(err))
+		c.answer(id, r, nil, toRequestError(err))
 		return
 	}
 	then(s)
@@ -238,33 +238,33 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 // its turns are cancelled, the rest served, its actor freed. It answers
 // once the session's file is final; what is done with the session next (a
 // load, a delete) waits until then (registry.Table.Follow).
-func (a *Agent) serveClose(r actors.Reply, p acp.CloseSessionRequest) {
+func (c *Caller) serveClose(r actors.Reply, p acp.CloseSessionRequest) {
 	id := string(p.SessionId)
-	s := a.unregister(id)
+	s := c.unregister(id)
 	if s == nil {
-		a.answer(id, r, nil, unknownSession(id))
+		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
 	ended := s.End(false) // in the session's order, now
-	a.end(id, func() {
+	c.end(id, func() {
 		_ = ended()
-		a.log.Info(fmt.Sprintf("[acp] session %s closed", id))
-		a.answer(id, r, acp.CloseSessionResponse{}, nil)
+		c.log.Info(fmt.Sprintf("[acp] session %s closed", id))
+		c.answer(id, r, acp.CloseSessionResponse{}, nil)
 	}, r)
 }
 
 // end runs work on a session that is no longer live, off the ingress,
 // after the work on it before (Follow), and before what is done with it
 // next; r is the request it serves.
-func (a *Agent) end(id string, work func(), r actors.Reply) {
+func (c *Caller) end(id string, work func(), r actors.Reply) {
 	done := make(chan struct{})
-	before := a.hub.sessions.Follow(id, done)
+	before := c.hub.sessions.Follow(id, done)
 	go func() {
 		defer func() {
 			close(done)
-			a.hub.sessions.Done(id, done)
+			c.hub.sessions.Done(id, done)
 		}()
-		defer a.survive(r.Method, r)
+		defer c.survive(r.Method, r)
 		if before != nil {
 			<-before
 		}
@@ -273,31 +273,31 @@ func (a *Agent) end(id string, work func(), r actors.Reply) {
 }
 
 // serveSetMode switches between ask and yolo, in the session's order.
-func (a *Agent) serveSetMode(r actors.Reply, p acp.SetSessionModeRequest) {
+func (c *Caller) serveSetMode(r actors.Reply, p acp.SetSessionModeRequest) {
 	id := string(p.SessionId)
-	s := a.live(id)
+	s := c.live(id)
 	if s == nil {
-		a.answer(id, r, nil, unknownSession(id))
+		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
 	s.SetMode(string(p.ModeId), r)
 }
 
 // serveSetConfig sets the model selector, in the session's order.
-func (a *Agent) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequest) {
+func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequest) {
 	v := p.ValueId
 	if v == nil {
-		a.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": "only the model selector (a value id) can be set"}))
+		c.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": "only the model selector (a value id) can be set"}))
 		return
 	}
 	id := string(v.SessionId)
-	s := a.live(id)
+	s := c.live(id)
 	if s == nil {
-		a.answer(id, r, nil, unknownSession(id))
+		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
 	if v.ConfigId != "model" {
-		a.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(v.ConfigId), "error": "unknown option (model)"}))
+		c.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(v.ConfigId), "error": "unknown option (model)"}))
 		return
 	}
 	s.SetModel(string(v.Value), r)

@@ -2,7 +2,7 @@
 // one is (the token that made it) and which connection holds it, if any.
 // It is plain data behind one lock, with no protocol and no actor in it: a
 // session is any comparable value (the hub's is *actors.Session), a
-// connection another (the hub's is *protocol.Agent).
+// connection another (the hub's is *protocol.Caller).
 //
 // Ownership: the owner "" is mm -acp's user, who owns every session; any
 // other owner sees only the sessions it made. A session another owner

@@ -11,11 +11,10 @@ import (
 
 	"github.com/mm-agent/mm/grains"
 	"github.com/mm-agent/mm/internal/cli"
-	"github.com/mm-agent/mm/protocol"
 )
 
 func main() {
-	os.Exit(cli.Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, func(hub *protocol.Hub, log *slog.Logger) cli.Node {
-		return grains.NewNode(hub, log)
+	os.Exit(cli.Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, func(log *slog.Logger) cli.Node {
+		return grains.NewNode(log)
 	}))
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/hooks"
@@ -46,6 +47,9 @@ type Options struct {
 	StateDir string
 	// DeferRuntime is protocol.HubOptions.DeferRuntime; Start sets it.
 	DeferRuntime bool
+	// System is the actor system the runtime runs in
+	// (actors.Options.System): a cluster node's; nil makes one.
+	System *actor.ActorSystem
 
 	// In and Out are Start's connection: the client's messages (stdin)
 	// and mm's, JSON-RPC only (stdout). Source, when set, gives the
@@ -87,7 +91,7 @@ func NewHub(o Options) (*protocol.Hub, error) {
 				Config: cfg, Model: o.Model, Models: o.Models, Sensitive: sensitive,
 				Hooks: &hooks.Runner{PreToolCallLines: cfg.Hooks.PreToolCall, PostAskLines: cfg.Hooks.PostAsk, Timeout: cfg.Hooks.Timeout, Log: log},
 				Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: backend,
-				SelfStopped: selfStopped,
+				SelfStopped: selfStopped, System: o.System,
 			})
 		},
 	}), nil

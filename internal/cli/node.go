@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mm-agent/mm/configs"
@@ -24,8 +25,12 @@ import (
 // hosts session grains, and the edge its own connections' sessions go
 // through.
 type Node interface {
-	// Join makes the node a member; it is Ready once it sees itself.
-	Join(cfg *configs.Config, reg prometheus.Registerer) error
+	// System is the node's actor system, which its hub's runtime runs in:
+	// the sessions' actors are the cluster's grains.
+	System() *actor.ActorSystem
+	// Join makes the node, hosting hub's sessions, a member; it is Ready
+	// once it sees itself.
+	Join(hub *protocol.Hub, cfg *configs.Config, reg prometheus.Registerer) error
 	Ready() bool
 	// Forward makes the Forwarder of a connection of owner.
 	Forward(owner string, roots []string) protocol.NewForwarder
@@ -35,8 +40,8 @@ type Node interface {
 	Leave(timeout time.Duration)
 }
 
-// NewNode makes the cluster node of a served hub.
-type NewNode func(hub *protocol.Hub, log *slog.Logger) Node
+// NewNode makes a cluster node, before the hub whose sessions it hosts.
+type NewNode func(log *slog.Logger) Node
 
 // NodeBinary is the name of the binary that is mm plus the cluster.
 const NodeBinary = "mm-node"

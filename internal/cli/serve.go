@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/jsonrpc"
@@ -79,9 +80,17 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	reg := serve.NewRegistry()
 	var hub *protocol.Hub
 	metrics := serve.NewRuntimeMetrics(reg, func() int { return hub.Sessions() })
+	// A cluster node's sessions run in its member's actor system: a
+	// session's actor is its grain.
+	var node Node
+	var sys *actor.ActorSystem
+	if cfg.Cluster.Enabled() {
+		node = newNode(log)
+		sys = node.System()
+	}
 	hub, err = app.NewHub(app.Options{
 		Config: cfg, Model: model, Models: models, Log: log, Metrics: metrics,
-		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
+		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(), System: sys,
 	})
 	if err != nil {
 		log.Error(err.Error())
@@ -94,9 +103,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	// wherever the cluster places them.
 	connector := hubConnector{hub: hub, roots: roots}
 	var ready func() bool
-	var node Node
-	if cfg.Cluster.Enabled() {
-		node = newNode(hub, log)
+	if node != nil {
 		ready, connector.forward = node.Ready, node.Forward
 	}
 	srv, err := serve.New(serve.Options{
@@ -149,7 +156,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	drained := make(chan struct{})
 	if node != nil {
-		if err := node.Join(cfg, reg); err != nil {
+		if err := node.Join(hub, cfg, reg); err != nil {
 			log.Error(err.Error())
 			cancelServe()
 			<-served

@@ -1,0 +1,281 @@
+package grains
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/grains/grainspb"
+	"github.com/mm-agent/mm/protocol"
+)
+
+// A link is a client connection's end on a node that runs some of its
+// sessions, the connection itself being on another node (or on this one:
+// a connection reaches every session through its grain, wherever the
+// cluster placed it). It is the client as those sessions know it — a
+// protocol.Caller, whose owner and roots the client's node vouched for —
+// and the way back to the client: what the sessions write goes to the
+// client's edge actor as typed Out messages, in each session's order
+// (actors sending to one actor keep their order, on a node and across
+// nodes), and the link's own actor takes what comes back: the client's
+// answers to the sessions' questions, the credits of the output the edge
+// has written, the markers it has reached, and the client's end.
+type link struct {
+	h    *Host
+	key  string
+	edge *actor.PID // the client's edge actor
+	sys  *actor.ActorSystem
+	self *actor.PID
+	me   *grainspb.Conn // self, as the edge names it
+	node string
+	c    *protocol.Caller
+	// forms says whether the client shows forms, as its last call said.
+	forms atomic.Bool
+
+	mu     sync.Mutex
+	closed bool
+	// debts are, by session, the budget its streamed output goes back to
+	// and the bytes of it on their way to the client: given back as the
+	// edge's credits come, or all at once when the link closes (a client
+	// that is gone writes nothing more).
+	debts map[string]*debt
+	// delivers are the messages to send once the edge has written what
+	// came before them (Outbox.Deliver), by number; asks the sessions'
+	// questions to the client waiting for its answer, by number.
+	delivers map[uint64]delivery
+	asks     map[uint64]chan *grainspb.Answer
+	next     uint64
+	once     sync.Once
+}
+
+type debt struct {
+	b     *actors.Budget
+	bytes int64
+}
+
+type delivery struct {
+	to  *actor.PID
+	msg any
+}
+
+// newLink makes the link of the client connection call comes from, with
+// its actor and its Caller on hub.
+func (h *Host) newLink(sys *actor.ActorSystem, key string, call *grainspb.Call) *link {
+	l := &link{h: h, key: key, edge: actor.NewPID(call.Conn.Address, call.Conn.Id), sys: sys, node: sys.Address(),
+		debts: map[string]*debt{}, delivers: map[uint64]delivery{}, asks: map[uint64]chan *grainspb.Answer{}}
+	l.self = sys.Root.Spawn(h.hub.Runtime().Props(l.receive))
+	l.me = &grainspb.Conn{Address: l.self.Address, Id: l.self.Id}
+	l.c = h.hub.NewCaller(protocol.CallerOptions{
+		Log: h.log, Owner: call.Owner, Roots: call.Roots, Node: l.node,
+		Link: l, Asks: protocol.NewClient(l.ask, l.forms.Load),
+	})
+	return l
+}
+
+// receive takes what the client's edge sends back; it never waits.
+func (l *link) receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *grainspb.Answer:
+		l.mu.Lock()
+		ch := l.asks[m.Number]
+		delete(l.asks, m.Number)
+		l.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	case *grainspb.Credit:
+		l.mu.Lock()
+		d := l.debts[m.SessionId]
+		if d != nil {
+			n := min(m.Bytes, d.bytes)
+			d.bytes -= n
+			d.b.Give(int(n))
+		}
+		l.mu.Unlock()
+	case *grainspb.Delivered:
+		l.mu.Lock()
+		d, ok := l.delivers[m.Number]
+		delete(l.delivers, m.Number)
+		l.mu.Unlock()
+		if ok {
+			l.sys.Root.Send(d.to, d.msg)
+		}
+	case *grainspb.Gone:
+		l.h.forget(l)
+		go l.close()
+	}
+}
+
+// close ends the link: the client is gone. Its sessions' questions fail,
+// what they had on the way is given back, and the sessions end their
+// turns cancelled and stay live, detached.
+func (l *link) close() {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		asks, delivers := l.asks, l.delivers
+		l.asks, l.delivers = map[uint64]chan *grainspb.Answer{}, map[uint64]delivery{}
+		for _, d := range l.debts {
+			d.b.Give(int(d.bytes))
+			d.bytes = 0
+		}
+		l.mu.Unlock()
+		for _, ch := range asks {
+			ch <- &grainspb.Answer{Failed: errLinkClosed.Error()}
+		}
+		for _, d := range delivers {
+			l.sys.Root.Send(d.to, d.msg)
+		}
+		l.c.Close()
+		l.sys.Root.Stop(l.self)
+	})
+}
+
+// errLinkClosed fails a session's question once its client is gone.
+var errLinkClosed = errors.New("the client's connection is closed")
+
+// send sends one thing a session wrote to the client's edge.
+func (l *link) send(sid string, out *grainspb.Out) {
+	out.Link, out.Node, out.SessionId = l.me, l.node, sid
+	l.sys.Root.Send(l.edge, out)
+}
+
+// The sessions' Outbox (protocol.Link).
+
+func (l *link) Update(sid string, u acp.SessionUpdate) { l.Stream(sid, u, nil, 0) }
+
+func (l *link) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) {
+	out := &grainspb.Out{Cost: int64(n)}
+	switch {
+	case plainText(u.AgentMessageChunk):
+		out.Item = &grainspb.Out_Chunk{Chunk: u.AgentMessageChunk.Content.Text.Text}
+	case u.AgentThoughtChunk != nil && plainText((*acp.SessionUpdateAgentMessageChunk)(u.AgentThoughtChunk)):
+		out.Item = &grainspb.Out_Thought{Thought: u.AgentThoughtChunk.Content.Text.Text}
+	default:
+		raw, err := json.Marshal(u)
+		if err != nil {
+			l.h.log.Error(fmt.Sprintf("cluster: an update of session %s could not be encoded: %v", sid, err))
+			b.Give(n)
+			return
+		}
+		out.Item = &grainspb.Out_Update{Update: raw}
+	}
+	if b != nil && n > 0 {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			b.Give(n)
+			return
+		}
+		d := l.debts[sid]
+		if d == nil || d.b != b {
+			d = &debt{b: b}
+			l.debts[sid] = d
+		}
+		d.bytes += int64(n)
+		l.mu.Unlock()
+	}
+	l.send(sid, out)
+}
+
+// plainText says whether a chunk is plain text and nothing else, which
+// the edge rebuilds as the SDK would have it.
+func plainText(c *acp.SessionUpdateAgentMessageChunk) bool {
+	return c != nil && c.Meta == nil && c.MessageId == nil && c.Content.Text != nil &&
+		c.Content.Text.Meta == nil && c.Content.Text.Annotations == nil
+}
+
+func (l *link) Deliver(sid string, pid *actor.PID, msg any) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.sys.Root.Send(pid, msg)
+		return
+	}
+	l.next++
+	k := l.next
+	l.delivers[k] = delivery{to: pid, msg: msg}
+	l.mu.Unlock()
+	l.send(sid, &grainspb.Out{Item: &grainspb.Out_Deliver{Deliver: k}})
+}
+
+func (l *link) Answer(sid string, r actors.Reply, result any, rerr *acp.RequestError) {
+	resp := &grainspb.Response{Id: r.ID}
+	if rerr == nil {
+		b, err := json.Marshal(result)
+		if err != nil || result == nil {
+			if err != nil {
+				l.h.log.Error(fmt.Sprintf("cluster: the answer to %s could not be encoded: %v", r.Method, err))
+			}
+			b = []byte("{}")
+		}
+		resp.Result = b
+	} else {
+		resp.Error = wireError(rerr)
+	}
+	l.send(sid, &grainspb.Out{Item: &grainspb.Out_Response{Response: resp}})
+}
+
+// ask sends one of a session's questions to the client through its edge
+// and waits for the answer, or ctx: then the edge is told (Abandon), and
+// tells the client.
+func (l *link) ask(ctx context.Context, sid, method string, params any) (json.RawMessage, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *grainspb.Answer, 1)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, errLinkClosed
+	}
+	l.next++
+	k := l.next
+	l.asks[k] = ch
+	l.mu.Unlock()
+	l.send(sid, &grainspb.Out{Item: &grainspb.Out_Ask{Ask: &grainspb.Ask{Number: k, Method: method, Params: raw}}})
+	select {
+	case a := <-ch:
+		switch {
+		case a.Failed != "":
+			return nil, errors.New(a.Failed)
+		case a.Error != nil:
+			return nil, requestError(a.Error)
+		}
+		return a.Result, nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		delete(l.asks, k)
+		l.mu.Unlock()
+		l.sys.Root.Send(l.edge, &grainspb.Abandon{Link: l.me, Number: k})
+		return nil, ctx.Err()
+	}
+}
+
+// wireError is an ACP error as it crosses nodes; requestError takes it
+// back.
+func wireError(e *acp.RequestError) *grainspb.Error {
+	w := &grainspb.Error{Code: int32(e.Code), Message: e.Message}
+	if e.Data != nil {
+		if b, err := json.Marshal(e.Data); err == nil {
+			w.Data = b
+		}
+	}
+	return w
+}
+
+func requestError(w *grainspb.Error) *acp.RequestError {
+	e := &acp.RequestError{Code: int(w.Code), Message: w.Message}
+	if len(w.Data) > 0 {
+		e.Data = json.RawMessage(w.Data)
+	}
+	return e
+}

@@ -47,6 +47,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, newNode NewNo
 			return runServe(args[1:], stderr, newNode)
 		case "connect":
 			return runConnect(args[1:], stdin, stdout, stderr)
+		case "cluster-certs":
+			return runClusterCerts(args[1:], stderr)
 		}
 	}
 	fs := flag.NewFlagSet("mm", flag.ContinueOnError)
@@ -58,7 +60,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, newNode NewNo
 	askAgent := fs.String("ask", "", "`AGENT_CMD`: ask the ACP agent this shell command starts the question given after it, print its answer")
 	allow := fs.Bool("allow", false, "with --ask: allow the asked agent's permission requests (refused otherwise)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm serve [-listen ADDR] [-config FILE] | mm connect [-config FILE] URL | mm --ask AGENT_CMD [--allow] \"question\" | mm --version\n\n")
+		fmt.Fprintf(stderr, "usage: mm -acp [-config FILE] | mm serve [-listen ADDR] [-config FILE] | mm connect [-config FILE] URL | mm --ask AGENT_CMD [--allow] \"question\" | mm cluster-certs [-days N] DIR | mm --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -280,7 +280,22 @@ type Cluster struct {
 	FailureTimeout time.Duration `yaml:"failureTimeout"`
 	Etcd           ClusterEtcd   `yaml:"etcd"`
 	Consul         ClusterConsul `yaml:"consul"`
+	// TLS is the nodes' mutual TLS; required unless Advertise is a
+	// loopback address.
+	TLS ClusterTLS `yaml:"tls"`
 }
+
+// ClusterTLS is how the nodes of a cluster prove to each other that they
+// are its members: each node's certificate and key, and the cluster's CA
+// that signed them (PEM files). Any certificate the CA signed is a member.
+type ClusterTLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	CA   string `yaml:"ca"`
+}
+
+// Enabled says whether any of the files is named.
+func (t ClusterTLS) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" }
 
 // Enabled says whether mm serve joins a cluster.
 func (c Cluster) Enabled() bool { return c.Name != "" }

@@ -104,6 +104,8 @@ func TestErrors(t *testing.T) {
 		{"cluster:\n  name: mm\n  advertise: :4020\n  peers: [a:6330]\n  failureTimeout: 100ms\n", "cluster.failureTimeout"},
 		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: zk\n", "cluster.provider"},
 		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: etcd\n  etcd: {endpoints: []}\n", "cluster.etcd.endpoints"},
+		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: k8s\n", "cluster.tls: is needed: advertise \":4020\" is not a loopback address"},
+		{"cluster:\n  name: mm\n  advertise: 10.0.0.1:4020\n  provider: k8s\n  tls: {cert: a.pem, key: a-key.pem}\n", "cluster.tls: needs cert, key and ca"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "user.yaml")
 		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "user.yaml") {
@@ -111,6 +113,9 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// tlsYAML continues a cluster block with the nodes' mutual TLS.
+const tlsYAML = "  tls: {cert: node.pem, key: node-key.pem, ca: ca.pem}\n"
 
 // TestCluster: without a name the block is not checked (mm runs as one
 // process); with one, each provider's settings are taken as written.
@@ -121,9 +126,10 @@ func TestCluster(t *testing.T) {
 	}
 	for _, y := range []string{
 		"cluster:\n  name: mm\n  advertise: 127.0.0.1:0\n  peers: [\"127.0.0.1:16330\"]\n  failureTimeout: 2s\n",
-		"cluster:\n  name: mm\n  advertise: mm1:4020\n  provider: etcd\n  etcd: {endpoints: [\"etcd:2379\"]}\n",
-		"cluster:\n  name: mm\n  advertise: :4020\n  provider: consul\n",
-		"cluster:\n  name: mm\n  advertise: :4020\n  provider: k8s\n",
+		"cluster:\n  name: mm\n  advertise: mm1:4020\n  provider: etcd\n  etcd: {endpoints: [\"etcd:2379\"]}\n" + tlsYAML,
+		"cluster:\n  name: mm\n  advertise: :4020\n  provider: consul\n" + tlsYAML,
+		"cluster:\n  name: mm\n  advertise: :4020\n  provider: k8s\n" + tlsYAML,
+		"cluster:\n  name: mm\n  advertise: localhost:4020\n  peers: [\"localhost:6330\"]\n",
 	} {
 		c, err := Parse([]byte(y), "user.yaml")
 		if err != nil || !c.Cluster.Enabled() {

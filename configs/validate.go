@@ -231,7 +231,27 @@ func (c *Config) validateCluster(bad func(key, why string) error) error {
 	default:
 		return bad("cluster.provider", fmt.Sprintf("unknown provider %q (automanaged, etcd, consul, k8s)", cl.Provider))
 	}
+	switch t := cl.TLS; {
+	case t.Enabled() && (t.Cert == "" || t.Key == "" || t.CA == ""):
+		return bad("cluster.tls", "needs cert, key and ca, all three")
+	case !t.Enabled() && !loopback(cl.Advertise):
+		return bad("cluster.tls", fmt.Sprintf("is needed: advertise %q is not a loopback address, and without mutual TLS anyone who reaches the cluster's port could run commands as this server's user and read every session; `mm cluster-certs DIR` makes the files (docs/cluster.md)", cl.Advertise))
+	}
 	return nil
+}
+
+// loopback says whether advertise's host is this machine's loopback: only
+// processes of this machine reach it.
+func loopback(advertise string) bool {
+	host, _, err := net.SplitHostPort(advertise)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkAdvertise accepts host:port where the host, if any, is one other

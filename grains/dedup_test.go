@@ -22,7 +22,8 @@ import (
 // and gives their stream's bytes back at once.
 type fakeEdge struct {
 	mu      sync.Mutex
-	answers map[string]int // by JSON-RPC id
+	answers map[string]int    // by JSON-RPC id
+	errors  map[string]string // an error's message and data, by id
 	text    strings.Builder
 }
 
@@ -39,6 +40,9 @@ func (e *fakeEdge) receive(ctx actor.Context) {
 	switch it := m.Item.(type) {
 	case *grainspb.Out_Response:
 		e.answers[string(it.Response.Id)]++
+		if r := it.Response.Error; r != nil && e.errors != nil {
+			e.errors[string(it.Response.Id)] = r.Message + " " + string(r.Data)
+		}
 	case *grainspb.Out_Chunk:
 		e.text.WriteString(it.Chunk)
 	case *grainspb.Out_Deliver:
@@ -122,7 +126,7 @@ func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
 	m := nodes[0].m
 	made := make(chan *edgeConn, 1)
 	c := acptest.OnHub(nodes[0].hub, protocol.ConnOptions{Owner: "alice", Forward: func(sink protocol.Sink) protocol.Forwarder {
-		f := nodes[0].edge.Forwarder("alice", nil)(sink)
+		f := nodes[0].edge.Forwarder("alice")(sink)
 		made <- f.(*edgeConn)
 		return f
 	}})
@@ -159,4 +163,38 @@ func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
 		defer mu.Unlock()
 		return credited == 10
 	})
+}
+
+// TestGrainTakesItsNodesRoots: the folders a session may be in are its
+// node's own (serve.roots), whatever the client's node sends: a call can
+// name no roots, and a cwd outside this node's is refused.
+func TestGrainTakesItsNodesRoots(t *testing.T) {
+	testwait.Short(t, "a session grain's roots (TestMember keeps a member's life in -short)")
+	var out syncBuffer
+	nodes, _ := testCluster(t, 1, &out)
+	root, outside := t.TempDir(), t.TempDir()
+	nodes[0].host.roots = []string{root}
+	m := nodes[0].m
+	e := &fakeEdge{answers: map[string]int{}, errors: map[string]string{}}
+	edge := m.System().Root.Spawn(actor.PropsFromFunc(e.receive))
+	defer m.System().Root.Stop(edge)
+	conn := &grainspb.Conn{Address: edge.Address, Id: edge.Id}
+	for i, cwd := range []string{outside, root} {
+		sid := actors.NewSessionID(time.Now())
+		id := fmt.Sprint(i + 1)
+		c := &grainspb.Call{Conn: conn, Seq: uint64(i + 1), Owner: "alice", Method: "session/new", Id: []byte(id), SessionId: sid,
+			Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}}
+		if _, err := m.Cluster().Request(sid, SessionKind, c, cluster.WithTimeout(testwait.Hang)); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "session/new answered", func() bool { return e.count(id) > 0 })
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if why := e.errors["1"]; !strings.Contains(why, "outside the folders this server serves") {
+		t.Errorf("a cwd outside the node's roots: %q", why)
+	}
+	if why, ok := e.errors["2"]; ok {
+		t.Errorf("a cwd inside the node's roots: %q", why)
+	}
 }

@@ -21,11 +21,11 @@
 //
 //	sys := grains.NewSystem(log)       // the node's actor system
 //	hub := app.NewHub(app.Options{..., System: sys.ActorSystem})
-//	host := grains.NewHost(hub, log)   // its Kind goes to Options.Kinds
+//	host := grains.NewHost(hub, roots, log) // its Kind goes to Options.Kinds
 //	m, err := grains.Start(grains.Options{..., Kinds: ..., System: sys})
 //	host.Watch(m)                      // after Start
 //	edge := grains.NewEdge(m, hub, budget, log)
-//	hub.Connect(protocol.ConnOptions{..., Forward: edge.Forwarder(owner, roots)})
+//	hub.Connect(protocol.ConnOptions{..., Forward: edge.Forwarder(owner)})
 //	host.Drain(ctx); host.Close()      // on SIGTERM, before Leave
 //
 // A session is a grain of kind "session" whose identity is its id, and the

@@ -67,11 +67,13 @@ func NewEdge(m *Member, hub *protocol.Hub, budget time.Duration, log *slog.Logge
 	return e
 }
 
-// Forwarder makes the Forwarder of a connection of owner, whose sessions
-// must be in roots.
-func (e *Edge) Forwarder(owner string, roots []string) protocol.NewForwarder {
+// Forwarder makes the Forwarder of a connection of owner (the token it
+// came with). The session's node takes the owner from this node, which
+// checked the token, and the folders its sessions may be in from its own
+// config.
+func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 	return func(sink protocol.Sink) protocol.Forwarder {
-		c := &edgeConn{e: e, owner: owner, roots: roots, sink: sink,
+		c := &edgeConn{e: e, owner: owner, sink: sink,
 			lanes: map[string]*lane{}, inflight: map[string]*request{}, links: map[string]*actor.PID{},
 			sessions: map[string]*actor.PID{}, asks: map[askKey]context.CancelFunc{}}
 		sys := e.m.System()
@@ -120,7 +122,6 @@ func (e *Edge) deliver(call *grainspb.Call) (*grainspb.Accepted, error) {
 type edgeConn struct {
 	e     *Edge
 	owner string
-	roots []string
 	sink  protocol.Sink
 	self  *actor.PID
 	me    *grainspb.Conn
@@ -157,7 +158,7 @@ type request struct {
 }
 
 func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
-	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Roots: c.roots, Method: r.Method, Id: r.ID, SessionId: sid, Forms: c.sink.Forms()}
+	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Method: r.Method, Id: r.ID, SessionId: sid, Forms: c.sink.Forms()}
 	if err := encodeParams(call, r.Method, p); err != nil {
 		// Nothing the edge decoded fails here; if it did, its request
 		// is answered, and goes nowhere.

@@ -33,7 +33,10 @@ const SessionKind = "session"
 // (a protocol.Caller), and the way back to the client's node.
 type Host struct {
 	hub *protocol.Hub
-	log *slog.Logger
+	// roots are the folders this node's sessions may be in (serve.roots):
+	// its own, never a client's node's word.
+	roots []string
+	log   *slog.Logger
 
 	mu       sync.Mutex
 	m        *Member
@@ -42,14 +45,15 @@ type Host struct {
 	draining bool
 }
 
-// NewHost makes the host of hub's sessions; Kind goes to Start, then
-// Watch with the Member Start returned. hub's runtime must run in the
-// member's actor system (app.Options.System).
-func NewHost(hub *protocol.Hub, log *slog.Logger) *Host {
+// NewHost makes the host of hub's sessions, whose cwds must be in roots
+// (none: any); Kind goes to Start, then Watch with the Member Start
+// returned. hub's runtime must run in the member's actor system
+// (app.Options.System).
+func NewHost(hub *protocol.Hub, roots []string, log *slog.Logger) *Host {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Host{hub: hub, log: log, links: map[string]*link{}, gone: map[string]time.Time{}}
+	return &Host{hub: hub, roots: roots, log: log, links: map[string]*link{}, gone: map[string]time.Time{}}
 }
 
 // Kind is the session kind for Options.Kinds: its actors are the

@@ -20,7 +20,9 @@ import (
 // sessions, the connection itself being on another node (or on this one:
 // a connection reaches every session through its grain, wherever the
 // cluster placed it). It is the client as those sessions know it — a
-// protocol.Caller, whose owner and roots the client's node vouched for —
+// protocol.Caller, whose owner the client's node vouched for (it checked
+// the token; it is a member: cluster.tls), and whose roots are this
+// node's own (serve.roots) —
 // and the way back to the client: what the sessions write goes to the
 // client's edge actor as typed Out messages, in each session's order
 // (actors sending to one actor keep their order, on a node and across
@@ -73,7 +75,7 @@ func (h *Host) newLink(sys *actor.ActorSystem, key string, call *grainspb.Call) 
 	l.self = sys.Root.Spawn(h.hub.Runtime().Props(l.receive))
 	l.me = &grainspb.Conn{Address: l.self.Address, Id: l.self.Id}
 	l.c = h.hub.NewCaller(protocol.CallerOptions{
-		Log: h.log, Owner: call.Owner, Roots: call.Roots, Node: l.node,
+		Log: h.log, Owner: call.Owner, Roots: h.roots, Node: l.node,
 		Link: l, Asks: protocol.NewClient(l.ask, l.forms.Load),
 	})
 	return l

@@ -2,9 +2,7 @@ package grains
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,17 +16,10 @@ import (
 // warnings or errors in the normal course of a cluster's life taken down to
 // debug, so that those left say something is wrong:
 //
-//   - "Automanaged server stopping..!" with http.ErrServerClosed: the
-//     health endpoint closing because the member leaves;
-//   - a peer's health endpoint that does not answer: protoactor logs it at
-//     every poll for as long as the peer is down; the first line per peer
-//     and minute stays, as a warning (the member's own line says when a
-//     member left);
 //   - gossip from a member this node does not list: normal for the moment
 //     a member joins; a warning (once a minute) only when it lasts longer
 //     than the failure timeout, as when this node dropped a member that
 //     lives on;
-//   - a poll of the health endpoints under way as this node leaves;
 //   - the remote's attempts to reach, and gossip's to reach, a member
 //     that has left;
 //   - the remote's lost connection to a member that has left, or that this
@@ -73,24 +64,6 @@ func (h *protoHandler) level(r slog.Record) slog.Level {
 		return r.Level
 	}
 	switch r.Message {
-	case "Automanaged server stopping..!":
-		if err, _ := attr(r, "error").(error); errors.Is(err, http.ErrServerClosed) {
-			return slog.LevelDebug
-		}
-	case "Bad connection to the node health status", "Bad response from the node health status", "Failure reaching nodes":
-		// A poll under way as this node leaves finds its own endpoint
-		// closed.
-		if m.leaving.Load() {
-			return slog.LevelDebug
-		}
-		if r.Message == "Failure reaching nodes" {
-			break // none answered, this node's own endpoint included
-		}
-		url, _ := attr(r, "autoManMemberUrl").(string)
-		if h.seen.warn("health "+url, 0, m.cfg.FailureTimeout) {
-			return slog.LevelWarn
-		}
-		return slog.LevelDebug
 	case "Got gossip request from unknown member":
 		id, _ := attr(r, "MemberId").(string)
 		if h.seen.warn("gossip "+id, m.cfg.FailureTimeout, m.cfg.FailureTimeout) {

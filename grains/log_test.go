@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -36,12 +35,6 @@ func TestProtoLog(t *testing.T) {
 	}{
 		{"info", slog.LevelInfo, "Started Cluster Gossip", nil, "", false},
 		{"a real error", slog.LevelError, "Failed to start gossip actor", []any{"error", errors.New("x")}, "ERROR: Failed to start gossip actor lib=protoactor error=x", false},
-		{"health endpoint closed", slog.LevelError, "Automanaged server stopping..!", []any{"error", http.ErrServerClosed}, "", false},
-		{"health endpoint failed", slog.LevelError, "Automanaged server stopping..!", []any{"error", errors.New("bind")}, "ERROR: Automanaged server stopping..!", false},
-		{"peer down", slog.LevelError, "Bad connection to the node health status", []any{"autoManMemberUrl", "http://a:6330/_health"}, "WARN: Bad connection", false},
-		{"peer still down", slog.LevelError, "Bad connection to the node health status", []any{"autoManMemberUrl", "http://a:6330/_health"}, "", false},
-		{"another peer down", slog.LevelError, "Bad connection to the node health status", []any{"autoManMemberUrl", "http://b:6330/_health"}, "WARN: Bad connection", false},
-		{"nobody answers", slog.LevelError, "Failure reaching nodes", nil, "ERROR: Failure reaching nodes", false},
 		{"gossip while joining", slog.LevelWarn, "Got gossip request from unknown member", []any{"MemberId", "x1"}, "", false},
 		{"member lost", slog.LevelError, "EndpointWriter lost connection", []any{"address", "10.0.0.1:4020", "error", lost}, "ERROR: EndpointWriter lost connection", false},
 		{"member gone", slog.LevelError, "EndpointWriter lost connection", []any{"address", "10.0.0.2:4020", "error", lost}, "", false},
@@ -50,7 +43,6 @@ func TestProtoLog(t *testing.T) {
 		{"reconnect to a member gone", slog.LevelError, "EndpointWriter failed to connect", []any{"address", "10.0.0.2:4020", "error", lost}, "", false},
 		{"gossip to a member", slog.LevelWarn, "sendGossipForMember failed", []any{"MemberId", "id1"}, "WARN: sendGossipForMember failed", false},
 		{"gossip to a member gone", slog.LevelWarn, "sendGossipForMember failed", []any{"MemberId", "id2"}, "", false},
-		{"leaving", slog.LevelError, "Failure reaching nodes", nil, "", true},
 		{"leaving, member lost", slog.LevelError, "EndpointWriter lost connection", []any{"address", "10.0.0.1:4020", "error", lost}, "", true},
 	} {
 		out.Reset()

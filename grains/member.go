@@ -2,6 +2,7 @@ package grains
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,9 +19,12 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/clustertls"
 )
 
 // Options configures Start.
@@ -38,6 +42,19 @@ type Options struct {
 	// System is the actor system to join with, the node's (NewSystem):
 	// its runtime's sessions are the grains. nil: one of its own.
 	System *System
+}
+
+// nodeTLS is a node's mutual TLS (cluster.tls): its servers' config and
+// its clients'.
+type nodeTLS struct{ server, client *tls.Config }
+
+// loopbackHost says whether host is this machine's loopback.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // System is a node's actor system: the one its runtime runs the sessions
@@ -117,6 +134,18 @@ func Start(o Options) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster.advertise: %w", err)
 	}
+	var tlsc *nodeTLS
+	if cfg.TLS.Enabled() {
+		server, client, err := clustertls.Load(cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		tlsc = &nodeTLS{server: server, client: client}
+	} else if !loopbackHost(host) {
+		// configs refuses such a config; a Config built in code is held to
+		// the same rule.
+		return nil, fmt.Errorf("cluster.tls: needed: advertise %q is not a loopback address (docs/cluster.md)", cfg.Advertise)
+	}
 	m := &Member{cfg: cfg, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), gone: make(chan struct{})}
 	for _, k := range o.Kinds {
 		m.kinds = append(m.kinds, k.Kind)
@@ -127,7 +156,7 @@ func Start(o Options) (*Member, error) {
 	}
 	sys.member.Store(m)
 	m.sys = sys.ActorSystem
-	m.provider, err = newProvider(cfg, host, m.sys, m.sys.Logger())
+	m.provider, err = newProvider(cfg, host, m.sys, tlsc, m.sys.Logger(), log)
 	if err != nil {
 		m.sys.Shutdown()
 		return nil, err
@@ -144,7 +173,16 @@ func Start(o Options) (*Member, error) {
 			}
 		})
 	}}
-	rc := remote.Configure(host, port)
+	var remoteOpts []remote.ConfigOption
+	if tlsc != nil {
+		// Nodes authenticate each other before any message is read:
+		// the remote's gRPC server takes only a client certificate the
+		// cluster's CA signed, and a node dials only a server with one.
+		remoteOpts = append(remoteOpts,
+			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(tlsc.server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(tlsc.client))))
+	}
+	rc := remote.Configure(host, port, remoteOpts...)
 	// The remote tries to connect to a member this many times, 2 s apart,
 	// before it gives the endpoint up, blocking that endpoint (and a
 	// leave) meanwhile: as long as the failure timeout, and no longer.

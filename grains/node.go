@@ -36,11 +36,12 @@ func NewNode(log *slog.Logger) *Node {
 // (app.Options.System): the sessions' actors are the cluster's grains.
 func (n *Node) System() *actor.ActorSystem { return n.sys.ActorSystem }
 
-// Join makes the node, which hosts hub's sessions, a member; that takes
+// Join makes the node, which hosts hub's sessions (their cwds in roots,
+// whoever their client is), a member; that takes
 // protoactor a second or more; the node is ready once it sees itself
 // among the members.
-func (n *Node) Join(hub *protocol.Hub, cfg *configs.Config, reg prometheus.Registerer) error {
-	n.host = NewHost(hub, n.log)
+func (n *Node) Join(hub *protocol.Hub, roots []string, cfg *configs.Config, reg prometheus.Registerer) error {
+	n.host = NewHost(hub, roots, n.log)
 	m, err := Start(Options{Config: cfg.Cluster, Kinds: []*cluster.Kind{n.host.Kind()}, Log: n.log, Registry: reg, System: n.sys})
 	if err != nil {
 		return err
@@ -68,9 +69,9 @@ func (n *Node) Ready() bool {
 
 // Forward makes the Forwarder of a connection of owner. Connections are
 // let in only once the node is ready, so the edge exists by then.
-func (n *Node) Forward(owner string, roots []string) protocol.NewForwarder {
+func (n *Node) Forward(owner string) protocol.NewForwarder {
 	if e := n.edge.Load(); e != nil {
-		return e.Forwarder(owner, roots)
+		return e.Forwarder(owner)
 	}
 	return nil
 }

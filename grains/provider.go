@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/labstack/echo"
 
 	"github.com/mm-agent/mm/configs"
 )
@@ -36,10 +33,12 @@ var providerTags = map[string]bool{"etcd": true, "consul": true, "k8s": true}
 
 // newProvider builds the configured provider. host is the advertised host,
 // resolved from the hostname if the config left it empty.
-func newProvider(cfg configs.Cluster, host string, sys *actor.ActorSystem, log *slog.Logger) (*providerHandle, error) {
+// log is protoactor's logger, for the providers of protoactor's;
+// mmLog mm's, for its own (automanaged).
+func newProvider(cfg configs.Cluster, host string, sys *actor.ActorSystem, tlsc *nodeTLS, log, mmLog *slog.Logger) (*providerHandle, error) {
 	switch cfg.Provider {
 	case "automanaged":
-		return newAutomanaged(cfg, host, sys, log)
+		return newAutomanaged(cfg, host, sys, tlsc, mmLog)
 	}
 	if build, ok := providers[cfg.Provider]; ok {
 		p, err := build(cfg, log)
@@ -52,49 +51,6 @@ func newProvider(cfg configs.Cluster, host string, sys *actor.ActorSystem, log *
 		return nil, fmt.Errorf("cluster.provider %s: this mm-node was built without it: build it with `go build -tags %s ./cmd/mm-node`, or run the container image, which has every provider (docs/cluster.md)", cfg.Provider, cfg.Provider)
 	}
 	return nil, fmt.Errorf("cluster.provider: unknown provider %q", cfg.Provider)
-}
-
-// newAutomanaged builds the automanaged provider on a health endpoint of
-// mm's making. protoactor's own would listen on every interface and print
-// its start on stdout (echo's banner line), and a taken port would only
-// show in a log line; this one listens on the advertised host, says
-// nothing, and a taken port fails Start.
-func newAutomanaged(cfg configs.Cluster, host string, sys *actor.ActorSystem, log *slog.Logger) (*providerHandle, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(cfg.HealthPort)))
-	if err != nil {
-		return nil, fmt.Errorf("cluster.healthPort: %w", err)
-	}
-	self := ln.Addr().(*net.TCPAddr)
-	hosts := []string{self.String()}
-	for _, p := range cfg.Peers {
-		if !isSelf(p, self) {
-			hosts = append(hosts, p)
-		}
-	}
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.Listener = ln
-	e.Logger.SetOutput(logWriter{log}) // echo's own logger defaults to stdout
-	e.StdLogger = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	// Polling four times in the failure timeout declares a member gone
-	// within it once its endpoint refuses, as a dead process's does; a
-	// host that swallows packets costs protoactor's HTTP timeout (2 s) more.
-	p := automanaged.NewWithTesting(cfg.FailureTimeout/4, cfg.HealthPort, e, hosts...)
-	e.GET("/_health", func(ctx echo.Context) error {
-		// What the provider's own endpoint answers (getCurrentNode); it is
-		// served only once StartMember has started the remote and the
-		// kinds.
-		h, port, err := sys.GetHostPort()
-		if err != nil {
-			return ctx.NoContent(http.StatusServiceUnavailable)
-		}
-		c := cluster.GetCluster(sys)
-		return ctx.JSON(http.StatusOK, automanaged.NewNode(c.Config.Name, sys.ID, h, port, cfg.HealthPort, c.GetClusterKinds()))
-	})
-	return &providerHandle{p: p, close: func() {
-		_ = e.Close()
-		_ = ln.Close()
-	}}, nil
 }
 
 // isSelf says whether the peer host:port is this node's health endpoint:

@@ -16,7 +16,7 @@ func TestProviderLeftOutNamesItsTag(t *testing.T) {
 			if _, ok := providers[name]; ok {
 				t.Skipf("built with -tags %s", name)
 			}
-			_, err := newProvider(configs.Cluster{Provider: name}, "127.0.0.1", nil, slog.New(slog.DiscardHandler))
+			_, err := newProvider(configs.Cluster{Provider: name}, "127.0.0.1", nil, nil, slog.New(slog.DiscardHandler), slog.New(slog.DiscardHandler))
 			if err == nil || !strings.Contains(err.Error(), "go build -tags "+name) {
 				t.Fatalf("got %v, want the tag named", err)
 			}

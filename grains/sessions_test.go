@@ -80,7 +80,7 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 		if err != nil {
 			t.Fatal(err)
 		}
-		host := NewHost(hub, log)
+		host := NewHost(hub, nil, log)
 		m, err := Start(Options{
 			Config: configs.Cluster{Name: "test", Provider: "automanaged", Advertise: "127.0.0.1:0",
 				Peers: peers, HealthPort: health[i], FailureTimeout: 2 * time.Second},
@@ -126,7 +126,7 @@ func TestSessionsAsGrains(t *testing.T) {
 	}
 	var out syncBuffer
 	nodes, srv := testCluster(t, 2, &out)
-	c := acptest.OnHub(nodes[0].hub, protocol.ConnOptions{Owner: "alice", Forward: nodes[0].edge.Forwarder("alice", nil)})
+	c := acptest.OnHub(nodes[0].hub, protocol.ConnOptions{Owner: "alice", Forward: nodes[0].edge.Forwarder("alice")})
 	t.Cleanup(func() { _ = c.Close(testwait.Hang) })
 	ctx := t.Context()
 	if _, err := c.Init(ctx); err != nil {

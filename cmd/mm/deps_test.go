@@ -26,10 +26,11 @@ func TestEditorBinaryLinksNoCluster(t *testing.T) {
 			}
 		}
 	}
-	// mm-node, untagged, is a member with automanaged peers, and nothing
-	// more: mm serve on a cluster config runs it.
+	// mm-node, untagged, is a member with automanaged peers (mm's own
+	// provider, grains/automanaged.go), and nothing more: mm serve on a
+	// cluster config runs it.
 	node := deps(t, "github.com/mm-agent/mm/cmd/mm-node")
-	for _, want := range []string{"github.com/mm-agent/mm/grains", "github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"} {
+	for _, want := range []string{"github.com/mm-agent/mm/grains", "github.com/asynkron/protoactor-go/cluster"} {
 		if !slices.Contains(node, want) {
 			t.Errorf("mm-node does not import %s", want)
 		}

@@ -30,10 +30,10 @@ type Node interface {
 	System() *actor.ActorSystem
 	// Join makes the node, hosting hub's sessions, a member; it is Ready
 	// once it sees itself.
-	Join(hub *protocol.Hub, cfg *configs.Config, reg prometheus.Registerer) error
+	Join(hub *protocol.Hub, roots []string, cfg *configs.Config, reg prometheus.Registerer) error
 	Ready() bool
 	// Forward makes the Forwarder of a connection of owner.
-	Forward(owner string, roots []string) protocol.NewForwarder
+	Forward(owner string) protocol.NewForwarder
 	// Drain waits for the turns of other nodes' clients running here.
 	Drain(ctx context.Context)
 	// Leave leaves the cluster within timeout.

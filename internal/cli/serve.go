@@ -156,7 +156,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	drained := make(chan struct{})
 	if node != nil {
-		if err := node.Join(hub, cfg, reg); err != nil {
+		if err := node.Join(hub, roots, cfg, reg); err != nil {
 			log.Error(err.Error())
 			cancelServe()
 			<-served
@@ -228,13 +228,13 @@ type hubConnector struct {
 	hub   *protocol.Hub
 	roots []string
 	// forward, in a cluster, sends a connection's sessions to their grains.
-	forward func(owner string, roots []string) protocol.NewForwarder
+	forward func(owner string) protocol.NewForwarder
 }
 
 func (c hubConnector) Connect(_ context.Context, cl serve.Client, in jsonrpc.Source, out io.Writer) (serve.Conn, error) {
 	o := protocol.ConnOptions{Source: in, Out: out, Owner: cl.Token, Roots: c.roots}
 	if c.forward != nil {
-		o.Forward = c.forward(cl.Token, c.roots)
+		o.Forward = c.forward(cl.Token)
 	}
 	return c.hub.Connect(o), nil
 }

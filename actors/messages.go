@@ -134,6 +134,9 @@ type Announce struct{}
 type acquireSlot struct {
 	Turn    uint64
 	Session *actor.PID
+	// Owner is the session's owner (its token; "" for mm -acp's): slots
+	// go round the owners (turns.go).
+	Owner string
 }
 
 // releaseSlot frees the slot of a turn, or removes it from the queue. It is

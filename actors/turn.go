@@ -204,7 +204,7 @@ func (s *session) begin(ctx actor.Context, t *turn) {
 // acquire asks the serializer for the turn's slot.
 func (s *session) acquire(ctx actor.Context, t *turn) {
 	t.state = turnWaiting
-	ctx.Send(s.rt.turns, &acquireSlot{Turn: t.id, Session: ctx.Self()})
+	ctx.Send(s.rt.turns, &acquireSlot{Turn: t.id, Session: ctx.Self(), Owner: s.owner})
 }
 
 // onSlotQueue tells the user, once per turn, why the turn waits.

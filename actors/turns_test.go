@@ -165,3 +165,40 @@ func TestCallKey(t *testing.T) {
 		t.Errorf("keys: %q %q %q %q", a, b, c, d)
 	}
 }
+
+// TestTurnsGoRoundTheOwners: the next turn is the oldest of the owner
+// served least lately; ahead counts the turns before each as the slots
+// would go if no other turn came.
+func TestTurnsGoRoundTheOwners(t *testing.T) {
+	w := func(turn uint64, owner string) waiting {
+		return waiting{acquireSlot: acquireSlot{Turn: turn, Owner: owner}}
+	}
+	for _, tc := range []struct {
+		name   string
+		queue  []waiting
+		served map[string]uint64
+		next   uint64
+		order  []uint64
+	}{
+		{"one owner: first come, first served", []waiting{w(1, ""), w(2, ""), w(3, "")}, nil, 1, []uint64{1, 2, 3}},
+		{"an owner never served goes first", []waiting{w(1, "a"), w(2, "a"), w(3, "b")}, map[string]uint64{"a": 4}, 3, []uint64{3, 1, 2}},
+		{"round the owners", []waiting{w(1, "a"), w(2, "a"), w(3, "a"), w(4, "b"), w(5, "c"), w(6, "b")}, nil, 1, []uint64{1, 4, 5, 2, 6, 3}},
+		{"the one served longest ago", []waiting{w(1, "a"), w(2, "b")}, map[string]uint64{"a": 9, "b": 3}, 2, []uint64{2, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			served := tc.served
+			if served == nil {
+				served = map[string]uint64{}
+			}
+			if got := tc.queue[next(tc.queue, served)].Turn; got != tc.next {
+				t.Errorf("next: turn %d, want %d", got, tc.next)
+			}
+			a := ahead(tc.queue, served)
+			for n, turn := range tc.order {
+				if a[turn] != n {
+					t.Errorf("turn %d has %d ahead, want %d (%v)", turn, a[turn], n, a)
+				}
+			}
+		})
+	}
+}

@@ -59,7 +59,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Token != "" {
 		h.Set("Authorization", "Bearer "+o.Token)
 	}
-	ws, resp, err := websocket.Dial(dctx, o.URL, &websocket.DialOptions{HTTPHeader: h})
+	ws, resp, err := websocket.Dial(dctx, o.URL, &websocket.DialOptions{HTTPHeader: h, HTTPClient: noRedirects})
 	cancel()
 	if err != nil {
 		return errors.New(dialFailure(o.URL, o.Token, resp, err))
@@ -73,6 +73,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	return b.run(ctx, o.Stdin)
 }
+
+// noRedirects is the client mm connect dials with: a redirect is refused,
+// not followed, since following it would send the token to wherever the
+// server points (Go's client keeps Authorization for another port of the
+// same host).
+var noRedirects = &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("the server redirects to %s: mm connect does not follow redirects, which would send your token there; use the URL it gives, if you trust it", req.URL.Redacted())
+}}
 
 // URL is the WebSocket URL of raw: http and https become ws and
 // wss, and a URL without a path gets mm serve's, /acp.

@@ -177,13 +177,33 @@ func (c *Caller) checkCwd(raw string) (string, error) {
 	if err != nil || len(c.roots) == 0 {
 		return cwd, err
 	}
+	// The folders on disk, not their names: a link inside a root that
+	// points out of it is outside.
+	real, err := filepath.EvalSymlinks(cwd)
+	if err != nil {
+		return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "error": fmt.Sprintf("cwd %q: %v", raw, err)})
+	}
 	for _, root := range c.roots {
-		if rel, err := filepath.Rel(root, cwd); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if within(real, resolved(root)) {
 			return cwd, nil
 		}
 	}
 	return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "roots": c.roots,
 		"error": fmt.Sprintf("cwd %q is outside the folders this server serves (serve.roots: %s)", raw, strings.Join(c.roots, ", "))})
+}
+
+// within says whether path is dir or below it (both cleaned, absolute).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// resolved is dir with its links followed, or dir when it cannot be.
+func resolved(dir string) string {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		return r
+	}
+	return dir
 }
 
 // checkDirs checks a request's additionalDirectories as cwds: mm works in

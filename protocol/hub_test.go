@@ -224,3 +224,42 @@ func TestRootsBoundTheCwd(t *testing.T) {
 		t.Errorf("an additional directory outside the roots: %v", err)
 	}
 }
+
+// TestRootsAreTheFoldersOnDisk: a link inside a root that points out of it
+// is outside the roots, as cwd and as an additional directory (issue 28:
+// bash then ran outside); a link that stays inside is fine, and so is a
+// root that is itself reached through a link.
+func TestRootsAreTheFoldersOnDisk(t *testing.T) {
+	e := newHubEnv(t, nil)
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	if err := os.MkdirAll(filepath.Join(root, "project"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, "out")
+	if err := os.Symlink(e.cwd, out); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(root, "in")
+	if err := os.Symlink(filepath.Join(root, "project"), in); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := filepath.Join(base, "root-link")
+	if err := os.Symlink(root, viaLink); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client("alice", viaLink)
+	var re *acp.RequestError
+	if _, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: out, McpServers: []acp.McpServer{}}); !errors.As(err, &re) || re.Code != -32602 {
+		t.Errorf("a link out of the root as cwd: %v", err)
+	}
+	if _, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: in, AdditionalDirectories: []string{out}, McpServers: []acp.McpServer{}}); !errors.As(err, &re) || re.Code != -32602 {
+		t.Errorf("a link out of the root as an additional directory: %v", err)
+	}
+	if _, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: in, McpServers: []acp.McpServer{}}); err != nil {
+		t.Errorf("a link that stays in the root: %v", err)
+	}
+	if _, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: filepath.Join(viaLink, "project"), McpServers: []acp.McpServer{}}); err != nil {
+		t.Errorf("a folder of a root named through a link: %v", err)
+	}
+}

@@ -225,8 +225,17 @@ type Serve struct {
 	Roots []string `yaml:"roots"`
 	// AllowedOrigins are the Origin header values let in
 	// (scheme://host[:port]); a request with any other is refused.
-	AllowedOrigins []string      `yaml:"allowedOrigins"`
-	MaxConnections int           `yaml:"maxConnections"`
+	AllowedOrigins []string `yaml:"allowedOrigins"`
+	MaxConnections int      `yaml:"maxConnections"`
+	// MaxMessageBytes bounds one client message over the network (a
+	// WebSocket message, a POST's body); stdio keeps acp.maxLineBytes.
+	MaxMessageBytes Bytes `yaml:"maxMessageBytes"`
+	// MaxIncomingBytes bounds the bytes of client messages being read at
+	// once, over every connection.
+	MaxIncomingBytes Bytes `yaml:"maxIncomingBytes"`
+	// MessageTimeout is how long one client message may take to arrive
+	// whole.
+	MessageTimeout time.Duration `yaml:"messageTimeout"`
 	StallTimeout   time.Duration `yaml:"stallTimeout"`
 	DrainTimeout   time.Duration `yaml:"drainTimeout"`
 	TLS            ServeTLS      `yaml:"tls"`

@@ -178,6 +178,15 @@ func (c *Config) validateServe(bad func(key, why string) error) error {
 	if s.StallTimeout <= 0 {
 		return bad("serve.stallTimeout", "must be positive")
 	}
+	if s.MaxMessageBytes < 1<<10 {
+		return bad("serve.maxMessageBytes", "must be at least 1KiB")
+	}
+	if s.MaxIncomingBytes < s.MaxMessageBytes {
+		return bad("serve.maxIncomingBytes", fmt.Sprintf("must hold one message at least (serve.maxMessageBytes, %s)", s.MaxMessageBytes))
+	}
+	if s.MessageTimeout < time.Second {
+		return bad("serve.messageTimeout", "must be at least 1s")
+	}
 	if s.DrainTimeout < 0 {
 		return bad("serve.drainTimeout", "must not be negative (0 = cancel at once)")
 	}

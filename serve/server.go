@@ -29,9 +29,16 @@ type Options struct {
 	// MaxConnections bounds the connections open at once
 	// (serve.maxConnections); 0 means 256.
 	MaxConnections int
-	// MaxMessageBytes bounds one client message (acp.maxLineBytes); 0
-	// means 64 MiB.
+	// MaxMessageBytes bounds one client message (serve.maxMessageBytes);
+	// 0 means 16 MiB.
 	MaxMessageBytes int
+	// MaxIncomingBytes bounds the bytes of client messages being read at
+	// once, over every connection (serve.maxIncomingBytes); 0 means 256
+	// MiB.
+	MaxIncomingBytes int
+	// MessageTimeout is how long one client message may take to arrive
+	// whole (serve.messageTimeout); 0 means a minute.
+	MessageTimeout time.Duration
 	// StallTimeout ends a connection whose client takes none of its output
 	// this long (serve.stallTimeout); 0 means 30 s.
 	StallTimeout time.Duration
@@ -76,12 +83,14 @@ const (
 // Server serves ACP on /acp, both transports, and /healthz, /readyz and
 // /metrics.
 type Server struct {
-	o       Options
-	keys    *keyring
-	reg     *prometheus.Registry
-	metrics *metrics
-	cert    *tls.Certificate
-	metricH http.Handler
+	o    Options
+	keys *keyring
+	reg  *prometheus.Registry
+	// incoming is the room for client messages being read (incoming.go).
+	incoming *incoming
+	metrics  *metrics
+	cert     *tls.Certificate
+	metricH  http.Handler
 
 	mu       sync.Mutex
 	conns    map[*connection]struct{}
@@ -102,7 +111,13 @@ func New(o Options) (*Server, error) {
 		o.MaxConnections = 256
 	}
 	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = 64 << 20
+		o.MaxMessageBytes = 16 << 20
+	}
+	if o.MaxIncomingBytes < o.MaxMessageBytes {
+		o.MaxIncomingBytes = max(256<<20, o.MaxMessageBytes)
+	}
+	if o.MessageTimeout <= 0 {
+		o.MessageTimeout = time.Minute
 	}
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = 30 * time.Second
@@ -119,7 +134,8 @@ func New(o Options) (*Server, error) {
 	if o.Registry == nil {
 		o.Registry = NewRegistry()
 	}
-	s := &Server{o: o, keys: newKeyring(o.Tokens), reg: o.Registry, conns: map[*connection]struct{}{}, byID: map[string]*httpConn{}}
+	s := &Server{o: o, keys: newKeyring(o.Tokens), reg: o.Registry, conns: map[*connection]struct{}{}, byID: map[string]*httpConn{},
+		incoming: newIncoming(int64(o.MaxIncomingBytes))}
 	s.metrics = newMetrics(o.Registry)
 	s.metricH = promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})
 	if o.CertFile != "" || o.KeyFile != "" {

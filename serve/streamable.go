@@ -41,7 +41,18 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
 		text(w, http.StatusUnsupportedMediaType, "Unsupported Media Type")
 		return
 	}
-	body, status := s.readBody(w, r)
+	// A message for a connection is read only once the connection is
+	// known: a made-up id costs the server no body.
+	id := r.Header.Get(headerConnectionID)
+	var h *httpConn
+	if id != "" {
+		if h = s.lookup(id, owner); h == nil {
+			text(w, http.StatusNotFound, "Unknown Acp-Connection-Id")
+			return
+		}
+	}
+	body, release, status := s.readBody(w, r)
+	defer release()
 	if status != 0 {
 		text(w, status, http.StatusText(status))
 		return
@@ -58,7 +69,6 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
 		text(w, http.StatusBadRequest, "Invalid JSON-RPC message")
 		return
 	}
-	id := r.Header.Get(headerConnectionID)
 	if m.isInitialize() {
 		if id != "" {
 			text(w, http.StatusBadRequest, "Initialize not allowed on existing connection")
@@ -67,13 +77,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
 		s.initialize(w, r, m, owner)
 		return
 	}
-	if id == "" {
-		text(w, http.StatusBadRequest, "Missing Acp-Connection-Id")
-		return
-	}
-	h := s.lookup(id, owner)
 	if h == nil {
-		text(w, http.StatusNotFound, "Unknown Acp-Connection-Id")
+		text(w, http.StatusBadRequest, "Missing Acp-Connection-Id")
 		return
 	}
 	if status, msg := h.accept(r.Context(), m, r.Header.Get(headerSessionID)); status != http.StatusAccepted {
@@ -83,22 +88,34 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// readBody reads a POST's body, at most acp.maxLineBytes; a client that
-// sends none of it for the stall timeout is cut off.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
+// readBody reads a POST's body, at most serve.maxMessageBytes, in the
+// server's room for messages (incoming.go), within serve.messageTimeout
+// and with none of it missing for the stall timeout; release gives its
+// room back once it is handed over (always call it).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), status int) {
+	if r.ContentLength > int64(s.o.MaxMessageBytes) {
+		return nil, func() {}, http.StatusRequestEntityTooLarge
+	}
 	rc := http.NewResponseController(w)
+	end := time.Now().Add(s.o.MessageTimeout)
 	// The deadline goes once the body is read: the request may then wait
 	// for mm, and the connection may carry other requests.
 	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	body, err := io.ReadAll(http.MaxBytesReader(w, &deadlineReader{r: r.Body, rc: rc, d: s.o.StallTimeout}, int64(s.o.MaxMessageBytes)))
+	ctx, cancel := context.WithDeadline(r.Context(), end)
+	defer cancel()
+	body, _, size, release, err := s.incoming.read(ctx, http.MaxBytesReader(w, &deadlineReader{r: r.Body, rc: rc, d: s.o.StallTimeout, end: end}, int64(s.o.MaxMessageBytes)+1), s.o.MaxMessageBytes)
 	var tooLong *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooLong):
-		return nil, http.StatusRequestEntityTooLarge
+	case errors.Is(err, errNoRoom):
+		return nil, release, http.StatusServiceUnavailable
+	case errors.Is(err, os.ErrDeadlineExceeded) && time.Now().After(end):
+		return nil, release, http.StatusRequestTimeout
+	case errors.As(err, &tooLong), err == nil && size > s.o.MaxMessageBytes:
+		return nil, release, http.StatusRequestEntityTooLarge
 	case err != nil:
-		return nil, http.StatusBadRequest
+		return nil, release, http.StatusBadRequest
 	}
-	return body, 0
+	return body, release, 0
 }
 
 // initialize opens a connection with mm and answers its initialize inline.
@@ -290,15 +307,21 @@ func (s *Server) writeSSE(w http.ResponseWriter, rc *http.ResponseController, pa
 	return rc.Flush()
 }
 
-// deadlineReader gives each read of a body the stall timeout.
+// deadlineReader gives each read of a body the stall timeout, and the
+// whole body until end.
 type deadlineReader struct {
-	r  io.ReadCloser
-	rc *http.ResponseController
-	d  time.Duration
+	r   io.ReadCloser
+	rc  *http.ResponseController
+	d   time.Duration
+	end time.Time
 }
 
 func (d *deadlineReader) Read(p []byte) (int, error) {
-	_ = d.rc.SetReadDeadline(time.Now().Add(d.d))
+	dl := time.Now().Add(d.d)
+	if !d.end.IsZero() && d.end.Before(dl) {
+		dl = d.end
+	}
+	_ = d.rc.SetReadDeadline(dl)
 	return d.r.Read(p)
 }
 

@@ -35,7 +35,9 @@ func TestStatuses(t *testing.T) {
 		{"too long", "POST", `{"x":"` + strings.Repeat("a", 5<<10) + `"}`, nil, 413, ""},
 		{"no connection", "POST", ping, nil, 400, "Missing Acp-Connection-Id"},
 		{"unknown connection", "POST", ping, []string{"Acp-Connection-Id", "nope"}, 404, "Unknown Acp-Connection-Id"},
-		{"initialize on a connection", "POST", initialize, []string{"Acp-Connection-Id", "nope"}, 400, "Initialize not allowed on existing connection"},
+		// An unknown connection is refused before its body is read, an
+		// initialize's too (an open connection's is refused below).
+		{"initialize on an unknown connection", "POST", initialize, []string{"Acp-Connection-Id", "nope"}, 404, "Unknown Acp-Connection-Id"},
 		{"initialize without an id", "POST", `{"jsonrpc":"2.0","id":null,"method":"initialize","params":{}}`, nil, 400, "Initialize request must include an ID"},
 		{"GET without event-stream", "GET", "", []string{"Acp-Connection-Id", "nope"}, 406, "Not Acceptable"},
 		{"GET without a connection", "GET", "", []string{"Accept", "text/event-stream"}, 400, "Missing Acp-Connection-Id"},
@@ -55,6 +57,7 @@ func TestStatuses(t *testing.T) {
 
 	// On a connection.
 	r.init()
+	r.post(initialize, http.StatusBadRequest) // a second initialize
 	conn := r.stream("", http.StatusOK)
 	r.stream("", http.StatusConflict) // one reader per stream
 	r.post(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"`+t.TempDir()+`","mcpServers":[]}}`, http.StatusAccepted)

@@ -41,7 +41,11 @@ type wsConn struct {
 	c    *connection
 	ws   *websocket.Conn
 	sock *stallConn // under ws: corks a batch's frames into one write
-	max  int        // acp.maxLineBytes
+	max  int        // serve.maxMessageBytes
+	// in is the server's room for messages being read; msgTimeout how
+	// long one may take (serve.messageTimeout).
+	in         *incoming
+	msgTimeout time.Duration
 
 	// mu orders the start of mm's side with the end of the connection;
 	// it is not held while mm's side opens (Connect may write).
@@ -76,7 +80,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, owner st
 		return // Accept has answered
 	}
 	ws.SetReadLimit(-1) // readMessage bounds each message
-	t := &wsConn{c: c, ws: ws, sock: hj.sock, max: s.o.MaxMessageBytes}
+	t := &wsConn{c: c, ws: ws, sock: hj.sock, max: s.o.MaxMessageBytes, in: s.incoming, msgTimeout: s.o.MessageTimeout}
 	t.opened = sync.NewCond(&t.mu)
 	read := make(chan struct{})
 	closed := make(chan struct{})
@@ -158,42 +162,53 @@ func (t *wsConn) read(initTimeout time.Duration) {
 			}
 			continue
 		}
-		raw, head, size, err := readMessage(r, t.max)
+		raw, head, size, release, err := t.message(r)
 		if err != nil {
+			release()
 			return
 		}
 		if size > t.max {
+			release()
 			t.tooLong(head, size)
 			continue
 		}
 		if !started {
 			var ok bool
-			if started, ok = t.initialize(raw, noInit); !ok {
+			started, ok = t.initialize(raw, noInit)
+			release()
+			if !ok {
 				return
 			}
 			continue
 		}
-		if !t.forward(raw) {
+		ok := t.forward(raw)
+		release()
+		if !ok {
 			return
 		}
 	}
 }
 
-// readMessage reads one message of at most max bytes. A longer one is read
-// to its end and dropped: only its size and its first headBytes are kept,
-// to answer with its id.
-func readMessage(r io.Reader, max int) (msg, head []byte, size int, err error) {
-	var b bytes.Buffer
-	n, err := b.ReadFrom(io.LimitReader(r, int64(max)+1))
-	if err != nil {
-		return nil, nil, 0, err
+// message reads the rest of a message whose first frame has come, in the
+// server's room for messages (incoming.go), within serve.messageTimeout:
+// a message still coming then, or that found no room by then, ends the
+// connection (1008, saying which; 1013 for no room).
+func (t *wsConn) message(r io.Reader) (msg, head []byte, size int, release func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.msgTimeout)
+	defer cancel()
+	late := time.AfterFunc(t.msgTimeout, func() {
+		why := fmt.Sprintf("a message took longer than serve.messageTimeout (%s) to arrive", t.msgTimeout)
+		t.close(websocket.StatusPolicyViolation, why)
+		// The close frame ends the read in progress (the client answers
+		// it, or Close gives up on it and drops the socket).
+		_ = t.ws.Close(websocket.StatusPolicyViolation, why)
+	})
+	defer late.Stop()
+	msg, head, size, release, err = t.in.read(ctx, r, t.max)
+	if errors.Is(err, errNoRoom) {
+		t.close(websocket.StatusTryAgainLater, "the server has no room for the message now (serve.maxIncomingBytes)")
 	}
-	if n <= int64(max) {
-		return b.Bytes(), nil, int(n), nil
-	}
-	head = b.Bytes()[:min(b.Len(), headBytes)]
-	rest, err := io.Copy(io.Discard, r)
-	return nil, head, int(n + rest), err
+	return msg, head, size, release, err
 }
 
 // headBytes is how much of a message too long to read is kept to find its

@@ -1,0 +1,75 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// incoming bounds what the server holds of client messages still being
+// read: every message, over every connection and both transports, takes
+// its bytes from one room (serve.maxIncomingBytes) as they arrive, and
+// gives them back once it is handed to mm (whose connection then bounds
+// what it holds). A message that finds no room waits for it, within its
+// time limit (serve.messageTimeout), first come, first served; a message
+// longer than serve.maxMessageBytes takes no room past that: it is read to
+// its end and dropped. So neither a crowd of large messages nor one that
+// never ends can take the server's memory: a message that never ends is
+// cut at its time limit.
+type incoming struct {
+	room *semaphore.Weighted
+}
+
+func newIncoming(n int64) *incoming { return &incoming{room: semaphore.NewWeighted(n)} }
+
+// chunk is how much of a message is read, and taken from the room, at a
+// time.
+const chunk = 64 << 10
+
+// errNoRoom ends a message that waited for room past its time limit.
+var errNoRoom = errors.New("no room for the message in serve.maxIncomingBytes within serve.messageTimeout")
+
+// read reads one message from r, at most max bytes, by ctx (its time
+// limit). A longer one is read to its end and dropped: only its size and
+// its first headBytes are kept, to answer with its id. release gives the
+// message's bytes back: call it once the message is handed over (always,
+// whatever err).
+func (in *incoming) read(ctx context.Context, r io.Reader, max int) (msg, head []byte, size int, release func(), err error) {
+	var held int64
+	release = func() {
+		if held > 0 {
+			in.room.Release(held)
+			held = 0
+		}
+	}
+	var b bytes.Buffer
+	for b.Len() <= max {
+		want := int64(min(chunk, max+1-b.Len()))
+		if err := in.room.Acquire(ctx, want); err != nil {
+			return nil, nil, 0, release, fmt.Errorf("%w (%v)", errNoRoom, err)
+		}
+		held += want
+		k, rerr := b.ReadFrom(io.LimitReader(r, want))
+		if k < want {
+			in.room.Release(want - k)
+			held -= want - k
+		}
+		switch {
+		case rerr != nil:
+			return nil, nil, 0, release, rerr
+		case k < want: // the message ended
+			return b.Bytes(), nil, b.Len(), release, nil
+		}
+	}
+	// Longer than max: its head is kept, the rest read to its end.
+	head = bytes.Clone(b.Bytes()[:min(b.Len(), headBytes)])
+	n := b.Len()
+	b = bytes.Buffer{}
+	release()
+	rest, err := io.Copy(io.Discard, r)
+	return nil, head, n + int(rest), release, err
+}

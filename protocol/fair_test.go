@@ -1,17 +1,13 @@
 package protocol_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
 )
@@ -31,21 +27,8 @@ rules:
 // the tenant served least lately, so the ping runs next after the slow
 // turn that holds the slot, before the first tenant's other two.
 func TestTurnsGoRoundTheTenants(t *testing.T) {
-	srv, _ := scriptServer(t, fairScript)
-	cfg := configs.Default()
-	cfg.Model.BaseURL = srv.URL()
-	cfg.Model.ContextWindow = 16384
-	cfg.Skills.Dirs = []string{".mm/skills"}
-	model, err := llm.New(llm.Config{Provider: "openai", BaseURL: srv.URL(), Name: "test", Temperature: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub, err := app.NewHub(app.Options{Config: cfg, Model: model, ContextWindow: 16384})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
-	t.Cleanup(func() { cancel(); hub.Shutdown() })
+	e := newHubEnvScript(t, fairScript, nil)
+	srv, hub, ctx := e.server, e.hub, e.ctx
 	connect := func(owner string) *acptest.Conn {
 		c := acptest.OnHub(hub, protocol.ConnOptions{Owner: owner})
 		t.Cleanup(func() { _ = c.Close(testwait.Hang) })

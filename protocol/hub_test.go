@@ -34,6 +34,12 @@ type hubEnv struct {
 
 func newHubEnv(t *testing.T, edit func(*configs.Config)) *hubEnv {
 	t.Helper()
+	return newHubEnvScript(t, script, edit)
+}
+
+// newHubEnvScript is newHubEnv with the model's script.
+func newHubEnvScript(t *testing.T, script string, edit func(*configs.Config)) *hubEnv {
+	t.Helper()
 	srv, _ := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/agents/agenttest"
+	"github.com/mm-agent/mm/grains/grainstest"
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/cli"
 	"github.com/mm-agent/mm/internal/mmbuild"
@@ -40,7 +41,8 @@ var clusterBin string
 var pg pgtest.Shared
 
 func TestMain(m *testing.M) {
-	agenttest.Main() // the hostile agent of ask_hostile_test.go, when asked for
+	agenttest.Main()  // the hostile agent of ask_hostile_test.go, when asked for
+	grainstest.Main() // the cluster's outsider of outsider_test.go, when asked for
 	dir, err := os.MkdirTemp("", "mm-bin")
 	if err != nil {
 		panic(err)

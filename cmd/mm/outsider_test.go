@@ -1,8 +1,12 @@
 package main
 
 import (
-	"crypto/tls"
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -11,7 +15,6 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/grains/grainstest"
 	"github.com/mm-agent/mm/internal/clustertls"
 	"github.com/mm-agent/mm/internal/testwait"
@@ -30,34 +33,45 @@ func clusterTLS(t *testing.T) string {
 		filepath.Join(dir, clustertls.CertFile), filepath.Join(dir, clustertls.KeyFile), filepath.Join(dir, clustertls.CAFile))
 }
 
-// attack is what an outsider did through a cluster's port in issue 28: ask
-// a node for a fresh session's grain, make the session as a client of the
-// node's (any owner, any folder), and run bash in it. It returns what came
-// back, or the first error.
-func attack(t *testing.T, o *grainstest.Outsider, node, cwd string) (string, error) {
+// outsider runs the test peer of grains/grainstest as a process of its
+// own (this test binary, as grainstest.Main), in mode with env, and
+// returns it started.
+func outsider(t *testing.T, mode string, env ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
 	t.Helper()
-	sid := fmt.Sprintf("20261203-000000-%08x", time.Now().UnixNano()&0xffffffff)
-	grain, err := o.Activate(node, sid, 5*time.Second)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	// Its protoactor races with itself: not this test's business.
+	cmd.Env = append(os.Environ(), append([]string{grainstest.Env + "=" + mode, "GORACE=exitcode=0"}, env...)...)
+	in, err := cmd.StdinPipe()
 	if err != nil {
-		return "", fmt.Errorf("activation: %w", err)
+		t.Fatal(err)
 	}
-	if err := o.Call(grain, 1, "mallory", acp.AgentMethodSessionNew, "1", sid, func(c *grainspb.Call) {
-		c.Params = &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}
-	}, 5*time.Second); err != nil {
-		return "", fmt.Errorf("session/new: %w", err)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := o.Call(grain, 2, "mallory", acp.AgentMethodSessionPrompt, "2", sid, func(c *grainspb.Call) {
-		c.Params = &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "bash"}}}}}}
-	}, 5*time.Second); err != nil {
-		return "", fmt.Errorf("session/prompt: %w", err)
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	var text string
-	waitUntil(t, "the outsider's prompt answered", func() bool {
-		var ids []string
-		text, ids = o.Written()
-		return len(ids) == 2
-	})
-	return text, nil
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, in, bufio.NewReader(out)
+}
+
+// result reads the outsider's last line: what it got.
+func result(t *testing.T, r *bufio.Reader) grainstest.Result {
+	t.Helper()
+	var res grainstest.Result
+	if err := json.NewDecoder(r).Decode(&res); err != nil {
+		t.Fatalf("the outsider's result: %v", err)
+	}
+	return res
+}
+
+// attack runs the outsider's attack on the node at address, in cwd.
+func attack(t *testing.T, address, cwd string) grainstest.Result {
+	t.Helper()
+	_, _, out := outsider(t, "attack", "OUTSIDER_NODE="+address, "OUTSIDER_CWD="+cwd)
+	return result(t, out)
 }
 
 // TestClusterOutsider: a program that reaches a node's cluster port, with
@@ -72,33 +86,20 @@ func TestClusterOutsider(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
 	t.Run("loopback without tls", func(t *testing.T) {
 		nodes := startCluster(t, 2, "")
-		o, err := grainstest.NewOutsider("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer o.Close()
-		text, err := attack(t, o, nodes[0].address(t), nodes[0].project(t))
-		if err != nil || !strings.Contains(text, "ran-in-bash") {
-			t.Fatalf("the test peer did not get in where nothing stops it (%v): %q", err, text)
+		if r := attack(t, nodes[0].address(t), nodes[0].project(t)); r.Err != "" || !strings.Contains(r.Text, "ran-in-bash") {
+			t.Fatalf("the test peer did not get in where nothing stops it (%s): %q", r.Err, r.Text)
 		}
 	})
 	t.Run("tls", func(t *testing.T) {
 		nodes := startCluster(t, 2, clusterTLS(t))
-		o, err := grainstest.NewOutsider("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer o.Close()
 		for i, nd := range nodes {
-			if _, err := attack(t, o, nd.address(t), nd.project(t)); err == nil {
-				t.Errorf("node %d took the outsider's calls", i)
+			r := attack(t, nd.address(t), nd.project(t))
+			if r.Err == "" || r.Text != "" || len(r.Answered) > 0 {
+				t.Errorf("node %d took the outsider's calls: %+v", i, r)
 			}
 			if strings.Contains(nd.stderr.String(), "mallory") || strings.Contains(nd.stderr.String(), "created in") {
 				t.Errorf("node %d made a session for the outsider:\n%s", i, nd.stderr.String())
 			}
-		}
-		if text, ids := o.Written(); text != "" || len(ids) > 0 {
-			t.Errorf("the outsider read %q, answers %v", text, ids)
 		}
 		// The members still serve their clients.
 		w := nodes[0].wire(t)
@@ -121,24 +122,15 @@ func TestClusterOutsider(t *testing.T) {
 		// The outsider takes node 1's remote address and its health port,
 		// and answers node 0's polls as a member, over HTTPS with a
 		// certificate of its own CA.
-		o, err := grainstest.NewOutsider(stolen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer o.Close()
 		dir := filepath.Join(t.TempDir(), "stranger")
 		if err := clustertls.Generate(dir, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		cert, err := tls.LoadX509KeyPair(filepath.Join(dir, clustertls.CertFile), filepath.Join(dir, clustertls.KeyFile))
-		if err != nil {
-			t.Fatal(err)
+		_, in, out := outsider(t, "steal", "OUTSIDER_LISTEN="+stolen, fmt.Sprintf("OUTSIDER_HEALTH=127.0.0.1:%d", nodes[1].health),
+			"OUTSIDER_CERT="+filepath.Join(dir, clustertls.CertFile), "OUTSIDER_KEY="+filepath.Join(dir, clustertls.KeyFile))
+		if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+			t.Fatalf("the outsider did not take node 1's address: %q %v", line, err)
 		}
-		stop, err := o.ServeHealth(fmt.Sprintf("127.0.0.1:%d", nodes[1].health), "test", &cert)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer stop()
 		// Node 0 polls its peers four times in the failure timeout: after
 		// two timeouts, a stranger it took would be listed.
 		time.Sleep(2 * testFailureTimeout)
@@ -159,8 +151,9 @@ func TestClusterOutsider(t *testing.T) {
 				t.Errorf("session %s is on node %d", res.SessionId, h)
 			}
 		}
-		if text, ids := o.Written(); text != "" || len(ids) > 0 {
-			t.Errorf("the outsider read %q, answers %v", text, ids)
+		in.Close()
+		if r := result(t, out); r.Err != "" || r.Text != "" || len(r.Answered) > 0 {
+			t.Errorf("the outsider: %+v", r)
 		}
 	})
 }

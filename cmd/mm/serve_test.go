@@ -378,6 +378,36 @@ func TestServeStall(t *testing.T) {
 	}
 }
 
+// TestServeStallMidAnswer: a WebSocket client that stops reading in the
+// middle of a long answer, not before it, is cut off at
+// serve.stallTimeout too (issue 28 saw one still connected 8 s later with
+// a 1 s timeout, with a client of its own; mm's test client, paused at the
+// socket 100 ms into the answer, is cut in about a second).
+func TestServeStallMidAnswer(t *testing.T) {
+	testwait.Short(t, "a stalled client of a 12 MB answer")
+	s := startServeBig(t, "serve:\n  stallTimeout: 1s\n")
+	ctx := testwait.Context(t)
+	st, conn := stallingClient(t, s, "websocket")
+	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("big")}})
+	}()
+	if err := conn.Client.WaitUpdate(ctx, sess.SessionId, func(acp.SessionUpdate) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	st.pause()
+	start := time.Now()
+	waitLog(t, s, "closed: the client read nothing for serve.stallTimeout", 1)
+	t.Logf("cut %v after it stopped reading (serve.stallTimeout 1s)", time.Since(start).Round(time.Millisecond))
+}
+
 // stallable is a client stream whose reading can be paused, as an editor
 // that hangs: while paused, nothing more is taken from the socket.
 type stallable struct {

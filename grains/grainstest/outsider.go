@@ -7,9 +7,13 @@ package grainstest
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +49,11 @@ func NewOutsider(listen string) (*Outsider, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Outsider{sys: actor.NewActorSystem()}
+	// protoactor's default logger writes to the console: the test's
+	// output is not its place.
+	o := &Outsider{sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))}
 	o.r = remote.NewRemote(o.sys, remote.Configure(host, port))
 	started := make(chan error, 1)
 	go func() {
@@ -157,4 +165,107 @@ func (o *Outsider) ServeHealth(addr, clusterName string, cert *tls.Certificate) 
 func (o *Outsider) Close() {
 	o.r.Shutdown(false)
 	o.sys.Shutdown()
+}
+
+// The outsider runs as a process of its own (Main), as the program of
+// issue 28 did: protoactor's remote, in the test's own process, would
+// bring its races into the test's race detector.
+
+// Env, set in a test binary's environment, makes Main play the outsider:
+// "attack" (Attack on OUTSIDER_NODE with OUTSIDER_CWD, its result as JSON
+// on stdout) or "steal" (ServeHealth: a remote on OUTSIDER_LISTEN and a
+// health endpoint on OUTSIDER_HEALTH answering over HTTPS with
+// OUTSIDER_CERT and OUTSIDER_KEY, "ready" on stdout, until stdin ends,
+// then what it was written as JSON).
+const Env = "MM_TEST_OUTSIDER"
+
+// Result is what an outsider got.
+type Result struct {
+	Text     string   `json:"text"`
+	Answered []string `json:"answered"`
+	Err      string   `json:"err,omitempty"`
+}
+
+// Main plays the outsider when Env is set, and exits; a test binary's
+// TestMain calls it first.
+func Main() {
+	mode := os.Getenv(Env)
+	if mode == "" {
+		return
+	}
+	var r Result
+	switch mode {
+	case "attack":
+		r = attackFrom(os.Getenv("OUTSIDER_NODE"), os.Getenv("OUTSIDER_CWD"))
+	case "steal":
+		r = steal(os.Getenv("OUTSIDER_LISTEN"), os.Getenv("OUTSIDER_HEALTH"), os.Getenv("OUTSIDER_CERT"), os.Getenv("OUTSIDER_KEY"))
+	default:
+		r.Err = "unknown mode " + mode
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+	os.Exit(0)
+}
+
+func attackFrom(node, cwd string) Result {
+	o, err := NewOutsider("127.0.0.1:0")
+	if err != nil {
+		return Result{Err: err.Error()}
+	}
+	defer o.Close()
+	err = o.Attack(node, cwd, 5*time.Second, 2*time.Minute)
+	text, ids := o.Written()
+	r := Result{Text: text, Answered: ids}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+func steal(listen, health, certFile, keyFile string) Result {
+	o, err := NewOutsider(listen)
+	if err != nil {
+		return Result{Err: err.Error()}
+	}
+	defer o.Close()
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return Result{Err: err.Error()}
+	}
+	stop, err := o.ServeHealth(health, "test", &cert)
+	if err != nil {
+		return Result{Err: err.Error()}
+	}
+	defer stop()
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	text, ids := o.Written()
+	return Result{Text: text, Answered: ids}
+}
+
+// Attack is what the outsider of issue 28 did through a cluster's port:
+// ask the node at address for a fresh session's grain, make the session
+// as a client's node would (any owner, any folder), and run bash in it,
+// each call bounded by call; it waits at most wait for the answers.
+func (o *Outsider) Attack(address, cwd string, call, wait time.Duration) error {
+	sid := fmt.Sprintf("20261203-000000-%08x", time.Now().UnixNano()&0xffffffff)
+	grain, err := o.Activate(address, sid, call)
+	if err != nil {
+		return fmt.Errorf("activation: %w", err)
+	}
+	if err := o.Call(grain, 1, "mallory", "session/new", "1", sid, func(c *grainspb.Call) {
+		c.Params = &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}
+	}, call); err != nil {
+		return fmt.Errorf("session/new: %w", err)
+	}
+	if err := o.Call(grain, 2, "mallory", "session/prompt", "2", sid, func(c *grainspb.Call) {
+		c.Params = &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "bash"}}}}}}
+	}, call); err != nil {
+		return fmt.Errorf("session/prompt: %w", err)
+	}
+	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, ids := o.Written(); len(ids) == 2 {
+			return nil
+		}
+	}
+	return errors.New("the prompt was not answered")
 }

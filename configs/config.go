@@ -233,6 +233,13 @@ type Serve struct {
 	// MaxIncomingBytes bounds the bytes of client messages being read at
 	// once, over every connection.
 	MaxIncomingBytes Bytes `yaml:"maxIncomingBytes"`
+	// MaxSessionsPerToken bounds a token's live sessions, and
+	// MaxMCPProcessesPerToken the MCP server processes they run.
+	MaxSessionsPerToken     int `yaml:"maxSessionsPerToken"`
+	MaxMCPProcessesPerToken int `yaml:"maxMCPProcessesPerToken"`
+	// DetachedIdle stops a session no connection has held this long
+	// (sessions.enabled: it stays loadable); 0 keeps it.
+	DetachedIdle time.Duration `yaml:"detachedIdle"`
 	// MessageTimeout is how long one client message may take to arrive
 	// whole.
 	MessageTimeout time.Duration `yaml:"messageTimeout"`

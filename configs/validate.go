@@ -184,6 +184,15 @@ func (c *Config) validateServe(bad func(key, why string) error) error {
 	if s.MaxIncomingBytes < s.MaxMessageBytes {
 		return bad("serve.maxIncomingBytes", fmt.Sprintf("must hold one message at least (serve.maxMessageBytes, %s)", s.MaxMessageBytes))
 	}
+	if s.MaxSessionsPerToken < 1 {
+		return bad("serve.maxSessionsPerToken", "must be at least 1")
+	}
+	if s.MaxMCPProcessesPerToken < 0 {
+		return bad("serve.maxMCPProcessesPerToken", "must not be negative (0 = no limit)")
+	}
+	if s.DetachedIdle < 0 {
+		return bad("serve.detachedIdle", "must not be negative (0 = never)")
+	}
 	if s.MessageTimeout < time.Second {
 		return bad("serve.messageTimeout", "must be at least 1s")
 	}

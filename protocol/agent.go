@@ -65,8 +65,8 @@ func (c *Caller) live(id string) *actors.Session {
 }
 
 // register adds a session this connection created or opened, held by it.
-func (c *Caller) register(s *actors.Session) (*actors.Session, error) {
-	return c.hub.register(s, c.owner, c)
+func (c *Caller) register(s *actors.Session, mcp int) (*actors.Session, error) {
+	return c.hub.register(s, c.owner, c, mcp)
 }
 
 // unregister takes session id out of the table when this connection holds
@@ -139,8 +139,12 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 		if id == "" {
 			id = actors.NewSessionID(time.Now())
 		}
+		mcp := c.mcpProcs(p.McpServers)
+		if err := c.roomFor(mcp); err != nil {
+			return "", nil, err
+		}
 		rt := c.runtime()
-		s, err := c.register(rt.SpawnSession(c.attach(&actors.SessionState{ID: id, Cwd: cwd, Owner: c.owner, MCP: c.mcpServers(p.McpServers)})))
+		s, err := c.register(rt.SpawnSession(c.attach(&actors.SessionState{ID: id, Cwd: cwd, Owner: c.owner, MCP: c.mcpServers(p.McpServers)})), mcp)
 		if err != nil {
 			return "", nil, err
 		}

@@ -80,6 +80,31 @@ type Out interface {
 	expect(r actors.Reply)
 }
 
+// mcpProcs counts the MCP server processes a session with the editor's
+// servers runs: theirs and mcp.servers', those of a command (stdio).
+func (c *Caller) mcpProcs(fromEditor []acp.McpServer) int {
+	n := 0
+	for _, m := range fromEditor {
+		if m.Stdio != nil {
+			n++
+		}
+	}
+	for _, m := range c.cfg.MCP.Servers {
+		if m.Command != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// roomFor says why the client may not have one more session running mcp
+// MCP server processes (nil: it may), before anything is started for it;
+// register says it again, under the table's lock.
+func (c *Caller) roomFor(mcp int) error {
+	sessions, procs := c.hub.sessions.Room(c.owner)
+	return c.hub.room(c, sessions, procs, mcp)
+}
+
 // newCaller makes a caller of the hub.
 func (h *Hub) newCaller(log *slog.Logger, owner string, roots []string, shared bool, node string) *Caller {
 	if log == nil {

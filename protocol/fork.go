@@ -93,8 +93,13 @@ func (c *Caller) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest,
 	}
 	st.ID, st.Cwd, st.Created, st.Rev = id, cwd, time.Time{}, 0
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
-	st.MCP = c.mcpServers(stableServers(p.McpServers))
-	s, err := c.register(c.runtime().SpawnSession(c.attach(st)))
+	servers := stableServers(p.McpServers)
+	mcp := c.mcpProcs(servers)
+	if err := c.roomFor(mcp); err != nil {
+		return "", nil, err
+	}
+	st.MCP = c.mcpServers(servers)
+	s, err := c.register(c.runtime().SpawnSession(c.attach(st)), mcp)
 	if err != nil {
 		return "", nil, err
 	}

@@ -2,12 +2,16 @@ package protocol
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/rpcerr"
 	"github.com/mm-agent/mm/registry"
 	"github.com/mm-agent/mm/store"
 )
@@ -44,6 +48,11 @@ type Hub struct {
 	ready     chan struct{}
 
 	shutdown sync.Once
+	// limits bound what a token holds (shared hubs); stop ends, and
+	// janitor waits for, the stop of detached sessions (stopDetached).
+	limits  Limits
+	stop    chan struct{}
+	janitor sync.WaitGroup
 
 	// decodes counts the requests whose params this hub's connections
 	// decoded (Decodes).
@@ -64,12 +73,28 @@ type HubOptions struct {
 	// Runtime makes the actor runtime, on a goroutine of the hub's;
 	// selfStopped is to be its actors.Options.SelfStopped.
 	Runtime func(selfStopped func(*actors.Session)) *actors.Runtime
+	// Limits bound what one token holds on a shared hub (mm serve).
+	Limits Limits
 	// DeferRuntime starts the runtime only once initialize is answered, or
 	// another request read (StartRuntime): mm -acp's, whose editor waits
 	// for that answer. protoactor's actor system alone takes about 3 ms
 	// and 2.8 MB on 66,000 allocations (its process registry), which
 	// delayed the answer, on two cores, by as much again.
 	DeferRuntime bool
+}
+
+// Limits bound what one token (a connection's owner) holds on a shared hub:
+// mm serve's, on each node of a cluster its own. Zero is no limit.
+type Limits struct {
+	// SessionsPerToken bounds a token's live sessions
+	// (serve.maxSessionsPerToken); MCPPerToken the MCP server processes
+	// they run (serve.maxMCPProcessesPerToken). A request that would pass
+	// either is refused, saying which.
+	SessionsPerToken, MCPPerToken int
+	// DetachedIdle stops a session that no connection has held for this
+	// long (serve.detachedIdle), when sessions are saved: its file stays,
+	// loadable.
+	DetachedIdle time.Duration
 }
 
 // NewHub starts the actor runtime in the background (it takes a few
@@ -80,8 +105,12 @@ func NewHub(o HubOptions) *Hub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}),
+	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}), limits: o.Limits, stop: make(chan struct{}),
 		store: o.Store, sessions: registry.New[*actors.Session, *Caller]()}
+	if o.Limits.DetachedIdle > 0 && o.Config.Sessions.Enabled {
+		h.janitor.Add(1)
+		go h.stopDetached(o.Limits.DetachedIdle)
+	}
 	h.beginFunc = func() {
 		go func() {
 			h.rt = o.Runtime(h.forget)
@@ -125,6 +154,8 @@ func (h *Hub) SetContextWindow(n int) { h.runtime().SetContextWindow(n) }
 // A second call does nothing.
 func (h *Hub) Shutdown() {
 	h.shutdown.Do(func() {
+		close(h.stop)
+		h.janitor.Wait()
 		h.stopSessions()
 		h.runtime().Shutdown()
 		h.store.Close()
@@ -137,15 +168,62 @@ func (h *Hub) stopSessions() { actors.StopAll(h.sessions.Close()) }
 // Sessions counts the live sessions, attached or not.
 func (h *Hub) Sessions() int { return h.sessions.Len() }
 
-// register adds a session a connection created or opened, attached to it;
-// once the hub or the connection is closing, the session is stopped and
-// refused.
-func (h *Hub) register(s *actors.Session, owner string, a *Caller) (*actors.Session, error) {
-	if !h.sessions.Add(s.ID, s.Cwd, s, owner, a, a.isClosed) {
+// register adds a session a connection created or opened, attached to it,
+// with the MCP server processes it runs; once the hub or the connection is
+// closing, or when its owner would pass a limit, the session is stopped
+// and refused.
+func (h *Hub) register(s *actors.Session, owner string, a *Caller, mcp int) (*actors.Session, error) {
+	err := h.sessions.Add(s.ID, s.Cwd, s, owner, a, mcp, func(sessions, procs int) error {
+		if a.isClosed() {
+			return errShuttingDown
+		}
+		return h.room(a, sessions, procs, mcp)
+	})
+	if err != nil {
 		s.Stop()
-		return nil, errShuttingDown
+		if errors.Is(err, registry.ErrClosed) {
+			err = errShuttingDown
+		}
+		return nil, err
 	}
 	return s, nil
+}
+
+// room says why caller a may not have one more session running mcp MCP
+// server processes, when its owner has sessions and procs already; nil
+// when it may.
+func (h *Hub) room(a *Caller, sessions, procs, mcp int) error {
+	if !a.shared {
+		return nil
+	}
+	if n := h.limits.SessionsPerToken; n > 0 && sessions >= n {
+		return rpcerr.Internal(fmt.Sprintf("token %s has %d live sessions on this server, its limit (serve.maxSessionsPerToken): close one (session/close) first", a.owner, sessions),
+			map[string]any{"limit": "serve.maxSessionsPerToken", "sessions": sessions})
+	}
+	if n := h.limits.MCPPerToken; n > 0 && mcp > 0 && procs+mcp > n {
+		return rpcerr.Internal(fmt.Sprintf("token %s runs %d MCP server processes on this server; %d more would pass its limit of %d (serve.maxMCPProcessesPerToken): close a session first", a.owner, procs, mcp, n),
+			map[string]any{"limit": "serve.maxMCPProcessesPerToken", "processes": procs})
+	}
+	return nil
+}
+
+// stopDetached stops, every now and then, the sessions no connection has
+// held for idle: they are saved, and loadable again.
+func (h *Hub) stopDetached(idle time.Duration) {
+	defer h.janitor.Done()
+	tick := time.NewTicker(min(max(idle/4, 10*time.Millisecond), time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-tick.C:
+		}
+		for _, s := range h.sessions.TakeDetached(time.Now().Add(-idle)) {
+			h.log.Info(fmt.Sprintf("[acp] session %s stopped: no connection held it for %s (serve.detachedIdle); its file is kept", s.ID, idle))
+			go s.Close()
+		}
+	}
 }
 
 // forget takes session s out of the table, if it is still there, when it

@@ -40,6 +40,12 @@ func newHubEnv(t *testing.T, edit func(*configs.Config)) *hubEnv {
 // newHubEnvScript is newHubEnv with the model's script.
 func newHubEnvScript(t *testing.T, script string, edit func(*configs.Config)) *hubEnv {
 	t.Helper()
+	return newHubEnvWith(t, script, edit, nil)
+}
+
+// newHubEnvWith is newHubEnvScript with the hub's options changed by opts.
+func newHubEnvWith(t *testing.T, script string, edit func(*configs.Config), opts func(*app.Options)) *hubEnv {
+	t.Helper()
 	srv, _ := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()
@@ -52,7 +58,11 @@ func newHubEnvScript(t *testing.T, script string, edit func(*configs.Config)) *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := app.NewHub(app.Options{Config: cfg, Model: model, ContextWindow: 16384, StateDir: t.TempDir()})
+	o := app.Options{Config: cfg, Model: model, ContextWindow: 16384, StateDir: t.TempDir()}
+	if opts != nil {
+		opts(&o)
+	}
+	h, err := app.NewHub(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,11 @@ func (c *Caller) openFile(r actors.Reply, id, rawCwd string, servers []acp.McpSe
 		st.MCP = c.mcpServers(servers)
 		return c.attach(st), nil
 	}
-	return c.register(c.runtime().OpenSession(id, cwd, c.out, c.hub.sessions.After(id), open))
+	mcp := c.mcpProcs(servers)
+	if err := c.roomFor(mcp); err != nil {
+		return nil, err
+	}
+	return c.register(c.runtime().OpenSession(id, cwd, c.out, c.hub.sessions.After(id), open), mcp)
 }
 
 // loadFile reads stored session id of cwd as this connection may see it:

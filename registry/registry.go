@@ -12,7 +12,11 @@
 // Concurrency: every method may be called from any goroutine.
 package registry
 
-import "sync"
+import (
+	"errors"
+	"sync"
+	"time"
+)
 
 // Table holds the live sessions S, each attached to at most one
 // connection C (C's zero value: none).
@@ -31,6 +35,11 @@ type entry[S, C comparable] struct {
 	cwd   string
 	owner string
 	conn  C
+	// detached is when the session was left to no connection (Detach);
+	// zero while one holds it.
+	detached time.Time
+	// mcp counts the MCP server processes it runs.
+	mcp int
 }
 
 // New returns an empty table.
@@ -41,18 +50,47 @@ func New[S, C comparable]() *Table[S, C] {
 // mine says whether owner may see a session of e's.
 func (e *entry[S, C]) mine(owner string) bool { return owner == "" || e.owner == owner }
 
-// Add records session s (its id, its folder), owned by owner and attached
-// to c. It refuses when the table is closed or refuse, called under the
-// table's lock, says so: a connection that is closing takes no session,
-// and none of its sessions can slip past its own HeldBy.
-func (t *Table[S, C]) Add(id, cwd string, s S, owner string, c C, refuse func() bool) bool {
+// Add records session s (its id, its folder, the MCP server processes it
+// runs), owned by owner and attached to c. It refuses with ErrClosed when
+// the table is closed, and with what refuse says, called under the
+// table's lock with what owner has live already (sessions, MCP
+// processes): a connection that is closing takes no session, and none of
+// its sessions can slip past its own HeldBy; an owner past its limits
+// gets none more.
+func (t *Table[S, C]) Add(id, cwd string, s S, owner string, c C, mcp int, refuse func(sessions, mcp int) error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || (refuse != nil && refuse()) {
-		return false
+	if t.closed {
+		return ErrClosed
 	}
-	t.sessions[id] = &entry[S, C]{s: s, cwd: cwd, owner: owner, conn: c}
-	return true
+	if refuse != nil {
+		if err := refuse(t.room(owner)); err != nil {
+			return err
+		}
+	}
+	t.sessions[id] = &entry[S, C]{s: s, cwd: cwd, owner: owner, conn: c, mcp: mcp}
+	return nil
+}
+
+// ErrClosed refuses a session once the table is closed.
+var ErrClosed = errors.New("the table of live sessions is closed")
+
+// Room says what owner has live: its sessions, and their MCP server
+// processes.
+func (t *Table[S, C]) Room(owner string) (sessions, mcp int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.room(owner)
+}
+
+func (t *Table[S, C]) room(owner string) (sessions, mcp int) {
+	for _, e := range t.sessions {
+		if e.owner == owner {
+			sessions++
+			mcp += e.mcp
+		}
+	}
+	return sessions, mcp
 }
 
 // Attached returns session id when connection c holds it.
@@ -94,6 +132,7 @@ func (t *Table[S, C]) Move(id string, c C) {
 	t.mu.Lock()
 	if e := t.sessions[id]; e != nil {
 		e.conn = c
+		e.detached = time.Time{}
 	}
 	t.mu.Unlock()
 }
@@ -161,7 +200,23 @@ func (t *Table[S, C]) Detach(id string, c C) bool {
 	}
 	var none C
 	e.conn = none
+	e.detached = time.Now()
 	return true
+}
+
+// TakeDetached takes out of the table, and returns, the sessions no
+// connection has held since before.
+func (t *Table[S, C]) TakeDetached(before time.Time) []S {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []S
+	for id, e := range t.sessions {
+		if !e.detached.IsZero() && e.detached.Before(before) {
+			out = append(out, e.s)
+			delete(t.sessions, id)
+		}
+	}
+	return out
 }
 
 // Cwds lists the folders of the live sessions owner may see.

@@ -1,9 +1,11 @@
 package registry
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A session here is a name, a connection a number (0: none).
@@ -20,7 +22,7 @@ func filled(t *testing.T) *table {
 		{"a2", "/w/a2", "alice", 2},
 		{"b1", "/w/b", "bob", 3},
 	} {
-		if !tb.Add(s.id, s.cwd, "S"+s.id, s.owner, s.conn, nil) {
+		if tb.Add(s.id, s.cwd, "S"+s.id, s.owner, s.conn, 0, nil) != nil {
 			t.Fatalf("Add(%s) refused on an open table", s.id)
 		}
 	}
@@ -99,8 +101,8 @@ func TestAttachment(t *testing.T) {
 
 func TestForgetKeepsANewerSession(t *testing.T) {
 	tb := New[string, int]()
-	tb.Add("x", "/w", "old", "", 1, nil)
-	tb.Add("x", "/w", "new", "", 1, nil) // taken up again
+	tb.Add("x", "/w", "old", "", 1, 0, nil)
+	tb.Add("x", "/w", "new", "", 1, 0, nil) // taken up again
 	tb.Forget("x", "old")
 	if s, _, ok := tb.Owned("x", ""); !ok || s != "new" {
 		t.Errorf("the newer session went with the old one: %q, %v", s, ok)
@@ -142,7 +144,7 @@ func TestWorkChain(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	tb := filled(t)
-	if tb.Add("c", "/w", "Sc", "", 1, func() bool { return true }) || tb.Holds("c") {
+	if tb.Add("c", "/w", "Sc", "", 1, 0, func(int, int) error { return errors.New("closing") }) == nil || tb.Holds("c") {
 		t.Error("Add went past a refusing connection")
 	}
 	all := tb.Close()
@@ -150,7 +152,7 @@ func TestClose(t *testing.T) {
 	if !slices.Equal(all, []string{"Sa1", "Sa2", "Sb1"}) || tb.Len() != 0 {
 		t.Errorf("Close = %v, %d left", all, tb.Len())
 	}
-	if tb.Add("d", "/w", "Sd", "", 1, nil) {
+	if tb.Add("d", "/w", "Sd", "", 1, 0, nil) == nil {
 		t.Error("a closed table took a session")
 	}
 }
@@ -165,7 +167,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				id := string(rune('a' + (g+i)%5))
-				tb.Add(id, "/w", id, "o", g, nil)
+				tb.Add(id, "/w", id, "o", g, 0, nil)
 				tb.Owned(id, "o")
 				tb.Move(id, g+1)
 				tb.HeldBy(g + 1)
@@ -185,5 +187,37 @@ func TestConcurrent(t *testing.T) {
 	tb.Close()
 	if tb.Len() != 0 {
 		t.Errorf("%d left after Close", tb.Len())
+	}
+}
+
+// TestRoomAndDetached: what an owner has live (sessions, MCP processes) is
+// what refuse is given; a session detached before a time is taken out
+// with TakeDetached, and one moved to a connection again is not.
+func TestRoomAndDetached(t *testing.T) {
+	tb := New[string, int]()
+	limit := func(sessions, mcp int) error {
+		if sessions >= 2 || mcp+3 > 3 {
+			return errors.New("full")
+		}
+		return nil
+	}
+	if err := tb.Add("a", "/w", "Sa", "alice", 1, 1, limit); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Add("b", "/w", "Sb", "alice", 1, 3, limit); err == nil {
+		t.Error("an owner past its MCP processes got a session")
+	}
+	if err := tb.Add("c", "/w", "Sc", "bob", 1, 3, limit); err != nil {
+		t.Errorf("another owner: %v", err)
+	}
+	if n, m := tb.Room("alice"); n != 1 || m != 1 {
+		t.Errorf("alice's room: %d sessions, %d MCP", n, m)
+	}
+	tb.Detach("a", 1)
+	tb.Detach("c", 1)
+	tb.Move("c", 2) // taken up again
+	time.Sleep(time.Millisecond)
+	if got := tb.TakeDetached(time.Now()); len(got) != 1 || got[0] != "Sa" || tb.Holds("a") || !tb.Holds("c") {
+		t.Errorf("TakeDetached: %v; holds a %v, c %v", got, tb.Holds("a"), tb.Holds("c"))
 	}
 }

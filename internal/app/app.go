@@ -47,6 +47,8 @@ type Options struct {
 	StateDir string
 	// DeferRuntime is protocol.HubOptions.DeferRuntime; Start sets it.
 	DeferRuntime bool
+	// Limits bound what a token holds on a shared hub (mm serve's).
+	Limits protocol.Limits
 	// System is the actor system the runtime runs in
 	// (actors.Options.System): a cluster node's; nil makes one.
 	System *actor.ActorSystem
@@ -80,7 +82,7 @@ func NewHub(o Options) (*protocol.Hub, error) {
 	}
 	cfg := o.Config
 	return protocol.NewHub(protocol.HubOptions{
-		Config: cfg, Log: log, Store: backend, DeferRuntime: o.DeferRuntime,
+		Config: cfg, Log: log, Store: backend, DeferRuntime: o.DeferRuntime, Limits: o.Limits,
 		Runtime: func(selfStopped func(*actors.Session)) *actors.Runtime {
 			if cfg.Sessions.Enabled {
 				// The key's file is read (or made) here rather than by

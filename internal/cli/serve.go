@@ -91,6 +91,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	hub, err = app.NewHub(app.Options{
 		Config: cfg, Model: model, Models: models, Log: log, Metrics: metrics,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(), System: sys,
+		Limits: protocol.Limits{SessionsPerToken: cfg.Serve.MaxSessionsPerToken, MCPPerToken: cfg.Serve.MaxMCPProcessesPerToken, DetachedIdle: cfg.Serve.DetachedIdle},
 	})
 	if err != nil {
 		log.Error(err.Error())

@@ -86,8 +86,10 @@ type Server struct {
 	o    Options
 	keys *keyring
 	reg  *prometheus.Registry
-	// incoming is the room for client messages being read (incoming.go).
+	// incoming is the room for client messages being read (incoming.go);
+	// sockets the TCP connections not yet proven by a token (sockets.go).
 	incoming *incoming
+	sockets  *sockets
 	metrics  *metrics
 	cert     *tls.Certificate
 	metricH  http.Handler
@@ -135,7 +137,7 @@ func New(o Options) (*Server, error) {
 		o.Registry = NewRegistry()
 	}
 	s := &Server{o: o, keys: newKeyring(o.Tokens), reg: o.Registry, conns: map[*connection]struct{}{}, byID: map[string]*httpConn{},
-		incoming: newIncoming(int64(o.MaxIncomingBytes))}
+		incoming: newIncoming(int64(o.MaxIncomingBytes)), sockets: newSockets(o.MaxConnections)}
 	s.metrics = newMetrics(o.Registry)
 	s.metricH = promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})
 	if o.CertFile != "" || o.KeyFile != "" {
@@ -168,6 +170,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		ConnContext:       s.sockets.accept,
+		ConnState:         s.sockets.state,
 		ErrorLog:          slog.NewLogLogger(s.o.Log.Handler(), slog.LevelWarn),
 		Protocols:         &protos,
 	}
@@ -274,6 +278,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if !allowedOrigin(r, s.o.AllowedOrigins) {
 		s.metrics.refused.WithLabelValues("origin").Inc()
+		w.Header().Set("Connection", "close") // no second try on this socket
 		text(w, http.StatusForbidden, "Origin not allowed (serve.allowedOrigins)")
 		return "", false
 	}
@@ -281,9 +286,11 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if !ok {
 		s.metrics.refused.WithLabelValues("token").Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mm"`)
+		w.Header().Set("Connection", "close")
 		text(w, http.StatusUnauthorized, "Unauthorized")
 		return "", false
 	}
+	s.sockets.proven(r.Context())
 	return owner, true
 }
 

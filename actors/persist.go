@@ -32,6 +32,10 @@ type SessionState struct {
 	// mm -acp's); it is saved with the session. A state read from a file
 	// has the owner the file names only when the file is trusted.
 	Owner string
+	// Roots are the folders mm's own file tools may open for the session
+	// (mm serve's serve.roots, links followed); nil: any. Not saved: the
+	// server that opens a session says them.
+	Roots []string
 	// Out and Client are the connection the session starts attached to;
 	// nil: the runtime's (Options.Out, Options.Client).
 	Out    Outbox

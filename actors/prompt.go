@@ -17,17 +17,21 @@ import (
 // attachment line, once per path, at most history.MaxMentions of them.
 
 // attach adds an attachment line for each @path of text that names an
-// existing file or directory under cwd (or an absolute or ~ path); attached
-// is called for each. Only the first history.MaxMentions distinct @paths are
+// existing file or directory under cwd (or an absolute or ~ path) that
+// within takes (the session's roots: mm serve's tenants look at nothing
+// else); attached is called for each. Only the first history.MaxMentions distinct @paths are
 // looked up; when there are more, a last line tells the model how many,
 // and left says it for the user.
-func attach(text, cwd string, attached func(path string)) (full string, left int) {
+func attach(text, cwd string, within func(string) bool, attached func(path string)) (full string, left int) {
 	seen := map[string]bool{}
 	var extra strings.Builder
 	ms, left := history.Mentions(text)
 	for _, candidates := range ms {
 		for _, m := range candidates {
 			abs := tools.Resolve(cwd, m)
+			if !within(abs) {
+				continue
+			}
 			fi, err := os.Stat(abs)
 			if err != nil {
 				continue

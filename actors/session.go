@@ -30,6 +30,8 @@ type session struct {
 	id      string
 	owner   string
 	cwd     string
+	// roots are the folders its file tools may open (SessionState.Roots).
+	roots []string
 	created time.Time
 	prov    store.Provenance
 	// mode is "ask" (permission before mutating tools) or "yolo".
@@ -138,6 +140,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		id:      st.ID,
 		owner:   st.Owner,
 		cwd:     st.Cwd,
+		roots:   st.Roots,
 		created: st.Created,
 		prov:    st.Provenance,
 		rev:     st.Rev,

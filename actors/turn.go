@@ -10,6 +10,7 @@ import (
 
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/tools"
 	"github.com/mm-agent/mm/tools/skills"
 )
 
@@ -152,6 +153,7 @@ func (s *session) next(ctx actor.Context) {
 			// place in the session's order.
 			t.state = turnPreparing
 			root, self, id, text, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log, s.skillDirs
+			within := tools.Env{Roots: s.roots}.Within
 			turnID := t.id
 			s.rt.goWork(func() {
 				var set *skills.Set
@@ -159,7 +161,7 @@ func (s *session) next(ctx actor.Context) {
 					set = skills.Load(dirs)
 					text = withSkills(text, set)
 				}
-				full, left := attach(text, cwd, func(path string) {
+				full, left := attach(text, cwd, within, func(path string) {
 					log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
 				})
 				root.Send(self, &promptReady{Turn: turnID, Text: full, Skills: set, MentionsLeft: left})

@@ -79,7 +79,7 @@ func (c *Caller) unregister(id string) *actors.Session {
 // attach is what a session this connection creates or takes over writes
 // to and asks.
 func (c *Caller) attach(st *actors.SessionState) *actors.SessionState {
-	st.Out, st.Client = c.out, c.asks
+	st.Out, st.Client, st.Roots = c.out, c.asks, c.roots
 	return st
 }
 
@@ -188,26 +188,12 @@ func (c *Caller) checkCwd(raw string) (string, error) {
 		return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "error": fmt.Sprintf("cwd %q: %v", raw, err)})
 	}
 	for _, root := range c.roots {
-		if within(real, resolved(root)) {
+		if tools.Inside(real, tools.RealPath(root)) {
 			return cwd, nil
 		}
 	}
 	return "", acp.NewInvalidParams(map[string]any{"cwd": raw, "roots": c.roots,
 		"error": fmt.Sprintf("cwd %q is outside the folders this server serves (serve.roots: %s)", raw, strings.Join(c.roots, ", "))})
-}
-
-// within says whether path is dir or below it (both cleaned, absolute).
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-// resolved is dir with its links followed, or dir when it cannot be.
-func resolved(dir string) string {
-	if r, err := filepath.EvalSymlinks(dir); err == nil {
-		return r
-	}
-	return dir
 }
 
 // checkDirs checks a request's additionalDirectories as cwds: mm works in

@@ -1,7 +1,11 @@
 package protocol_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +98,41 @@ func TestDetachedSessionsStop(t *testing.T) {
 	}
 	if text := acptest.Text(again.Client.Updates(sid)); !strings.Contains(text, "pong") {
 		t.Errorf("its history: %q", text)
+	}
+}
+
+// TestToolsStayInTheRoots: on a server, mm's own file tools open nothing
+// outside serve.roots for a session (issue 28: read_file of an absolute
+// path outside the root returned the file), and an @mention outside is
+// not looked at: the model reads the refusal, the turn goes on.
+func TestToolsStayInTheRoots(t *testing.T) {
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret.txt")
+	if err := os.WriteFile(secret, []byte("the secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	peek := fmt.Sprintf(`
+rules:
+  - match: "^peek"
+    steps:
+      - toolCalls: [{name: read_file, args: {path: %q}}]
+      - {text: "it said: {{last_tool_output}}"}
+`, secret)
+	e := newHubEnvScript(t, peek, nil)
+	root := t.TempDir()
+	c := e.client("alice", root)
+	res, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: root, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Ask(e.ctx, res.SessionId, "peek @"+secret); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("peek: %v %v", r, err)
+	}
+	text := acptest.Text(c.Client.Updates(res.SessionId))
+	if strings.Contains(text, "the secret") || !strings.Contains(text, "outside the folders this server serves") {
+		t.Errorf("the turn read: %q", text)
+	}
+	if last, _ := json.Marshal(e.server.LastRequest()); strings.Contains(string(last), "attached file: "+secret) {
+		t.Error("an @mention outside the roots was attached")
 	}
 }

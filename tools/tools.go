@@ -40,6 +40,11 @@ type Env struct {
 	// Cwd is the session's absolute working directory. Relative paths in
 	// tool arguments resolve against it, and bash runs in it.
 	Cwd string
+	// Roots, when set, are the only folders mm's own file tools (read_file,
+	// write_file, edit_file, fetch_content's output, lsp) may open, links
+	// followed (mm serve's serve.roots); a path outside is a result the
+	// model reads. bash is not confined by them.
+	Roots []string
 	// BashTimeout is the default per-command limit of bash, used when the
 	// call gives no timeout of its own. Zero means DefaultBashTimeout.
 	BashTimeout time.Duration
@@ -242,6 +247,9 @@ func Prepare(env Env, name, rawArgs string) (*Call, error) {
 	if err := b.prepare(env, c); err != nil {
 		return c, err
 	}
+	if err := env.confine(c); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -279,6 +287,10 @@ func Run(ctx context.Context, env Env, c *Call) (res Result) {
 	}
 	if ctx.Err() != nil {
 		return Result{Output: "[cancelled]", Failed: true}
+	}
+	// Again, just before it opens them: a link may have changed since.
+	if err := env.confine(c); err != nil {
+		return Result{Output: err.Error(), Failed: true}
 	}
 	if _, ok := b.(bashTool); !ok {
 		env.started()

@@ -1,0 +1,67 @@
+package tools
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// confined are the tools whose Locations are files mm itself opens for
+// the session, which Env.Roots bounds.
+var confined = map[string]bool{"read_file": true, "write_file": true, "edit_file": true, "fetch_content": true, "lsp": true}
+
+// confine refuses a call of a confined tool that touches a path outside
+// env.Roots, links followed: with an error the model reads.
+func (env Env) confine(c *Call) error {
+	if len(env.Roots) == 0 || c.Tool == nil || !confined[c.Tool.Name()] {
+		return nil
+	}
+	for _, p := range c.Locations {
+		if !env.Within(p) {
+			return fmt.Errorf("[outside the folders this server serves (serve.roots: %s): %s]", strings.Join(env.Roots, ", "), p)
+		}
+	}
+	return nil
+}
+
+// Within says whether path, an absolute one, is in one of env.Roots once
+// links are followed (always, without roots).
+func (env Env) Within(path string) bool {
+	if len(env.Roots) == 0 {
+		return true
+	}
+	real := RealPath(path)
+	for _, r := range env.Roots {
+		if Inside(real, RealPath(r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// RealPath is path with its links followed: of its longest part that
+// exists, the rest (a file to be made) joined as it is.
+func RealPath(path string) string {
+	path = filepath.Clean(path)
+	rest := ""
+	for {
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			return filepath.Join(real, rest)
+		} else if !os.IsNotExist(err) {
+			return filepath.Join(path, rest)
+		}
+		parent := filepath.Dir(path)
+		if parent == path {
+			return filepath.Join(path, rest)
+		}
+		rest = filepath.Join(filepath.Base(path), rest)
+		path = parent
+	}
+}
+
+// Inside says whether path is dir or below it (both clean and absolute).
+func Inside(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}

@@ -25,13 +25,13 @@ type session struct {
 	// out and client are the connection the session is attached to: where
 	// everything it says goes, and whom its tools ask. Attach moves them,
 	// in the session's order.
-	out     Outbox
-	client  Client
-	id      string
-	owner   string
-	cwd     string
+	out    Outbox
+	client Client
+	id     string
+	owner  string
+	cwd    string
 	// roots are the folders its file tools may open (SessionState.Roots).
-	roots []string
+	roots   []string
 	created time.Time
 	prov    store.Provenance
 	// mode is "ask" (permission before mutating tools) or "yolo".

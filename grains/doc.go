@@ -67,8 +67,10 @@
 // cancels its sessions' turns and leaves them live, detached. A grain
 // that no request gave a session stops after a minute.
 //
-// Files: member.go (NewSystem, Start, the topology, Leave), provider.go
-// (each provider from its config, automanaged's health endpoint),
+// Files: member.go (NewSystem, Start, the topology, Leave, the nodes'
+// mutual TLS on the remote), provider.go (each provider from its config),
+// automanaged.go (mm's automanaged provider: the health endpoint and the
+// polls, over mutual TLS with cluster.tls),
 // metrics.go, log.go (protoactor's lines on mm's logger), calls.go (a
 // request to and from its Call), host.go (the grains), link.go (a client's
 // link on a session's node), edge.go (the forwarders and the way back into

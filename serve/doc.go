@@ -15,7 +15,9 @@
 // client message made one line, parsed once, and checked as the
 // TypeScript SDK checks it), websocket.go, streamable.go (POST, GET, DELETE), streams.go (the
 // routing of mm's output to an HTTP connection's streams and their
-// bounds), metrics.go.
+// bounds), incoming.go (the server's room for client messages being read,
+// and their time limit), sockets.go (the TCP connections no token has
+// proven yet), metrics.go.
 //
 // Admission. Every request to /acp and /metrics needs an allowed Origin
 // (or none; 403 otherwise) and a known bearer token (401 otherwise),
@@ -28,7 +30,11 @@
 // 503 and a Retry-After.
 //
 // Bounds. At most Options.MaxConnections connections are open (503 past
-// it). What a client sends waits for mm to take it: the inbox holds no
+// it), and as many TCP connections on which no request with a token has
+// come (the oldest closed past it). One message is at most
+// MaxMessageBytes, arrives whole within MessageTimeout, and takes its
+// bytes, while it is read, from a room of MaxIncomingBytes for the whole
+// server (it waits for room). What a client sends waits for mm to take it: the inbox holds no
 // message, so a client faster than mm is pushed back by its socket. What
 // mm writes waits for the client to read: on the socket (WebSocket), or in
 // the connection's streams up to MaxBufferedBytes (HTTP); past that mm's

@@ -17,7 +17,7 @@
 //	m.CrossNodeRequest(d, err) // a request to a grain on another node, for /metrics
 //	m.Leave(ctx)           // graceful: Shutdown(true)
 //
-// Sessions as grains (host.go, link.go, edge.go):
+// Sessions as grains (host.go, link.go, edge.go, back.go):
 //
 //	sys := grains.NewSystem(log)       // the node's actor system
 //	hub := app.NewHub(app.Options{..., System: sys.ActorSystem})
@@ -73,8 +73,9 @@
 // polls, over mutual TLS with cluster.tls),
 // metrics.go, log.go (protoactor's lines on mm's logger), calls.go (a
 // request to and from its Call), host.go (the grains), link.go (a client's
-// link on a session's node), edge.go (the forwarders and the way back into
-// the connection), grainspb (the messages between nodes; go generate).
+// link on a session's node), edge.go (the forwarders: a connection's calls to its
+// sessions' grains), back.go (what comes back, into the connection),
+// grainspb (the messages between nodes; go generate).
 //
 // Membership. Start returns once protoactor's StartMember has (about a
 // second). Joined is true from then on while the last topology lists this

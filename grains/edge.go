@@ -3,7 +3,6 @@ package grains
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -136,19 +135,16 @@ type edgeConn struct {
 	closing  bool
 }
 
-// askKey names a session's question to the client: its link's and its
-// number there.
-type askKey struct {
-	link   string
-	number uint64
-}
-
 // lane is one session's calls, sent in order, one at a time.
 type lane struct {
 	sid   string
 	open  *grainspb.Open // what opened the session: its reopening elsewhere
 	queue []*grainspb.Call
 	busy  bool
+	// ended is set once a close or a delete of the session was delivered:
+	// the lane goes when it is empty (a connection opens and closes
+	// sessions for as long as it lives).
+	ended bool
 }
 
 type request struct {
@@ -199,6 +195,10 @@ func (c *edgeConn) send(l *lane) {
 		c.mu.Lock()
 		if len(l.queue) == 0 {
 			l.busy = false
+			if l.ended && c.lanes[l.sid] == l {
+				delete(c.lanes, l.sid)
+				delete(c.sessions, l.sid)
+			}
 			c.mu.Unlock()
 			return
 		}
@@ -229,6 +229,7 @@ func (c *edgeConn) send(l *lane) {
 			if v := a.Session; v != nil {
 				c.sessions[call.SessionId] = pidOf(v)
 			}
+			l.ended = call.Method == acp.AgentMethodSessionClose || call.Method == acp.AgentMethodSessionDelete
 		}
 		c.mu.Unlock()
 		if err != nil {
@@ -354,121 +355,4 @@ func (c *edgeConn) until(deadline time.Time, done func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// The way back: what a connection's sessions write on the nodes that run
-// them comes to its edge actor, typed, and goes through the connection's
-// ordered outbox.
-
-// receive takes what the connection's sessions send from their nodes; the
-// actor never waits on the client.
-func (c *edgeConn) receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *grainspb.Out:
-		c.out(m)
-	case *grainspb.Abandon:
-		c.mu.Lock()
-		k := askKey{link: connKey(m.Link), number: m.Number}
-		cancel := c.asks[k]
-		delete(c.asks, k)
-		c.mu.Unlock()
-		if cancel != nil {
-			cancel()
-		}
-	}
-}
-
-// out puts one thing a session wrote in the connection's outbox. What a
-// node this one counts out still sends is a stale copy's (its sessions
-// were taken over elsewhere): it is not written, but answered as if it
-// were, so that the stale copy ends its turn and fails its save.
-func (c *edgeConn) out(m *grainspb.Out) {
-	root := c.e.m.System().Root
-	link, sid := pidOf(m.Link), m.SessionId
-	var paid protocol.Giver
-	if m.Cost > 0 {
-		paid = credit{root: root, link: link, sid: sid}
-	}
-	if !c.e.m.isMember(m.Node) {
-		if paid != nil {
-			paid.Give(int(m.Cost))
-		}
-		switch it := m.Item.(type) {
-		case *grainspb.Out_Ask:
-			root.Send(link, &grainspb.Answer{Number: it.Ask.Number, Failed: "this node is no longer a member of the cluster"})
-		case *grainspb.Out_Deliver:
-			root.Send(link, &grainspb.Delivered{Number: it.Deliver})
-		}
-		return
-	}
-	switch it := m.Item.(type) {
-	case *grainspb.Out_Chunk:
-		c.sink.Chunk(sid, it.Chunk, false, paid, int(m.Cost))
-	case *grainspb.Out_Thought:
-		c.sink.Chunk(sid, it.Thought, true, paid, int(m.Cost))
-	case *grainspb.Out_Update:
-		c.sink.Update(sid, it.Update, paid, int(m.Cost))
-	case *grainspb.Out_Deliver:
-		c.sink.Deliver(sid, link, &grainspb.Delivered{Number: it.Deliver})
-	case *grainspb.Out_Response:
-		key := jsonrpc.IDKey(it.Response.Id)
-		c.mu.Lock()
-		r, ok := c.inflight[key]
-		delete(c.inflight, key)
-		c.mu.Unlock()
-		if !ok {
-			return // answered here already (its node was counted lost)
-		}
-		var rerr *acp.RequestError
-		if e := it.Response.Error; e != nil {
-			rerr = requestError(e)
-		}
-		c.sink.Answer(sid, r.r, nullable(it.Response.Result), rerr)
-	case *grainspb.Out_Ask:
-		c.ask(link, sid, it.Ask)
-	}
-}
-
-// ask puts a session's question to the client in the outbox now, in the
-// session's order, and sends the client's answer back to the session's
-// link once it comes, off the actor.
-func (c *edgeConn) ask(link *actor.PID, sid string, a *grainspb.Ask) {
-	wait := c.sink.Ask(sid, a.Method, nullable(a.Params))
-	ctx, cancel := context.WithCancel(context.Background())
-	k := askKey{link: link.Address + "/" + link.Id, number: a.Number}
-	c.mu.Lock()
-	c.asks[k] = cancel
-	c.mu.Unlock()
-	root := c.e.m.System().Root
-	go func() {
-		res, err := wait(ctx)
-		abandoned := ctx.Err() != nil
-		c.mu.Lock()
-		delete(c.asks, k)
-		c.mu.Unlock()
-		cancel()
-		answer := &grainspb.Answer{Number: a.Number, Result: res}
-		var rerr *acp.RequestError
-		switch {
-		case errors.As(err, &rerr):
-			answer.Error = wireError(rerr)
-		case err != nil && abandoned:
-			return // abandoned by the session, or its node is lost
-		case err != nil:
-			answer.Failed = err.Error()
-		}
-		root.Send(link, answer)
-	}()
-}
-
-// credit gives the bytes of a session's written update back to its
-// budget, on the session's node.
-type credit struct {
-	root *actor.RootContext
-	link *actor.PID
-	sid  string
-}
-
-func (c credit) Give(n int) {
-	c.root.Send(c.link, &grainspb.Credit{SessionId: c.sid, Bytes: int64(n)})
 }

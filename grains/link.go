@@ -99,6 +99,9 @@ func (l *link) receive(ctx actor.Context) {
 			n := min(m.Bytes, d.bytes)
 			d.bytes -= n
 			d.b.Give(int(n))
+			if d.bytes == 0 {
+				delete(l.debts, m.SessionId) // a session's, while it streams
+			}
 		}
 		l.mu.Unlock()
 	case *grainspb.Delivered:

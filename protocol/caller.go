@@ -63,8 +63,7 @@ type Caller struct {
 	// cwds are the project folders this client has named (new, load,
 	// resume, fork, list): where session/delete, which names no folder,
 	// looks for a stored session.
-	cwds    map[string]bool
-	serving sync.Mutex
+	cwds map[string]bool
 	// draining is set when the client leaves: no session creation starts
 	// any more, and prompts end cancelled; closed once those in flight are
 	// done: no session is registered on it any more.
@@ -148,8 +147,8 @@ type CallerOptions struct {
 // NewCaller makes the Caller of a client whose connection is on another
 // node of the cluster: it serves the client's session requests here, as
 // that node decoded them (Serve), and its sessions write to o.Link.
-// Requests are served one at a time, in the order they are given (each
-// grain gives its session's in its order).
+// Each grain gives it its session's requests in its mailbox's order;
+// those of different sessions are served at once, as the sessions run.
 func (h *Hub) NewCaller(o CallerOptions) *Caller {
 	c := h.newCaller(o.Log, o.Owner, o.Roots, true, o.Node)
 	c.out, c.asks = linkOut{c: c, link: o.Link}, o.Asks
@@ -189,8 +188,6 @@ func (o linkOut) Answer(sid string, r actors.Reply, res any) {
 // a session/new or session/fork. Only a session's requests come here: the
 // client's node serves the connection's.
 func (c *Caller) Serve(method string, id json.RawMessage, p any, sid string) {
-	c.serving.Lock()
-	defer c.serving.Unlock()
 	r := c.request(id, method)
 	defer c.survive(method, r)
 	m, ok := methods[method]
@@ -208,8 +205,6 @@ func (c *Caller) Serve(method string, id json.RawMessage, p any, sid string) {
 // Refuse answers a request whose params could not be taken from the
 // other node's message: invalid params, saying why.
 func (c *Caller) Refuse(method string, id json.RawMessage, err error) {
-	c.serving.Lock()
-	defer c.serving.Unlock()
 	c.answer("", c.request(id, method), nil, acp.NewInvalidParams(map[string]any{"error": err.Error()}))
 }
 
@@ -229,8 +224,6 @@ func (c *Caller) CancelRequest(id json.RawMessage) { c.prompts.cancel(id) }
 // session that cannot be (another owner's, not stored) is left to the
 // request that follows, which says why.
 func (c *Caller) Reopen(sid string, p acp.ResumeSessionRequest) bool {
-	c.serving.Lock()
-	defer c.serving.Unlock()
 	if c.live(sid) != nil || c.hub.sessions.Holds(sid) {
 		return false
 	}
@@ -252,6 +245,3 @@ func (c *Caller) Close() {
 	c.stopTaking()
 	c.letGo()
 }
-
-// Owner is the client's token.
-func (c *Caller) Owner() string { return c.owner }

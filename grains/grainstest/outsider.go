@@ -72,9 +72,6 @@ func NewOutsider(listen string) (*Outsider, error) {
 	return o, nil
 }
 
-// Address is where the outsider's remote listens.
-func (o *Outsider) Address() string { return o.sys.Address() }
-
 func (o *Outsider) receive(ctx actor.Context) {
 	m, ok := ctx.Message().(*grainspb.Out)
 	if !ok {

@@ -158,11 +158,12 @@ func (l *link) Update(sid string, u acp.SessionUpdate) { l.Stream(sid, u, nil, 0
 
 func (l *link) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) {
 	out := &grainspb.Out{Cost: int64(n)}
+	text, thought, plain := protocol.PlainChunk(&u)
 	switch {
-	case plainText(u.AgentMessageChunk):
-		out.Item = &grainspb.Out_Chunk{Chunk: u.AgentMessageChunk.Content.Text.Text}
-	case u.AgentThoughtChunk != nil && plainText((*acp.SessionUpdateAgentMessageChunk)(u.AgentThoughtChunk)):
-		out.Item = &grainspb.Out_Thought{Thought: u.AgentThoughtChunk.Content.Text.Text}
+	case plain && thought:
+		out.Item = &grainspb.Out_Thought{Thought: text}
+	case plain:
+		out.Item = &grainspb.Out_Chunk{Chunk: text}
 	default:
 		raw, err := json.Marshal(u)
 		if err != nil {
@@ -188,13 +189,6 @@ func (l *link) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) 
 		l.mu.Unlock()
 	}
 	l.send(sid, out)
-}
-
-// plainText says whether a chunk is plain text and nothing else, which
-// the edge rebuilds as the SDK would have it.
-func plainText(c *acp.SessionUpdateAgentMessageChunk) bool {
-	return c != nil && c.Meta == nil && c.MessageId == nil && c.Content.Text != nil &&
-		c.Content.Text.Meta == nil && c.Content.Text.Annotations == nil
 }
 
 func (l *link) Deliver(sid string, pid *actor.PID, msg any) {

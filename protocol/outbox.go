@@ -364,6 +364,20 @@ func mergeable(prev, next *acp.SessionUpdate) bool {
 	return false
 }
 
+// PlainChunk reports an update that is a chunk of text and nothing else:
+// an agent_message_chunk, or with thought an agent_thought_chunk. Every
+// turn streams them: the outbox encodes and merges them on its fast path,
+// and mm's nodes send them across as their text (package grains).
+func PlainChunk(u *acp.SessionUpdate) (text string, thought, ok bool) {
+	switch {
+	case u.AgentMessageChunk != nil && plainChunk(u.AgentMessageChunk.Meta, u.AgentMessageChunk.MessageId, u.AgentMessageChunk.Content):
+		return u.AgentMessageChunk.Content.Text.Text, false, true
+	case u.AgentThoughtChunk != nil && plainChunk(u.AgentThoughtChunk.Meta, u.AgentThoughtChunk.MessageId, u.AgentThoughtChunk.Content):
+		return u.AgentThoughtChunk.Content.Text.Text, true, true
+	}
+	return "", false, false
+}
+
 func plainChunk(meta map[string]any, id *string, c acp.ContentBlock) bool {
 	return meta == nil && id == nil && c.Text != nil && c.Text.Meta == nil && c.Text.Annotations == nil
 }

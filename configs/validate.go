@@ -258,13 +258,15 @@ func (c *Config) validateCluster(bad func(key, why string) error) error {
 	return nil
 }
 
-// loopback says whether advertise's host is this machine's loopback: only
-// processes of this machine reach it.
+// loopback says whether advertise's host is this machine's loopback.
 func loopback(advertise string) bool {
 	host, _, err := net.SplitHostPort(advertise)
-	if err != nil {
-		return false
-	}
+	return err == nil && LoopbackHost(host)
+}
+
+// LoopbackHost says whether host is this machine's loopback: only its own
+// processes reach it, and a cluster's nodes may go without cluster.tls.
+func LoopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}

@@ -48,15 +48,6 @@ type Options struct {
 // its clients'.
 type nodeTLS struct{ server, client *tls.Config }
 
-// loopbackHost says whether host is this machine's loopback.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // System is a node's actor system: the one its runtime runs the sessions
 // in (actors.Options.System) and its member joins the cluster with, so
 // that a session's actor is its grain. Its protoactor lines go through
@@ -141,7 +132,7 @@ func Start(o Options) (*Member, error) {
 			return nil, err
 		}
 		tlsc = &nodeTLS{server: server, client: client}
-	} else if !loopbackHost(host) {
+	} else if !configs.LoopbackHost(host) {
 		// configs refuses such a config; a Config built in code is held to
 		// the same rule.
 		return nil, fmt.Errorf("cluster.tls: needed: advertise %q is not a loopback address (docs/cluster.md)", cfg.Advertise)

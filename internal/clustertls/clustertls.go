@@ -60,21 +60,22 @@ func Load(cfg configs.ClusterTLS) (server, client *tls.Config, err error) {
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		return nil, nil, fmt.Errorf("cluster.tls: the node's certificate is not signed by cluster.tls.ca: %w", err)
 	}
+	// Both sides check the peer's chain against the CA alone, the same way
+	// (VerifyConnection, which runs on every connection, resumed ones
+	// too): a member is whoever the CA signed, at any address, whatever
+	// usages its certificate names.
+	check := func(cs tls.ConnectionState) error { return verify(cs.PeerCertificates, pool) }
 	server = &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{cert},
+		ClientAuth:       tls.RequireAnyClientCert,
+		VerifyConnection: check,
 	}
 	client = &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		// The server's certificate is checked below, against the CA
-		// alone: a member is whoever the CA signed, at any address.
-		InsecureSkipVerify: true, //nolint:gosec // VerifyPeerCertificate checks the chain
-		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			return verify(raw, pool)
-		},
+		MinVersion:         tls.VersionTLS13,
+		Certificates:       []tls.Certificate{cert},
+		InsecureSkipVerify: true, //nolint:gosec // VerifyConnection checks the chain
+		VerifyConnection:   check,
 	}
 	return server, client, nil
 }
@@ -83,17 +84,9 @@ func Load(cfg configs.ClusterTLS) (server, client *tls.Config, err error) {
 var errNoCertificate = errors.New("the peer showed no certificate")
 
 // verify checks a peer's chain against the cluster's CA.
-func verify(raw [][]byte, pool *x509.CertPool) error {
-	if len(raw) == 0 {
+func verify(certs []*x509.Certificate, pool *x509.CertPool) error {
+	if len(certs) == 0 {
 		return errNoCertificate
-	}
-	certs := make([]*x509.Certificate, len(raw))
-	for i, b := range raw {
-		c, err := x509.ParseCertificate(b)
-		if err != nil {
-			return err
-		}
-		certs[i] = c
 	}
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {

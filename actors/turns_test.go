@@ -168,7 +168,7 @@ func TestCallKey(t *testing.T) {
 
 // TestTurnsGoRoundTheOwners: the next turn is the oldest of the owner
 // served least lately; ahead counts the turns before each as the slots
-// would go if no other turn came.
+// would go if no other turn came; a turn removed leaves the order.
 func TestTurnsGoRoundTheOwners(t *testing.T) {
 	w := func(turn uint64, owner string) waiting {
 		return waiting{acquireSlot: acquireSlot{Turn: turn, Owner: owner}}
@@ -177,28 +177,46 @@ func TestTurnsGoRoundTheOwners(t *testing.T) {
 		name   string
 		queue  []waiting
 		served map[string]uint64
-		next   uint64
 		order  []uint64
 	}{
-		{"one owner: first come, first served", []waiting{w(1, ""), w(2, ""), w(3, "")}, nil, 1, []uint64{1, 2, 3}},
-		{"an owner never served goes first", []waiting{w(1, "a"), w(2, "a"), w(3, "b")}, map[string]uint64{"a": 4}, 3, []uint64{3, 1, 2}},
-		{"round the owners", []waiting{w(1, "a"), w(2, "a"), w(3, "a"), w(4, "b"), w(5, "c"), w(6, "b")}, nil, 1, []uint64{1, 4, 5, 2, 6, 3}},
-		{"the one served longest ago", []waiting{w(1, "a"), w(2, "b")}, map[string]uint64{"a": 9, "b": 3}, 2, []uint64{2, 1}},
+		{"one owner: first come, first served", []waiting{w(1, ""), w(2, ""), w(3, "")}, nil, []uint64{1, 2, 3}},
+		{"an owner never served goes first", []waiting{w(1, "a"), w(2, "a"), w(3, "b")}, map[string]uint64{"a": 4}, []uint64{3, 1, 2}},
+		{"round the owners", []waiting{w(1, "a"), w(2, "a"), w(3, "a"), w(4, "b"), w(5, "c"), w(6, "b")}, nil, []uint64{1, 4, 5, 2, 6, 3}},
+		{"the one served longest ago", []waiting{w(1, "a"), w(2, "b")}, map[string]uint64{"a": 9, "b": 3}, []uint64{2, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			served := tc.served
-			if served == nil {
-				served = map[string]uint64{}
+			var q fairQueue
+			for _, x := range tc.queue {
+				q.push(x)
 			}
-			if got := tc.queue[next(tc.queue, served)].Turn; got != tc.next {
-				t.Errorf("next: turn %d, want %d", got, tc.next)
+			for o, v := range tc.served {
+				q.served[o] = v
+				q.tick = max(q.tick, v)
 			}
-			a := ahead(tc.queue, served)
+			a := q.ahead()
 			for n, turn := range tc.order {
 				if a[turn] != n {
 					t.Errorf("turn %d has %d ahead, want %d (%v)", turn, a[turn], n, a)
 				}
 			}
+			for _, want := range tc.order {
+				if got, ok := q.pop(); !ok || got.Turn != want {
+					t.Fatalf("popped %d (%v), want %d", got.Turn, ok, want)
+				}
+			}
+			if _, ok := q.pop(); ok || q.len() != 0 {
+				t.Errorf("%d left", q.len())
+			}
 		})
+	}
+	var q fairQueue
+	q.push(w(1, "a"))
+	q.push(w(2, "b"))
+	q.push(w(3, "a"))
+	if !q.remove(1) || q.remove(1) {
+		t.Fatal("remove")
+	}
+	if got, _ := q.pop(); got.Turn != 2 {
+		t.Errorf("after a removal: %d, want 2", got.Turn)
 	}
 }

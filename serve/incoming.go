@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -33,12 +34,12 @@ const chunk = 64 << 10
 // errNoRoom ends a message that waited for room past its time limit.
 var errNoRoom = errors.New("no room for the message in serve.maxIncomingBytes within serve.messageTimeout")
 
-// read reads one message from r, at most max bytes, by ctx (its time
-// limit). A longer one is read to its end and dropped: only its size and
+// read reads one message from r, at most max bytes; it waits for room
+// until deadline (the message's time limit). A longer one is read to its end and dropped: only its size and
 // its first headBytes are kept, to answer with its id. release gives the
 // message's bytes back: call it once the message is handed over (always,
 // whatever err).
-func (in *incoming) read(ctx context.Context, r io.Reader, max int) (msg, head []byte, size int, release func(), err error) {
+func (in *incoming) read(deadline time.Time, r io.Reader, max int) (msg, head []byte, size int, release func(), err error) {
 	var held int64
 	release = func() {
 		if held > 0 {
@@ -49,7 +50,7 @@ func (in *incoming) read(ctx context.Context, r io.Reader, max int) (msg, head [
 	var b bytes.Buffer
 	for b.Len() <= max {
 		want := int64(min(chunk, max+1-b.Len()))
-		if err := in.room.Acquire(ctx, want); err != nil {
+		if err := in.acquire(deadline, want); err != nil {
 			return nil, nil, 0, release, fmt.Errorf("%w (%v)", errNoRoom, err)
 		}
 		held += want
@@ -72,4 +73,16 @@ func (in *incoming) read(ctx context.Context, r io.Reader, max int) (msg, head [
 	release()
 	rest, err := io.Copy(io.Discard, r)
 	return nil, head, n + int(rest), release, err
+}
+
+// acquire takes n bytes of room, waiting for them until deadline when
+// there are none (or others wait first): the wait, not every message,
+// pays for its context.
+func (in *incoming) acquire(deadline time.Time, n int64) error {
+	if in.room.TryAcquire(n) {
+		return nil
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return in.room.Acquire(ctx, n)
 }

@@ -101,9 +101,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	// The deadline goes once the body is read: the request may then wait
 	// for mm, and the connection may carry other requests.
 	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	ctx, cancel := context.WithDeadline(r.Context(), end)
-	defer cancel()
-	body, _, size, release, err := s.incoming.read(ctx, http.MaxBytesReader(w, &deadlineReader{r: r.Body, rc: rc, d: s.o.StallTimeout, end: end}, int64(s.o.MaxMessageBytes)+1), s.o.MaxMessageBytes)
+	body, _, size, release, err := s.incoming.read(end, http.MaxBytesReader(w, &deadlineReader{r: r.Body, rc: rc, d: s.o.StallTimeout, end: end}, int64(s.o.MaxMessageBytes)+1), s.o.MaxMessageBytes)
 	var tooLong *http.MaxBytesError
 	switch {
 	case errors.Is(err, errNoRoom):

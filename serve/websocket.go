@@ -46,6 +46,7 @@ type wsConn struct {
 	// long one may take (serve.messageTimeout).
 	in         *incoming
 	msgTimeout time.Duration
+	late       *time.Timer // ends a message past msgTimeout; the reader's own
 
 	// mu orders the start of mm's side with the end of the connection;
 	// it is not held while mm's side opens (Connect may write).
@@ -194,17 +195,19 @@ func (t *wsConn) read(initTimeout time.Duration) {
 // a message still coming then, or that found no room by then, ends the
 // connection (1008, saying which; 1013 for no room).
 func (t *wsConn) message(r io.Reader) (msg, head []byte, size int, release func(), err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), t.msgTimeout)
-	defer cancel()
-	late := time.AfterFunc(t.msgTimeout, func() {
-		why := fmt.Sprintf("a message took longer than serve.messageTimeout (%s) to arrive", t.msgTimeout)
-		t.close(websocket.StatusPolicyViolation, why)
-		// The close frame ends the read in progress (the client answers
-		// it, or Close gives up on it and drops the socket).
-		_ = t.ws.Close(websocket.StatusPolicyViolation, why)
-	})
-	defer late.Stop()
-	msg, head, size, release, err = t.in.read(ctx, r, t.max)
+	if t.late == nil {
+		// One timer for the connection, set again for each message.
+		t.late = time.AfterFunc(time.Hour, func() {
+			why := fmt.Sprintf("a message took longer than serve.messageTimeout (%s) to arrive", t.msgTimeout)
+			t.close(websocket.StatusPolicyViolation, why)
+			// The close frame ends the read in progress (the client
+			// answers it, or Close gives up on it and drops the socket).
+			_ = t.ws.Close(websocket.StatusPolicyViolation, why)
+		})
+	}
+	t.late.Reset(t.msgTimeout)
+	defer t.late.Stop()
+	msg, head, size, release, err = t.in.read(time.Now().Add(t.msgTimeout), r, t.max)
 	if errors.Is(err, errNoRoom) {
 		t.close(websocket.StatusTryAgainLater, "the server has no room for the message now (serve.maxIncomingBytes)")
 	}

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -85,7 +86,9 @@ func TestTurnsGoRoundTheTenants(t *testing.T) {
 	})
 	wg.Wait()
 	t.Logf("the other tenant's ping waited %v; all four turns took %v", waited.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	if len(order) != 4 || order[1] != "ping" {
-		t.Errorf("turns ended in the order %v: the ping should end second, after the nap that held the slot", order)
+	// The ping ends before a second nap can: each takes 0.7 s from its
+	// grant, and the ping's slot comes right after the first.
+	if i := slices.Index(order, "ping"); len(order) != 4 || i > 1 {
+		t.Errorf("turns ended in the order %v: the ping should end before the second nap", order)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -23,6 +24,8 @@ import (
 // cut at its time limit.
 type incoming struct {
 	room *semaphore.Weighted
+	// held is the room taken now (mm_incoming_bytes).
+	held atomic.Int64
 }
 
 func newIncoming(n int64) *incoming { return &incoming{room: semaphore.NewWeighted(n)} }
@@ -43,7 +46,7 @@ func (in *incoming) read(deadline time.Time, r io.Reader, max int) (msg, head []
 	var held int64
 	release = func() {
 		if held > 0 {
-			in.room.Release(held)
+			in.give(held)
 			held = 0
 		}
 	}
@@ -56,7 +59,7 @@ func (in *incoming) read(deadline time.Time, r io.Reader, max int) (msg, head []
 		held += want
 		k, rerr := b.ReadFrom(io.LimitReader(r, want))
 		if k < want {
-			in.room.Release(want - k)
+			in.give(want - k)
 			held -= want - k
 		}
 		switch {
@@ -79,10 +82,19 @@ func (in *incoming) read(deadline time.Time, r io.Reader, max int) (msg, head []
 // there are none (or others wait first): the wait, not every message,
 // pays for its context.
 func (in *incoming) acquire(deadline time.Time, n int64) error {
-	if in.room.TryAcquire(n) {
-		return nil
+	if !in.room.TryAcquire(n) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		if err := in.room.Acquire(ctx, n); err != nil {
+			return err
+		}
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	return in.room.Acquire(ctx, n)
+	in.held.Add(n)
+	return nil
+}
+
+// give gives n bytes of room back.
+func (in *incoming) give(n int64) {
+	in.held.Add(-n)
+	in.room.Release(n)
 }

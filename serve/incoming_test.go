@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -138,7 +139,8 @@ func TestIncomingRoom(t *testing.T) {
 		}
 		open, writers = append(open, ws), append(writers, w)
 	}
-	time.Sleep(200 * time.Millisecond) // both are being read
+	// Both are being read, holding the room: /metrics says so.
+	waitFor(t, func() bool { return incomingBytes(t, e) == 128<<10 })
 	third := dial()
 	answered := make(chan time.Time, 1)
 	go func() {
@@ -149,6 +151,8 @@ func TestIncomingRoom(t *testing.T) {
 			answered <- time.Now()
 		}
 	}()
+	// A second is no bound on its wait: it waits for as long as the room
+	// is full, whatever the machine's speed.
 	select {
 	case <-answered:
 		t.Fatal("a message was read while the room was full")
@@ -170,4 +174,25 @@ func TestIncomingRoom(t *testing.T) {
 	if _, _, err := open[0].Read(ctx); err != nil {
 		t.Errorf("the first client, once its message was whole: %v", err)
 	}
+}
+
+// incomingBytes reads mm_incoming_bytes on the server's /metrics.
+func incomingBytes(t *testing.T, e *env) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(e.url, "/acp")+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "mm_incoming_bytes "); ok {
+			n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int(n)
+		}
+	}
+	t.Fatal("no mm_incoming_bytes on /metrics")
+	return 0
 }

@@ -14,7 +14,7 @@ type metrics struct {
 	refused *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, in *incoming) *metrics {
 	m := &metrics{
 		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mm_connections_open", Help: "ACP connections open, by transport.",
@@ -31,7 +31,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.open.WithLabelValues(t)
 		m.total.WithLabelValues(t)
 	}
-	reg.MustRegister(m.open, m.total, m.refused)
+	reg.MustRegister(m.open, m.total, m.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mm_incoming_bytes", Help: "Bytes of client messages being read, of serve.maxIncomingBytes.",
+	}, func() float64 { return float64(in.held.Load()) }))
 	return m
 }
 

@@ -138,7 +138,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, keys: newKeyring(o.Tokens), reg: o.Registry, conns: map[*connection]struct{}{}, byID: map[string]*httpConn{},
 		incoming: newIncoming(int64(o.MaxIncomingBytes)), sockets: newSockets(o.MaxConnections)}
-	s.metrics = newMetrics(o.Registry)
+	s.metrics = newMetrics(o.Registry, s.incoming)
 	s.metricH = promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})
 	if o.CertFile != "" || o.KeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)

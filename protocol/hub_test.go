@@ -264,7 +264,7 @@ func TestRootsAreTheFoldersOnDisk(t *testing.T) {
 	if err := os.Symlink(root, viaLink); err != nil {
 		t.Fatal(err)
 	}
-	c := e.client("alice", viaLink)
+	c := e.client("alice", root)
 	var re *acp.RequestError
 	if _, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: out, McpServers: []acp.McpServer{}}); !errors.As(err, &re) || re.Code != -32602 {
 		t.Errorf("a link out of the root as cwd: %v", err)
@@ -275,7 +275,11 @@ func TestRootsAreTheFoldersOnDisk(t *testing.T) {
 	if _, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: in, McpServers: []acp.McpServer{}}); err != nil {
 		t.Errorf("a link that stays in the root: %v", err)
 	}
-	if _, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: filepath.Join(viaLink, "project"), McpServers: []acp.McpServer{}}); err != nil {
+	named := e.client("alice", viaLink)
+	if _, err := named.NewSession(e.ctx, acp.NewSessionRequest{Cwd: filepath.Join(viaLink, "project"), McpServers: []acp.McpServer{}}); err != nil {
 		t.Errorf("a folder of a root named through a link: %v", err)
+	}
+	if _, err := named.NewSession(e.ctx, acp.NewSessionRequest{Cwd: in, McpServers: []acp.McpServer{}}); err != nil {
+		t.Errorf("a link in a root named through a link: %v", err)
 	}
 }

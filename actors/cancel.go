@@ -49,8 +49,8 @@ func (s *session) onCancel(ctx actor.Context, m *CancelTurns) {
 	}
 	t.cancelled = true
 	switch t.state {
-	case turnPreparing:
-		// The lookup's result will find the turn gone.
+	case turnChecking, turnPreparing:
+		// The check's or the lookup's result will find the turn gone.
 		s.finish(ctx, t, acp.StopReasonCancelled, "")
 		return
 	case turnWaiting:

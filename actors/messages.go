@@ -102,8 +102,28 @@ type Done struct{ Err string }
 // once it is on disk (or at once without persistence).
 type Flush struct{ call uint64 }
 
-// persisted tells a session its file was written.
-type persisted struct{}
+// persisted tells a session its file was written, or why it was not.
+type persisted struct{ Err string }
+
+// holds answers a session's check of its store (store.Writer.Check)
+// before Turn, or before a replay (Replay set): nil when the session's
+// copy is still the stored one.
+type holds struct {
+	Turn   uint64
+	Replay *Replay
+	Err    error
+}
+
+// reloaded brings a session what its store holds, read again because
+// another activation saved it meanwhile (holds): the turn or the replay
+// waiting for it then goes on from there.
+type reloaded struct {
+	Turn   uint64
+	Replay *Replay
+	File   *store.File
+	Where  string
+	Err    error
+}
 
 // fenced tells a session that its writer's save was refused because
 // another activation of the session saved it meanwhile (store.ErrFenced):

@@ -193,7 +193,14 @@ func (s *session) onFlush(m *Flush) {
 		h.answerCall(c, &Done{Err: err.Error()})
 		return
 	}
-	s.writer.Save(data, func() { h.answerCall(c, &Done{}) })
+	id := s.id
+	s.writer.Save(data, func(err error) {
+		if err != nil {
+			h.answerCall(c, &Done{Err: fmt.Sprintf("session %s could not be saved: %v", id, err)})
+			return
+		}
+		h.answerCall(c, &Done{})
+	})
 }
 
 // save queues the current state for the writer. With notify, the writer
@@ -206,14 +213,20 @@ func (s *session) save(ctx actor.Context, notify bool) {
 	if err != nil {
 		s.rt.log.Error(fmt.Sprintf("[acp] session %s: encoding the session file: %v", s.id, err))
 		if notify {
-			ctx.Send(ctx.Self(), &persisted{})
+			ctx.Send(ctx.Self(), &persisted{Err: "encoding it: " + err.Error()})
 		}
 		return
 	}
-	var done func()
+	var done func(error)
 	if notify {
 		root, self := ctx.ActorSystem().Root, ctx.Self()
-		done = func() { root.Send(self, &persisted{}) }
+		done = func(err error) {
+			m := &persisted{}
+			if err != nil {
+				m.Err = err.Error()
+			}
+			root.Send(self, m)
+		}
 	}
 	if k := s.keep; k != nil {
 		// /new: the old conversation is stored before the session's
@@ -229,6 +242,105 @@ func (s *session) save(ctx actor.Context, notify bool) {
 		return
 	}
 	s.writer.Save(data, done)
+}
+
+// checkHolds asks the session's writer whether this copy still holds the
+// session (store.Writer.Check); the answer comes back to the actor as
+// what msg makes of the check's error.
+func (s *session) checkHolds(ctx actor.Context, msg func(error) any) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	s.writer.Check(func(err error) { root.Send(self, msg(err)) })
+}
+
+// onHolds goes on with the turn or the replay that waited for the check.
+// A copy that no longer holds the session reads it again from the store
+// and goes on from there; one whose store cannot be asked runs nothing
+// it could not keep.
+func (s *session) onHolds(ctx actor.Context, m *holds) {
+	t := s.cur
+	if m.Replay == nil && (t == nil || t.id != m.Turn || t.state != turnChecking) {
+		return // cancelled meanwhile
+	}
+	switch {
+	case m.Err == nil:
+		s.goOn(ctx, m.Turn, m.Replay)
+	case errors.Is(m.Err, store.ErrFenced) && !s.fenced && (m.Replay == nil || s.cur == nil):
+		s.rt.log.Info(fmt.Sprintf("[acp] session %s: another mm saved it since this copy did (%v): reading it again", s.id, m.Err))
+		st, cwd, id, turnID, replay := s.rt.store, s.cwd, s.id, m.Turn, m.Replay
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		s.rt.goWork(func() {
+			f, where, err := st.Load(context.Background(), cwd, id)
+			root.Send(self, &reloaded{Turn: turnID, Replay: replay, File: f, Where: where, Err: err})
+		})
+	case errors.Is(m.Err, store.ErrFenced):
+		s.stopStale(ctx, m.Turn, m.Replay, m.Err.Error())
+	default:
+		why := fmt.Sprintf("session %s: its store cannot be reached, so what this copy holds cannot be checked against it and nothing would be kept (%v); try again once it is back", s.id, m.Err)
+		s.rt.log.Error("[acp] " + why)
+		if m.Replay != nil {
+			s.answer(m.Replay.Reply, &Outcome{Err: why})
+			return
+		}
+		t.histStart = len(s.history)
+		t.state = turnQueued
+		s.finish(ctx, t, "", why)
+	}
+}
+
+// onReloaded takes what the store holds in place of this copy's history,
+// then goes on with the turn or the replay that waited for it. What was
+// read must be this session as this copy would have opened it (trusted,
+// the same folder and owner); otherwise the copy stops.
+func (s *session) onReloaded(ctx actor.Context, m *reloaded) {
+	if m.Replay == nil && (s.cur == nil || s.cur.id != m.Turn || s.cur.state != turnChecking) {
+		return // cancelled meanwhile: the next turn checks again
+	}
+	if m.Err != nil {
+		s.stopStale(ctx, m.Turn, m.Replay, m.Err.Error())
+		return
+	}
+	st := StateFromFile(m.File, m.Where, s.cwd)
+	if st.Untrusted != "" || st.Owner != s.owner {
+		s.stopStale(ctx, m.Turn, m.Replay, "what the store holds now is not this session as it was opened: "+st.Untrusted)
+		return
+	}
+	old := s.writer
+	s.rt.goWork(old.Close)
+	s.history, s.plan, s.usage, s.prov, s.rev = st.History, st.Plan, usageFromStore(st.Usage), st.Provenance, st.Rev
+	if st.Mode != "" {
+		s.mode = st.Mode
+	}
+	s.startPersistence(ctx)
+	s.rt.log.Info(fmt.Sprintf("[acp] session %s: read again from %s at version %d (%d message(s))", s.id, m.Where, st.Rev, len(s.history)-1))
+	s.goOn(ctx, m.Turn, m.Replay)
+}
+
+// goOn runs the turn or the replay that waited for a check.
+func (s *session) goOn(ctx actor.Context, turnID uint64, replay *Replay) {
+	if replay != nil {
+		s.replay(replay)
+		return
+	}
+	t := s.cur
+	t.state = turnQueued
+	s.prepare(ctx, t)
+	if s.cur == nil {
+		s.next(ctx)
+	}
+}
+
+// stopStale stops a copy that no longer holds its session and cannot read
+// it again, answering the turn or the replay that waited with why.
+func (s *session) stopStale(ctx actor.Context, turnID uint64, replay *Replay, reason string) {
+	if replay != nil {
+		s.answer(replay.Reply, &Outcome{Err: s.fencedWhy()})
+	} else if t := s.cur; t != nil && t.id == turnID {
+		// Answered through the held reply onFenced answers.
+		res := &TurnResult{Err: s.fencedWhy()}
+		s.turnEnded(t, res)
+		s.held = &heldReply{answer: t.out, res: res}
+	}
+	s.onFenced(ctx, &fenced{Err: reason})
 }
 
 // keepJob is a conversation /new keeps under a new id.

@@ -23,7 +23,19 @@ func ProvenanceMeta(p store.Provenance) map[string]any {
 // onReplay sends the history as the seed's replay notifications, then
 // available_commands_update, and answers behind them. No tool runs during a
 // replay.
-func (s *session) onReplay(m *Replay) {
+//
+// With a store that fences (Postgres), the session first checks that its
+// copy is still the stored one (store.Writer.Check): a load never replays
+// a copy older than what another activation saved meanwhile.
+func (s *session) onReplay(ctx actor.Context, m *Replay) {
+	if s.writer != nil && s.writer.Fences() && !s.fenced {
+		s.checkHolds(ctx, func(err error) any { return &holds{Replay: m, Err: err} })
+		return
+	}
+	s.replay(m)
+}
+
+func (s *session) replay(m *Replay) {
 	meta := ProvenanceMeta(s.prov)
 	for _, u := range history.Replay(s.history, s.plan, meta, liveTitle) {
 		s.out.Update(s.id, u)

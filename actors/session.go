@@ -259,13 +259,17 @@ func (s *session) receive(ctx actor.Context, msg any) {
 	case *toolFinished:
 		s.onToolFinished(ctx, m)
 	case *persisted:
-		s.onPersisted(ctx)
+		s.onPersisted(ctx, m)
+	case *holds:
+		s.onHolds(ctx, m)
+	case *reloaded:
+		s.onReloaded(ctx, m)
 	case *fenced:
 		s.onFenced(ctx, m)
 	case *Flush:
 		s.onFlush(m)
 	case *Replay:
-		s.onReplay(m)
+		s.onReplay(ctx, m)
 	case *Resume:
 		s.onResume(m)
 	case *GetState:

@@ -22,6 +22,7 @@ type turnState uint8
 
 const (
 	turnQueued    turnState = iota // waiting behind the session's current turn
+	turnChecking                   // the store is asked whether this copy still holds the session
 	turnPreparing                  // its @mentions are looked up, off the actor
 	turnWaiting                    // waiting for a slot from the serializer
 	turnRunning                    // holding a slot: the model or a tool works
@@ -131,6 +132,29 @@ func (s *session) next(ctx actor.Context) {
 			s.finish(ctx, t, "", t.tooLarge)
 			continue
 		}
+		if s.writer != nil && s.writer.Fences() {
+			// Another activation may have served the session since this
+			// one's last save (a partition, a node counted out): the turn
+			// runs on what the store holds, never on a staler copy.
+			t.state = turnChecking
+			s.checkHolds(ctx, func(err error) any { return &holds{Turn: t.id, Err: err} })
+			continue
+		}
+		s.prepare(ctx, t)
+	}
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
+	if s.idle() {
+		s.settled()
+		s.moved(ctx)
+	}
+}
+
+// prepare starts turn t, current and checked: a slash command, or its
+// prompt once its skills and @mentions are looked up.
+func (s *session) prepare(ctx actor.Context, t *turn) {
+	{
 		if s.agents != nil {
 			t.text = askCommand(t.text)
 		}
@@ -146,7 +170,7 @@ func (s *session) next(ctx actor.Context) {
 			named := mayNameSkill(t.text)
 			if !named && !history.HasMentions(t.text) {
 				s.begin(ctx, t)
-				continue
+				return
 			}
 			// The file system may be slow (a network mount): skills and
 			// @mentions are looked up on a work goroutine, in the turn's
@@ -167,13 +191,6 @@ func (s *session) next(ctx actor.Context) {
 				root.Send(self, &promptReady{Turn: turnID, Text: full, Skills: set, MentionsLeft: left})
 			})
 		}
-	}
-	if len(s.queue) == 0 {
-		s.queue = nil
-	}
-	if s.idle() {
-		s.settled()
-		s.moved(ctx)
 	}
 }
 
@@ -429,13 +446,20 @@ func (s *session) finish(ctx actor.Context, t *turn, stop acp.StopReason, errTex
 	s.next(ctx)
 }
 
-// onPersisted releases the reply held for the session file.
-func (s *session) onPersisted(ctx actor.Context) {
+// onPersisted releases the reply held for the session file. A save that
+// failed turns the reply into an error that says so: the user was shown
+// the turn, and must not believe it kept when the store did not take it
+// (the session keeps it in memory, and its next save writes it, with the
+// turns after it). A turn that failed already keeps its own error.
+func (s *session) onPersisted(ctx actor.Context, m *persisted) {
 	h := s.held
 	if h == nil {
 		return
 	}
 	s.held = nil
+	if m.Err != "" && h.res.Err == "" {
+		h.res = &TurnResult{Err: fmt.Sprintf("session %s: this turn could not be saved, so it is not kept yet (%s); it stays in this session and is saved with the next turn that can be", s.id, m.Err)}
+	}
 	s.answer(h.answer, h.res)
 	s.cur = nil
 	s.next(ctx)

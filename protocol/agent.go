@@ -12,6 +12,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/internal/rpcerr"
 	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
@@ -152,7 +153,12 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 			// The session exists once its file does: a crash after this
 			// response cannot lose it.
 			if err := s.Flush(); err != nil {
+				// A session the store did not take would be lost by the
+				// next crash: the client is told now, and the session ends.
 				c.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
+				c.unregister(id)
+				s.Close()
+				return "", nil, rpcerr.Internal(err.Error(), nil)
 			}
 			c.hub.store.NoteFolder(cwd)
 		}

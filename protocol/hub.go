@@ -62,6 +62,9 @@ type Hub struct {
 // Decodes is how many requests' params the hub's connections have decoded
 // from JSON: a figure. In a cluster a request is decoded on the node of
 // its client's connection, and nowhere else.
+// Store is where the hub's sessions are kept.
+func (h *Hub) Store() store.Backend { return h.store }
+
 func (h *Hub) Decodes() uint64 { return h.decodes.Load() }
 
 // HubOptions wires a Hub.

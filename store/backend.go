@@ -57,6 +57,10 @@ type Backend interface {
 	// is best effort and may write to the disk (files); Postgres needs it
 	// not.
 	NoteFolder(cwd string)
+	// Ping says whether the backend can take a save now: nil, or why not
+	// (the database is unreachable). The file store always can: a folder
+	// that cannot be written fails that session's save, not the others'.
+	Ping(ctx context.Context) error
 	// Close releases what the backend holds (Postgres's connections).
 	// Writers must be closed first.
 	Close()

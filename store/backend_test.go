@@ -117,7 +117,7 @@ func (b *testBackend) create(t *testing.T, f *File) []byte {
 // save saves data with w and waits until it is written.
 func save(w *Writer, data []byte) {
 	done := make(chan struct{})
-	w.Save(data, func() { close(done) })
+	w.Save(data, func(error) { close(done) })
 	<-done
 }
 

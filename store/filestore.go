@@ -75,6 +75,9 @@ func (s *FileStore) Writer(cwd, id string, _ int64, onError func(error)) *Writer
 	return NewWriter(Path(cwd, s.dir, id), onError)
 }
 
+// Ping is nil: files need no connection.
+func (s *FileStore) Ping(context.Context) error { return nil }
+
 // Create writes the session's file with WriteAtomic.
 func (s *FileStore) Create(_ context.Context, cwd, id string, data []byte) error {
 	return WriteAtomic(Path(cwd, s.dir, id), data)

@@ -152,7 +152,7 @@ func (s *PGStore) Writer(_, id string, rev int64, onError func(error)) *Writer {
 	var token [16]byte
 	_, _ = rand.Read(token[:])
 	k := &pgSaver{s: s, id: id, rev: rev, holder: hex.EncodeToString(token[:])}
-	return StartWriter(k.save, onError)
+	return startWriter(k.save, k.check, onError)
 }
 
 // Create inserts session id, failing with ErrFenced when the id is taken.
@@ -198,6 +198,14 @@ func (s *PGStore) Folders() []string { return nil }
 
 // NoteFolder does nothing: ListAll is a query.
 func (s *PGStore) NoteFolder(string) {}
+
+// Ping asks the database for a connection that answers.
+func (s *PGStore) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres (store.url): %s", pgReason(err))
+	}
+	return nil
+}
 
 // Close ends the saves still running and closes the connections.
 func (s *PGStore) Close() {
@@ -256,6 +264,29 @@ func (k *pgSaver) save(data []byte) error {
 		}
 		k.rev = rev
 	}
+}
+
+// check says whether the row is still the one this writer saved last (or
+// still missing, before its first save): nil if so, ErrFenced if another
+// activation saved or deleted the session since, the database's error when
+// it cannot be asked.
+func (k *pgSaver) check() error {
+	ctx, cancel := context.WithTimeout(k.s.ctx, opTimeout)
+	defer cancel()
+	var rev int64
+	err := k.s.pool.QueryRow(ctx, `SELECT version FROM mm_sessions WHERE id = $1`, k.id).Scan(&rev)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if k.rev == 0 {
+			return nil
+		}
+		return fmt.Errorf("%s was deleted by another mm: %w", k.s.where(k.id), ErrFenced)
+	case err != nil:
+		return fmt.Errorf("check %s: %s", k.s.where(k.id), pgReason(err))
+	case rev != k.rev:
+		return fmt.Errorf("%s is at version %d, this copy at %d: %w", k.s.where(k.id), rev, k.rev, ErrFenced)
+	}
+	return nil
 }
 
 // try runs the fenced INSERT or UPDATE; ok says it matched.

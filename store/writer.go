@@ -18,11 +18,15 @@ type Writer struct {
 	// write stores one encoding: WriteAtomic to the session's path, or a
 	// fenced save in Postgres; tests replace it to observe or stall writes.
 	write func(data []byte) error
+	// check says whether this writer still holds its session (Check); nil
+	// for a backend that does not fence (files): always.
+	check func() error
 
 	mu      sync.Mutex
 	data    []byte   // the latest queued data, when queued is true
 	queued  bool     // data waits to be written
-	dones   []func() // done funcs of the queued saves, in Save order
+	dones   []func(error) // done funcs of the queued saves, in Save order
+	checks  []func(error) // Check's funcs, answered after the queued saves
 	closing bool     // Close was called; Save no longer queues
 	fenced  bool     // a write was fenced; Save no longer queues
 
@@ -45,9 +49,14 @@ func newWriter(path string, onError func(error), write func(string, []byte) erro
 // Writer of a Backend other than the file store (Postgres's fenced saves),
 // or of a test. A write error wrapping ErrFenced stops its saving.
 func StartWriter(write func([]byte) error, onError func(error)) *Writer {
+	return startWriter(write, nil, onError)
+}
+
+func startWriter(write func([]byte) error, check func() error, onError func(error)) *Writer {
 	w := &Writer{
 		onError: onError,
 		write:   write,
+		check:   check,
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
@@ -57,18 +66,21 @@ func StartWriter(write func([]byte) error, onError func(error)) *Writer {
 
 // Save queues data to be written and returns at once. data must not be
 // modified afterwards. done, which may be nil, is called from the writer's
-// goroutine once a write covering data has completed or failed (failures
-// also go to onError); done funcs are called in Save order, and must not
-// block for long since later writes wait for them. When several saves are
-// queued while a write is in progress, only the last data is written.
-// After Close, or once a write was fenced, Save writes nothing and calls
-// done at once, from the calling goroutine.
-func (w *Writer) Save(data []byte, done func()) {
+// goroutine once a write covering data has completed or failed, with that
+// write's error (failures also go to onError): a caller that promised
+// its user the data is kept learns here whether it was. done funcs are
+// called in Save order, and must not block for long since later writes
+// wait for them. When several saves are queued while a write is in
+// progress, only the last data is written. After Close, or once a write
+// was fenced, Save writes nothing and calls done at once, from the calling
+// goroutine, with ErrClosed or ErrFenced.
+func (w *Writer) Save(data []byte, done func(error)) {
 	w.mu.Lock()
 	if w.closing || w.fenced {
+		err := w.stoppedErr()
 		w.mu.Unlock()
 		if done != nil {
-			done()
+			done(err)
 		}
 		return
 	}
@@ -79,6 +91,43 @@ func (w *Writer) Save(data []byte, done func()) {
 	w.mu.Unlock()
 	w.signal()
 }
+
+// Check calls done, from the writer's goroutine and after the saves queued
+// before it, with nil when this writer still holds its session: no other
+// activation saved or deleted it since this one's last save (Postgres);
+// with an error wrapping ErrFenced when one did, or with the backend's
+// error when that cannot be known (the database is unreachable). Files are
+// not fenced: their writers always hold. A session checks before each turn
+// and each replay, so that it never runs a turn on, or replays, a copy
+// older than the store (a second node that served the session meanwhile,
+// during a partition).
+func (w *Writer) Check(done func(error)) {
+	w.mu.Lock()
+	if w.closing || w.fenced {
+		err := w.stoppedErr()
+		w.mu.Unlock()
+		done(err)
+		return
+	}
+	w.checks = append(w.checks, done)
+	w.mu.Unlock()
+	w.signal()
+}
+
+// Fences says whether Check asks the backend (Postgres); a file's writer
+// always holds, and its session need not ask.
+func (w *Writer) Fences() bool { return w.check != nil }
+
+// stoppedErr is why a closed or fenced writer takes nothing; w.mu is held.
+func (w *Writer) stoppedErr() error {
+	if w.fenced {
+		return ErrFenced
+	}
+	return ErrClosed
+}
+
+// ErrClosed is what a Writer answers once closed.
+var ErrClosed = errors.New("the session's writer is closed")
 
 // Close writes what is queued, stops the goroutine and returns once it has
 // exited. It may be called more than once, from any goroutine; every call
@@ -109,32 +158,53 @@ func (w *Writer) run() {
 	for range w.wake {
 		for {
 			w.mu.Lock()
-			data, queued, dones, closing, fenced := w.data, w.queued, w.dones, w.closing, w.fenced
-			w.data, w.queued, w.dones = nil, false, nil
+			data, queued, dones, checks, closing, fenced := w.data, w.queued, w.dones, w.checks, w.closing, w.fenced
+			w.data, w.queued, w.dones, w.checks = nil, false, nil, nil
 			w.mu.Unlock()
-			if !queued {
+			if !queued && len(checks) == 0 {
 				if closing {
 					return
 				}
 				break
 			}
-			if !fenced {
-				err := w.write(data)
-				if errors.Is(err, ErrFenced) {
-					// What is queued behind a fenced write would be
-					// fenced too: it is dropped, and nothing more is
-					// taken.
-					w.mu.Lock()
-					w.fenced = true
-					w.mu.Unlock()
+			if queued {
+				err := ErrFenced
+				if !fenced {
+					err = w.write(data)
+					fenced = w.stopIfFenced(err)
+					if err != nil && w.onError != nil {
+						w.onError(err)
+					}
 				}
-				if err != nil && w.onError != nil {
-					w.onError(err)
+				for _, d := range dones {
+					d(err)
 				}
 			}
-			for _, d := range dones {
-				d()
+			if len(checks) > 0 {
+				err := ErrFenced
+				if !fenced && w.check == nil {
+					err = nil
+				} else if !fenced {
+					err = w.check()
+					w.stopIfFenced(err)
+				}
+				for _, d := range checks {
+					d(err)
+				}
 			}
 		}
 	}
+}
+
+// stopIfFenced stops the writer's saving when err says that another
+// activation holds the session: what is queued behind would be fenced too,
+// and is dropped. It says whether it did.
+func (w *Writer) stopIfFenced(err error) bool {
+	if !errors.Is(err, ErrFenced) {
+		return false
+	}
+	w.mu.Lock()
+	w.fenced = true
+	w.mu.Unlock()
+	return true
 }

@@ -37,7 +37,7 @@ func TestWriterCoalesces(t *testing.T) {
 	go func() {
 		defer close(saved)
 		for i := range 100 {
-			w.Save(fmt.Appendf(nil, "save %d", i), func() {
+			w.Save(fmt.Appendf(nil, "save %d", i), func(error) {
 				mu.Lock()
 				order = append(order, i)
 				mu.Unlock()
@@ -75,7 +75,7 @@ func TestWriterCoalescesRealDisk(t *testing.T) {
 	w := NewWriter(path, func(err error) { t.Error(err) })
 	var order []int // appended only from the writer's goroutine
 	for i := range 100 {
-		w.Save(mustMarshal(t, file(fmt.Sprint(i), 20, 200)), func() { order = append(order, i) })
+		w.Save(mustMarshal(t, file(fmt.Sprint(i), 20, 200)), func(error) { order = append(order, i) })
 	}
 	w.Close()
 	f, err := Load(path)
@@ -92,7 +92,7 @@ func TestWriterClose(t *testing.T) {
 	w := NewWriter(path, nil)
 	var called atomic.Int32
 	w.Save([]byte("one"), nil)
-	w.Save([]byte("two"), func() { called.Add(1) })
+	w.Save([]byte("two"), func(error) { called.Add(1) })
 	w.Close()
 	if got, _ := os.ReadFile(path); string(got) != "two" {
 		t.Errorf("Close did not flush: file holds %q", got)
@@ -108,7 +108,7 @@ func TestWriterClose(t *testing.T) {
 	w.Close() // idempotent
 
 	// After Close, Save writes nothing and calls done at once.
-	w.Save([]byte("three"), func() { called.Add(1) })
+	w.Save([]byte("three"), func(error) { called.Add(1) })
 	if called.Load() != 2 {
 		t.Error("Save after Close did not call done at once")
 	}
@@ -137,7 +137,7 @@ func TestWriterError(t *testing.T) {
 	var errs []error // appended only from the writer's goroutine
 	w := NewWriter(filepath.Join(blocker, "sessions", "x.json"), func(err error) { errs = append(errs, err) })
 	done := make(chan struct{})
-	w.Save([]byte("x"), func() { close(done) })
+	w.Save([]byte("x"), func(error) { close(done) })
 	<-done
 	w.Close()
 	if len(errs) != 1 {
@@ -155,7 +155,7 @@ func TestWriterConcurrentSaves(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 25 {
-				w.Save(fmt.Appendf(nil, "%d-%d", g, i), func() { calls.Add(1) })
+				w.Save(fmt.Appendf(nil, "%d-%d", g, i), func(error) { calls.Add(1) })
 			}
 		})
 	}

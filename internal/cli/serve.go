@@ -103,9 +103,21 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	// /readyz and /acp answer 503. Its connections' sessions are grains,
 	// wherever the cluster places them.
 	connector := hubConnector{hub: hub, roots: roots}
-	var ready func() bool
+	// A server whose store cannot be reached answers no turn it could not
+	// keep (a turn is answered once saved), and says it is not ready, so
+	// that a balancer sends new clients to a node that can.
+	health := store.WatchHealth(hub.Store(), time.Second, func(err error) {
+		if err != nil {
+			log.Error(fmt.Sprintf("serve: the session store cannot be reached: %v; /readyz answers 503 until it is back", err))
+			return
+		}
+		log.Info("serve: the session store is reachable again")
+	})
+	defer health.Stop()
+	ready := health.OK
 	if node != nil {
-		ready, connector.forward = node.Ready, node.Forward
+		connector.forward = node.Forward
+		ready = func() bool { return node.Ready() && health.OK() }
 	}
 	srv, err := serve.New(serve.Options{
 		Connector: connector,

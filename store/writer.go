@@ -23,12 +23,12 @@ type Writer struct {
 	check func() error
 
 	mu      sync.Mutex
-	data    []byte   // the latest queued data, when queued is true
-	queued  bool     // data waits to be written
+	data    []byte        // the latest queued data, when queued is true
+	queued  bool          // data waits to be written
 	dones   []func(error) // done funcs of the queued saves, in Save order
 	checks  []func(error) // Check's funcs, answered after the queued saves
-	closing bool     // Close was called; Save no longer queues
-	fenced  bool     // a write was fenced; Save no longer queues
+	closing bool          // Close was called; Save no longer queues
+	fenced  bool          // a write was fenced; Save no longer queues
 
 	wake chan struct{} // capacity 1: "there is work, or Close was called"
 	done chan struct{} // closed when the goroutine has exited

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -42,6 +43,11 @@ type automanaged struct {
 	hosts  []string
 	seen   *seen
 
+	// out receives, once, why the cluster counted this node out for good
+	// (countedOut).
+	out     chan string
+	outOnce sync.Once
+
 	mu      sync.Mutex
 	c       *cluster.Cluster
 	stopped bool
@@ -58,6 +64,11 @@ type healthNode struct {
 	HealthPort  int      `json:"auto_manage_port"`
 	Kinds       []string `json:"kinds"`
 	ClusterName string   `json:"cluster_name"`
+	// Members are the ids of the members this node counts; Blocked those
+	// it counted out (protoactor never lets them back in): what a peer
+	// needs to know that it was counted out (countedOut).
+	Members []string `json:"members,omitempty"`
+	Blocked []string `json:"blocked,omitempty"`
 }
 
 // healthTimeout bounds one poll of a peer: a host that swallows packets
@@ -71,7 +82,7 @@ func newAutomanaged(cfg configs.Cluster, host string, sys *actor.ActorSystem, tl
 	}
 	self := ln.Addr().(*net.TCPAddr)
 	p := &automanaged{cfg: cfg, sys: sys, log: log, ln: ln, scheme: "http", hosts: []string{self.String()},
-		seen: &seen{keys: map[string]*seenKey{}}, stop: make(chan struct{}), done: make(chan struct{})}
+		seen: &seen{keys: map[string]*seenKey{}}, stop: make(chan struct{}), done: make(chan struct{}), out: make(chan string, 1)}
 	for _, peer := range cfg.Peers {
 		if !isSelf(peer, self) {
 			p.hosts = append(p.hosts, peer)
@@ -93,7 +104,7 @@ func newAutomanaged(cfg configs.Cluster, host string, sys *actor.ActorSystem, tl
 	p.client = &http.Client{Transport: transport, Timeout: healthTimeout,
 		// A peer's endpoint answers; it never sends the poll elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &providerHandle{p: p, close: p.close}, nil
+	return &providerHandle{p: p, close: p.close, countedOut: p.out}, nil
 }
 
 // health answers a peer's poll: this node, once its remote listens.
@@ -108,7 +119,7 @@ func (p *automanaged) health(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(healthNode{ID: p.sys.ID, Address: host, Port: port, HealthPort: p.cfg.HealthPort,
-		Kinds: c.GetClusterKinds(), ClusterName: p.cfg.Name})
+		Kinds: c.GetClusterKinds(), ClusterName: p.cfg.Name, Members: memberIDs(c), Blocked: c.GetBlockedMembers().ToSlice()})
 }
 
 func (p *automanaged) StartMember(c *cluster.Cluster) error {
@@ -188,6 +199,51 @@ func (p *automanaged) round() {
 		return
 	}
 	c.MemberList.UpdateClusterTopology(members)
+	for _, n := range nodes {
+		if n != nil && n.ClusterName == p.cfg.Name {
+			if why := countedOut(p.sys.ID, memberIDs(c), c.GetBlockedMembers().ToSlice(), n); why != "" {
+				p.outOnce.Do(func() { p.out <- why })
+			}
+		}
+	}
+}
+
+// memberIDs are the ids of the members c counts.
+func memberIDs(c *cluster.Cluster) []string {
+	var ids []string
+	for _, m := range c.MemberList.Members().Members() {
+		ids = append(ids, m.Id)
+	}
+	return ids
+}
+
+// countedOut says why node self, which counts the members live and has
+// counted out blocked, must start again to be a member again, seeing peer
+// n answer: "" when it need not. protoactor counts a member that stopped
+// answering out for good (its id is blocked, and it is never let back in,
+// here or through the gossip). When a partition heals, or a frozen node
+// thaws, both sides answer again, each with the other blocked: two
+// clusters of one name, each placing sessions. The side that must start
+// again (a new id, which nobody blocked) is:
+//   - the one counted out by a peer it did not count out itself (it was
+//     away, frozen or cut off, while the others went on);
+//   - else, both having counted the other out, the smaller side (fewer
+//     members), and of two sides of one size the one whose smallest
+//     member id is the larger, so that exactly one side starts again.
+func countedOut(self string, live, blocked []string, n *healthNode) string {
+	if n.ID == self || !slices.Contains(n.Blocked, self) {
+		return ""
+	}
+	why := fmt.Sprintf("the member %s (at %s:%d) counted this node out, ", n.ID, n.Address, n.Port)
+	switch {
+	case !slices.Contains(blocked, n.ID):
+		return why + "while this node was away (frozen or cut off)"
+	case len(live) < len(n.Members):
+		return why + fmt.Sprintf("as this node did it, during a partition: its side has %d members, this one %d", len(n.Members), len(live))
+	case len(live) == len(n.Members) && len(live) > 0 && slices.Min(live) > slices.Min(n.Members):
+		return why + fmt.Sprintf("as this node did it, during a partition: the sides are of %d members each, and the other one keeps its place", len(live))
+	}
+	return ""
 }
 
 // check polls one peer's health endpoint; nil when it does not answer as

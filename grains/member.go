@@ -232,6 +232,11 @@ func (m *Member) System() *actor.ActorSystem { return m.sys }
 // it in Members and in the PIDs of its grains.
 func (m *Member) Address() string { return m.sys.Address() }
 
+// CountedOut receives, once, why the cluster counted this node out for
+// good, so that it must start again (a new id) to be a member again; nil
+// with a provider that does not tell (only mm's automanaged does).
+func (m *Member) CountedOut() <-chan string { return m.provider.countedOut }
+
 // Joined says whether this node is a member: Start has returned and the
 // last topology lists this node. On Kubernetes a pod is listed only once
 // it is ready, so there Joined is true once Start has returned: readiness

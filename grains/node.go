@@ -2,7 +2,9 @@ package grains
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,12 +26,17 @@ type Node struct {
 	log  *slog.Logger
 	m    atomic.Pointer[Member]
 	edge atomic.Pointer[Edge]
+	// out is closed once the cluster counted this node out (Rejoin); why
+	// says why.
+	out     chan struct{}
+	why     atomic.Pointer[string]
+	outOnce sync.Once
 }
 
 // NewNode makes a node and its actor system, which its hub's runtime is to
 // run in (System); Join makes it a member.
 func NewNode(log *slog.Logger) *Node {
-	return &Node{sys: NewSystem(log), log: log}
+	return &Node{sys: NewSystem(log), log: log, out: make(chan struct{})}
 }
 
 // System is the node's actor system, for its hub's runtime
@@ -47,6 +54,19 @@ func (n *Node) Join(hub *protocol.Hub, roots []string, cfg *configs.Config, reg 
 		return err
 	}
 	n.host.Watch(m)
+	if c := m.CountedOut(); c != nil {
+		go func() {
+			var why string
+			select {
+			case why = <-c:
+			case <-m.gone:
+				return // left
+			}
+			n.why.Store(&why)
+			n.log.Error(fmt.Sprintf("cluster: %s; this node is no member any more and cannot be one again under its id: it is not ready, and starts again to rejoin", why))
+			n.outOnce.Do(func() { close(n.out) })
+		}()
+	}
 	switch {
 	case !cfg.Sessions.Enabled:
 		n.log.Warn("cluster: sessions.enabled is false: a session lives only as long as its node; set it, with store.url, so that sessions move when a node is lost or leaves (docs/cluster.md)")
@@ -61,11 +81,17 @@ func (n *Node) Join(hub *protocol.Hub, roots []string, cfg *configs.Config, reg 
 	return nil
 }
 
-// Ready is /readyz's: a node serves once it is a member.
+// Ready is /readyz's: a node serves once it is a member, and until the
+// cluster counted it out.
 func (n *Node) Ready() bool {
 	m := n.m.Load()
-	return m != nil && m.Joined()
+	return m != nil && m.Joined() && n.why.Load() == nil
 }
+
+// Rejoin is closed once the cluster counted this node out for good (after
+// a partition healed, or a freeze): protoactor never lets its id back in,
+// so mm serve drains and starts again, a new member (docs/cluster.md).
+func (n *Node) Rejoin() <-chan struct{} { return n.out }
 
 // Forward makes the Forwarder of a connection of owner. Connections are
 // let in only once the node is ready, so the edge exists by then.

@@ -18,6 +18,9 @@ import (
 type providerHandle struct {
 	p     cluster.ClusterProvider
 	close func() // releases what the provider's Shutdown leaves open; idempotent
+	// countedOut receives, once, why this node must start again to be a
+	// member again (automanaged); nil for the other providers.
+	countedOut <-chan string
 }
 
 // providers are the cluster providers this mm was built with besides

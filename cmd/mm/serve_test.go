@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -109,6 +110,13 @@ func startServeBig(t testing.TB, extra string) *served {
 // race-built mm; only testwait.Hang ends the wait.
 func startServeModel(t testing.TB, bin, dir, name, model, script, extra string, env ...string) *served {
 	t.Helper()
+	return startServeIn(t, nil, bin, dir, name, model, script, extra, env...)
+}
+
+// startServeIn is startServeModel with the command run through prefix
+// (`ip netns exec NS`: a node in a network namespace of the test's).
+func startServeIn(t testing.TB, prefix []string, bin, dir, name, model, script, extra string, env ...string) *served {
+	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +124,8 @@ func startServeModel(t testing.TB, bin, dir, name, model, script, extra string, 
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "-listen", "127.0.0.1:0", "-config", filepath.Join(dir, name))
+	argv := append(slices.Clone(prefix), bin, "serve", "-listen", "127.0.0.1:0", "-config", filepath.Join(dir, name))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
 	s := &served{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1), dir: dir}
@@ -135,7 +144,10 @@ func startServeModel(t testing.TB, bin, dir, name, model, script, extra string, 
 		for sc.Scan() {
 			s.stderr.Write(append(sc.Bytes(), '\n'))
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+				select {
+				case addr <- m[1]:
+				default: // said again: a node that started again (exec)
+				}
 			}
 		}
 		_, _ = io.Copy(s.stderr, pipe)

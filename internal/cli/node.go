@@ -38,6 +38,9 @@ type Node interface {
 	Drain(ctx context.Context)
 	// Leave leaves the cluster within timeout.
 	Leave(timeout time.Duration)
+	// Rejoin is closed once the cluster counted this node out for good:
+	// mm serve then drains, leaves and starts again (startAgain).
+	Rejoin() <-chan struct{}
 }
 
 // NewNode makes a cluster node, before the hub whose sessions it hosts.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,7 +29,15 @@ import (
 // network until SIGTERM or SIGINT, then a drain. It writes nothing on
 // stdout; its log, the token it made (if it made one) and the line naming
 // its address go to stderr.
-func runServe(args []string, stderr io.Writer, newNode NewNode) int {
+func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
+	// A node the cluster counted out starts again once everything below
+	// is over, its log flushed: the last deferred call runs first here.
+	var again atomic.Bool
+	defer func() {
+		if again.Load() && code == 0 {
+			code = startAgain(stderr)
+		}
+	}()
 	fs := flag.NewFlagSet("mm serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "`ADDR` to listen on, host:port; port 0 picks a free one (default serve.listen)")
@@ -155,7 +164,9 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	defer stopProfile()
 	setGC()
 	defer guardProcess(log)()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	base, rejoin := context.WithCancel(context.Background())
+	defer rejoin()
+	ctx, stop := signal.NotifyContext(base, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {
 		<-ctx.Done()
@@ -176,6 +187,17 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 			<-served
 			return 1
 		}
+		// Counted out for good (a partition healed, a freeze ended), the
+		// node cannot be a member again under its id: it stops as on
+		// SIGTERM, then starts again, a new member.
+		go func() {
+			select {
+			case <-node.Rejoin():
+				again.Store(true)
+				rejoin()
+			case <-ctx.Done():
+			}
+		}()
 		// On SIGTERM the turns of other nodes' clients running here drain
 		// as this node's own connections do.
 		go func() {
@@ -194,7 +216,9 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 	}
 	// The connections are over: every session stops, its turn cancelled,
 	// its file saved, before what commands left running is killed; then
-	// the node leaves its cluster.
+	// the node leaves its cluster. The store is no longer watched: its
+	// connections close with the hub.
+	health.Stop()
 	hub.Shutdown()
 	if node != nil {
 		node.Leave(leaveTimeout)
@@ -203,8 +227,29 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) int {
 		log.Error(err.Error())
 		return 1
 	}
+	if again.Load() {
+		log.Info("serve: stopped; starting again to rejoin the cluster")
+		return 0
+	}
 	log.Info("serve: stopped")
 	return 0
+}
+
+// startAgain runs this program again in place (exec: the same pid,
+// arguments, environment and standard files), as a node the cluster
+// counted out must to be a member again. It returns only when that fails:
+// a supervisor must then start it (exit status 75, EX_TEMPFAIL).
+func startAgain(stderr io.Writer) int {
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			fmt.Fprintf(stderr, "mm serve: cannot start again to rejoin the cluster: %v; start it again\n", err)
+			return 75
+		}
+	}
+	err := syscall.Exec(exe, os.Args, os.Environ())
+	fmt.Fprintf(stderr, "mm serve: cannot start again to rejoin the cluster: %v; start it again\n", err)
+	return 75
 }
 
 // leaveTimeout bounds a node's graceful leave once its connections are

@@ -63,9 +63,11 @@ type Options struct {
 	// sessions' actors (grain.go). The runtime then leaves its logging
 	// and its shutdown to whoever made it. nil: the runtime makes its own.
 	System *actor.ActorSystem
-	// SelfStopped, when set, is called when a session stops by itself,
-	// its saves fenced because another mm took it over, so that the edge
-	// forgets it: before its user is told, and before it has stopped. It
+	// SelfStopped, when set, is called when a session's actor stops, so
+	// that the edge forgets it: once it has stopped, whoever stopped it
+	// (the cluster deactivating a grain included), and, when it stops by
+	// itself, its saves fenced because another mm took it over, also
+	// before its user is told. It may be called twice for one session. It
 	// is called from the session's actor and must not block.
 	SelfStopped func(*Session)
 }

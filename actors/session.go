@@ -306,6 +306,15 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		// that the actor will not see: protoactor drops the messages
 		// left in a stopped actor's mailbox.
 		s.handle.stopped1()
+		if s.rt.selfStopped != nil {
+			// Whoever stopped it: a handle whose actor is gone must not
+			// stay where the edge finds sessions. A grain the cluster
+			// stopped (its identity moved to a node that came back) left
+			// it there, and every later request for the session, once it
+			// came back here, was answered cancelled by the dead handle
+			// instead of opening the session again (TestClusterNodeCycles).
+			s.rt.selfStopped(s.handle)
+		}
 	}
 }
 

@@ -229,9 +229,10 @@ func (h *Hub) stopDetached(idle time.Duration) {
 	}
 }
 
-// forget takes session s out of the table, if it is still there, when it
-// stops by itself (another mm took it over): its id is unknown here from
-// now on, until a session/load takes it up again.
+// forget takes session s out of the table, if it is still there, once its
+// actor has stopped, or when it stops by itself (another mm took it over):
+// its id is unknown here from now on, until a session/load (or, on a
+// node of a cluster, its next request) takes it up again.
 func (h *Hub) forget(s *actors.Session) { h.sessions.Forget(s.ID, s) }
 
 // detach leaves the sessions connection a holds to no connection: live,

@@ -262,7 +262,8 @@ func (s *session) onHolds(ctx actor.Context, m *holds) {
 		return // cancelled meanwhile
 	}
 	switch {
-	case m.Err == nil:
+	case m.Err == nil || errors.Is(m.Err, store.ErrClosed):
+		// A closed writer: the session is ending, and says so itself.
 		s.goOn(ctx, m.Turn, m.Replay)
 	case errors.Is(m.Err, store.ErrFenced) && !s.fenced && (m.Replay == nil || s.cur == nil):
 		s.rt.log.Info(fmt.Sprintf("[acp] session %s: another mm saved it since this copy did (%v): reading it again", s.id, m.Err))

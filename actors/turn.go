@@ -137,6 +137,7 @@ func (s *session) next(ctx actor.Context) {
 			// one's last save (a partition, a node counted out): the turn
 			// runs on what the store holds, never on a staler copy.
 			t.state = turnChecking
+			t.histStart = len(s.history) // what a cancel meanwhile keeps
 			s.checkHolds(ctx, func(err error) any { return &holds{Turn: t.id, Err: err} })
 			continue
 		}

@@ -462,6 +462,62 @@ func TestBackendFencing(t *testing.T) {
 	})
 }
 
+// check runs w.Check and returns what it answered.
+func check(w *Writer) error {
+	done := make(chan error, 1)
+	w.Check(func(err error) { done <- err })
+	return <-done
+}
+
+// TestBackendWriterCheck: a writer holds its session until another
+// activation saves or deletes it (Postgres); its saves' done funcs get
+// their errors; a file's writer always holds; a closed writer says so.
+func TestBackendWriterCheck(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := context.Background()
+		cwd := t.TempDir()
+		f := at("20260916-101530-chck", cwd, 0, "who holds it")
+		data := b.create(t, f)
+		loaded, _, err := b.Load(ctx, cwd, f.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := b.Writer(cwd, f.ID, loaded.Rev, nil)
+		if a.Fences() != b.fenced {
+			t.Errorf("Fences = %v, want %v", a.Fences(), b.fenced)
+		}
+		if err := check(a); err != nil {
+			t.Fatalf("a fresh writer's check: %v", err)
+		}
+		saved := make(chan error, 1)
+		a.Save(data, func(err error) { saved <- err })
+		if err := <-saved; err != nil {
+			t.Fatalf("a save's done: %v", err)
+		}
+		other := b.Writer(cwd, f.ID, loaded.Rev+1, nil)
+		save(other, data)
+		other.Close()
+		err = check(a)
+		switch {
+		case !b.fenced && err != nil:
+			t.Errorf("a file's writer after another's save: %v, want nil", err)
+		case b.fenced && !errors.Is(err, ErrFenced):
+			t.Errorf("the check after another activation's save: %v, want ErrFenced", err)
+		}
+		if b.fenced {
+			a.Save(data, func(err error) { saved <- err })
+			if err := <-saved; !errors.Is(err, ErrFenced) {
+				t.Errorf("a save after a fenced check: %v, want ErrFenced", err)
+			}
+			t.Log(err)
+		}
+		a.Close()
+		if err := check(a); !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFenced) {
+			t.Errorf("a closed writer's check: %v", err)
+		}
+	})
+}
+
 // killHelperEnv tells a re-executed test binary to act as the backend
 // writer to kill: "<spec>\n<cwd>\n<id>".
 const killHelperEnv = "MM_STORE_BACKEND_CRASH"

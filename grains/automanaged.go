@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -47,6 +48,9 @@ type automanaged struct {
 	// (countedOut).
 	out     chan string
 	outOnce sync.Once
+	// view is the member's view of who is live and who was counted out
+	// (Member.view), for the health endpoint and countedOut.
+	view atomic.Pointer[func() (live, gone []string)]
 
 	mu      sync.Mutex
 	c       *cluster.Cluster
@@ -104,7 +108,8 @@ func newAutomanaged(cfg configs.Cluster, host string, sys *actor.ActorSystem, tl
 	p.client = &http.Client{Transport: transport, Timeout: healthTimeout,
 		// A peer's endpoint answers; it never sends the poll elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &providerHandle{p: p, close: p.close, countedOut: p.out}, nil
+	return &providerHandle{p: p, close: p.close, countedOut: p.out,
+		setView: func(v func() (live, gone []string)) { p.view.Store(&v) }}, nil
 }
 
 // health answers a peer's poll: this node, once its remote listens.
@@ -118,8 +123,9 @@ func (p *automanaged) health(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	live, gone := p.members()
 	_ = json.NewEncoder(w).Encode(healthNode{ID: p.sys.ID, Address: host, Port: port, HealthPort: p.cfg.HealthPort,
-		Kinds: c.GetClusterKinds(), ClusterName: p.cfg.Name, Members: memberIDs(c), Blocked: c.GetBlockedMembers().ToSlice()})
+		Kinds: c.GetClusterKinds(), ClusterName: p.cfg.Name, Members: live, Blocked: gone})
 }
 
 func (p *automanaged) StartMember(c *cluster.Cluster) error {
@@ -199,22 +205,22 @@ func (p *automanaged) round() {
 		return
 	}
 	c.MemberList.UpdateClusterTopology(members)
+	live, gone := p.members()
 	for _, n := range nodes {
 		if n != nil && n.ClusterName == p.cfg.Name {
-			if why := countedOut(p.sys.ID, memberIDs(c), c.GetBlockedMembers().ToSlice(), n); why != "" {
+			if why := countedOut(p.sys.ID, live, gone, n); why != "" {
 				p.outOnce.Do(func() { p.out <- why })
 			}
 		}
 	}
 }
 
-// memberIDs are the ids of the members c counts.
-func memberIDs(c *cluster.Cluster) []string {
-	var ids []string
-	for _, m := range c.MemberList.Members().Members() {
-		ids = append(ids, m.Id)
+// members is the member's view (Member.view); none before it is set.
+func (p *automanaged) members() (live, gone []string) {
+	if v := p.view.Load(); v != nil {
+		return (*v)()
 	}
-	return ids
+	return nil, nil
 }
 
 // countedOut says why node self, which counts the members live and has

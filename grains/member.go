@@ -84,8 +84,9 @@ type Member struct {
 	mu       sync.Mutex
 	live     []string // addresses, sorted, as the last topology had them
 	liveIDs  map[string]bool
-	left     []string // addresses gone since the handlers were last called
-	changed  bool     // a topology arrived since the handlers were last called
+	goneIDs  map[string]bool // the members counted out: protoactor blocks them for good
+	left     []string        // addresses gone since the handlers were last called
+	changed  bool            // a topology arrived since the handlers were last called
 	handlers []*handler
 	wake     chan struct{} // cap 1: the dispatcher has something to deliver
 	done     chan struct{} // closed by Leave: the dispatcher returns
@@ -157,6 +158,9 @@ func Start(o Options) (*Member, error) {
 	// each topology reaches the lookup first, so that once Joined says yes
 	// the lookup places grains with that topology, and whoever read it
 	// from the member reads it after the lookup took it.
+	if m.provider.setView != nil {
+		m.provider.setView(m.view)
+	}
 	provider := startHook{ClusterProvider: m.provider.p, before: func() {
 		m.sys.EventStream.Subscribe(func(evt any) {
 			if t, ok := evt.(*cluster.ClusterTopology); ok {
@@ -231,6 +235,23 @@ func (m *Member) System() *actor.ActorSystem { return m.sys }
 // Address is this member's remote address, host:port, as the others see
 // it in Members and in the PIDs of its grains.
 func (m *Member) Address() string { return m.sys.Address() }
+
+// view is who this member counts and whom it counted out, by id, as its
+// topologies said: mm's record, read under its lock (protoactor's own
+// block list is read without one).
+func (m *Member) view() (live, gone []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.liveIDs {
+		live = append(live, id)
+	}
+	for id := range m.goneIDs {
+		gone = append(gone, id)
+	}
+	slices.Sort(live)
+	slices.Sort(gone)
+	return live, gone
+}
 
 // CountedOut receives, once, why the cluster counted this node out for
 // good, so that it must start again (a new id) to be a member again; nil
@@ -307,6 +328,10 @@ func (m *Member) onTopology(t *cluster.ClusterTopology) {
 	m.live, m.liveIDs = live, ids
 	for _, mb := range t.Left {
 		m.left = append(m.left, mb.Address())
+		if m.goneIDs == nil {
+			m.goneIDs = map[string]bool{}
+		}
+		m.goneIDs[mb.Id] = true
 	}
 	m.changed = true
 	m.mu.Unlock()

@@ -21,6 +21,9 @@ type providerHandle struct {
 	// countedOut receives, once, why this node must start again to be a
 	// member again (automanaged); nil for the other providers.
 	countedOut <-chan string
+	// setView gives the provider the member's view of who is live and
+	// who was counted out (Member.view); nil when it needs none.
+	setView func(func() (live, gone []string))
 }
 
 // providers are the cluster providers this mm was built with besides

@@ -87,7 +87,7 @@ func TestClusterOutsider(t *testing.T) {
 	t.Run("loopback without tls", func(t *testing.T) {
 		nodes := startCluster(t, 2, "")
 		if r := attack(t, nodes[0].address(t), nodes[0].project(t)); r.Err != "" || !strings.Contains(r.Text, "ran-in-bash") {
-			t.Fatalf("the test peer did not get in where nothing stops it (%s): %q", r.Err, r.Text)
+			t.Fatalf("the test peer did not get in where nothing stops it (%s): %q; it was written:\n%s", r.Err, r.Text, strings.Join(r.Items, "\n"))
 		}
 	})
 	t.Run("tls", func(t *testing.T) {

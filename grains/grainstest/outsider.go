@@ -36,6 +36,7 @@ type Outsider struct {
 	mu    sync.Mutex
 	texts strings.Builder
 	ids   []string
+	items []string
 }
 
 // NewOutsider starts an outsider whose remote listens on listen
@@ -91,9 +92,23 @@ func (o *Outsider) receive(ctx actor.Context) {
 	switch it := m.Item.(type) {
 	case *grainspb.Out_Chunk:
 		o.texts.WriteString(it.Chunk)
+		o.items = append(o.items, "chunk")
 	case *grainspb.Out_Response:
 		o.ids = append(o.ids, string(it.Response.Id))
+		o.items = append(o.items, fmt.Sprintf("response %s %s %s", it.Response.Id, it.Response.Result, it.Response.Error))
+	case *grainspb.Out_Update:
+		o.items = append(o.items, "update "+string(it.Update))
+	default:
+		o.items = append(o.items, fmt.Sprintf("%T", m.Item))
 	}
+}
+
+// Items says what the outsider was written, in order, for a test's
+// message.
+func (o *Outsider) Items() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.items...)
 }
 
 // Written is what the sessions the outsider reached wrote back to it: the
@@ -181,6 +196,8 @@ type Result struct {
 	Text     string   `json:"text"`
 	Answered []string `json:"answered"`
 	Err      string   `json:"err,omitempty"`
+	// Items is what it was written, in order (the chunks' text left out).
+	Items []string `json:"items,omitempty"`
 }
 
 // Main plays the outsider when Env is set, and exits; a test binary's
@@ -211,7 +228,7 @@ func attackFrom(node, cwd string) Result {
 	defer o.Close()
 	err = o.Attack(node, cwd, 5*time.Second, 2*time.Minute)
 	text, ids := o.Written()
-	r := Result{Text: text, Answered: ids}
+	r := Result{Text: text, Answered: ids, Items: o.Items()}
 	if err != nil {
 		r.Err = err.Error()
 	}

@@ -155,43 +155,41 @@ func (s *session) next(ctx actor.Context) {
 // prepare starts turn t, current and checked: a slash command, or its
 // prompt once its skills and @mentions are looked up.
 func (s *session) prepare(ctx actor.Context, t *turn) {
-	{
-		if s.agents != nil {
-			t.text = askCommand(t.text)
+	if s.agents != nil {
+		t.text = askCommand(t.text)
+	}
+	switch strings.TrimSpace(t.text) {
+	case "/new":
+		t.slash = true
+		s.slashNew(ctx, t)
+	case "/compact":
+		t.slash = true
+		s.slashCompact(ctx, t)
+	default:
+		t.histStart = len(s.history)
+		named := mayNameSkill(t.text)
+		if !named && !history.HasMentions(t.text) {
+			s.begin(ctx, t)
+			return
 		}
-		switch strings.TrimSpace(t.text) {
-		case "/new":
-			t.slash = true
-			s.slashNew(ctx, t)
-		case "/compact":
-			t.slash = true
-			s.slashCompact(ctx, t)
-		default:
-			t.histStart = len(s.history)
-			named := mayNameSkill(t.text)
-			if !named && !history.HasMentions(t.text) {
-				s.begin(ctx, t)
-				return
+		// The file system may be slow (a network mount): skills and
+		// @mentions are looked up on a work goroutine, in the turn's
+		// place in the session's order.
+		t.state = turnPreparing
+		root, self, id, text, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log, s.skillDirs
+		within := tools.Env{Roots: s.roots}.Within
+		turnID := t.id
+		s.rt.goWork(func() {
+			var set *skills.Set
+			if named {
+				set = skills.Load(dirs)
+				text = withSkills(text, set)
 			}
-			// The file system may be slow (a network mount): skills and
-			// @mentions are looked up on a work goroutine, in the turn's
-			// place in the session's order.
-			t.state = turnPreparing
-			root, self, id, text, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log, s.skillDirs
-			within := tools.Env{Roots: s.roots}.Within
-			turnID := t.id
-			s.rt.goWork(func() {
-				var set *skills.Set
-				if named {
-					set = skills.Load(dirs)
-					text = withSkills(text, set)
-				}
-				full, left := attach(text, cwd, within, func(path string) {
-					log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
-				})
-				root.Send(self, &promptReady{Turn: turnID, Text: full, Skills: set, MentionsLeft: left})
+			full, left := attach(text, cwd, within, func(path string) {
+				log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
 			})
-		}
+			root.Send(self, &promptReady{Turn: turnID, Text: full, Skills: set, MentionsLeft: left})
+		})
 	}
 }
 

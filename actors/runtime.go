@@ -18,6 +18,7 @@ import (
 	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/internal/gopool"
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 	"github.com/mm-agent/mm/tools/fetch"
@@ -63,6 +64,14 @@ type Options struct {
 	// sessions' actors (grain.go). The runtime then leaves its logging
 	// and its shutdown to whoever made it. nil: the runtime makes its own.
 	System *actor.ActorSystem
+	// Sandbox confines the commands the sessions' tools start, with the
+	// policy of SandboxMode (sandbox.Off: none) and the config's
+	// sandbox.network; Hidden are the paths no confined command sees (mm's
+	// state and config, ~/.ssh), besides each session's own store folder.
+	// nil: commands run unconfined.
+	Sandbox     *sandbox.Sandbox
+	SandboxMode sandbox.Mode
+	Hidden      []string
 	// SelfStopped, when set, is called when a session's actor stops, so
 	// that the edge forgets it: once it has stopped, whoever stopped it
 	// (the cluster deactivating a grain included), and, when it stops by
@@ -103,6 +112,10 @@ type Runtime struct {
 	key *store.Key
 	// store keeps the sessions (Options.Store).
 	store store.Backend
+	// sandbox, sandboxMode and hidden are Options'.
+	sandbox     *sandbox.Sandbox
+	sandboxMode sandbox.Mode
+	hidden      []string
 	// selfStopped is Options.SelfStopped.
 	selfStopped func(*Session)
 
@@ -157,6 +170,7 @@ func NewRuntime(o Options) *Runtime {
 		rt.client = nobody{}
 	}
 	rt.store, rt.selfStopped = o.Store, o.SelfStopped
+	rt.sandbox, rt.sandboxMode, rt.hidden = o.Sandbox, o.SandboxMode, o.Hidden
 	if rt.store == nil {
 		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil)
 	}

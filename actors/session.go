@@ -414,6 +414,7 @@ func (s *session) start(ctx actor.Context) {
 	s.rt.warm(s.modelID)
 	s.startPersistence(ctx)
 	s.startMCP(ctx, s.mcpServers)
+	s.logPolicy()
 }
 
 // started starts a session given to a grain (grain.go) as its spawn would.

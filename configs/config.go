@@ -31,6 +31,7 @@ type Config struct {
 	Context  Context  `yaml:"context"`
 	Turns    Turns    `yaml:"turns"`
 	Tools    Tools    `yaml:"tools"`
+	Sandbox  Sandbox  `yaml:"sandbox"`
 	Skills   Skills   `yaml:"skills"`
 	Hooks    Hooks    `yaml:"hooks"`
 	// Agents are the ACP agents ask_agent, /ask and mm --ask can reach.
@@ -210,6 +211,13 @@ type Tools struct {
 	Bash      Bash     `yaml:"bash"`
 	Fetch     Fetch    `yaml:"fetch"`
 	Sensitive []string `yaml:"sensitive"`
+}
+
+// Sandbox is what the commands mm starts for a session may touch
+// (package sandbox): Mode is "", read-only, workspace-write or full.
+type Sandbox struct {
+	Mode    string `yaml:"mode"`
+	Network bool   `yaml:"network"`
 }
 
 // Serve configures `mm serve`: where it listens, who may connect, and the

@@ -54,6 +54,9 @@ func generatedDefault() *Config {
 			},
 			Sensitive: []string{".env", ".env.*", "id_rsa*", "id_ed25519*", "*.pem", "*.key", ".ssh/**", ".aws/**", ".netrc"},
 		},
+		Sandbox: Sandbox{
+			Network: true,
+		},
 		Skills: Skills{
 			Dirs: []string{"~/.config/mm/skills", ".mm/skills"},
 		},

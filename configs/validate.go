@@ -22,6 +22,11 @@ func (c *Config) validate() error {
 	default:
 		return bad("model.provider", fmt.Sprintf("unknown provider %q (openai, ollama, anthropic, scripted)", c.Model.Provider))
 	}
+	switch c.Sandbox.Mode {
+	case "", "read-only", "workspace-write", "full":
+	default:
+		return bad("sandbox.mode", fmt.Sprintf("unknown mode %q (read-only, workspace-write, full, or empty: unconfined)", c.Sandbox.Mode))
+	}
 	if c.ACP.MaxLineBytes < 1<<10 {
 		return bad("acp.maxLineBytes", "must be at least 1KiB")
 	}

@@ -107,6 +107,13 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	if env.SessionID != "" {
 		cmd.Env = append(os.Environ(), procs.SessionEnv(env.SessionID))
 	}
+	if env.Confine != nil {
+		if err := env.Confine(cmd); err != nil {
+			pr.Close()
+			pw.Close()
+			return Result{Output: fmt.Sprintf("[not run: %v]", err), Failed: true}
+		}
+	}
 	cmd.Stdin = nil // os/exec connects a nil Stdin to /dev/null.
 	cmd.Stdout = pw
 	cmd.Stderr = pw

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -67,6 +68,10 @@ type Env struct {
 	// LSP are the session's language servers; nil when none is
 	// configured.
 	LSP LSP
+	// Confine, when set, makes a command a tool starts for the session (bash)
+	// run in the session's sandbox (package sandbox); an error is why it
+	// cannot, and the command does not run.
+	Confine func(cmd *exec.Cmd) error
 	// Ctx is the call's context, for a prepare that must wait on a server
 	// (an lsp rename computes its edits); nil means not cancellable.
 	Ctx context.Context

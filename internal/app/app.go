@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -21,6 +23,7 @@ import (
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
@@ -49,6 +52,10 @@ type Options struct {
 	DeferRuntime bool
 	// Limits bound what a token holds on a shared hub (mm serve's).
 	Limits protocol.Limits
+	// Sandbox confines the sessions' commands with SandboxMode
+	// (actors.Options); nil or sandbox.Off: unconfined.
+	Sandbox     *sandbox.Sandbox
+	SandboxMode sandbox.Mode
 	// System is the actor system the runtime runs in
 	// (actors.Options.System): a cluster node's; nil makes one.
 	System *actor.ActorSystem
@@ -94,6 +101,7 @@ func NewHub(o Options) (*protocol.Hub, error) {
 				Hooks: &hooks.Runner{PreToolCallLines: cfg.Hooks.PreToolCall, PostAskLines: cfg.Hooks.PostAsk, Timeout: cfg.Hooks.Timeout, Log: log},
 				Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: backend,
 				SelfStopped: selfStopped, System: o.System,
+				Sandbox: o.Sandbox, SandboxMode: o.SandboxMode, Hidden: hiddenPaths(cfg, o.StateDir),
 			})
 		},
 	}), nil
@@ -131,4 +139,21 @@ func openStore(cfg *configs.Config, key *store.Key, stateDir string, log *slog.L
 	}
 	log.Info(fmt.Sprintf("[acp] sessions are kept in postgres (store.url), ready in %v", time.Since(start).Round(time.Millisecond)))
 	return pg, nil
+}
+
+// hiddenPaths are the paths no confined command sees: mm's state (the
+// signing key, the folder index), its config file (serve.tokens), the
+// user's mm config folder, and ~/.ssh.
+func hiddenPaths(cfg *configs.Config, stateDir string) []string {
+	var out []string
+	if stateDir != "" {
+		out = append(out, stateDir)
+	}
+	if cfg.Path != "" {
+		out = append(out, cfg.Path)
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		out = append(out, filepath.Join(home, ".ssh"), filepath.Join(home, ".config", "mm"))
+	}
+	return out
 }

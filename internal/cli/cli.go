@@ -30,6 +30,7 @@ import (
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools/skills"
 )
@@ -137,9 +138,11 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, newNode NewNo
 	defer guardProcess(log)()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	mode := sandbox.Mode(cfg.Sandbox.Mode) // unconfined unless the config says
 	conn, err := app.Start(app.Options{
 		Config: cfg, Model: model, Models: models, In: stdin, Out: stdout, Log: log,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
+		Sandbox: sandboxFor(log, mode, cfg.Sandbox.Network), SandboxMode: mode,
 	})
 	if err != nil {
 		log.Error(err.Error())
@@ -216,6 +219,23 @@ func banner(log *slog.Logger, cfg *configs.Config) {
 	for _, w := range set.Warnings {
 		log.Warn(w)
 	}
+}
+
+// sandboxFor finds how this machine confines commands when mode asks for
+// it (nil for sandbox.Off: mm -acp's default, which runs nothing to find
+// out), and says in the banner which policy is in force and how.
+func sandboxFor(log *slog.Logger, mode sandbox.Mode, network bool) *sandbox.Sandbox {
+	if mode == sandbox.Off {
+		return nil
+	}
+	sb := sandbox.Detect()
+	p := sandbox.Policy{Mode: mode, Network: network}
+	if sb.Kind() == sandbox.Unconfined {
+		log.Warn(fmt.Sprintf("sandbox: %s asked for, but commands run unconfined: %s (docs/sandbox.md)", p, sb.Why()))
+		return sb
+	}
+	log.Info(fmt.Sprintf("sandbox: %s, with %s", p, sb.Kind()))
+	return sb
 }
 
 // setGC sets the collector's target for a serving mm, unless GOGC does:

@@ -21,6 +21,7 @@ import (
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
+	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/serve"
 	"github.com/mm-agent/mm/store"
 )
@@ -97,9 +98,17 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 		node = newNode(log)
 		sys = node.System()
 	}
+	// A shared server confines its tenants' commands unless its config
+	// says otherwise: workspace-write when sandbox.mode is empty.
+	mode := sandbox.Mode(cfg.Sandbox.Mode)
+	if mode == sandbox.Off {
+		mode = sandbox.WorkspaceWrite
+	}
+	sb := sandboxFor(log, mode, cfg.Sandbox.Network)
 	hub, err = app.NewHub(app.Options{
 		Config: cfg, Model: model, Models: models, Log: log, Metrics: metrics,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(), System: sys,
+		Sandbox: sb, SandboxMode: mode,
 		Limits: protocol.Limits{SessionsPerToken: cfg.Serve.MaxSessionsPerToken, MCPPerToken: cfg.Serve.MaxMCPProcessesPerToken, DetachedIdle: cfg.Serve.DetachedIdle},
 	})
 	if err != nil {

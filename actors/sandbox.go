@@ -1,0 +1,54 @@
+package actors
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+
+	"github.com/mm-agent/mm/sandbox"
+)
+
+// policy is what the session's commands may touch (package sandbox): the
+// runtime's mode and network, the session's cwd to write, and, hidden,
+// mm's own state and config, ~/.ssh and the folder of session files in the
+// cwd (other sessions', maybe other tenants').
+func (s *session) policy() sandbox.Policy {
+	if s.rt.sandbox == nil || s.rt.sandboxMode == sandbox.Off {
+		return sandbox.Policy{}
+	}
+	hidden := slices.Clone(s.rt.hidden)
+	if dir := s.rt.cfg.Sessions.Dir; dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(s.cwd, dir)
+		}
+		hidden = append(hidden, dir)
+	}
+	return sandbox.Policy{Mode: s.rt.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: []string{s.cwd}, Hidden: hidden}
+}
+
+// confine is the tools' Confine for the session: nil when its commands are
+// not confined. On a machine that cannot confine them they run unconfined,
+// as the banner said.
+func (s *session) confine() func(*exec.Cmd) error {
+	p := s.policy()
+	if !p.Confined() || s.rt.sandbox.Kind() == sandbox.Unconfined {
+		return nil
+	}
+	sb := s.rt.sandbox
+	return func(cmd *exec.Cmd) error { return sb.Wrap(cmd, p) }
+}
+
+// logPolicy says once, when the session starts, how its commands are
+// confined.
+func (s *session) logPolicy() {
+	p := s.policy()
+	if !p.Confined() {
+		return
+	}
+	how := string(s.rt.sandbox.Kind())
+	if s.rt.sandbox.Kind() == sandbox.Unconfined {
+		how = "unconfined here: " + s.rt.sandbox.Why()
+	}
+	s.rt.log.Info(fmt.Sprintf("[acp] session %s: commands confined: %s (%s)", s.id, p, how))
+}

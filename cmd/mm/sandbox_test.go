@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/sandbox"
+)
+
+// TestServeConfinesCommands: mm serve, its sandbox.mode left empty, runs a
+// tenant's bash confined to workspace-write with bubblewrap. The command
+// writes its cwd, but not a folder beside it; it cannot read ~/.ssh, the
+// config that holds the tokens, nor the session files in its cwd (another
+// tenant's among them). The banner and the session's log say the policy.
+func TestServeConfinesCommands(t *testing.T) {
+	testwait.Short(t, "mm serve with bubblewrap")
+	if sb := sandbox.Detect(); sb.Kind() != sandbox.Bubblewrap {
+		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
+			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
+		}
+		t.Skip(sb.Why())
+	}
+	dir := t.TempDir()
+	for path, text := range map[string]string{
+		".ssh/id_ed25519":                 "PRIVATE-KEY",
+		"project/.mm/sessions/other.json": "ANOTHER-TENANTS-HISTORY",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(path)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	command := fmt.Sprintf("echo in > inside; echo out > %s; cat %s %s .mm/sessions/other.json; echo done",
+		filepath.Join(dir, "escaped"), filepath.Join(dir, ".ssh", "id_ed25519"), filepath.Join(dir, "config.yaml"))
+	script := serveScript + fmt.Sprintf("  - match: \"^confined$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", command)
+	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
+	if !strings.Contains(s.stderr.String(), "sandbox: workspace-write, network on, with bubblewrap") {
+		t.Errorf("the banner does not say the policy:\n%s", s.stderr.String())
+	}
+	ctx := testwait.Context(t)
+	w := s.wire(t)
+	project := filepath.Join(dir, "project")
+	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.ask(ctx, res.SessionId, "confined"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the confined turn: %v %v", r, err)
+	}
+	text := acptest.Text(w.rec.Updates(res.SessionId))
+	if !strings.Contains(text, "done") {
+		t.Fatalf("the command did not run to its end: %q", text)
+	}
+	for _, secret := range []string{"PRIVATE-KEY", "ANOTHER-TENANTS-HISTORY", "provider: scripted"} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the confined command read %q: %q", secret, text)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(project, "inside")); err != nil || string(b) != "in\n" {
+		t.Errorf("the cwd was not written: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "escaped")); err == nil {
+		t.Error("the command wrote outside its cwd")
+	}
+	if !strings.Contains(s.stderr.String(), "session "+string(res.SessionId)+": commands confined: workspace-write, network on (bubblewrap)") {
+		t.Errorf("the session did not log its policy:\n%s", s.stderr.String())
+	}
+}

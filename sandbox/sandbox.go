@@ -1,0 +1,226 @@
+// Package sandbox confines the commands mm starts for a session: the file
+// system they may write (and what they may not see at all), and whether
+// they reach the network. It is independent of the approval policy (yolo,
+// the permission prompts), which decides whether a command runs; the
+// sandbox decides what a running command can touch.
+//
+// On Linux, a command is confined with bubblewrap (Debian's bubblewrap,
+// found on PATH and tried once at start): a mount namespace in which the
+// file system is read-only but for the folders the policy lets it write,
+// the paths it hides are empty, and, with the network off, a network
+// namespace of its own with nothing but loopback. Where bubblewrap is
+// missing or cannot run (no user namespaces), commands run unconfined and
+// Detect says so: mm says it in its banner. macOS and Windows are
+// unconfined.
+//
+// Concurrency: a Sandbox is safe for concurrent use.
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Mode is what a confined command may write.
+type Mode string
+
+const (
+	// Off leaves commands as they are: mm -acp's default (yolo and the
+	// permission prompts guard it).
+	Off Mode = ""
+	// ReadOnly lets a command read the file system and write nothing but a
+	// private temporary folder.
+	ReadOnly Mode = "read-only"
+	// WorkspaceWrite lets it write the session's folders (its cwd and its
+	// additional directories) and a private temporary folder.
+	WorkspaceWrite Mode = "workspace-write"
+	// Full lets it write anything its user may; the network and the hidden
+	// paths still apply.
+	Full Mode = "full"
+)
+
+// Modes are the modes a session may be given, in the order a client shows
+// them.
+var Modes = []Mode{ReadOnly, WorkspaceWrite, Full}
+
+// ParseMode reads a mode's name; "" is Off.
+func ParseMode(s string) (Mode, error) {
+	m := Mode(s)
+	if m == Off || slices.Contains(Modes, m) {
+		return m, nil
+	}
+	return Off, fmt.Errorf("unknown sandbox mode %q: want read-only, workspace-write or full", s)
+}
+
+// Policy is what one session's commands may do.
+type Policy struct {
+	Mode Mode
+	// Network lets commands reach the network; off, they have loopback
+	// only, their own.
+	Network bool
+	// Writable are the folders WorkspaceWrite lets a command write: the
+	// session's cwd and additional directories. Links are followed.
+	Writable []string
+	// Hidden are paths a confined command sees empty, whatever the mode:
+	// mm's session store and state, its config, ~/.ssh, other sessions'
+	// folders. A path that does not exist is left out, and so is one that
+	// holds a writable folder (hiding it would hide that folder too).
+	Hidden []string
+}
+
+// Confined says whether p changes anything for a command.
+func (p Policy) Confined() bool {
+	return p.Mode != Off && (p.Mode != Full || !p.Network || len(p.Hidden) > 0)
+}
+
+// String says the policy in a few words, for a log line.
+func (p Policy) String() string {
+	if p.Mode == Off {
+		return "unconfined"
+	}
+	net := "network on"
+	if !p.Network {
+		net = "network off"
+	}
+	return string(p.Mode) + ", " + net
+}
+
+// Kind is how commands are confined on this machine.
+type Kind string
+
+const (
+	Bubblewrap Kind = "bubblewrap"
+	Unconfined Kind = "unconfined"
+)
+
+// Sandbox confines commands the one way this machine allows.
+type Sandbox struct {
+	kind  Kind
+	bwrap string // bubblewrap's path
+	why   string // why commands are unconfined
+}
+
+// Detect finds how commands can be confined here: bubblewrap when it is on
+// PATH and can make its namespaces, unconfined otherwise (Why says why).
+// It runs bubblewrap once (a few milliseconds).
+func Detect() *Sandbox {
+	path, err := exec.LookPath("bwrap")
+	if err != nil {
+		return &Sandbox{kind: Unconfined, why: "bubblewrap (bwrap) is not on PATH (Debian: apt-get install bubblewrap)"}
+	}
+	out, err := exec.Command(path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
+		"--die-with-parent", "--", "/bin/true").CombinedOutput()
+	if err != nil {
+		return &Sandbox{kind: Unconfined, why: fmt.Sprintf("bubblewrap cannot make its namespaces here: %s", oneLine(out, err))}
+	}
+	return &Sandbox{kind: Bubblewrap, bwrap: path}
+}
+
+// Kind is how this sandbox confines commands.
+func (s *Sandbox) Kind() Kind { return s.kind }
+
+// Why says why commands are unconfined; "" when they are not.
+func (s *Sandbox) Why() string { return s.why }
+
+// ErrUnconfined is what Wrap answers for a policy that confines when this
+// machine cannot.
+var ErrUnconfined = errors.New("commands cannot be confined here")
+
+// Wrap makes cmd run under p: its Path and Args become bubblewrap's, which
+// runs the original command in cmd.Dir. A policy that confines nothing
+// leaves cmd alone. On a machine that cannot confine, it returns an error
+// wrapping ErrUnconfined and leaves cmd alone: the caller decides whether
+// the command may run anyway.
+func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy) error {
+	if !p.Confined() {
+		return nil
+	}
+	if s.kind != Bubblewrap {
+		return fmt.Errorf("%w: %s", ErrUnconfined, s.why)
+	}
+	args := []string{s.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"}
+	if p.Mode == Full {
+		args = append(args, "--bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+	} else {
+		// The temporary folders are the command's own, empty; the
+		// session's folders are mounted again on top (they may be under
+		// /tmp), writable or not.
+		args = append(args, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp")
+		bind := "--ro-bind"
+		if p.Mode == WorkspaceWrite {
+			bind = "--bind"
+		}
+		for _, w := range resolved(p.Writable) {
+			args = append(args, bind, w, w)
+		}
+	}
+	writable := resolved(p.Writable)
+	for _, h := range resolved(p.Hidden) {
+		if slices.ContainsFunc(writable, func(w string) bool { return within(h, w) }) {
+			continue // hiding it would hide the session's own folder
+		}
+		fi, err := os.Stat(h)
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() {
+			args = append(args, "--tmpfs", h, "--remount-ro", h)
+		} else {
+			args = append(args, "--ro-bind", "/dev/null", h)
+		}
+	}
+	if !p.Network {
+		args = append(args, "--unshare-net")
+	}
+	if cmd.Dir != "" {
+		dir := cmd.Dir
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = r
+		}
+		args = append(args, "--chdir", dir)
+	}
+	args = append(args, "--", cmd.Path)
+	args = append(args, cmd.Args[1:]...)
+	cmd.Path, cmd.Args = s.bwrap, args
+	return nil
+}
+
+// resolved returns the absolute, link-free forms of paths that exist, each
+// once, parents before their children (so that a child's mount is not
+// covered by its parent's).
+func resolved(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if !filepath.IsAbs(p) {
+			continue
+		}
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	return out
+}
+
+// within says whether path is dir or inside it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+func oneLine(out []byte, err error) string {
+	s := strings.Join(strings.Fields(string(out)), " ")
+	if s == "" {
+		return err.Error()
+	}
+	return s
+}

@@ -1,0 +1,187 @@
+package sandbox
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// requireEnv, set to 1, makes a machine without a working bubblewrap fail
+// the tests that need it instead of skipping them (.ci/run installs it).
+const requireEnv = "MM_REQUIRE_BWRAP"
+
+func confining(t *testing.T) *Sandbox {
+	t.Helper()
+	s := Detect()
+	if s.Kind() == Bubblewrap {
+		return s
+	}
+	if os.Getenv(requireEnv) == "1" {
+		t.Fatalf("%s, and %s=1", s.Why(), requireEnv)
+	}
+	t.Skip(s.Why())
+	return nil
+}
+
+// outsideDir is a folder outside /tmp (which a confined command sees as
+// its own, empty), removed at the end: what a command must not write.
+func outsideDir(t *testing.T) string {
+	t.Helper()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	d, err := os.MkdirTemp(home, ".mm-sandbox-test-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// run runs script with bash in dir under p and returns its output and
+// whether it exited 0.
+func run(t *testing.T, s *Sandbox, p Policy, dir, script string) (string, bool) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = dir
+	if err := s.Wrap(cmd, p); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err == nil
+}
+
+func TestWorkspaceWrite(t *testing.T) {
+	s := confining(t)
+	cwd, outside := t.TempDir(), outsideDir(t)
+	secret := filepath.Join(outsideDir(t), "ssh")
+	if err := os.MkdirAll(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secret, "id_ed25519"), []byte("PRIVATE"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sessions := filepath.Join(cwd, ".mm", "sessions")
+	if err := os.MkdirAll(sessions, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sessions, "other.json"), []byte("HISTORY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(cwd, "out")); err != nil {
+		t.Fatal(err)
+	}
+	p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, Hidden: []string{secret, sessions}}
+
+	if out, ok := run(t, s, p, cwd, "echo kept > mine && cat mine && echo tmp > /tmp/x && cat /tmp/x"); !ok || out != "kept\ntmp\n" {
+		t.Errorf("writing the cwd and the private temp folder: %v %q", ok, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(cwd, "mine")); string(b) != "kept\n" {
+		t.Errorf("the cwd's file is not on disk: %q", b)
+	}
+	for name, script := range map[string]string{
+		"outside":          "echo x > " + filepath.Join(outside, "f"),
+		"through a link":   "echo x > out/f",
+		"/proc/self/root":  "echo x > /proc/self/root" + filepath.Join(outside, "f"),
+		"another's folder": "echo x > " + filepath.Join(secret, "f"),
+	} {
+		if out, ok := run(t, s, p, cwd, script); ok {
+			t.Errorf("%s: the write went through: %q", name, out)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("the folder outside was written: %v", entries)
+	}
+	// The cwd's parent, under /tmp, is the command's own temporary folder:
+	// a write there stays there.
+	if out, ok := run(t, s, p, cwd, "echo x > ../escaped-"+filepath.Base(cwd)); !ok {
+		t.Errorf("writing the private /tmp: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(cwd), "escaped-"+filepath.Base(cwd))); err == nil {
+		t.Error("the cwd's parent was written on disk")
+	}
+	for name, script := range map[string]string{
+		"~/.ssh":   "cat " + filepath.Join(secret, "id_ed25519"),
+		"sessions": "cat " + filepath.Join(sessions, "other.json"),
+		"listing":  "ls -A " + sessions + " " + secret,
+	} {
+		out, _ := run(t, s, p, cwd, script)
+		if strings.Contains(out, "PRIVATE") || strings.Contains(out, "HISTORY") || strings.Contains(out, "id_ed25519\n") || strings.Contains(out, "other.json\n") {
+			t.Errorf("%s: a hidden path was read: %q", name, out)
+		}
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	s := confining(t)
+	cwd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cwd, "a"), []byte("seen"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := Policy{Mode: ReadOnly, Network: true, Writable: []string{cwd}}
+	if out, ok := run(t, s, p, cwd, "cat a"); !ok || out != "seen" {
+		t.Errorf("reading the cwd: %v %q", ok, out)
+	}
+	if out, ok := run(t, s, p, cwd, "echo x > b"); ok {
+		t.Errorf("read-only wrote the cwd: %q", out)
+	}
+}
+
+func TestNetwork(t *testing.T) {
+	s := confining(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	script := "exec 3<>/dev/tcp/127.0.0.1/" + strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:") + " && echo connected"
+	_ = port
+	cwd := t.TempDir()
+	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}}, cwd, script); !ok || !strings.Contains(out, "connected") {
+		t.Errorf("with the network on: %v %q", ok, out)
+	}
+	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Network: false, Writable: []string{cwd}}, cwd, script); ok || strings.Contains(out, "connected") {
+		t.Errorf("with the network off, a TCP connection was made: %q", out)
+	}
+}
+
+func TestGitWorksInTheWorkspace(t *testing.T) {
+	s := confining(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	cwd := t.TempDir()
+	script := "git init -q && echo hi > f && git add f && git -c user.name=mm -c user.email=mm@example.com commit -qm first && git log --format=%s"
+	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Writable: []string{cwd}}, cwd, script); !ok || !strings.HasSuffix(out, "first\n") {
+		t.Errorf("git in the workspace: %v %q", ok, out)
+	}
+}
+
+func TestUnconfinedPolicy(t *testing.T) {
+	s := &Sandbox{kind: Unconfined, why: "none here"}
+	cmd := exec.Command("true")
+	path := cmd.Path
+	if err := s.Wrap(cmd, Policy{}); err != nil || cmd.Path != path {
+		t.Errorf("the off policy changed the command: %v %s", err, cmd.Path)
+	}
+	if err := s.Wrap(cmd, Policy{Mode: WorkspaceWrite}); err == nil || cmd.Path != path {
+		t.Errorf("a machine that cannot confine: %v %s", err, cmd.Path)
+	}
+	if _, err := ParseMode("rw"); err == nil {
+		t.Error("ParseMode took an unknown mode")
+	}
+}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -24,7 +25,31 @@ func (s *session) policy() sandbox.Policy {
 		}
 		hidden = append(hidden, dir)
 	}
-	return sandbox.Policy{Mode: s.rt.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: []string{s.cwd}, Hidden: hidden}
+	p := sandbox.Policy{Mode: s.rt.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: []string{s.cwd}, Hidden: hidden}
+	if s.rt.sandbox.Kind() == sandbox.Landlock {
+		p.Temp = s.temp()
+	}
+	return p
+}
+
+// temp is the session's own temporary folder, made on first use and
+// removed when the session stops: under Landlock, /tmp is shared, and a
+// confined command writes here instead ("" if it cannot be made).
+func (s *session) temp() string {
+	if s.tempDir == "" {
+		if d, err := os.MkdirTemp("", "mm-session-"); err == nil {
+			s.tempDir = d
+		}
+	}
+	return s.tempDir
+}
+
+// removeTemp removes the session's temporary folder, off the actor.
+func (s *session) removeTemp() {
+	if d := s.tempDir; d != "" {
+		s.tempDir = ""
+		s.rt.goWork(func() { _ = os.RemoveAll(d) })
+	}
 }
 
 // confine is the tools' Confine for the session: nil when its commands are
@@ -47,8 +72,11 @@ func (s *session) logPolicy() {
 		return
 	}
 	how := string(s.rt.sandbox.Kind())
-	if s.rt.sandbox.Kind() == sandbox.Unconfined {
+	switch s.rt.sandbox.Kind() {
+	case sandbox.Unconfined:
 		how = "unconfined here: " + s.rt.sandbox.Why()
+	case sandbox.Landlock:
+		how = "landlock: no path is hidden"
 	}
 	s.rt.log.Info(fmt.Sprintf("[acp] session %s: commands confined: %s (%s)", s.id, p, how))
 }

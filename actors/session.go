@@ -62,6 +62,8 @@ type session struct {
 	// read from them (skills.go).
 	skillDirs []string
 	skills    *skills.Set
+	// tempDir is the session's temporary folder under Landlock (sandbox.go).
+	tempDir string
 	// plan is the plan the model keeps with the plan tool.
 	plan []history.PlanEntry
 	// agents are the agents ask_agent reaches, started on first use.
@@ -325,6 +327,7 @@ func (s *session) receive(ctx actor.Context, msg any) {
 // jobs, processes that left the group) is killed too.
 func (s *session) onStopping(ctx actor.Context) {
 	s.closing = true
+	defer s.removeTemp()
 	s.onCancel(ctx, &CancelTurns{UpTo: ^uint64(0)})
 	if t := s.cur; t != nil && s.held == nil {
 		s.finish(ctx, t, acp.StopReasonCancelled, "")

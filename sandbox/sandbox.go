@@ -71,6 +71,10 @@ type Policy struct {
 	// folders. A path that does not exist is left out, and so is one that
 	// holds a writable folder (hiding it would hide that folder too).
 	Hidden []string
+	// Temp is the session's own temporary folder, which Landlock lets a
+	// command write and names in TMPDIR (with bubblewrap, /tmp is the
+	// command's own anyway); "" gives it none.
+	Temp string
 }
 
 // Confined says whether p changes anything for a command.
@@ -95,6 +99,7 @@ type Kind string
 
 const (
 	Bubblewrap Kind = "bubblewrap"
+	Landlock   Kind = "landlock"
 	Unconfined Kind = "unconfined"
 )
 
@@ -102,29 +107,66 @@ const (
 type Sandbox struct {
 	kind  Kind
 	bwrap string // bubblewrap's path
-	why   string // why commands are unconfined
+	self  string // this program, Landlock's helper (Main)
+	abi   int    // the kernel's Landlock ABI
+	why   string // why commands are unconfined, or what Landlock cannot do
 }
 
 // Detect finds how commands can be confined here: bubblewrap when it is on
-// PATH and can make its namespaces, unconfined otherwise (Why says why).
-// It runs bubblewrap once (a few milliseconds).
+// PATH and can make its namespaces (it runs it once, a few milliseconds),
+// else Landlock when the kernel has it (the program must call Main first
+// thing), else unconfined; Why says why not bubblewrap.
 func Detect() *Sandbox {
+	why := bwrapMissing()
+	if why == "" {
+		path, _ := exec.LookPath("bwrap")
+		return &Sandbox{kind: Bubblewrap, bwrap: path}
+	}
+	if s := LandlockOnly(); s.kind == Landlock {
+		s.why = why
+		return s
+	}
+	return &Sandbox{kind: Unconfined, why: why + "; and the kernel has no Landlock"}
+}
+
+// bwrapMissing says why bubblewrap cannot confine commands here; "" when
+// it can.
+func bwrapMissing() string {
 	path, err := exec.LookPath("bwrap")
 	if err != nil {
-		return &Sandbox{kind: Unconfined, why: "bubblewrap (bwrap) is not on PATH (Debian: apt-get install bubblewrap)"}
+		return "bubblewrap (bwrap) is not on PATH (Debian: apt-get install bubblewrap)"
 	}
 	out, err := exec.Command(path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
 		"--die-with-parent", "--", "/bin/true").CombinedOutput()
 	if err != nil {
-		return &Sandbox{kind: Unconfined, why: fmt.Sprintf("bubblewrap cannot make its namespaces here: %s", oneLine(out, err))}
+		return "bubblewrap cannot make its namespaces here: " + oneLine(out, err)
 	}
-	return &Sandbox{kind: Bubblewrap, bwrap: path}
+	return ""
 }
+
+// LandlockOnly confines with Landlock whatever else the machine has (the
+// tests of Landlock, where bubblewrap is installed too): unconfined when
+// the kernel has no Landlock or this program cannot be found again.
+func LandlockOnly() *Sandbox {
+	abi := landlockABI()
+	if abi < 1 {
+		return &Sandbox{kind: Unconfined, why: "the kernel has no Landlock"}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return &Sandbox{kind: Unconfined, why: "Landlock: this program cannot be found again: " + err.Error()}
+	}
+	return &Sandbox{kind: Landlock, self: self, abi: abi}
+}
+
+// ABI is the kernel's Landlock ABI when Landlock confines, 0 otherwise.
+func (s *Sandbox) ABI() int { return s.abi }
 
 // Kind is how this sandbox confines commands.
 func (s *Sandbox) Kind() Kind { return s.kind }
 
-// Why says why commands are unconfined; "" when they are not.
+// Why says why commands are unconfined, or why Landlock confines them
+// rather than bubblewrap; "" with bubblewrap.
 func (s *Sandbox) Why() string { return s.why }
 
 // ErrUnconfined is what Wrap answers for a policy that confines when this
@@ -140,7 +182,10 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy) error {
 	if !p.Confined() {
 		return nil
 	}
-	if s.kind != Bubblewrap {
+	switch s.kind {
+	case Landlock:
+		return s.wrapLandlock(cmd, p)
+	case Unconfined:
 		return fmt.Errorf("%w: %s", ErrUnconfined, s.why)
 	}
 	args := []string{s.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"}

@@ -11,9 +11,13 @@ import (
 
 	"github.com/mm-agent/mm/grains"
 	"github.com/mm-agent/mm/internal/cli"
+	"github.com/mm-agent/mm/sandbox"
 )
 
 func main() {
+	// mm is also the helper that confines a command with Landlock
+	// (package sandbox): that process does nothing else.
+	sandbox.Main()
 	os.Exit(cli.Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, func(log *slog.Logger) cli.Node {
 		return grains.NewNode(log)
 	}))

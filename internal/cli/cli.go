@@ -234,6 +234,10 @@ func sandboxFor(log *slog.Logger, mode sandbox.Mode, network bool) *sandbox.Sand
 		log.Warn(fmt.Sprintf("sandbox: %s asked for, but commands run unconfined: %s (docs/sandbox.md)", p, sb.Why()))
 		return sb
 	}
+	if sb.Kind() == sandbox.Landlock {
+		log.Warn(fmt.Sprintf("sandbox: %s, with landlock (ABI %d): writes and TCP are confined, but no path is hidden (~/.ssh, other sessions' files): %s (docs/sandbox.md)", p, sb.ABI(), sb.Why()))
+		return sb
+	}
 	log.Info(fmt.Sprintf("sandbox: %s, with %s", p, sb.Kind()))
 	return sb
 }

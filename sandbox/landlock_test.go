@@ -1,0 +1,104 @@
+package sandbox
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	Main() // this test binary is Landlock's helper too
+	os.Exit(m.Run())
+}
+
+// landlocked is a Landlock sandbox, or the test skips (fails with
+// MM_REQUIRE_LANDLOCK=1) on a kernel without it.
+func landlocked(t *testing.T) *Sandbox {
+	t.Helper()
+	s := LandlockOnly()
+	if s.Kind() == Landlock {
+		t.Logf("Landlock ABI %d", s.ABI())
+		return s
+	}
+	if os.Getenv("MM_REQUIRE_LANDLOCK") == "1" {
+		t.Fatalf("%s, and MM_REQUIRE_LANDLOCK=1", s.Why())
+	}
+	t.Skipf("%s (%s, kernel %s)", s.Why(), runtime.GOOS, kernel())
+	return nil
+}
+
+func kernel() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return strings.TrimSpace(string(b))
+}
+
+func TestLandlockWorkspaceWrite(t *testing.T) {
+	s := landlocked(t)
+	cwd, outside := t.TempDir(), outsideDir(t)
+	if err := os.Symlink(outside, filepath.Join(cwd, "out")); err != nil {
+		t.Fatal(err)
+	}
+	temp := t.TempDir()
+	p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, Temp: temp}
+	if out, ok := run(t, s, p, cwd, "echo kept > mine && cat mine && echo x > /dev/null && echo t > $TMPDIR/t"); !ok || out != "kept\n" {
+		t.Errorf("writing the cwd and the session's temporary folder: %v %q", ok, out)
+	}
+	if out, ok := run(t, s, p, cwd, "echo x > /tmp/shared-"+filepath.Base(cwd)); ok {
+		t.Errorf("wrote the shared /tmp: %q", out)
+	}
+	for name, script := range map[string]string{
+		"outside":         "echo x > " + filepath.Join(outside, "f"),
+		"through a link":  "echo x > out/f",
+		"/proc/self/root": "echo x > /proc/self/root" + filepath.Join(outside, "f"),
+	} {
+		if out, ok := run(t, s, p, cwd, script); ok {
+			t.Errorf("%s: the write went through: %q", name, out)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("the folder outside was written: %v", entries)
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		script := "git init -q && echo hi > f && git add f && git -c user.name=mm -c user.email=mm@example.com commit -qm first && git log --format=%s"
+		if out, ok := run(t, s, p, cwd, script); !ok || !strings.HasSuffix(out, "first\n") {
+			t.Errorf("git in the workspace: %v %q", ok, out)
+		}
+	}
+	ro := Policy{Mode: ReadOnly, Network: true, Writable: []string{cwd}}
+	if out, ok := run(t, s, ro, cwd, "cat mine && echo x > other"); ok || !strings.Contains(out, "kept") {
+		t.Errorf("read-only: %v %q, want the cwd read and not written", ok, out)
+	}
+}
+
+func TestLandlockNetworkOff(t *testing.T) {
+	s := landlocked(t)
+	if s.ABI() < 4 {
+		t.Skipf("Landlock ABI %d has no network rules (4 does)", s.ABI())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	script := "exec 3<>/dev/tcp/127.0.0.1/" + strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:") + " && echo connected"
+	cwd := t.TempDir()
+	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}}, cwd, script); !ok || !strings.Contains(out, "connected") {
+		t.Errorf("with the network on: %v %q", ok, out)
+	}
+	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Network: false, Writable: []string{cwd}}, cwd, script); ok || strings.Contains(out, "connected") {
+		t.Errorf("with the network off, a TCP connection was made: %q", out)
+	}
+}

@@ -190,6 +190,11 @@ func (s *Session) SetModel(id string, r Reply) {
 	s.send(&SetModel{ID: id, Reply: r}, &r, closedOutcome)
 }
 
+// SetSandbox sets the session's sandbox mode; the answer is an *Outcome.
+func (s *Session) SetSandbox(mode string, r Reply) {
+	s.send(&SetSandbox{Mode: mode, Reply: r}, &r, closedOutcome)
+}
+
 // Replay sends the session's history as replay notifications, then
 // available_commands_update; the answer, an *Outcome, follows them.
 func (s *Session) Replay(r Reply) {

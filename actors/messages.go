@@ -83,13 +83,23 @@ type SetModel struct {
 	Reply Reply
 }
 
+// SetSandbox sets the session's sandbox mode (package sandbox), one no
+// wider than the runtime's; the answer is an *Outcome.
+type SetSandbox struct {
+	Mode  string
+	Reply Reply
+}
+
 // Outcome answers a session request other than a prompt: the session as
 // the request left it, or, with Err, why the request was refused (a
 // one-line reason about what the client asked).
 type Outcome struct {
-	Err        string
-	Mode       string
-	Model      string
+	Err   string
+	Mode  string
+	Model string
+	// Sandbox is the session's sandbox mode, "" when commands are not
+	// confined.
+	Sandbox    string
 	Provenance store.Provenance
 	// Messages counts the messages a replay sent.
 	Messages int

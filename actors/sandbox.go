@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/mm-agent/mm/sandbox"
 )
@@ -15,7 +16,7 @@ import (
 // mm's own state and config, ~/.ssh and the folder of session files in the
 // cwd (other sessions', maybe other tenants').
 func (s *session) policy() sandbox.Policy {
-	if s.rt.sandbox == nil || s.rt.sandboxMode == sandbox.Off {
+	if s.rt.sandbox == nil || s.sandboxMode == sandbox.Off {
 		return sandbox.Policy{}
 	}
 	hidden := slices.Clone(s.rt.hidden)
@@ -25,7 +26,7 @@ func (s *session) policy() sandbox.Policy {
 		}
 		hidden = append(hidden, dir)
 	}
-	p := sandbox.Policy{Mode: s.rt.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: []string{s.cwd}, Hidden: hidden}
+	p := sandbox.Policy{Mode: s.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: []string{s.cwd}, Hidden: hidden}
 	if s.rt.sandbox.Kind() == sandbox.Landlock {
 		p.Temp = s.temp()
 	}
@@ -80,3 +81,64 @@ func (s *session) logPolicy() {
 	}
 	s.rt.log.Info(fmt.Sprintf("[acp] session %s: commands confined: %s (%s)", s.id, p, how))
 }
+
+// onSetSandbox sets the session's sandbox mode: one of the runtime's
+// SandboxModes, so that a client narrows what its commands may touch and
+// never widens it past what the operator configured.
+func (s *session) onSetSandbox(m *SetSandbox) {
+	mode, err := sandbox.ParseMode(m.Mode)
+	if err == nil && !slices.Contains(s.rt.SandboxModes(), string(mode)) {
+		err = fmt.Errorf("sandbox mode %q is not offered here: %s", m.Mode, strings.Join(s.rt.SandboxModes(), ", "))
+	}
+	if err != nil {
+		s.answer(m.Reply, &Outcome{Err: err.Error()})
+		return
+	}
+	if mode != s.sandboxMode {
+		s.sandboxMode = mode
+		s.logPolicy()
+	}
+	s.answer(m.Reply, s.outcome())
+}
+
+// SandboxModes are the sandbox modes a session may be set to: those no
+// wider than the runtime's (read-only, then workspace-write, then full);
+// none when commands are not confined.
+func (rt *Runtime) SandboxModes() []string {
+	var out []string
+	if rt.sandbox == nil || rt.sandboxMode == sandbox.Off {
+		return nil
+	}
+	for _, m := range sandbox.Modes {
+		out = append(out, string(m))
+		if m == rt.sandboxMode {
+			break
+		}
+	}
+	return out
+}
+
+// SandboxMode is the sandbox mode sessions start with, "" when commands
+// are not confined.
+func (rt *Runtime) SandboxMode() string {
+	if rt.sandbox == nil {
+		return ""
+	}
+	return string(rt.sandboxMode)
+}
+
+// SandboxMeta is the _meta of a session's responses that says how its
+// commands are confined: the mode, the network, and how (bubblewrap,
+// landlock, or unconfined where the machine cannot); nil when they are
+// not confined.
+func (rt *Runtime) SandboxMeta(mode string) map[string]any {
+	if rt.sandbox == nil || mode == "" {
+		return nil
+	}
+	return map[string]any{SandboxKey: map[string]any{
+		"mode": mode, "network": rt.cfg.Sandbox.Network, "with": string(rt.sandbox.Kind()),
+	}}
+}
+
+// SandboxKey is the _meta key of a session's sandbox policy.
+const SandboxKey = "mm.sandbox"

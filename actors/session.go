@@ -13,6 +13,7 @@ import (
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/lsp"
 	"github.com/mm-agent/mm/mcpclient"
+	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools/skills"
 )
@@ -64,6 +65,9 @@ type session struct {
 	skills    *skills.Set
 	// tempDir is the session's temporary folder under Landlock (sandbox.go).
 	tempDir string
+	// sandboxMode is the session's sandbox mode: the runtime's, or one no
+	// wider set over ACP (sandbox.go).
+	sandboxMode sandbox.Mode
 	// plan is the plan the model keeps with the plan tool.
 	plan []history.PlanEntry
 	// agents are the agents ask_agent reaches, started on first use.
@@ -138,23 +142,24 @@ type heldReply struct {
 
 func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	s := &session{
-		rt:      rt,
-		id:      st.ID,
-		owner:   st.Owner,
-		cwd:     st.Cwd,
-		roots:   st.Roots,
-		created: st.Created,
-		prov:    st.Provenance,
-		rev:     st.Rev,
-		mode:    st.Mode,
-		modelID: st.Model,
-		history: st.History,
-		usage:   usageFromStore(st.Usage),
-		budget:  newBudget(streamBudget),
-		plan:    st.Plan,
-		final:   final,
-		out:     st.Out,
-		client:  st.Client,
+		rt:          rt,
+		id:          st.ID,
+		owner:       st.Owner,
+		cwd:         st.Cwd,
+		roots:       st.Roots,
+		created:     st.Created,
+		prov:        st.Provenance,
+		rev:         st.Rev,
+		sandboxMode: rt.sandboxMode,
+		mode:        st.Mode,
+		modelID:     st.Model,
+		history:     st.History,
+		usage:       usageFromStore(st.Usage),
+		budget:      newBudget(streamBudget),
+		plan:        st.Plan,
+		final:       final,
+		out:         st.Out,
+		client:      st.Client,
 	}
 	if s.out == nil {
 		s.out = rt.out
@@ -294,6 +299,8 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		s.onSetMode(ctx, m)
 	case *SetModel:
 		s.onSetModel(ctx, m)
+	case *SetSandbox:
+		s.onSetSandbox(m)
 	case *mcpChanged:
 		s.onMCPChanged()
 	case *mcpWarning:

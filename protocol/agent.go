@@ -165,9 +165,9 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 		c.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) from the editor)", id, cwd, len(p.McpServers)))
 		return id, acp.NewSessionResponse{
 			SessionId:     acp.SessionId(id),
-			Meta:          provenanceMeta(store.Provenance{SessionID: id, Kind: "root"}),
+			Meta:          c.sessionMeta(store.Provenance{SessionID: id, Kind: "root"}, rt.SandboxMode()),
 			Modes:         modes(rt.DefaultMode()),
-			ConfigOptions: c.configOptions("default"),
+			ConfigOptions: c.configOptions("default", rt.SandboxMode()),
 		}, nil
 	})
 }

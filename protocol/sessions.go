@@ -59,12 +59,12 @@ func modes(current string) *acp.SessionModeState {
 }
 
 // configOptions is the model selector.
-func (c *Caller) configOptions(current string) []acp.SessionConfigOption {
+func (c *Caller) configOptions(current, sandbox string) []acp.SessionConfigOption {
 	var opts acp.SessionConfigSelectOptionsUngrouped
 	for _, m := range c.runtime().Models() {
 		opts = append(opts, acp.SessionConfigSelectOption{Value: acp.SessionConfigValueId(m.ID), Name: m.Name})
 	}
-	return []acp.SessionConfigOption{{Select: &acp.SessionConfigOptionSelect{
+	out := []acp.SessionConfigOption{{Select: &acp.SessionConfigOptionSelect{
 		Id:           "model",
 		Name:         "Model",
 		Category:     acp.Ptr(acp.SessionConfigOptionCategoryModel),
@@ -72,6 +72,38 @@ func (c *Caller) configOptions(current string) []acp.SessionConfigOption {
 		Options:      acp.SessionConfigSelectOptions{Ungrouped: &opts},
 		Type:         "select",
 	}}}
+	if modes := c.runtime().SandboxModes(); sandbox != "" && len(modes) > 0 {
+		var sb acp.SessionConfigSelectOptionsUngrouped
+		for _, m := range modes {
+			sb = append(sb, acp.SessionConfigSelectOption{Value: acp.SessionConfigValueId(m), Name: m, Description: acp.Ptr(sandboxWords[m])})
+		}
+		out = append(out, acp.SessionConfigOption{Select: &acp.SessionConfigOptionSelect{
+			Id:           "sandbox",
+			Name:         "Sandbox",
+			Description:  acp.Ptr("What the commands the agent runs may touch, whatever the mode"),
+			CurrentValue: acp.SessionConfigValueId(sandbox),
+			Options:      acp.SessionConfigSelectOptions{Ungrouped: &sb},
+			Type:         "select",
+		}})
+	}
+	return out
+}
+
+// sandboxWords describe the sandbox modes to the user (docs/sandbox.md).
+var sandboxWords = map[string]string{
+	"read-only":       "Commands read, and write nothing but their own /tmp",
+	"workspace-write": "Commands write the session's folder and their own /tmp",
+	"full":            "Commands write whatever mm's user may; hidden paths and the network switch still apply",
+}
+
+// sessionMeta is the _meta of a session's response: its provenance and,
+// when its commands are confined, its sandbox (actors.SandboxKey).
+func (c *Caller) sessionMeta(p store.Provenance, sandbox string) map[string]any {
+	meta := provenanceMeta(p)
+	for k, v := range c.runtime().SandboxMeta(sandbox) {
+		meta[k] = v
+	}
+	return meta
 }
 
 // errShuttingDown refuses sessions once the connection is closing.
@@ -300,9 +332,16 @@ func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequ
 		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	if v.ConfigId != "model" {
-		c.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(v.ConfigId), "error": "unknown option (model)"}))
-		return
+	switch {
+	case v.ConfigId == "model":
+		s.SetModel(string(v.Value), r)
+	case v.ConfigId == "sandbox" && len(c.runtime().SandboxModes()) > 0:
+		s.SetSandbox(string(v.Value), r)
+	default:
+		known := "model"
+		if len(c.runtime().SandboxModes()) > 0 {
+			known = "model, sandbox"
+		}
+		c.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(v.ConfigId), "error": "unknown option (" + known + ")"}))
 	}
-	s.SetModel(string(v.Value), r)
 }

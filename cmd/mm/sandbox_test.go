@@ -75,3 +75,68 @@ func TestServeConfinesCommands(t *testing.T) {
 		t.Errorf("the session did not log its policy:\n%s", s.stderr.String())
 	}
 }
+
+// TestServeSandboxOption: the session's sandbox is a config option over
+// ACP, with the modes no wider than the server's (read-only and
+// workspace-write by default), its policy in the response's _meta. Set to
+// read-only mid-session, the next command cannot write the cwd; set back,
+// it can; full, which the server does not offer, is refused.
+func TestServeSandboxOption(t *testing.T) {
+	testwait.Short(t, "mm serve with bubblewrap")
+	if sb := sandbox.Detect(); sb.Kind() != sandbox.Bubblewrap {
+		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
+			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
+		}
+		t.Skip(sb.Why())
+	}
+	script := serveScript + "  - match: \"^write$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: \"echo x > written && echo wrote\"}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n"
+	dir := t.TempDir()
+	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
+	ctx := testwait.Context(t)
+	w := s.wire(t)
+	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opt *acp.SessionConfigOptionSelect
+	for _, o := range res.ConfigOptions {
+		if o.Select != nil && o.Select.Id == "sandbox" {
+			opt = o.Select
+		}
+	}
+	if opt == nil || opt.CurrentValue != "workspace-write" || opt.Options.Ungrouped == nil || len(*opt.Options.Ungrouped) != 2 {
+		t.Fatalf("session/new's sandbox option: %+v", opt)
+	}
+	meta, _ := res.Meta["mm.sandbox"].(map[string]any)
+	if meta["mode"] != "workspace-write" || meta["network"] != true || meta["with"] != "bubblewrap" {
+		t.Errorf("session/new's _meta: %v", res.Meta)
+	}
+	set := func(v string) error {
+		_, err := w.SetSessionConfigOption(ctx, acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{
+			SessionId: res.SessionId, ConfigId: "sandbox", Value: acp.SessionConfigValueId(v)}})
+		return err
+	}
+	wrote := func() bool {
+		t.Helper()
+		before := len(w.rec.Updates(res.SessionId))
+		if r, err := w.ask(ctx, res.SessionId, "write"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+			t.Fatalf("write: %v %v", r, err)
+		}
+		return strings.Contains(acptest.Text(w.rec.Updates(res.SessionId)[before:]), "bash said: wrote")
+	}
+	if err := set("read-only"); err != nil {
+		t.Fatal(err)
+	}
+	if wrote() {
+		t.Error("a read-only session's command wrote its cwd")
+	}
+	if err := set("workspace-write"); err != nil {
+		t.Fatal(err)
+	}
+	if !wrote() {
+		t.Error("a workspace-write session's command could not write its cwd")
+	}
+	if err := set("full"); err == nil || !strings.Contains(err.Error(), "not offered here") {
+		t.Errorf("full on a server that does not offer it: %v", err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/mm-agent/mm/sandbox"
 )
 
 // confined are the tools whose Locations are files mm itself opens for
@@ -14,13 +16,56 @@ var confined = map[string]bool{"read_file": true, "write_file": true, "edit_file
 // confine refuses a call of a confined tool that touches a path outside
 // env.Roots, links followed: with an error the model reads.
 func (env Env) confine(c *Call) error {
-	if len(env.Roots) == 0 || c.Tool == nil || !confined[c.Tool.Name()] {
+	if c.Tool == nil || !confined[c.Tool.Name()] {
 		return nil
 	}
 	for _, p := range c.Locations {
 		if !env.Within(p) {
 			return fmt.Errorf("[outside the folders this server serves (serve.roots: %s): %s]", strings.Join(env.Roots, ", "), p)
 		}
+		if err := env.inSandbox(p, c.Mutating || c.Effect != ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inSandbox refuses what the session's sandbox policy would refuse its
+// commands (package sandbox): a hidden path, and, for a call that writes,
+// anything in read-only and anything outside the session's folders in
+// workspace-write. mm's own tools obey it as bash does.
+func (env Env) inSandbox(path string, writes bool) error {
+	p := env.Sandbox
+	if !p.Confined() {
+		return nil
+	}
+	real := RealPath(path)
+	inWritable := func(dir string) bool {
+		for _, w := range p.Writable {
+			if Inside(RealPath(w), RealPath(dir)) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, h := range p.Hidden {
+		if Inside(real, RealPath(h)) && !inWritable(h) {
+			return fmt.Errorf("[outside the sandbox: %s is hidden from this session's tools]", path)
+		}
+	}
+	if !writes {
+		return nil
+	}
+	switch p.Mode {
+	case sandbox.ReadOnly:
+		return fmt.Errorf("[outside the sandbox: the session is read-only and writes nothing: %s]", path)
+	case sandbox.WorkspaceWrite:
+		for _, w := range p.Writable {
+			if Inside(real, RealPath(w)) {
+				return nil
+			}
+		}
+		return fmt.Errorf("[outside the sandbox: workspace-write lets the session write only in %s: %s]", strings.Join(p.Writable, ", "), path)
 	}
 	return nil
 }

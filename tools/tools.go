@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mm-agent/mm/history"
+	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/tools/fetch"
 	"github.com/mm-agent/mm/tools/skills"
 )
@@ -68,6 +69,9 @@ type Env struct {
 	// LSP are the session's language servers; nil when none is
 	// configured.
 	LSP LSP
+	// Sandbox is the session's sandbox policy, which mm's own file tools
+	// obey as its commands do (roots.go); the zero policy confines nothing.
+	Sandbox sandbox.Policy
 	// Confine, when set, makes a command a tool starts for the session (bash)
 	// run in the session's sandbox (package sandbox); an error is why it
 	// cannot, and the command does not run.

@@ -54,9 +54,9 @@ func (s *session) startMCP(ctx actor.Context, servers []mcpclient.Server) {
 		return
 	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	s.mcp = mcpclient.Connect(servers, s.cwd, s.id, s.rt.log,
+	s.mcp = mcpclient.ConnectConfined(servers, s.cwd, s.id, s.rt.log,
 		func() { root.Send(self, &mcpChanged{}) },
-		func(w string) { root.Send(self, &mcpWarning{Text: w}) })
+		func(w string) { root.Send(self, &mcpWarning{Text: w}) }, s.confine())
 }
 
 func (s *session) onMCPChanged() {

@@ -180,10 +180,15 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	s.skillDirs = rt.skillDirs(s.cwd)
 	s.skills = skills.Load(s.skillDirs)
 	if len(rt.cfg.LSP.Servers) > 0 {
-		s.lsp = lsp.NewClient(lsp.Config{Servers: rt.cfg.LSP.Servers, Timeout: rt.cfg.LSP.Timeout}, s.cwd, s.id, rt.log)
+		s.lsp = lsp.NewClient(lsp.Config{Servers: rt.cfg.LSP.Servers, Timeout: rt.cfg.LSP.Timeout, Confine: s.confine()}, s.cwd, s.id, rt.log)
 	}
 	if len(rt.cfg.Agents) > 0 {
-		s.agents = agents.NewPool(rt.agentConfigs(), s.cwd, s.id, rt.log)
+		cfgs := rt.agentConfigs()
+		confine := s.confine()
+		for i := range cfgs {
+			cfgs[i].Confine = confine
+		}
+		s.agents = agents.NewPool(cfgs, s.cwd, s.id, rt.log)
 	}
 	if s.created.IsZero() {
 		s.created = time.Now()

@@ -43,6 +43,10 @@ type Config struct {
 	Command string
 	Args    []string
 	Env     map[string]string
+	// Confine, when set, confines the agent's command before it starts
+	// (the asking session's sandbox, package sandbox): an asked agent is
+	// another program the session starts, confined as its bash is.
+	Confine func(*exec.Cmd) error
 }
 
 // Relay answers the asked agent's requests to its client.
@@ -85,6 +89,11 @@ func Start(ctx context.Context, cfg Config, cwd, sessionID string, log *slog.Log
 	cmd.Env = append(os.Environ(), procs.SessionEnv(sessionID))
 	for k, v := range cfg.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if cfg.Confine != nil {
+		if err := cfg.Confine(cmd); err != nil {
+			return nil, err
+		}
 	}
 	group := procs.NewGroup(cmd)
 	stderr := &logWriter{log: log, prefix: "[ask " + cfg.Name + "] "}

@@ -10,11 +10,34 @@ import (
 	"time"
 
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/sandbox"
 )
 
 // TestGopls runs definition and hover against the real gopls, when it is
 // installed, on a module made for the test.
-func TestGopls(t *testing.T) {
+func TestGopls(t *testing.T) { goplsAnswers(t, nil) }
+
+// TestGoplsConfined is TestGopls with gopls confined by bubblewrap to the
+// module's folder (workspace-write), as a session's sandbox confines it.
+func TestGoplsConfined(t *testing.T) {
+	sb := sandbox.Detect()
+	if sb.Kind() != sandbox.Bubblewrap {
+		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
+			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
+		}
+		t.Skip(sb.Why())
+	}
+	var dir string
+	goplsAnswers(t, func(cmd *exec.Cmd) error {
+		dir = cmd.Dir
+		return sb.Wrap(cmd, sandbox.Policy{Mode: sandbox.WorkspaceWrite, Network: true, Writable: []string{cmd.Dir}})
+	})
+	if dir == "" {
+		t.Error("gopls was not confined")
+	}
+}
+
+func goplsAnswers(t *testing.T, confine func(*exec.Cmd) error) {
 	testwait.Short(t, "the test against gopls, which loads a module first")
 	gopls, err := exec.LookPath("gopls")
 	if err != nil {
@@ -44,7 +67,7 @@ func main() {
 			t.Fatal(err)
 		}
 	}
-	c := NewClient(Config{Servers: Servers{"go": gopls}, Timeout: 5 * time.Minute}, dir, "gopls-test", nil)
+	c := NewClient(Config{Servers: Servers{"go": gopls}, Timeout: 5 * time.Minute, Confine: confine}, dir, "gopls-test", nil)
 	defer c.Close()
 	// gopls loads the module before it answers; the bound is for a stuck
 	// server, not a measure of speed.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,6 +24,9 @@ type Config struct {
 	// It also bounds each write to a server: one that reads nothing of it
 	// for that long has stopped reading, and is stopped.
 	Timeout time.Duration
+	// Confine, when set, confines each server's command before it starts
+	// (the session's sandbox, package sandbox).
+	Confine func(*exec.Cmd) error
 }
 
 // DefaultTimeout is lsp.timeout's default.
@@ -138,6 +142,7 @@ type Client struct {
 	cwd       string
 	sessionID string
 	log       *slog.Logger
+	confine   func(*exec.Cmd) error // Config.Confine
 
 	// closing is cancelled by Close, which stops every call in flight and
 	// every server start; stop is its cancel function.
@@ -182,6 +187,7 @@ func NewClient(cfg Config, cwd, sessionID string, log *slog.Logger) *Client {
 		cwd:       cwd,
 		sessionID: sessionID,
 		log:       log,
+		confine:   cfg.Confine,
 		closing:   ctx,
 		stop:      cancel,
 		slots:     map[string]*slot{},

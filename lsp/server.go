@@ -108,6 +108,11 @@ func (c *Client) start(s *slot) (*server, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = c.cwd
 	cmd.Env = append(os.Environ(), procs.SessionEnv(c.sessionID))
+	if c.confine != nil {
+		if err := c.confine(cmd); err != nil {
+			return nil, failed(err.Error())
+		}
+	}
 	// Its own group, so that killing the group takes the helpers it spawns.
 	group := procs.NewGroup(cmd)
 	// The pipes are made here rather than by exec: exec would close the

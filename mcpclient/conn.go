@@ -161,6 +161,11 @@ func (c *conn) transport(cwd, sessionID string) (mcp.Transport, error) {
 		cmd := exec.Command(c.srv.Command, c.srv.Args...)
 		cmd.Dir = cwd
 		cmd.Env = c.env(sessionID)
+		if c.s.confine != nil {
+			if err := c.s.confine(cmd); err != nil {
+				return nil, err
+			}
+		}
 		// A group of its own lets Close kill what the server leaves behind,
 		// and keeps signals meant for mm's group off the server.
 		c.group = procs.NewGroup(cmd)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os/exec"
 	"reflect"
 	"runtime/debug"
 	"slices"
@@ -92,7 +93,10 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
 // Sessions holds the MCP connections of one ACP session.
 type Sessions struct {
-	log       *slog.Logger
+	log *slog.Logger
+	// confine, when set, confines each stdio server's command
+	// (ConnectConfined).
+	confine   func(*exec.Cmd) error
 	onChange  func()
 	onWarning func(string)
 
@@ -122,6 +126,13 @@ type route struct {
 
 // Connect starts connecting to every server in the background and returns at once. onChange is called (from any goroutine, never while a lock of this package is held) whenever the set of available tools changes (a server listed its tools, a server's tool list changed, a server died); onWarning with one line per problem ("MCP server \"fs\" did not start: exec: \"nope\": executable file not found in $PATH", "MCP server \"fs\" stopped: …").
 func Connect(servers []Server, cwd, sessionID string, log *slog.Logger, onChange func(), onWarning func(string)) *Sessions {
+	return ConnectConfined(servers, cwd, sessionID, log, onChange, onWarning, nil)
+}
+
+// ConnectConfined is Connect with each stdio server's command confined by
+// confine (the session's sandbox, package sandbox) before it starts; a
+// confine error fails that server, saying why. nil confines nothing.
+func ConnectConfined(servers []Server, cwd, sessionID string, log *slog.Logger, onChange func(), onWarning func(string), confine func(*exec.Cmd) error) *Sessions {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -136,6 +147,7 @@ func Connect(servers []Server, cwd, sessionID string, log *slog.Logger, onChange
 		log:       log,
 		onChange:  onChange,
 		onWarning: onWarning,
+		confine:   confine,
 		ctx:       ctx,
 		cancel:    cancel,
 		byName:    map[string]route{},

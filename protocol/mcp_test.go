@@ -13,8 +13,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/sandbox"
 )
 
 // The test binary is also an MCP stdio server, written with the official
@@ -196,5 +198,36 @@ func TestMCPPermissions(t *testing.T) {
 	e.ask(res.SessionId, "echo")
 	if p := e.conn.Client.Permissions(); len(p) != 1 || !strings.HasPrefix(*p[0].ToolCall.Title, "alpha: ") {
 		t.Fatalf("permission requests: %+v", p)
+	}
+}
+
+// TestMCPServerConfined: with the session's commands confined
+// (workspace-write, bubblewrap), an MCP stdio server the editor names runs
+// in the sandbox too, and still works: its tool answers, and the process id
+// it gives is the sandbox's own (its PID namespace numbers from 1).
+func TestMCPServerConfined(t *testing.T) {
+	sb := sandbox.Detect()
+	if sb.Kind() != sandbox.Bubblewrap {
+		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
+			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
+		}
+		t.Skip(sb.Why())
+	}
+	e := newEnvWith(t, mcpScript(t.TempDir()), nil, func(o *app.Options) { o.Sandbox, o.SandboxMode = sb, sandbox.WorkspaceWrite })
+	res, err := e.conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: []acp.McpServer{mcpServer("alpha")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTools(t, e, res.SessionId, "mcp__alpha__echo")
+	e.ask(res.SessionId, "echo")
+	if text := acptest.Text(e.conn.Client.Updates(res.SessionId)); !strings.Contains(text, "model read: alpha says hi") {
+		t.Fatalf("the confined server's tool: %q", text)
+	}
+	e.conn.Client.Reset()
+	e.ask(res.SessionId, "pid")
+	text := acptest.Text(e.conn.Client.Updates(res.SessionId))
+	var pid int
+	if _, err := fmt.Sscanf(text[strings.Index(text, "pid ")+4:], "%d", &pid); err != nil || pid > 10 {
+		t.Errorf("the server's pid is %d (%q): not the sandbox's own", pid, text)
 	}
 }

@@ -113,6 +113,13 @@ func scriptServer(t *testing.T, script string) (*llmtest.Server, llm.Model) {
 // its own, so that a write "outside the cwd" stays in the test's temp dir.
 func newEnvScript(t *testing.T, script string, edit func(*configs.Config)) *env {
 	t.Helper()
+	return newEnvWith(t, script, edit, nil)
+}
+
+// newEnvWith is newEnvScript with more changed, when set, in the options
+// the agent starts with (a sandbox).
+func newEnvWith(t *testing.T, script string, edit func(*configs.Config), more func(*app.Options)) *env {
+	t.Helper()
 	srv, _ := scriptServer(t, script)
 	cfg := configs.Default()
 	cfg.Model.BaseURL = srv.URL()
@@ -130,7 +137,11 @@ func newEnvScript(t *testing.T, script string, edit func(*configs.Config)) *env 
 	}
 	// The user's state directory (the folder index, the session key) is
 	// the test's, never the user's.
-	conn, err := acptest.InProcessWith(app.Options{Config: cfg, Model: model, StateDir: t.TempDir()})
+	opts := app.Options{Config: cfg, Model: model, StateDir: t.TempDir()}
+	if more != nil {
+		more(&opts)
+	}
+	conn, err := acptest.InProcessWith(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

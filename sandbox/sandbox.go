@@ -203,6 +203,11 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy) error {
 		for _, w := range resolved(p.Writable) {
 			args = append(args, bind, w, w)
 		}
+		// A program that lives in a temporary folder (a test binary, a
+		// tool just built there) is still there to run.
+		if exe := resolved([]string{cmd.Path}); len(exe) == 1 && (within("/tmp", exe[0]) || within("/var/tmp", exe[0])) {
+			args = append(args, "--ro-bind", exe[0], exe[0])
+		}
 	}
 	writable := resolved(p.Writable)
 	for _, h := range resolved(p.Hidden) {

@@ -6,13 +6,13 @@ import (
 )
 
 // BenchmarkBashTrue is one `bash -c true` as mm's bash tool starts it,
-// unconfined and under workspace-write with bubblewrap: what confinement
-// adds to each command.
+// unconfined and under workspace-write with bubblewrap and with Landlock
+// (through this test binary as the helper): what confinement adds to each
+// command.
 func BenchmarkBashTrue(b *testing.B) {
 	cwd := b.TempDir()
-	run := func(b *testing.B, p Policy) {
-		s := Detect()
-		if p.Confined() && s.Kind() != Bubblewrap {
+	run := func(b *testing.B, p Policy, s *Sandbox, want Kind) {
+		if p.Confined() && s.Kind() != want {
 			b.Skip(s.Why())
 		}
 		for b.Loop() {
@@ -26,11 +26,12 @@ func BenchmarkBashTrue(b *testing.B) {
 			}
 		}
 	}
-	b.Run("unconfined", func(b *testing.B) { run(b, Policy{}) })
-	b.Run("bubblewrap", func(b *testing.B) {
-		run(b, Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}})
-	})
-	b.Run("bubblewrap-network-off", func(b *testing.B) {
-		run(b, Policy{Mode: WorkspaceWrite, Network: false, Writable: []string{cwd}})
-	})
+	ws := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}}
+	off := ws
+	off.Network = false
+	b.Run("unconfined", func(b *testing.B) { run(b, Policy{}, Detect(), Unconfined) })
+	b.Run("bubblewrap", func(b *testing.B) { run(b, ws, Detect(), Bubblewrap) })
+	b.Run("bubblewrap-network-off", func(b *testing.B) { run(b, off, Detect(), Bubblewrap) })
+	b.Run("landlock", func(b *testing.B) { run(b, ws, LandlockOnly(), Landlock) })
+	b.Run("landlock-network-off", func(b *testing.B) { run(b, off, LandlockOnly(), Landlock) })
 }

@@ -72,6 +72,10 @@ type Options struct {
 	Sandbox     *sandbox.Sandbox
 	SandboxMode sandbox.Mode
 	Hidden      []string
+	// OthersFolders lists the folders of the live sessions of owners other
+	// than owner: a confined command sees them empty (a tenant's commands
+	// never see another tenant's folders); nil: none.
+	OthersFolders func(owner string) []string
 	// SelfStopped, when set, is called when a session's actor stops, so
 	// that the edge forgets it: once it has stopped, whoever stopped it
 	// (the cluster deactivating a grain included), and, when it stops by
@@ -116,6 +120,7 @@ type Runtime struct {
 	sandbox     *sandbox.Sandbox
 	sandboxMode sandbox.Mode
 	hidden      []string
+	others      func(owner string) []string
 	// selfStopped is Options.SelfStopped.
 	selfStopped func(*Session)
 
@@ -170,7 +175,7 @@ func NewRuntime(o Options) *Runtime {
 		rt.client = nobody{}
 	}
 	rt.store, rt.selfStopped = o.Store, o.SelfStopped
-	rt.sandbox, rt.sandboxMode, rt.hidden = o.Sandbox, o.SandboxMode, o.Hidden
+	rt.sandbox, rt.sandboxMode, rt.hidden, rt.others = o.Sandbox, o.SandboxMode, o.Hidden, o.OthersFolders
 	if rt.store == nil {
 		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil)
 	}

@@ -20,6 +20,11 @@ func (s *session) policy() sandbox.Policy {
 		return sandbox.Policy{}
 	}
 	hidden := slices.Clone(s.rt.hidden)
+	if s.rt.others != nil && s.owner != "" {
+		// Another tenant's folders; one that holds this session's cwd is
+		// left out by the sandbox (it would hide the cwd too).
+		hidden = append(hidden, s.rt.others(s.owner)...)
+	}
 	if dir := s.rt.cfg.Sessions.Dir; dir != "" {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(s.cwd, dir)

@@ -74,8 +74,9 @@ type HubOptions struct {
 	// Store keeps the sessions; the hub closes it at Shutdown.
 	Store store.Backend
 	// Runtime makes the actor runtime, on a goroutine of the hub's;
-	// selfStopped is to be its actors.Options.SelfStopped.
-	Runtime func(selfStopped func(*actors.Session)) *actors.Runtime
+	// selfStopped is to be its actors.Options.SelfStopped, and others its
+	// OthersFolders.
+	Runtime func(selfStopped func(*actors.Session), others func(owner string) []string) *actors.Runtime
 	// Limits bound what one token holds on a shared hub (mm serve).
 	Limits Limits
 	// DeferRuntime starts the runtime only once initialize is answered, or
@@ -116,7 +117,7 @@ func NewHub(o HubOptions) *Hub {
 	}
 	h.beginFunc = func() {
 		go func() {
-			h.rt = o.Runtime(h.forget)
+			h.rt = o.Runtime(h.forget, h.sessions.CwdsNotOf)
 			close(h.ready)
 		}()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/sandbox"
+	"github.com/mm-agent/mm/serve/servetest"
 )
 
 // TestServeConfinesCommands: mm serve, its sandbox.mode left empty, runs a
@@ -138,5 +139,84 @@ func TestServeSandboxOption(t *testing.T) {
 	}
 	if err := set("full"); err == nil || !strings.Contains(err.Error(), "not offered here") {
 		t.Errorf("full on a server that does not offer it: %v", err)
+	}
+}
+
+// TestServeTenantsDoNotSeeEachOther: two tokens of one mm serve, each with
+// a session in a folder of its own under serve.roots. Bob's confined bash
+// and his read_file see nothing of Alice's folder while her session is
+// live; Alice's own command reads it.
+func TestServeTenantsDoNotSeeEachOther(t *testing.T) {
+	testwait.Short(t, "mm serve with bubblewrap")
+	if sb := sandbox.Detect(); sb.Kind() != sandbox.Bubblewrap {
+		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
+			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
+		}
+		t.Skip(sb.Why())
+	}
+	// Outside /tmp, which a confined command sees as its own and empty
+	// anyway: the folders must be hidden by name.
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	dir, err := os.MkdirTemp(home, ".mm-tenants-test-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	alicesDir, bobsDir := filepath.Join(dir, "alice"), filepath.Join(dir, "bob")
+	for _, d := range []string{alicesDir, bobsDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(alicesDir, "plans.txt")
+	if err := os.WriteFile(secret, []byte("ALICES-PLANS"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := serveScript + fmt.Sprintf("  - match: \"^peek$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", "cat "+secret+"; ls -A "+alicesDir+"; echo looked") +
+		fmt.Sprintf("  - match: \"^read$\"\n    steps:\n      - toolCalls: [{name: read_file, args: {path: %q}}]\n      - {text: \"read: {{last_tool_output}}\"}\n", secret)
+	tokens := "serve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\n    - {name: bob, token: bob-token-0123456789ab}\n"
+	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, tokens)
+	ctx := testwait.Context(t)
+	dial := func(token string) *wireClient {
+		ws, _, err := servetest.DialWebSocket(ctx, s.ws, token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := acptest.NewClient()
+		conn := acptest.Dial(rec, ws, ws)
+		t.Cleanup(func() { _ = ws.Close() })
+		if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+			t.Fatal(err)
+		}
+		return &wireClient{Conn: conn, rec: rec}
+	}
+	session := func(w *wireClient, cwd string) acp.SessionId {
+		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.SessionId
+	}
+	said := func(w *wireClient, sid acp.SessionId, prompt string) string {
+		t.Helper()
+		before := len(w.rec.Updates(sid))
+		if r, err := w.ask(ctx, sid, prompt); err != nil || r.StopReason != acp.StopReasonEndTurn {
+			t.Fatalf("%s: %v %v", prompt, r, err)
+		}
+		return acptest.Text(w.rec.Updates(sid)[before:])
+	}
+	alice, bob := dial("alice-token-0123456789"), dial("bob-token-0123456789ab")
+	a, b := session(alice, alicesDir), session(bob, bobsDir)
+	if text := said(bob, b, "peek"); strings.Contains(text, "ALICES-PLANS") || strings.Contains(text, "plans.txt\n") || !strings.Contains(text, "looked") {
+		t.Errorf("bob's command saw alice's folder: %q", text)
+	}
+	if text := said(bob, b, "read"); strings.Contains(text, "ALICES-PLANS") || !strings.Contains(text, "outside the sandbox") {
+		t.Errorf("bob's read_file of alice's file: %q", text)
+	}
+	if text := said(alice, a, "peek"); !strings.Contains(text, "ALICES-PLANS") {
+		t.Errorf("alice's command could not read her own folder: %q", text)
 	}
 }

@@ -1,13 +1,12 @@
 package sandbox
 
 import (
-	"runtime"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
-
 )
 
 // helperArg, as a program's first argument, makes Main apply a Landlock

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/sandbox"
+	"github.com/mm-agent/mm/sandbox/sandboxtest"
 )
 
 // TestGopls runs definition and hover against the real gopls, when it is
@@ -20,13 +21,7 @@ func TestGopls(t *testing.T) { goplsAnswers(t, nil) }
 // TestGoplsConfined is TestGopls with gopls confined by bubblewrap to the
 // module's folder (workspace-write), as a session's sandbox confines it.
 func TestGoplsConfined(t *testing.T) {
-	sb := sandbox.Detect()
-	if sb.Kind() != sandbox.Bubblewrap {
-		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
-			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
-		}
-		t.Skip(sb.Why())
-	}
+	sb := sandboxtest.Bubblewrap(t)
 	var dir string
 	goplsAnswers(t, func(cmd *exec.Cmd) error {
 		dir = cmd.Dir

@@ -17,6 +17,7 @@ import (
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/sandbox"
+	"github.com/mm-agent/mm/sandbox/sandboxtest"
 )
 
 // The test binary is also an MCP stdio server, written with the official
@@ -206,13 +207,7 @@ func TestMCPPermissions(t *testing.T) {
 // in the sandbox too, and still works: its tool answers, and the process id
 // it gives is the sandbox's own (its PID namespace numbers from 1).
 func TestMCPServerConfined(t *testing.T) {
-	sb := sandbox.Detect()
-	if sb.Kind() != sandbox.Bubblewrap {
-		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
-			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
-		}
-		t.Skip(sb.Why())
-	}
+	sb := sandboxtest.Bubblewrap(t)
 	e := newEnvWith(t, mcpScript(t.TempDir()), nil, func(o *app.Options) { o.Sandbox, o.SandboxMode = sb, sandbox.WorkspaceWrite })
 	res, err := e.conn.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: []acp.McpServer{mcpServer("alpha")}})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/sandbox"
+	"github.com/mm-agent/mm/sandbox/sandboxtest"
 )
 
 // TestConfinedBashStreamsAndCancels: a bash command confined by bubblewrap
@@ -20,13 +21,7 @@ import (
 // left its group with setsid included (it is in the command's PID
 // namespace).
 func TestConfinedBashStreamsAndCancels(t *testing.T) {
-	sb := sandbox.Detect()
-	if sb.Kind() != sandbox.Bubblewrap {
-		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
-			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
-		}
-		t.Skip(sb.Why())
-	}
+	sb := sandboxtest.Bubblewrap(t)
 	dir := t.TempDir()
 	marker := fmt.Sprintf("1000.%d", time.Now().UnixNano()%100000)
 	var mu sync.Mutex

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
-	"github.com/mm-agent/mm/sandbox"
+	"github.com/mm-agent/mm/sandbox/sandboxtest"
 	"github.com/mm-agent/mm/serve/servetest"
 )
 
@@ -22,12 +22,7 @@ import (
 // tenant's among them). The banner and the session's log say the policy.
 func TestServeConfinesCommands(t *testing.T) {
 	testwait.Short(t, "mm serve with bubblewrap")
-	if sb := sandbox.Detect(); sb.Kind() != sandbox.Bubblewrap {
-		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
-			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
-		}
-		t.Skip(sb.Why())
-	}
+	sandboxtest.Bubblewrap(t)
 	dir := t.TempDir()
 	for path, text := range map[string]string{
 		".ssh/id_ed25519":                 "PRIVATE-KEY",
@@ -84,12 +79,7 @@ func TestServeConfinesCommands(t *testing.T) {
 // it can; full, which the server does not offer, is refused.
 func TestServeSandboxOption(t *testing.T) {
 	testwait.Short(t, "mm serve with bubblewrap")
-	if sb := sandbox.Detect(); sb.Kind() != sandbox.Bubblewrap {
-		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
-			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
-		}
-		t.Skip(sb.Why())
-	}
+	sandboxtest.Bubblewrap(t)
 	script := serveScript + "  - match: \"^write$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: \"echo x > written && echo wrote\"}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n"
 	dir := t.TempDir()
 	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
@@ -148,12 +138,7 @@ func TestServeSandboxOption(t *testing.T) {
 // live; Alice's own command reads it.
 func TestServeTenantsDoNotSeeEachOther(t *testing.T) {
 	testwait.Short(t, "mm serve with bubblewrap")
-	if sb := sandbox.Detect(); sb.Kind() != sandbox.Bubblewrap {
-		if os.Getenv("MM_REQUIRE_BWRAP") == "1" {
-			t.Fatalf("%s, and MM_REQUIRE_BWRAP=1", sb.Why())
-		}
-		t.Skip(sb.Why())
-	}
+	sandboxtest.Bubblewrap(t)
 	// Outside /tmp, which a confined command sees as its own and empty
 	// anyway: the folders must be hidden by name.
 	home, err := os.UserHomeDir()

@@ -32,10 +32,29 @@ func (s *session) policy() sandbox.Policy {
 		hidden = append(hidden, dir)
 	}
 	p := sandbox.Policy{Mode: s.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: []string{s.cwd}, Hidden: hidden}
+	if p.Mode == sandbox.WorkspaceWrite {
+		p.ReadOnly = sensitiveIn(s.cwd, s.rt.cfg.Tools.Sensitive)
+	}
 	if s.rt.sandbox.Kind() == sandbox.Landlock {
 		p.Temp = s.temp()
 	}
 	return p
+}
+
+// sensitiveIn are the paths at the top of dir that tools.sensitive names
+// (.env, keys, the folder of ".ssh/**"): a confined command reads them and
+// cannot change them. Patterns that name a deeper path are not looked for.
+func sensitiveIn(dir string, patterns []string) []string {
+	var out []string
+	for _, p := range patterns {
+		p = strings.TrimSuffix(p, "/**")
+		if strings.Contains(p, "/") || p == "" {
+			continue
+		}
+		m, _ := filepath.Glob(filepath.Join(dir, p))
+		out = append(out, m...)
+	}
+	return out
 }
 
 // temp is the session's own temporary folder, made on first use and

@@ -71,6 +71,10 @@ type Policy struct {
 	// folders. A path that does not exist is left out, and so is one that
 	// holds a writable folder (hiding it would hide that folder too).
 	Hidden []string
+	// ReadOnly are paths inside the writable folders that a command may
+	// read but not change (tools.sensitive's matches: .env, keys);
+	// bubblewrap only (Landlock cannot narrow a writable folder).
+	ReadOnly []string
 	// Temp is the session's own temporary folder, which Landlock lets a
 	// command write and names in TMPDIR (with bubblewrap, /tmp is the
 	// command's own anyway); "" gives it none.
@@ -202,6 +206,11 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy) error {
 		}
 		for _, w := range resolved(p.Writable) {
 			args = append(args, bind, w, w)
+		}
+		if p.Mode == WorkspaceWrite {
+			for _, r := range resolved(p.ReadOnly) {
+				args = append(args, "--ro-bind", r, r)
+			}
 		}
 		// A program that lives in a temporary folder (a test binary, a
 		// tool just built there) is still there to run.

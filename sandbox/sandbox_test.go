@@ -185,3 +185,22 @@ func TestUnconfinedPolicy(t *testing.T) {
 		t.Error("ParseMode took an unknown mode")
 	}
 }
+
+func TestReadOnlyInsideTheWorkspace(t *testing.T) {
+	s := confining(t)
+	cwd := t.TempDir()
+	env := filepath.Join(cwd, ".env")
+	if err := os.WriteFile(env, []byte("TOKEN=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, ReadOnly: []string{env}}
+	if out, ok := run(t, s, p, cwd, "cat .env && echo changed > .env"); ok || !strings.Contains(out, "TOKEN=1") {
+		t.Errorf("the protected file: %v %q, want it read and not written", ok, out)
+	}
+	if b, _ := os.ReadFile(env); string(b) != "TOKEN=1\n" {
+		t.Errorf("the protected file changed: %q", b)
+	}
+	if out, ok := run(t, s, p, cwd, "echo x > other && cat other"); !ok || out != "x\n" {
+		t.Errorf("the rest of the workspace: %v %q", ok, out)
+	}
+}

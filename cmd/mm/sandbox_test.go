@@ -27,6 +27,7 @@ func TestServeConfinesCommands(t *testing.T) {
 	for path, text := range map[string]string{
 		".ssh/id_ed25519":                 "PRIVATE-KEY",
 		"project/.mm/sessions/other.json": "ANOTHER-TENANTS-HISTORY",
+		"project/.env":                    "TOKEN=kept\n",
 	} {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(path)), 0o700); err != nil {
 			t.Fatal(err)
@@ -35,7 +36,7 @@ func TestServeConfinesCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	command := fmt.Sprintf("echo in > inside; echo out > %s; cat %s %s .mm/sessions/other.json; echo done",
+	command := fmt.Sprintf("echo in > inside; echo changed > .env; echo out > %s; cat %s %s .mm/sessions/other.json; echo done",
 		filepath.Join(dir, "escaped"), filepath.Join(dir, ".ssh", "id_ed25519"), filepath.Join(dir, "config.yaml"))
 	script := serveScript + fmt.Sprintf("  - match: \"^confined$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", command)
 	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
@@ -63,6 +64,9 @@ func TestServeConfinesCommands(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(project, "inside")); err != nil || string(b) != "in\n" {
 		t.Errorf("the cwd was not written: %q %v", b, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(project, ".env")); string(b) != "TOKEN=kept\n" {
+		t.Errorf("a tools.sensitive file in the cwd was changed: %q", b)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "escaped")); err == nil {
 		t.Error("the command wrote outside its cwd")

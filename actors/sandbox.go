@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +12,9 @@ import (
 	"github.com/mm-agent/mm/sandbox"
 )
 
-// policy is what the session's commands may touch (package sandbox): the
+// policy is what the session's commands may touch (package sandbox), as
+// plain data: it is made in the actor, which opens no file for it (Wrap
+// looks at the disk when a command starts, on the tool's goroutine). The
 // runtime's mode and network, the session's cwd to write, and, hidden,
 // mm's own state and config, ~/.ssh and the folder of session files in the
 // cwd (other sessions', maybe other tenants').
@@ -33,40 +36,22 @@ func (s *session) policy() sandbox.Policy {
 	}
 	p := sandbox.Policy{Mode: s.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: []string{s.cwd}, Hidden: hidden}
 	if p.Mode == sandbox.WorkspaceWrite {
-		p.ReadOnly = sensitiveIn(s.cwd, s.rt.cfg.Tools.Sensitive)
+		p.Protected = s.rt.cfg.Tools.Sensitive
 	}
 	if s.rt.sandbox.Kind() == sandbox.Landlock {
-		p.Temp = s.temp()
+		p.Temp = s.tempDir
 	}
 	return p
 }
 
-// sensitiveIn are the paths at the top of dir that tools.sensitive names
-// (.env, keys, the folder of ".ssh/**"): a confined command reads them and
-// cannot change them. Patterns that name a deeper path are not looked for.
-func sensitiveIn(dir string, patterns []string) []string {
-	var out []string
-	for _, p := range patterns {
-		p = strings.TrimSuffix(p, "/**")
-		if strings.Contains(p, "/") || p == "" {
-			continue
-		}
-		m, _ := filepath.Glob(filepath.Join(dir, p))
-		out = append(out, m...)
+// landlockTemp names a session's own temporary folder when Landlock
+// confines its commands ("" otherwise): unguessable, under the system's
+// temporary folder, made by the first command (sandbox.Policy.Temp).
+func landlockTemp(rt *Runtime) string {
+	if rt.sandbox == nil || rt.sandbox.Kind() != sandbox.Landlock {
+		return ""
 	}
-	return out
-}
-
-// temp is the session's own temporary folder, made on first use and
-// removed when the session stops: under Landlock, /tmp is shared, and a
-// confined command writes here instead ("" if it cannot be made).
-func (s *session) temp() string {
-	if s.tempDir == "" {
-		if d, err := os.MkdirTemp("", "mm-session-"); err == nil {
-			s.tempDir = d
-		}
-	}
-	return s.tempDir
+	return filepath.Join(os.TempDir(), "mm-session-"+rand.Text())
 }
 
 // removeTemp removes the session's temporary folder, off the actor.

@@ -151,6 +151,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		prov:        st.Provenance,
 		rev:         st.Rev,
 		sandboxMode: rt.sandboxMode,
+		tempDir:     landlockTemp(rt),
 		mode:        st.Mode,
 		modelID:     st.Model,
 		history:     st.History,

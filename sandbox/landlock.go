@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -47,6 +49,11 @@ func Main() {
 
 // wrapLandlock makes cmd run through this program as Landlock's helper.
 func (s *Sandbox) wrapLandlock(cmd *exec.Cmd, p Policy) error {
+	if p.Temp != "" {
+		if err := os.Mkdir(p.Temp, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("the session's temporary folder: %w", err)
+		}
+	}
 	data, err := json.Marshal(p)
 	if err != nil {
 		return err

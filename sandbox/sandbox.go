@@ -71,13 +71,14 @@ type Policy struct {
 	// folders. A path that does not exist is left out, and so is one that
 	// holds a writable folder (hiding it would hide that folder too).
 	Hidden []string
-	// ReadOnly are paths inside the writable folders that a command may
-	// read but not change (tools.sensitive's matches: .env, keys);
+	// Protected are patterns (tools.sensitive's: ".env", "*.pem",
+	// ".ssh/**") whose matches at the top of each writable folder a command
+	// may read but not change; Wrap looks for them when the command starts.
 	// bubblewrap only (Landlock cannot narrow a writable folder).
-	ReadOnly []string
+	Protected []string
 	// Temp is the session's own temporary folder, which Landlock lets a
-	// command write and names in TMPDIR (with bubblewrap, /tmp is the
-	// command's own anyway); "" gives it none.
+	// command write and names in TMPDIR, made (0700) when the command starts
+	// (with bubblewrap, /tmp is the command's own anyway); "" gives it none.
 	Temp string
 }
 
@@ -208,7 +209,7 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy) error {
 			args = append(args, bind, w, w)
 		}
 		if p.Mode == WorkspaceWrite {
-			for _, r := range resolved(p.ReadOnly) {
+			for _, r := range resolved(protected(p.Writable, p.Protected)) {
 				args = append(args, "--ro-bind", r, r)
 			}
 		}
@@ -267,6 +268,24 @@ func resolved(paths []string) []string {
 		}
 	}
 	slices.SortFunc(out, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	return out
+}
+
+// protected are the paths at the top of the folders dirs that patterns
+// name (a pattern's matches there, and the folder of a "name/**" one).
+// Patterns that name a deeper path are not looked for.
+func protected(dirs, patterns []string) []string {
+	var out []string
+	for _, d := range dirs {
+		for _, p := range patterns {
+			p = strings.TrimSuffix(p, "/**")
+			if p == "" || strings.Contains(p, "/") {
+				continue
+			}
+			m, _ := filepath.Glob(filepath.Join(d, p))
+			out = append(out, m...)
+		}
+	}
 	return out
 }
 

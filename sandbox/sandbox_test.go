@@ -193,7 +193,7 @@ func TestReadOnlyInsideTheWorkspace(t *testing.T) {
 	if err := os.WriteFile(env, []byte("TOKEN=1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, ReadOnly: []string{env}}
+	p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, Protected: []string{".env", "*.pem"}}
 	if out, ok := run(t, s, p, cwd, "cat .env && echo changed > .env"); ok || !strings.Contains(out, "TOKEN=1") {
 		t.Errorf("the protected file: %v %q, want it read and not written", ok, out)
 	}

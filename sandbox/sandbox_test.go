@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -131,8 +132,12 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
-func TestNetwork(t *testing.T) {
-	s := confining(t)
+func TestNetwork(t *testing.T) { networkSwitch(t, confining(t)) }
+
+// networkSwitch checks that a command under s reaches a TCP listener of
+// the test's with the network on, and not with it off.
+func networkSwitch(t *testing.T, s *Sandbox) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -147,9 +152,7 @@ func TestNetwork(t *testing.T) {
 			c.Close()
 		}
 	}()
-	port := ln.Addr().(*net.TCPAddr).Port
-	script := "exec 3<>/dev/tcp/127.0.0.1/" + strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:") + " && echo connected"
-	_ = port
+	script := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", ln.Addr().(*net.TCPAddr).Port)
 	cwd := t.TempDir()
 	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}}, cwd, script); !ok || !strings.Contains(out, "connected") {
 		t.Errorf("with the network on: %v %q", ok, out)

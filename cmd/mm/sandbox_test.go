@@ -12,7 +12,6 @@ import (
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/sandbox/sandboxtest"
-	"github.com/mm-agent/mm/serve/servetest"
 )
 
 // TestServeConfinesCommands: mm serve, its sandbox.mode left empty, runs a
@@ -169,27 +168,14 @@ func TestServeTenantsDoNotSeeEachOther(t *testing.T) {
 	tokens := "serve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\n    - {name: bob, token: bob-token-0123456789ab}\n"
 	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, tokens)
 	ctx := testwait.Context(t)
-	dial := func(token string) *wireClient {
-		ws, _, err := servetest.DialWebSocket(ctx, s.ws, token, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := acptest.NewClient()
-		conn := acptest.Dial(rec, ws, ws)
-		t.Cleanup(func() { _ = ws.Close() })
-		if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-			t.Fatal(err)
-		}
-		return &wireClient{Conn: conn, rec: rec}
-	}
-	session := func(w *wireClient, cwd string) acp.SessionId {
+	session := func(w *serveClient, cwd string) acp.SessionId {
 		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.SessionId
 	}
-	said := func(w *wireClient, sid acp.SessionId, prompt string) string {
+	said := func(w *serveClient, sid acp.SessionId, prompt string) string {
 		t.Helper()
 		before := len(w.rec.Updates(sid))
 		if r, err := w.ask(ctx, sid, prompt); err != nil || r.StopReason != acp.StopReasonEndTurn {
@@ -197,7 +183,7 @@ func TestServeTenantsDoNotSeeEachOther(t *testing.T) {
 		}
 		return acptest.Text(w.rec.Updates(sid)[before:])
 	}
-	alice, bob := dial("alice-token-0123456789"), dial("bob-token-0123456789ab")
+	alice, bob := dialAs(t, s, "alice-token-0123456789"), dialAs(t, s, "bob-token-0123456789ab")
 	a, b := session(alice, alicesDir), session(bob, bobsDir)
 	if text := said(bob, b, "peek"); strings.Contains(text, "ALICES-PLANS") || strings.Contains(text, "plans.txt\n") || !strings.Contains(text, "looked") {
 		t.Errorf("bob's command saw alice's folder: %q", text)

@@ -208,6 +208,23 @@ type serveClient struct {
 	stream servetest.Stream
 }
 
+// dialAs connects to s over WebSocket with token, initialized.
+func dialAs(t *testing.T, s *served, token string) *serveClient {
+	t.Helper()
+	ctx := testwait.Context(t)
+	ws, _, err := servetest.DialWebSocket(ctx, s.ws, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := acptest.NewClient()
+	conn := acptest.Dial(rec, ws, ws)
+	t.Cleanup(func() { _ = ws.Close() })
+	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	return &serveClient{Conn: conn, served: s, rec: rec, stream: ws}
+}
+
 // dial connects over transport ("websocket" or "http") with the test's
 // token.
 func (s *served) dial(t *testing.T, transport string) *serveClient {
@@ -649,19 +666,7 @@ func TestServeRuntimeMetrics(t *testing.T) {
 func TestServeTokensAndRoots(t *testing.T) {
 	s := startServe(t, "sessions:\n  enabled: true\nserve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\n    - {name: bob, token: bob-token-0123456789ab}\n")
 	ctx := testwait.Context(t)
-	dial := func(token string) *serveClient {
-		ws, _, err := servetest.DialWebSocket(ctx, s.ws, token, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := acptest.NewClient()
-		conn := acptest.Dial(rec, ws, ws)
-		t.Cleanup(func() { _ = ws.Close() })
-		if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-			t.Fatal(err)
-		}
-		return &serveClient{Conn: conn, served: s, rec: rec, stream: ws}
-	}
+	dial := func(token string) *serveClient { return dialAs(t, s, token) }
 	alice := dial("alice-token-0123456789")
 	cwd := s.project(t)
 	sess, err := alice.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})

@@ -15,7 +15,9 @@
 //     cancels that stream;
 //   - the tool worker (toolworker.go), one per tool call, whose goroutine
 //     prepares the call, asks permission when it must, and runs it;
-//   - the session's persistence (persist.go), compression (compact.go),
+//   - the session's persistence (persist.go), its check that it still
+//     holds the session before a turn (holds.go), its sandbox policy
+//     (sandbox.go), compression (compact.go),
 //     slash commands (commands.go), replay (replay.go) and prompt text
 //     (prompt.go);
 //   - the dispatcher (dispatcher.go) that runs every mailbox of a Runtime.

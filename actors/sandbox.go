@@ -37,6 +37,9 @@ func (s *session) policy() sandbox.Policy {
 	p := sandbox.Policy{Mode: s.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: []string{s.cwd}, Hidden: hidden}
 	if p.Mode == sandbox.WorkspaceWrite {
 		p.Protected = s.rt.cfg.Tools.Sensitive
+		if s.rt.cfg.Sandbox.ProtectGit {
+			p.Protected = append(slices.Clip(p.Protected), ".git/**")
+		}
 	}
 	if s.rt.sandbox.Kind() == sandbox.Landlock {
 		p.Temp = s.tempDir
@@ -86,7 +89,7 @@ func (s *session) logPolicy() {
 	case sandbox.Unconfined:
 		how = "unconfined here: " + s.rt.sandbox.Why()
 	case sandbox.Landlock:
-		how = "landlock: no path is hidden"
+		how = "landlock: what the session's folders hold is not hidden"
 	}
 	s.rt.log.Info(fmt.Sprintf("[acp] session %s: commands confined: %s (%s)", s.id, p, how))
 }

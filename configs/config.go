@@ -218,6 +218,12 @@ type Tools struct {
 type Sandbox struct {
 	Mode    string `yaml:"mode"`
 	Network bool   `yaml:"network"`
+	// ProtectGit keeps the .git folder at the top of a session's cwd
+	// read-only in workspace-write (the agent cannot commit).
+	ProtectGit bool `yaml:"protectGit"`
+	// With is how commands are confined: "" the best this machine has,
+	// "bubblewrap" or "landlock" (mm refuses to start without it).
+	With string `yaml:"with"`
 }
 
 // Serve configures `mm serve`: where it listens, who may connect, and the

@@ -27,6 +27,11 @@ func (c *Config) validate() error {
 	default:
 		return bad("sandbox.mode", fmt.Sprintf("unknown mode %q (read-only, workspace-write, full, or empty: unconfined)", c.Sandbox.Mode))
 	}
+	switch c.Sandbox.With {
+	case "", "bubblewrap", "landlock":
+	default:
+		return bad("sandbox.with", fmt.Sprintf("unknown way %q (bubblewrap, landlock, or empty: the best this machine has)", c.Sandbox.With))
+	}
 	if c.ACP.MaxLineBytes < 1<<10 {
 		return bad("acp.maxLineBytes", "must be at least 1KiB")
 	}

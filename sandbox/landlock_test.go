@@ -80,3 +80,38 @@ func TestLandlockNetworkOff(t *testing.T) {
 	}
 	networkSwitch(t, s)
 }
+
+// TestLandlockHides: a hidden path's files cannot be read, nor written in
+// full, while the rest of its folder can.
+func TestLandlockHides(t *testing.T) {
+	s := landlocked(t)
+	home := outsideDir(t)
+	secret := filepath.Join(home, "ssh")
+	if err := os.MkdirAll(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{filepath.Join(secret, "id_ed25519"): "PRIVATE", filepath.Join(home, "notes"): "PUBLIC"} {
+		if err := os.WriteFile(name, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A link to the hidden folder beside it leads nowhere either.
+	if err := os.Symlink(secret, filepath.Join(home, "link")); err != nil {
+		t.Fatal(err)
+	}
+	cwd := t.TempDir()
+	for _, mode := range []Mode{WorkspaceWrite, Full} {
+		p := Policy{Mode: mode, Network: true, Writable: []string{cwd}, Hidden: []string{secret}, Temp: filepath.Join(t.TempDir(), "tmp")}
+		out, _ := run(t, s, p, cwd, "cat "+filepath.Join(home, "notes")+"; echo; cat "+filepath.Join(secret, "id_ed25519")+" "+filepath.Join(home, "link", "id_ed25519")+"; ls "+secret+"; echo x > "+filepath.Join(secret, "new"))
+		if strings.Contains(out, "PRIVATE") || strings.Contains(out, "id_ed25519\n") || !strings.Contains(out, "PUBLIC") {
+			t.Errorf("%s: want the folder's other file read and the hidden one not: %q", mode, out)
+		}
+		if _, err := os.Stat(filepath.Join(secret, "new")); err == nil {
+			t.Errorf("%s: the hidden folder was written", mode)
+		}
+	}
+	p := Policy{Mode: Full, Network: true, Hidden: []string{secret}}
+	if out, ok := run(t, s, p, cwd, "echo x > "+filepath.Join(home, "notes")+" && cat "+filepath.Join(home, "notes")); !ok || out != "x\n" {
+		t.Errorf("full: the rest is writable: %v %q", ok, out)
+	}
+}

@@ -134,6 +134,29 @@ func Detect() *Sandbox {
 	return &Sandbox{kind: Unconfined, why: why + "; and the kernel has no Landlock"}
 }
 
+// DetectWith is Detect held to one way when way names one ("bubblewrap" or
+// "landlock"): an error says why that way cannot confine here. "" is
+// Detect.
+func DetectWith(way string) (*Sandbox, error) {
+	switch Kind(way) {
+	case "":
+		return Detect(), nil
+	case Bubblewrap:
+		if why := bwrapMissing(); why != "" {
+			return nil, errors.New(why)
+		}
+		path, _ := exec.LookPath("bwrap")
+		return &Sandbox{kind: Bubblewrap, bwrap: path}, nil
+	case Landlock:
+		if s := LandlockOnly(); s.kind != Landlock {
+			return nil, errors.New(s.why)
+		} else {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown way to confine commands %q: want bubblewrap or landlock", way)
+}
+
 // bwrapMissing says why bubblewrap cannot confine commands here; "" when
 // it can.
 func bwrapMissing() string {

@@ -172,6 +172,15 @@ func TestGitWorksInTheWorkspace(t *testing.T) {
 	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Writable: []string{cwd}}, cwd, script); !ok || !strings.HasSuffix(out, "first\n") {
 		t.Errorf("git in the workspace: %v %q", ok, out)
 	}
+	// sandbox.protectGit: the work tree is still writable, .git is not.
+	guarded := Policy{Mode: WorkspaceWrite, Writable: []string{cwd}, Protected: []string{".env", ".git/**"}}
+	commit := "echo more >> f && git -c user.name=mm -c user.email=mm@example.com commit -qam second"
+	if out, ok := run(t, s, guarded, cwd, commit); ok {
+		t.Errorf("a commit went through a protected .git: %q", out)
+	}
+	if out, _ := run(t, s, guarded, cwd, "git log --format=%s && cat f"); out != "first\nhi\nmore\n" {
+		t.Errorf("after the refused commit: %q, want one commit and the file changed", out)
+	}
 }
 
 func TestUnconfinedPolicy(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -63,8 +65,9 @@ func fsRights(abi int) uint64 {
 }
 
 // restrict applies p to the calling thread with Landlock: everything
-// readable, writable only what the mode lets (the session's folders, its
-// temporary folder, the null devices), and with the network off (ABI 4 and
+// readable but the hidden paths (readAllBut), writable only what the mode
+// lets (the session's folders, its temporary folder, the null devices;
+// everything not hidden in Full), and with the network off (ABI 4 and
 // later), no TCP connection nor bind. The thread can gain no privilege
 // after it (no_new_privs), as Landlock requires.
 func restrict(p Policy) error {
@@ -86,14 +89,21 @@ func restrict(p Policy) error {
 		return fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}
 	defer unix.Close(int(fd))
-	allow := func(path string, rights uint64) error {
-		pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	allow := func(path string, rights uint64, follow bool) error {
+		flags := unix.O_PATH | unix.O_CLOEXEC
+		if !follow {
+			flags |= unix.O_NOFOLLOW
+		}
+		pfd, err := unix.Open(path, flags, 0)
 		if err != nil {
 			return nil // a path that is not there grants nothing
 		}
 		defer unix.Close(pfd)
 		var st unix.Stat_t
-		if unix.Fstat(pfd, &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if err := unix.Fstat(pfd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return nil // a link grants nothing: its target has its own rule
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			rights &= fsFile
 		}
 		rule := pathBeneath{allowed: rights & all, fd: int32(pfd)}
@@ -106,17 +116,19 @@ func restrict(p Policy) error {
 	switch p.Mode {
 	case WorkspaceWrite:
 		write = append(write, resolved(p.Writable)...)
-	case Full:
-		write = append(write, "/")
 	}
 	if p.Temp != "" && p.Mode != Full {
 		write = append(write, p.Temp)
 	}
-	if err := allow("/", fsRead); err != nil {
+	base := uint64(fsRead)
+	if p.Mode == Full {
+		base = all // everything, but for the hidden paths
+	}
+	if err := readAllBut("/", hiddenFrom(p), base, allow); err != nil {
 		return err
 	}
 	for _, w := range write {
-		if err := allow(w, all); err != nil {
+		if err := allow(w, all, true); err != nil {
 			return err
 		}
 	}
@@ -131,6 +143,52 @@ func restrict(p Policy) error {
 		// session's own.
 		for _, k := range []string{"TMPDIR", "TMP", "TEMP"} {
 			os.Setenv(k, p.Temp)
+		}
+	}
+	return nil
+}
+
+// hiddenFrom are the paths p hides that Landlock can hide, link-free: not
+// one inside a writable folder (the folder's rule grants it), nor one that
+// holds a writable folder (hiding it would hide that folder too).
+func hiddenFrom(p Policy) []string {
+	var writable []string
+	if p.Mode == WorkspaceWrite {
+		writable = resolved(p.Writable)
+	}
+	var out []string
+	for _, h := range resolved(p.Hidden) {
+		if !slices.ContainsFunc(writable, func(w string) bool { return within(h, w) || within(w, h) }) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// readAllBut grants rights (reading, or all of them in Full) to everything
+// beneath dir but the hidden paths:
+// a folder that holds none is granted whole; one that holds some is not
+// granted itself (Landlock's rules reach everything beneath them), but
+// each of its entries is, that way, one by one. So a command cannot list
+// a folder that holds a hidden path, but reads the rest of it.
+func readAllBut(dir string, hidden []string, rights uint64, allow func(string, uint64, bool) error) error {
+	holds := false
+	for _, h := range hidden {
+		if h == dir {
+			return nil
+		}
+		holds = holds || within(dir, h)
+	}
+	if !holds {
+		return allow(dir, rights, false)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // an unreadable folder grants nothing
+	}
+	for _, e := range entries {
+		if err := readAllBut(filepath.Join(dir, e.Name()), hidden, rights, allow); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -61,9 +61,13 @@ func (env Env) inSandbox(path string, writes bool) error {
 		return fmt.Errorf("[outside the sandbox: the session is read-only and writes nothing: %s]", path)
 	case sandbox.WorkspaceWrite:
 		for _, w := range p.Writable {
-			if Inside(real, RealPath(w)) {
-				return nil
+			if !Inside(real, RealPath(w)) {
+				continue
 			}
+			if protected, _ := NewSensitive(p.Protected); len(p.Protected) > 0 && protected.Match(w, path) {
+				return fmt.Errorf("[outside the sandbox: workspace-write keeps %s read-only (tools.sensitive, sandbox.protectGit)]", path)
+			}
+			return nil
 		}
 		return fmt.Errorf("[outside the sandbox: workspace-write lets the session write only in %s: %s]", strings.Join(p.Writable, ", "), path)
 	}

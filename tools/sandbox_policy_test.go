@@ -30,6 +30,12 @@ func TestFileToolsObeyTheSandbox(t *testing.T) {
 	ws := Env{Cwd: cwd, Sandbox: policy}
 	ro := ws
 	ro.Sandbox.Mode = sandbox.ReadOnly
+	// tools.sensitive's matches, at any depth, and .git with
+	// sandbox.protectGit, stay read-only in workspace-write.
+	mustWrite(t, filepath.Join(cwd, "svc", ".env"), "TOKEN=1\n")
+	mustWrite(t, filepath.Join(cwd, ".git", "config"), "[core]\n")
+	guarded := ws
+	guarded.Sandbox.Protected = []string{".env", "*.pem", ".git/**"}
 	cases := []struct {
 		env        Env
 		tool, args string
@@ -44,6 +50,12 @@ func TestFileToolsObeyTheSandbox(t *testing.T) {
 		{ws, "write_file", fmt.Sprintf(`{"path":%q,"content":"x"}`, filepath.Join(beside, "made.txt")), "workspace-write lets the session write only in"},
 		{ws, "edit_file", fmt.Sprintf(`{"path":%q,"old_text":"beside","new_text":"mine"}`, filepath.Join(beside, "b.txt")), "workspace-write lets the session write only in"},
 		{ws, "fetch_content", fmt.Sprintf(`{"url":"http://127.0.0.1:1/","output":%q}`, filepath.Join(beside, "page.md")), "workspace-write lets the session write only in"},
+		{guarded, "write_file", `{"path":"svc/.env","content":"TOKEN=2"}`, "keeps"},
+		{guarded, "write_file", `{"path":"site.pem","content":"x"}`, "keeps"},
+		{guarded, "edit_file", `{"path":".git/config","old_text":"core","new_text":"x"}`, "keeps"},
+		{guarded, "read_file", `{"path":"svc/.env"}`, ""},
+		{guarded, "write_file", `{"path":"gitignore.txt","content":"x"}`, ""},
+		{ws, "write_file", `{"path":".git/description","content":"x"}`, ""},
 		{ro, "read_file", `{"path":"in.txt"}`, ""},
 		{ro, "write_file", `{"path":"ro.txt","content":"x"}`, "the session is read-only"},
 		{ro, "edit_file", `{"path":"in.txt","old_text":"inside","new_text":"mine"}`, "the session is read-only"},

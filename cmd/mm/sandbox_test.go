@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/sandbox/sandboxtest"
 )
 
@@ -18,7 +20,8 @@ import (
 // tenant's bash confined to workspace-write with bubblewrap. The command
 // writes its cwd, but not a folder beside it; it cannot read ~/.ssh, the
 // config that holds the tokens, nor the session files in its cwd (another
-// tenant's among them). The banner and the session's log say the policy.
+// tenant's among them); with sandbox.protectGit, it cannot change .git.
+// The banner and the session's log say the policy.
 func TestServeConfinesCommands(t *testing.T) {
 	testwait.Short(t, "mm serve with bubblewrap")
 	sandboxtest.Bubblewrap(t)
@@ -27,6 +30,7 @@ func TestServeConfinesCommands(t *testing.T) {
 		".ssh/id_ed25519":                 "PRIVATE-KEY",
 		"project/.mm/sessions/other.json": "ANOTHER-TENANTS-HISTORY",
 		"project/.env":                    "TOKEN=kept\n",
+		"project/.git/HEAD":               "ref: refs/heads/main\n",
 	} {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(path)), 0o700); err != nil {
 			t.Fatal(err)
@@ -35,10 +39,10 @@ func TestServeConfinesCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	command := fmt.Sprintf("echo in > inside; echo changed > .env; echo out > %s; cat %s %s .mm/sessions/other.json; echo done",
+	command := fmt.Sprintf("echo in > inside; echo changed > .env; echo changed > .git/HEAD; echo out > %s; cat %s %s .mm/sessions/other.json; echo done",
 		filepath.Join(dir, "escaped"), filepath.Join(dir, ".ssh", "id_ed25519"), filepath.Join(dir, "config.yaml"))
 	script := serveScript + fmt.Sprintf("  - match: \"^confined$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", command)
-	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
+	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, "sandbox:\n  protectGit: true\n", "MM_SERVE_TOKEN="+serveToken)
 	if !strings.Contains(s.stderr.String(), "sandbox: workspace-write, network on, with bubblewrap") {
 		t.Errorf("the banner does not say the policy:\n%s", s.stderr.String())
 	}
@@ -66,6 +70,9 @@ func TestServeConfinesCommands(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(project, ".env")); string(b) != "TOKEN=kept\n" {
 		t.Errorf("a tools.sensitive file in the cwd was changed: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(project, ".git", "HEAD")); string(b) != "ref: refs/heads/main\n" {
+		t.Errorf(".git was changed with sandbox.protectGit: %q", b)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "escaped")); err == nil {
 		t.Error("the command wrote outside its cwd")
@@ -142,6 +149,26 @@ func TestServeSandboxOption(t *testing.T) {
 func TestServeTenantsDoNotSeeEachOther(t *testing.T) {
 	testwait.Short(t, "mm serve with bubblewrap")
 	sandboxtest.Bubblewrap(t)
+	tenantsApart(t, "bubblewrap")
+}
+
+// TestServeTenantsDoNotSeeEachOtherLandlock: the same with Landlock
+// (sandbox.with: landlock), which hides a path by granting everything
+// around it.
+func TestServeTenantsDoNotSeeEachOtherLandlock(t *testing.T) {
+	testwait.Short(t, "mm serve with Landlock")
+	if s := sandbox.LandlockOnly(); s.Kind() != sandbox.Landlock {
+		if os.Getenv("MM_REQUIRE_LANDLOCK") == "1" {
+			t.Fatalf("%s, and MM_REQUIRE_LANDLOCK=1", s.Why())
+		}
+		t.Skip(s.Why())
+	}
+	tenantsApart(t, "landlock")
+}
+
+// tenantsApart: two tokens' sessions in folders side by side; bob's bash
+// and read_file cannot read alice's folder, alice's can.
+func tenantsApart(t *testing.T, with string) {
 	// Outside /tmp, which a confined command sees as its own and empty
 	// anyway: the folders must be hidden by name.
 	home, err := os.UserHomeDir()
@@ -165,7 +192,7 @@ func TestServeTenantsDoNotSeeEachOther(t *testing.T) {
 	}
 	script := serveScript + fmt.Sprintf("  - match: \"^peek$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", "cat "+secret+"; ls -A "+alicesDir+"; echo looked") +
 		fmt.Sprintf("  - match: \"^read$\"\n    steps:\n      - toolCalls: [{name: read_file, args: {path: %q}}]\n      - {text: \"read: {{last_tool_output}}\"}\n", secret)
-	tokens := "serve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\n    - {name: bob, token: bob-token-0123456789ab}\n"
+	tokens := "serve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\n    - {name: bob, token: bob-token-0123456789ab}\nsandbox:\n  with: " + with + "\n"
 	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, tokens)
 	ctx := testwait.Context(t)
 	session := func(w *serveClient, cwd string) acp.SessionId {
@@ -193,5 +220,29 @@ func TestServeTenantsDoNotSeeEachOther(t *testing.T) {
 	}
 	if text := said(alice, a, "peek"); !strings.Contains(text, "ALICES-PLANS") {
 		t.Errorf("alice's command could not read her own folder: %q", text)
+	}
+	if log := s.stderr.String(); !strings.Contains(log, "with "+with) {
+		t.Errorf("the banner does not say the commands are confined with %s:\n%s", with, log)
+	}
+}
+
+// TestServeRefusesAMissingSandbox: sandbox.with names a way this machine
+// lacks (bubblewrap off PATH), and mm serve says so and does not start,
+// rather than serve its tenants unconfined.
+func TestServeRefusesAMissingSandbox(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(scriptedModel+"sandbox:\n  with: bubblewrap\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(serveScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testwait.Context(t), mmBin, "serve", "-listen", "127.0.0.1:0", "-config", cfg)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + dir, "PATH=" + dir, "MM_SERVE_TOKEN=" + serveToken}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "sandbox.with is bubblewrap, and it cannot confine commands here: bubblewrap (bwrap) is not on PATH") {
+		t.Errorf("mm serve with sandbox.with: bubblewrap and no bwrap: %v\n%s", err, out)
 	}
 }

@@ -139,10 +139,15 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, newNode NewNo
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	mode := sandbox.Mode(cfg.Sandbox.Mode) // unconfined unless the config says
+	sb, err := sandboxFor(log, mode, cfg.Sandbox)
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
 	conn, err := app.Start(app.Options{
 		Config: cfg, Model: model, Models: models, In: stdin, Out: stdout, Log: log,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(),
-		Sandbox: sandboxFor(log, mode, cfg.Sandbox.Network), SandboxMode: mode,
+		Sandbox: sb, SandboxMode: mode,
 	})
 	if err != nil {
 		log.Error(err.Error())
@@ -224,22 +229,28 @@ func banner(log *slog.Logger, cfg *configs.Config) {
 // sandboxFor finds how this machine confines commands when mode asks for
 // it (nil for sandbox.Off: mm -acp's default, which runs nothing to find
 // out), and says in the banner which policy is in force and how.
-func sandboxFor(log *slog.Logger, mode sandbox.Mode, network bool) *sandbox.Sandbox {
+func sandboxFor(log *slog.Logger, mode sandbox.Mode, c configs.Sandbox) (*sandbox.Sandbox, error) {
 	if mode == sandbox.Off {
-		return nil
+		return nil, nil
 	}
-	sb := sandbox.Detect()
-	p := sandbox.Policy{Mode: mode, Network: network}
-	if sb.Kind() == sandbox.Unconfined {
+	sb, err := sandbox.DetectWith(c.With)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox.with is %s, and it cannot confine commands here: %v (docs/sandbox.md)", c.With, err)
+	}
+	p := sandbox.Policy{Mode: mode, Network: c.Network}
+	switch sb.Kind() {
+	case sandbox.Unconfined:
 		log.Warn(fmt.Sprintf("sandbox: %s asked for, but commands run unconfined: %s (docs/sandbox.md)", p, sb.Why()))
-		return sb
+	case sandbox.Landlock:
+		why := ""
+		if sb.Why() != "" {
+			why = ": " + sb.Why()
+		}
+		log.Warn(fmt.Sprintf("sandbox: %s, with landlock (ABI %d): a path inside a session's folders cannot be hidden, nor .env-like files kept read-only there%s (docs/sandbox.md)", p, sb.ABI(), why))
+	default:
+		log.Info(fmt.Sprintf("sandbox: %s, with %s", p, sb.Kind()))
 	}
-	if sb.Kind() == sandbox.Landlock {
-		log.Warn(fmt.Sprintf("sandbox: %s, with landlock (ABI %d): writes and TCP are confined, but no path is hidden (~/.ssh, other sessions' files): %s (docs/sandbox.md)", p, sb.ABI(), sb.Why()))
-		return sb
-	}
-	log.Info(fmt.Sprintf("sandbox: %s, with %s", p, sb.Kind()))
-	return sb
+	return sb, nil
 }
 
 // setGC sets the collector's target for a serving mm, unless GOGC does:

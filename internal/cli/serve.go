@@ -84,6 +84,17 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 	cwd, _ := os.Getwd()
 	roots := cfg.Serve.ServeRoots(cwd)
 	log.Info("serve: roots " + strings.Join(roots, ", "))
+	// A shared server confines its tenants' commands unless its config
+	// says otherwise: workspace-write when sandbox.mode is empty.
+	mode := sandbox.Mode(cfg.Sandbox.Mode)
+	if mode == sandbox.Off {
+		mode = sandbox.WorkspaceWrite
+	}
+	sb, err := sandboxFor(log, mode, cfg.Sandbox)
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
 	// One hub for every connection: one turn serializer, one table of
 	// sessions, each owned by the token that made it; its figures on
 	// /metrics beside the transport's.
@@ -98,13 +109,6 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 		node = newNode(log)
 		sys = node.System()
 	}
-	// A shared server confines its tenants' commands unless its config
-	// says otherwise: workspace-write when sandbox.mode is empty.
-	mode := sandbox.Mode(cfg.Sandbox.Mode)
-	if mode == sandbox.Off {
-		mode = sandbox.WorkspaceWrite
-	}
-	sb := sandboxFor(log, mode, cfg.Sandbox.Network)
 	hub, err = app.NewHub(app.Options{
 		Config: cfg, Model: model, Models: models, Log: log, Metrics: metrics,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(), System: sys,

@@ -36,6 +36,10 @@ type SessionState struct {
 	// (mm serve's serve.roots, links followed); nil: any. Not saved: the
 	// server that opens a session says them.
 	Roots []string
+	// Dirs are the session's additionalDirectories (ACP), checked as its
+	// cwd is: its commands may write them as they write the cwd. Not
+	// saved: a load or a resume names them again.
+	Dirs []string
 	// Out and Client are the connection the session starts attached to;
 	// nil: the runtime's (Options.Out, Options.Client).
 	Out    Outbox

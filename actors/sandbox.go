@@ -15,7 +15,8 @@ import (
 // policy is what the session's commands may touch (package sandbox), as
 // plain data: it is made in the actor, which opens no file for it (Wrap
 // looks at the disk when a command starts, on the tool's goroutine). The
-// runtime's mode and network, the session's cwd to write, and, hidden,
+// runtime's mode and network, the session's cwd and additional
+// directories to write, and, hidden,
 // mm's own state and config, ~/.ssh and the folder of session files in the
 // cwd (other sessions', maybe other tenants').
 func (s *session) policy() sandbox.Policy {
@@ -34,7 +35,7 @@ func (s *session) policy() sandbox.Policy {
 		}
 		hidden = append(hidden, dir)
 	}
-	p := sandbox.Policy{Mode: s.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: []string{s.cwd}, Hidden: hidden}
+	p := sandbox.Policy{Mode: s.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: append([]string{s.cwd}, s.dirs...), Hidden: hidden}
 	if p.Mode == sandbox.WorkspaceWrite {
 		p.Protected = s.rt.cfg.Tools.Sensitive
 		if s.rt.cfg.Sandbox.ProtectGit {

@@ -32,7 +32,9 @@ type session struct {
 	owner  string
 	cwd    string
 	// roots are the folders its file tools may open (SessionState.Roots).
-	roots   []string
+	roots []string
+	// dirs are its additional directories (SessionState.Dirs).
+	dirs    []string
 	created time.Time
 	prov    store.Provenance
 	// mode is "ask" (permission before mutating tools) or "yolo".
@@ -147,6 +149,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		owner:       st.Owner,
 		cwd:         st.Cwd,
 		roots:       st.Roots,
+		dirs:        st.Dirs,
 		created:     st.Created,
 		prov:        st.Provenance,
 		rev:         st.Rev,

@@ -262,6 +262,7 @@ func (l *link) ask(ctx context.Context, sid, method string, params any) (json.Ra
 // wireError is an ACP error as it crosses nodes; requestError takes it
 // back.
 func wireError(e *acp.RequestError) *grainspb.Error {
+	e = protocol.Said(e) // its message says why before its data is JSON
 	w := &grainspb.Error{Code: int32(e.Code), Message: e.Message}
 	if e.Data != nil {
 		if b, err := json.Marshal(e.Data); err == nil {

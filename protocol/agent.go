@@ -133,7 +133,8 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 		if err != nil {
 			return "", nil, err
 		}
-		if err := c.checkDirs(p.AdditionalDirectories); err != nil {
+		dirs, err := c.checkDirs(p.AdditionalDirectories)
+		if err != nil {
 			return "", nil, err
 		}
 		c.know(cwd)
@@ -145,7 +146,7 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 			return "", nil, err
 		}
 		rt := c.runtime()
-		s, err := c.register(rt.SpawnSession(c.attach(&actors.SessionState{ID: id, Cwd: cwd, Owner: c.owner, MCP: c.mcpServers(p.McpServers)})), mcp)
+		s, err := c.register(rt.SpawnSession(c.attach(&actors.SessionState{ID: id, Cwd: cwd, Dirs: dirs, Owner: c.owner, MCP: c.mcpServers(p.McpServers)})), mcp)
 		if err != nil {
 			return "", nil, err
 		}
@@ -176,7 +177,7 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 // of the connection is refused, naming the roots.
 func (c *Caller) checkCwd(raw string) (string, error) {
 	cwd, err := checkCwdOf(raw)
-	if err != nil && c.node != "" {
+	if err != nil && c.node != "" && filepath.IsAbs(tools.TranslatePath(raw)) {
 		if _, statErr := os.Stat(tools.TranslatePath(raw)); statErr != nil {
 			// This node of a cluster cannot see the folder: it refuses to
 			// host the session, saying why.
@@ -202,16 +203,19 @@ func (c *Caller) checkCwd(raw string) (string, error) {
 		"error": fmt.Sprintf("cwd %q is outside the folders this server serves (serve.roots: %s)", raw, strings.Join(c.roots, ", "))})
 }
 
-// checkDirs checks a request's additionalDirectories as cwds: mm works in
-// its cwd only (it does not advertise additional directories), but one
-// outside the roots is refused all the same.
-func (c *Caller) checkDirs(dirs []string) error {
+// checkDirs checks a request's additionalDirectories as cwds (absolute,
+// existing, inside the server's roots) and returns them cleaned: the
+// session's commands may write them in workspace-write.
+func (c *Caller) checkDirs(dirs []string) ([]string, error) {
+	var out []string
 	for _, d := range dirs {
-		if _, err := c.checkCwd(d); err != nil {
-			return err
+		dir, err := c.checkCwd(d)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, dir)
 	}
-	return nil
+	return out, nil
 }
 
 // checkCwdOf translates a Windows or WSL path and requires an existing,
@@ -236,9 +240,12 @@ func checkCwdOf(raw string) (string, error) {
 }
 
 // unknownSession is the error for a session id this connection does not
-// have open.
+// have open, or that is not stored (load, resume): ACP's -32002, with the
+// session's id in its data. A second session/close gets it too, which the
+// TypeScript SDK takes as "already closed".
 func unknownSession(id string) *acp.RequestError {
-	return acp.NewInvalidParams(map[string]any{"sessionId": id, "error": fmt.Sprintf("unknown session %q", id)})
+	return &acp.RequestError{Code: codeNoSession, Message: fmt.Sprintf("Resource not found: unknown session %q", id),
+		Data: map[string]any{"sessionId": id, "error": fmt.Sprintf("unknown session %q", id)}}
 }
 
 // maxCreating bounds the session creations served at once.

@@ -374,7 +374,7 @@ func TestUnknownSessionAndMethods(t *testing.T) {
 	e := newEnv(t, nil)
 	_, err := e.conn.Ask(e.ctx, "nope", "ping")
 	var re *acp.RequestError
-	if !errors.As(err, &re) || re.Code != -32602 || !strings.Contains(mustJSON(re.Data), `"sessionId":"nope"`) {
+	if !errors.As(err, &re) || re.Code != -32002 || !strings.Contains(mustJSON(re.Data), `"sessionId":"nope"`) {
 		t.Errorf("unknown session: %v", err)
 	}
 	if err := e.conn.Cancel(e.ctx, acp.CancelNotification{SessionId: "nope"}); err != nil {
@@ -395,7 +395,7 @@ func TestUnknownSessionAndMethods(t *testing.T) {
 			t.Errorf("%s: %v, want method not found", name, err)
 		}
 	}
-	if _, err := e.conn.SetSessionMode(e.ctx, acp.SetSessionModeRequest{SessionId: "x", ModeId: "ask"}); !errors.As(err, &re) || re.Code != -32602 {
+	if _, err := e.conn.SetSessionMode(e.ctx, acp.SetSessionModeRequest{SessionId: "x", ModeId: "ask"}); !errors.As(err, &re) || re.Code != -32002 {
 		t.Errorf("set_mode on an unknown session: %v", err)
 	}
 	// The agent still serves.

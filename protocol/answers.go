@@ -91,3 +91,29 @@ func (c *Caller) internal(method string, err error) *acp.RequestError {
 	c.log.Error(fmt.Sprintf("[acp] %s failed: %v", method, err))
 	return rpcerr.Internal(err.Error(), nil)
 }
+
+// said is rerr as it goes on the wire: an "Invalid params" error says why
+// in its message too (its data's "error"), since a client may show only
+// the message (acpx prints "[error] RUNTIME: Invalid params").
+func said(rerr *acp.RequestError) *acp.RequestError { return Said(rerr) }
+
+// Said is said for the errors that cross nodes (package grains), whose
+// data is JSON on the way.
+func Said(rerr *acp.RequestError) *acp.RequestError {
+	if rerr == nil || rerr.Code != -32602 || rerr.Message != "Invalid params" {
+		return rerr
+	}
+	data, ok := rerr.Data.(map[string]any)
+	if !ok {
+		return rerr
+	}
+	why, ok := data["error"].(string)
+	if !ok || why == "" {
+		return rerr
+	}
+	return &acp.RequestError{Code: rerr.Code, Message: "Invalid params: " + why, Data: rerr.Data}
+}
+
+// codeNoSession is ACP's error for a session the agent does not have
+// (ErrorCode's resource_not_found), answered with data.sessionId.
+const codeNoSession = -32002

@@ -99,7 +99,7 @@ func (e *hubEnv) newSession(c *acptest.Conn) acp.SessionId {
 // does not exist for the caller.
 func unknown(err error) bool {
 	var re *acp.RequestError
-	return errors.As(err, &re) && re.Code == -32602 && strings.Contains(re.Error(), "unknown session")
+	return errors.As(err, &re) && re.Code == -32002 && strings.Contains(re.Error(), "unknown session")
 }
 
 // TestTokensSeeOnlyTheirSessions: a session belongs to the token that made

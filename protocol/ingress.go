@@ -251,7 +251,7 @@ func (in *ingress) reply(id json.RawMessage, rerr *acp.RequestError) {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	b, err := json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: id, Error: rerr})
+	b, err := json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: id, Error: said(rerr)})
 	if err != nil {
 		return
 	}

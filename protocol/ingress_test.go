@@ -207,7 +207,7 @@ func TestInvalidRequests(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":{"a":1},"method":"initialize"}`, -32600, nil},
 		{`{"jsonrpc":"2.0","id":11}`, -32600, 11.0},
 		{`{"jsonrpc":"2.0","id":12,"method":"session/prompt","params":"nope"}`, -32602, 12.0},
-		{`{"jsonrpc":"2.0","id":13,"method":"session/prompt","params":{"sessionId":"x","prompt":[{"type":"text","text":"hi"}]}}`, -32602, 13.0},
+		{`{"jsonrpc":"2.0","id":13,"method":"session/prompt","params":{"sessionId":"x","prompt":[{"type":"text","text":"hi"}]}}`, -32002, 13.0},
 		{`"just a string"`, -32600, nil},
 		{`{"jsonrpc":"2.0","id":14,"method":"session/new","params":[1]}`, -32602, 14.0},
 	} {

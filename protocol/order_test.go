@@ -425,7 +425,7 @@ func TestFailedOpenAnswersWhatFollows(t *testing.T) {
 	}
 	for _, id := range []float64{10, 11, 12, 13} {
 		e, ok := res[id]["error"].(map[string]any)
-		if !ok || e["code"] != float64(-32602) {
+		if !ok || e["code"] != float64(-32002) {
 			t.Fatalf("request %v of a session that is not stored: %v", id, res[id])
 		}
 	}

@@ -127,7 +127,7 @@ func (o *outbox) Answer(sessionID string, r actors.Reply, res any) {
 // Respond queues the response to request id behind everything queued for
 // the session so far; sessionID "" is for a response about no session.
 func (o *outbox) Respond(sessionID string, id json.RawMessage, result any, rerr *acp.RequestError) {
-	o.shard(sessionID).push(outItem{sessionID: sessionID, response: &rpcMessage{JSONRPC: "2.0", ID: id, Result: result, Error: rerr}})
+	o.shard(sessionID).push(outItem{sessionID: sessionID, response: &rpcMessage{JSONRPC: "2.0", ID: id, Result: result, Error: said(rerr)}})
 }
 
 // Request queues a request (or, without id, a notification) of mm's own
@@ -304,7 +304,7 @@ func (s *shard) run() {
 func (s *shard) appendAnswer(buf []byte, it *outItem) []byte {
 	defer s.box.answered(it.reply)
 	result, rerr := s.box.encode(it.reply, it.res)
-	m := &rpcMessage{JSONRPC: "2.0", ID: it.reply.ID, Result: result, Error: rerr}
+	m := &rpcMessage{JSONRPC: "2.0", ID: it.reply.ID, Result: result, Error: said(rerr)}
 	if rerr == nil && result == nil {
 		m.Result = struct{}{}
 	}

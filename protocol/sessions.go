@@ -2,7 +2,11 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -10,6 +14,7 @@ import (
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/internal/rpcerr"
 	"github.com/mm-agent/mm/store"
+	"github.com/mm-agent/mm/tools"
 )
 
 // The session methods beyond session/new and session/prompt: load, resume,
@@ -25,8 +30,11 @@ func (a *Agent) capabilities() acp.AgentCapabilities {
 		// logout answers: mm has nothing to end (Agent.Logout).
 		Auth: acp.AgentAuthCapabilities{Logout: &acp.LogoutCapabilities{}},
 		SessionCapabilities: acp.SessionCapabilities{
-			Close: &acp.SessionCloseCapabilities{},
-			Fork:  &acp.SessionForkCapabilities{},
+			// A session's other folders: its commands write them as its
+			// cwd (workspace-write), inside the server's roots.
+			AdditionalDirectories: &acp.SessionAdditionalDirectoriesCapabilities{},
+			Close:                 &acp.SessionCloseCapabilities{},
+			Fork:                  &acp.SessionForkCapabilities{},
 		},
 	}
 	if a.reopens() {
@@ -115,7 +123,7 @@ var errShuttingDown = rpcerr.Internal("mm is shutting down", nil)
 // waiting in its mailbox meanwhile. When it cannot be opened, the request
 // r is answered why, and every later one of the session that it does not
 // exist.
-func (c *Caller) openFile(r actors.Reply, id, rawCwd string, servers []acp.McpServer) (*actors.Session, error) {
+func (c *Caller) openFile(r actors.Reply, id, rawCwd string, dirs []string, servers []acp.McpServer) (*actors.Session, error) {
 	cwd, err := c.checkCwd(rawCwd)
 	if err != nil {
 		return nil, err
@@ -129,7 +137,7 @@ func (c *Caller) openFile(r actors.Reply, id, rawCwd string, servers []acp.McpSe
 			return nil, &edgeAnswer{err: unknownSession(id)}
 		}
 		c.hub.store.NoteFolder(cwd)
-		st.MCP = c.mcpServers(servers)
+		st.MCP, st.Dirs = c.mcpServers(servers), dirs
 		return c.attach(st), nil
 	}
 	mcp := c.mcpProcs(servers)
@@ -143,6 +151,10 @@ func (c *Caller) openFile(r actors.Reply, id, rawCwd string, servers []acp.McpSe
 // a server's token sees only its own sessions, the others are not there.
 func (c *Caller) loadFile(id, cwd string) (*actors.SessionState, error) {
 	f, where, err := c.hub.store.Load(c.ctx, cwd, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &acp.RequestError{Code: codeNoSession, Message: "Resource not found: " + err.Error(),
+			Data: map[string]any{"sessionId": id, "error": err.Error()}}
+	}
 	if err != nil {
 		return nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": err.Error()})
 	}
@@ -162,20 +174,22 @@ func (c *Caller) mayOpen(st *actors.SessionState) bool {
 // serveLoad replays a stored session, or re-attaches to a live one; the
 // session answers behind its replay.
 func (c *Caller) serveLoad(r actors.Reply, p acp.LoadSessionRequest) {
-	if err := c.checkDirs(p.AdditionalDirectories); err != nil {
+	dirs, err := c.checkDirs(p.AdditionalDirectories)
+	if err != nil {
 		c.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
 	}
-	c.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Replay(r) })
+	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { s.Replay(r) })
 }
 
 // serveResume is serveLoad without the replay.
 func (c *Caller) serveResume(r actors.Reply, p acp.ResumeSessionRequest) {
-	if err := c.checkDirs(p.AdditionalDirectories); err != nil {
+	dirs, err := c.checkDirs(p.AdditionalDirectories)
+	if err != nil {
 		c.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
 	}
-	c.serveOpen(r, string(p.SessionId), p.Cwd, p.McpServers, func(s *actors.Session) { s.Resume(r) })
+	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { s.Resume(r) })
 }
 
 // serveOpen serves a load or a resume in the session's order: a live
@@ -183,7 +197,7 @@ func (c *Caller) serveResume(r actors.Reply, p acp.ResumeSessionRequest) {
 // connection of its owner holds it; a stored one is opened (openFile),
 // and gets it in its mailbox, behind its opening. then hands the request
 // to the session.
-func (c *Caller) serveOpen(r actors.Reply, id, cwd string, servers []acp.McpServer, then func(s *actors.Session)) {
+func (c *Caller) serveOpen(r actors.Reply, id, cwd string, dirs []string, servers []acp.McpServer, then func(s *actors.Session)) {
 	if !c.reopens() {
 		c.answer(id, r, nil, acp.NewMethodNotFound(r.Method))
 		return
@@ -216,7 +230,7 @@ func (c *Caller) serveOpen(r actors.Reply, id, cwd string, servers []acp.McpServ
 		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	s, err := c.openFile(r, id, cwd, servers)
+	s, err := c.openFile(r, id, cwd, dirs, servers)
 	if err != nil {
 		c.answer(id, r, nil, toRequestError(err))
 		return
@@ -237,6 +251,12 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 	var list []store.Summary
 	var lerr error
 	if p.Cwd != nil {
+		if raw := tools.TranslatePath(*p.Cwd); filepath.IsAbs(raw) {
+			if _, err := os.Stat(raw); errors.Is(err, fs.ErrNotExist) {
+				// A folder that does not exist holds no session.
+				return acp.ListSessionsResponse{Sessions: []acp.SessionInfo{}}, nil
+			}
+		}
 		cwd, err := a.checkCwd(*p.Cwd)
 		if err != nil {
 			return acp.ListSessionsResponse{}, err

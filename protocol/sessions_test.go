@@ -209,8 +209,12 @@ func TestLoadErrors(t *testing.T) {
 	for _, id := range []string{"20990101-000000-00000000", corrupt, "../../etc/passwd"} {
 		_, err := conn.LoadSession(e.ctx, acp.LoadSessionRequest{SessionId: acp.SessionId(id), Cwd: e.cwd, McpServers: []acp.McpServer{}})
 		var re *acp.RequestError
-		if !errors.As(err, &re) || re.Code != -32602 {
-			t.Fatalf("%s: %v, want invalid params", id, err)
+		want := -32602 // a file that is not a session, an id that is not one
+		if id == "20990101-000000-00000000" {
+			want = -32002 // no such session: ACP's resource_not_found
+		}
+		if !errors.As(err, &re) || re.Code != want {
+			t.Fatalf("%s: %v, want code %d", id, err, want)
 		}
 		d := re.Data.(map[string]any)
 		if d["sessionId"] != id || d["error"] == "" || strings.Contains(d["error"].(string), "\n") {
@@ -378,7 +382,7 @@ func TestListResumeCloseFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	var re *acp.RequestError
-	if _, err := conn.Ask(e.ctx, a, "bash"); !errors.As(err, &re) || re.Code != -32602 {
+	if _, err := conn.Ask(e.ctx, a, "bash"); !errors.As(err, &re) || re.Code != -32002 {
 		t.Errorf("prompt after close: %v", err)
 	}
 	res, err := conn.ResumeSession(e.ctx, acp.ResumeSessionRequest{SessionId: a, Cwd: e.cwd})

@@ -156,8 +156,12 @@ func TestMalformedInput(t *testing.T) {
 		r.send(tc.line)
 		m := r.errorResponse()
 		e := m["error"].(map[string]any)
-		if e["code"].(float64) != -32602 || !strings.Contains(fmt.Sprint(e["data"]), tc.want) {
-			t.Errorf("%s: %v, want invalid params with %q", tc.line, e, tc.want)
+		code := -32602.0
+		if tc.want == "unknown session" {
+			code = -32002 // ACP's resource_not_found
+		}
+		if e["code"].(float64) != code || !strings.Contains(fmt.Sprint(e["data"]), tc.want) || !strings.Contains(fmt.Sprint(e["message"]), tc.want) {
+			t.Errorf("%s: %v, want code %v with %q, in the message too", tc.line, e, code, tc.want)
 		}
 	}
 	// Still serving.

@@ -246,3 +246,42 @@ func TestServeRefusesAMissingSandbox(t *testing.T) {
 		t.Errorf("mm serve with sandbox.with: bubblewrap and no bwrap: %v\n%s", err, out)
 	}
 }
+
+// TestServeAdditionalDirectories: mm advertises
+// sessionCapabilities.additionalDirectories, and a session's commands
+// write the additional directories it was given as they write its cwd,
+// and not a folder it was not given.
+func TestServeAdditionalDirectories(t *testing.T) {
+	testwait.Short(t, "mm serve with bubblewrap")
+	sandboxtest.Bubblewrap(t)
+	dir := t.TempDir()
+	cwd, extra, other := filepath.Join(dir, "cwd"), filepath.Join(dir, "extra"), filepath.Join(dir, "other")
+	script := serveScript
+	for _, d := range []string{cwd, extra, other} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		script += fmt.Sprintf("  - match: \"^write %s$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: \"echo x > %s/made && echo wrote\"}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", filepath.Base(d), d)
+	}
+	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
+	ctx := testwait.Context(t)
+	w := s.wire(t)
+	if !strings.Contains(w.read.String(), `"additionalDirectories":{}`) {
+		t.Errorf("additionalDirectories is not advertised: %s", w.read.String())
+	}
+	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, AdditionalDirectories: []string{extra}, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"extra", "other"} {
+		if r, err := w.Prompt(ctx, acp.PromptRequest{SessionId: res.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("write " + d)}}); err != nil || r.StopReason != acp.StopReasonEndTurn {
+			t.Fatalf("write %s: %v %v", d, r, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(extra, "made")); err != nil {
+		t.Errorf("the additional directory was not written: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(other, "made")); err == nil {
+		t.Error("a folder the session was not given was written")
+	}
+}

@@ -678,7 +678,7 @@ func TestServeTokensAndRoots(t *testing.T) {
 	}
 	bob := dial("bob-token-0123456789ab")
 	var re *acp.RequestError
-	if _, err := bob.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sess.SessionId, Cwd: cwd, McpServers: []acp.McpServer{}}); !errors.As(err, &re) || re.Code != -32602 {
+	if _, err := bob.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sess.SessionId, Cwd: cwd, McpServers: []acp.McpServer{}}); !errors.As(err, &re) || re.Code != -32002 {
 		t.Errorf("bob loaded alice's session: %v", err)
 	}
 	if list, err := bob.ListSessions(ctx, acp.ListSessionsRequest{Cwd: acp.Ptr(cwd)}); err != nil || len(list.Sessions) != 0 {

@@ -6,7 +6,8 @@
 // where URL is http://HOST:PORT/acp. For each transport it does what an
 // editor does: initialize, session/new, a turn, a bash turn whose
 // permission request it answers, a cancelled turn, two sessions on one
-// connection, and session/load after a reconnect. It prints one line per
+// connection, ACP's errors (-32002 for a closed session, an Invalid params
+// message that says why), and session/load after a reconnect. It prints one line per
 // step passed and exits 0, or prints why on stderr and exits 1.
 import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
@@ -123,6 +124,27 @@ async function run(transport) {
   assert.equal(b.stopReason, "end_turn");
   assert.equal(c.text(second.sessionId), "pong");
   step("two sessions on one connection");
+
+  // ACP's errors: a closed session is -32002 with data.sessionId, which
+  // makes a second close succeed in the SDK (idempotent); an Invalid
+  // params error says why in its message; a folder that does not exist
+  // lists no session.
+  await c.agent.request("session/close", { sessionId: second.sessionId });
+  await c.agent.request("session/close", { sessionId: second.sessionId });
+  await assert.rejects(prompt(c, second.sessionId, "ping"), (err) => {
+    assert.equal(err.code, -32002);
+    assert.equal(err.data?.sessionId, second.sessionId);
+    return true;
+  });
+  step("session/close twice, then -32002");
+  await assert.rejects(c.agent.request("session/new", { cwd: "relative/dir", mcpServers: [] }), (err) => {
+    assert.equal(err.code, -32602);
+    assert.match(err.message, /^Invalid params: cwd "relative\/dir" is not an absolute path/);
+    return true;
+  });
+  const listed = await c.agent.request("session/list", { cwd: join(cwd, "no-such-folder") });
+  assert.deepEqual(listed.sessions, []);
+  step("Invalid params says why; a missing folder lists nothing");
 
   c.conn.close();
   await c.conn.closed;

@@ -259,7 +259,12 @@ type Serve struct {
 	MessageTimeout time.Duration `yaml:"messageTimeout"`
 	StallTimeout   time.Duration `yaml:"stallTimeout"`
 	DrainTimeout   time.Duration `yaml:"drainTimeout"`
-	TLS            ServeTLS      `yaml:"tls"`
+	// ResumeTimeout is how long a resumable WebSocket connection whose
+	// socket dropped waits for its client; ResumeWindowBytes bounds the
+	// frames it keeps for the resume.
+	ResumeTimeout     time.Duration `yaml:"resumeTimeout"`
+	ResumeWindowBytes Bytes         `yaml:"resumeWindowBytes"`
+	TLS               ServeTLS      `yaml:"tls"`
 }
 
 // ServeToken is one bearer token and its owner's name.

@@ -90,6 +90,8 @@ func generatedDefault() *Config {
 			MessageTimeout:          1 * time.Minute,
 			StallTimeout:            30 * time.Second,
 			DrainTimeout:            30 * time.Second,
+			ResumeTimeout:           1 * time.Minute,
+			ResumeWindowBytes:       Bytes(4194304),
 		},
 		Cluster: Cluster{
 			Provider:       "automanaged",

@@ -22,12 +22,26 @@ import (
 
 // bridge is one connection's two ways and what the drain needs to know.
 type bridge struct {
-	ws     *websocket.Conn
+	o      Options
+	ctx    context.Context // ends on a signal
+	id     string          // the connection's, as the server named it (Acp-Connection-Id)
 	out    *lineOut
 	max    int // acp.maxLineBytes
 	stderr io.Writer
+	stop   chan struct{} // closed on a signal: a drop is not resumed
+
+	// sendMu orders the frames sent: a line, and the frames a resume sends
+	// again; resumeMu lets one resume at a time. Both are taken before mu.
+	sendMu   sync.Mutex
+	resumeMu sync.Mutex
+	sent     *sentFrames // guarded by sendMu
+	gone     error       // guarded by resumeMu: the connection could not be resumed
 
 	mu        sync.Mutex
+	ws        *websocket.Conn   // the socket now
+	epoch     uint64            // how many times it was resumed
+	recvd     uint64            // the server's frames read whole: the cursor
+	stalled   uint64            // the epoch whose ping went unanswered (0: none; epochs start at 1)
 	asked     map[string]string // requests sent, unanswered: id key → the session of a prompt, or ""
 	untracked bool              // a request went untracked (maxTracked)
 	eof       bool              // stdin has closed and every line was sent
@@ -55,10 +69,15 @@ func (e stdoutError) Unwrap() error { return e.err }
 
 // run serves the connection until it ends: nil, or why it failed.
 func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
+	b.ctx, b.stop = ctx, make(chan struct{})
 	upc, downc := make(chan error, 1), make(chan error, 1)
 	go func() { upc <- b.up(stdin) }()
 	go func() { downc <- b.down() }()
+	pinging := make(chan struct{})
+	defer close(pinging)
+	go b.pinger(pinging)
 	var drain <-chan time.Time
+	signalled := ctx.Done()
 	for {
 		select {
 		case err := <-upc:
@@ -80,32 +99,39 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 		case err := <-downc:
 			if b.stdinClosed() {
 				// What was sent is answered, or the server ended it.
-				_ = b.ws.CloseNow()
+				ws, _ := b.current()
+				_ = ws.CloseNow()
 				return nil
 			}
 			return b.fail(err)
 		case <-b.drained:
-			_ = b.ws.Close(websocket.StatusNormalClosure, "")
+			ws, _ := b.current()
+			_ = ws.Close(websocket.StatusNormalClosure, "")
 			return nil
 		case <-drain:
 			b.mu.Lock()
 			n := len(b.asked)
 			b.mu.Unlock()
 			fmt.Fprintf(b.stderr, "mm connect: %d request(s) unanswered %v after stdin closed; closing\n", n, Drain)
-			_ = b.ws.Close(websocket.StatusNormalClosure, "")
+			ws, _ := b.current()
+			_ = ws.Close(websocket.StatusNormalClosure, "")
 			return nil
-		case <-ctx.Done():
-			// As mm -acp on a signal: the server cancels this
-			// connection's turns and saves its sessions.
-			_ = b.ws.Close(websocket.StatusGoingAway, "mm connect was stopped")
-			return nil
+		case <-signalled:
+			// As mm -acp on SIGINT or SIGTERM: the prompts in flight are
+			// cancelled and answered (cancelled), then the bridge ends,
+			// as at the end of stdin.
+			signalled = nil
+			close(b.stop)
+			go b.stdinEnded()
+			drain = time.After(Drain)
 		}
 	}
 }
 
 // fail closes the socket and says in one line why the connection ended.
 func (b *bridge) fail(err error) error {
-	_ = b.ws.CloseNow()
+	ws, _ := b.current()
+	_ = ws.CloseNow()
 	return errors.New(endReason(err))
 }
 
@@ -115,7 +141,8 @@ func endReason(err error) string {
 		oe stdoutError
 		ie stdinError
 	)
-	if errors.As(err, &oe) || errors.As(err, &ie) {
+	var ge errGone
+	if errors.As(err, &oe) || errors.As(err, &ie) || errors.As(err, &ge) {
 		return err.Error()
 	}
 	var ce websocket.CloseError
@@ -172,9 +199,9 @@ func (b *bridge) up(stdin io.Reader) error {
 		case len(bytes.TrimSpace(line)) > 0:
 			line = bytes.TrimSuffix(line, []byte("\r"))
 			// Tracked before it is sent: its answer may come first.
-			b.sent(line)
-			if werr := b.ws.Write(context.Background(), websocket.MessageText, line); werr != nil {
-				return sendError{werr}
+			b.track(line)
+			if werr := b.send(line); werr != nil {
+				return werr
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -187,8 +214,36 @@ func (b *bridge) up(stdin io.Reader) error {
 	}
 }
 
-// sent records a request about to be sent, to know when it is answered.
-func (b *bridge) sent(line []byte) {
+// send writes one frame, kept to be sent again should the socket drop
+// before the server takes it; a drop is resumed (reconnect) before send
+// returns.
+func (b *bridge) send(line []byte) error {
+	b.sendMu.Lock()
+	b.sent.add(line, isInitialize(line))
+	ws, epoch := b.current()
+	err := ws.Write(context.Background(), websocket.MessageText, line)
+	b.sendMu.Unlock()
+	if err == nil {
+		return nil
+	}
+	if !b.dropped(err) {
+		return sendError{err}
+	}
+	if _, _, err := b.reconnect(epoch, err); err != nil {
+		return sendError{err}
+	}
+	return nil // sent again by the resume if the server had not taken it
+}
+
+// isInitialize says whether a line is the initialize request, after
+// which the server counts the frames it takes.
+func isInitialize(line []byte) bool {
+	m := gjson.GetManyBytes(line, "method", "id")
+	return m[0].String() == "initialize" && (m[1].Type == gjson.String || m[1].Type == gjson.Number)
+}
+
+// track records a request about to be sent, to know when it is answered.
+func (b *bridge) track(line []byte) {
 	m := gjson.GetManyBytes(line, "method", "id")
 	if !m[0].Exists() {
 		return // the editor's answer, or not JSON-RPC: the server says so
@@ -235,7 +290,7 @@ func (b *bridge) stdinEnded() {
 	b.mu.Unlock()
 	for _, sid := range sessions {
 		cancel, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/cancel", "params": map[string]string{"sessionId": sid}})
-		if err := b.ws.Write(context.Background(), websocket.MessageText, cancel); err != nil {
+		if err := b.send(cancel); err != nil {
 			break // the server is gone: nothing will be answered
 		}
 	}
@@ -252,30 +307,54 @@ func (b *bridge) checkDrained() {
 }
 
 // down writes each text frame of the socket on stdout as one line, until
-// the socket ends.
+// the socket ends; a drop is resumed (reconnect), and the frame it cut
+// off is finished from the server's copy.
 func (b *bridge) down() error {
 	warned := false
+	ws, epoch := b.current()
+	skip := 0 // bytes of the next frame on stdout already
 	for {
-		typ, r, err := b.ws.Reader(context.Background())
-		if err != nil {
-			return err
-		}
-		if typ != websocket.MessageText {
+		typ, r, err := ws.Reader(context.Background())
+		if err == nil && typ != websocket.MessageText {
 			if !warned {
 				fmt.Fprintln(b.stderr, "mm connect: binary frames from the server are ignored: ACP messages are text")
 				warned = true
 			}
-			if _, err := io.Copy(io.Discard, r); err != nil {
+			if _, err = io.Copy(io.Discard, r); err == nil {
+				continue
+			}
+		}
+		if err == nil {
+			var head []byte
+			var n int
+			head, n, err = b.out.frame(r, skip)
+			if err == nil {
+				skip = 0
+				b.mu.Lock()
+				b.recvd++
+				b.mu.Unlock()
+				if key, ok := responseID(head); ok {
+					b.answered(key)
+				}
+				continue
+			}
+			var oe stdoutError
+			if errors.As(err, &oe) {
 				return err
 			}
-			continue
+			skip = max(skip, n)
 		}
-		head, err := b.out.frame(r)
-		if err != nil {
+		b.mu.Lock()
+		if b.stalled == epoch {
+			err = fmt.Errorf("%w (%v)", errPingTimeout, err)
+		}
+		b.mu.Unlock()
+		if !b.dropped(err) {
 			return err
 		}
-		if key, ok := responseID(head); ok {
-			b.answered(key)
+		ws, epoch, err = b.reconnect(epoch, err)
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -341,12 +420,14 @@ type lineOut struct {
 // first headBytes (valid until the next call). A pretty-printed message's
 // line breaks become spaces: in JSON they can only be whitespace between
 // tokens (inside strings they are escaped), so the message means the
-// same. The message is streamed, never held whole.
-func (o *lineOut) frame(r io.Reader) ([]byte, error) {
+// same. The message is streamed, never held whole. Its first skip bytes
+// are not written: they were, before a drop cut the frame off. n is how
+// many bytes of the frame are on their way to stdout, the skipped ones
+// included, when the socket fails.
+func (o *lineOut) frame(r io.Reader, skip int) (head []byte, n int, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.head = o.head[:0]
-	n := 0
 	for {
 		k, err := r.Read(o.buf)
 		p := o.buf[:k]
@@ -358,9 +439,9 @@ func (o *lineOut) frame(r io.Reader) ([]byte, error) {
 		if len(o.head) < headBytes {
 			o.head = append(o.head, p[:min(k, headBytes-len(o.head))]...)
 		}
-		if k > 0 {
-			if _, werr := o.w.Write(p); werr != nil {
-				return nil, stdoutError{werr}
+		if out := p[min(len(p), max(0, skip-n)):]; len(out) > 0 {
+			if _, werr := o.w.Write(out); werr != nil {
+				return nil, n, stdoutError{werr}
 			}
 		}
 		n += k
@@ -368,17 +449,17 @@ func (o *lineOut) frame(r io.Reader) ([]byte, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, n, err
 		}
 	}
 	if n == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	_ = o.w.WriteByte('\n')
 	if err := o.w.Flush(); err != nil {
-		return nil, stdoutError{err}
+		return nil, n, stdoutError{err}
 	}
-	return o.head, nil
+	return o.head, n, nil
 }
 
 // line writes one line of mm connect's own (it ends in a newline).

@@ -8,8 +8,8 @@ import "testing"
 // could exit before the second prompt's answer came down.
 func TestBridgeExactIDs(t *testing.T) {
 	b := &bridge{asked: map[string]string{}, drained: make(chan struct{})}
-	b.sent([]byte(`{"jsonrpc":"2.0","id":9007199254740992,"method":"session/prompt","params":{"sessionId":"a"}}`))
-	b.sent([]byte(`{"jsonrpc":"2.0","id":9007199254740993,"method":"session/prompt","params":{"sessionId":"b"}}`))
+	b.track([]byte(`{"jsonrpc":"2.0","id":9007199254740992,"method":"session/prompt","params":{"sessionId":"a"}}`))
+	b.track([]byte(`{"jsonrpc":"2.0","id":9007199254740993,"method":"session/prompt","params":{"sessionId":"b"}}`))
 	if len(b.asked) != 2 {
 		t.Fatalf("%d requests tracked, want 2: %v", len(b.asked), b.asked)
 	}

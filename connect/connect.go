@@ -45,33 +45,63 @@ type Options struct {
 	Stdin   io.Reader
 	Stdout  io.Writer
 	// Stderr receives what mm connect says besides JSON-RPC: that it is
-	// connected, and a drain that ran out of time.
+	// connected, a drop and its resume, and a drain that ran out of time.
 	Stderr io.Writer
+	// ResumeFor bounds the tries to resume a dropped connection; 0 means
+	// ResumeFor's default, a minute (mm serve's serve.resumeTimeout).
+	ResumeFor time.Duration
+	// Ping is how often the socket is checked when nothing comes; a ping
+	// unanswered for twice that counts as a drop. 0 means 2 s.
+	Ping time.Duration
 }
+
+// ResumeFor is how long mm connect tries to resume a dropped connection.
+const ResumeFor = time.Minute
 
 // Run connects to the served mm and bridges until stdin closes (and what
 // was sent is answered) or ctx ends: then it returns nil. When the server
 // refuses the connection, or closes it or goes away while stdin is open,
 // it returns an error whose message says why in one line.
 func Run(ctx context.Context, o Options) error {
+	if o.ResumeFor <= 0 {
+		o.ResumeFor = ResumeFor
+	}
+	if o.Ping <= 0 {
+		o.Ping = 2 * time.Second
+	}
+	ws, resp, err := dial(ctx, o, nil)
+	if err != nil {
+		return errors.New(dialFailure(o.URL, o.Token, resp, err))
+	}
+	fmt.Fprintf(o.Stderr, "mm connect: connected to %s\n", o.URL)
+	b := &bridge{
+		o: o, ws: ws, epoch: 1, id: resp.Header.Get("Acp-Connection-Id"), max: o.MaxLine, stderr: o.Stderr,
+		out:   &lineOut{w: bufio.NewWriterSize(o.Stdout, 64<<10), buf: make([]byte, 32<<10)},
+		asked: map[string]string{}, drained: make(chan struct{}), sent: newSentFrames(sentWindow),
+	}
+	return b.run(ctx, o.Stdin)
+}
+
+// dial opens a socket to the served mm, one that says mm connect will
+// resume its connection should it drop (Acp-Resume), with the headers of
+// a resume when extra has them.
+func dial(ctx context.Context, o Options, extra http.Header) (*websocket.Conn, *http.Response, error) {
 	dctx, cancel := context.WithTimeout(ctx, connectDialTimeout)
+	defer cancel()
 	h := http.Header{}
 	if o.Token != "" {
 		h.Set("Authorization", "Bearer "+o.Token)
 	}
+	h.Set("Acp-Resume", "1")
+	for k, v := range extra {
+		h[k] = v
+	}
 	ws, resp, err := websocket.Dial(dctx, o.URL, &websocket.DialOptions{HTTPHeader: h, HTTPClient: noRedirects})
-	cancel()
 	if err != nil {
-		return errors.New(dialFailure(o.URL, o.Token, resp, err))
+		return nil, resp, err
 	}
 	ws.SetReadLimit(-1) // frames are streamed to stdout, never held whole
-	fmt.Fprintf(o.Stderr, "mm connect: connected to %s\n", o.URL)
-	b := &bridge{
-		ws: ws, max: o.MaxLine, stderr: o.Stderr,
-		out:   &lineOut{w: bufio.NewWriterSize(o.Stdout, 64<<10), buf: make([]byte, 32<<10)},
-		asked: map[string]string{}, drained: make(chan struct{}),
-	}
-	return b.run(ctx, o.Stdin)
+	return ws, resp, nil
 }
 
 // noRedirects is the client mm connect dials with: a redirect is refused,

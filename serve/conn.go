@@ -25,6 +25,7 @@ type connection struct {
 	done   chan struct{} // closed once mm's Wait has returned
 	endc   chan struct{} // closed by the first end
 	log    *slog.Logger
+	ws     *wsOut // a WebSocket connection's way out, across its sockets; nil over HTTP
 
 	mu       sync.Mutex
 	pending  map[string]string // idKey of a request mm has not answered → its session ("" = the connection's)

@@ -12,6 +12,7 @@ type metrics struct {
 	open    *prometheus.GaugeVec
 	total   *prometheus.CounterVec
 	refused *prometheus.CounterVec
+	resumed prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, in *incoming) *metrics {
@@ -23,15 +24,18 @@ func newMetrics(reg prometheus.Registerer, in *incoming) *metrics {
 			Name: "mm_connections_total", Help: "ACP connections opened since start, by transport.",
 		}, []string{"transport"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mm_requests_refused_total", Help: "HTTP requests and upgrades refused before any ACP was read, by reason (token, origin, limit, draining, unready).",
+			Name: "mm_requests_refused_total", Help: "HTTP requests and upgrades refused before any ACP was read, by reason (token, origin, limit, draining, unready, resume).",
 		}, []string{"reason"}),
+		resumed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mm_connections_resumed_total", Help: "WebSocket connections resumed on a new socket after theirs dropped.",
+		}),
 	}
 	// Both transports show from the start, at 0.
 	for _, t := range []string{WebSocket, HTTP} {
 		m.open.WithLabelValues(t)
 		m.total.WithLabelValues(t)
 	}
-	reg.MustRegister(m.open, m.total, m.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(m.open, m.total, m.refused, m.resumed, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mm_incoming_bytes", Help: "Bytes of client messages being read, of serve.maxIncomingBytes.",
 	}, func() float64 { return float64(in.held.Load()) }))
 	return m

@@ -46,6 +46,13 @@ type Options struct {
 	// go on once Serve's context ends (serve.drainTimeout); 0 ends every
 	// connection at once.
 	DrainTimeout time.Duration
+	// ResumeTimeout is how long a resumable WebSocket connection whose
+	// socket dropped waits for its client to resume it
+	// (serve.resumeTimeout); 0 means a minute.
+	ResumeTimeout time.Duration
+	// ResumeWindowBytes bounds the frames a resumable connection keeps for
+	// a resume (serve.resumeWindowBytes); 0 means 4 MiB.
+	ResumeWindowBytes int
 	// MaxBufferedBytes bounds what one streamable HTTP connection holds
 	// for its client to read; 0 means DefaultMaxBufferedBytes.
 	MaxBufferedBytes int
@@ -123,6 +130,12 @@ func New(o Options) (*Server, error) {
 	}
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = 30 * time.Second
+	}
+	if o.ResumeTimeout <= 0 {
+		o.ResumeTimeout = time.Minute
+	}
+	if o.ResumeWindowBytes <= 0 {
+		o.ResumeWindowBytes = 4 << 20
 	}
 	if o.MaxBufferedBytes <= 0 {
 		o.MaxBufferedBytes = DefaultMaxBufferedBytes

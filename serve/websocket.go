@@ -2,7 +2,6 @@ package serve
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,9 +43,10 @@ type wsConn struct {
 	max  int        // serve.maxMessageBytes
 	// in is the server's room for messages being read; msgTimeout how
 	// long one may take (serve.messageTimeout).
-	in         *incoming
-	msgTimeout time.Duration
-	late       *time.Timer // ends a message past msgTimeout; the reader's own
+	in          *incoming
+	msgTimeout  time.Duration
+	initTimeout time.Duration // serve.stallTimeout: initialize must come by then
+	late        *time.Timer   // ends a message past msgTimeout; the reader's own
 
 	// mu orders the start of mm's side with the end of the connection;
 	// it is not held while mm's side opens (Connect may write).
@@ -59,15 +59,33 @@ type wsConn struct {
 	reason     string
 
 	broken atomic.Bool // a write failed: the client is gone, output is dropped
+
+	// superseded: a resume took the connection from this socket (wsOut's
+	// mu guards it); readDone is closed once this socket's reader has
+	// stopped and said whether it let the connection go (detach).
+	superseded bool
+	readDone   chan struct{}
+	detached   bool // guarded by mu: the connection went on without this socket
 }
 
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, owner string) {
+	if id, cursor, ok, err := resumeRequest(r); ok {
+		if err != nil {
+			text(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.serveResume(w, r, owner, id, cursor)
+		return
+	}
 	c, why := s.open(WebSocket, Client{Token: owner, Transport: WebSocket})
 	if c == nil {
 		s.refuse(w, why)
 		return
 	}
-	defer c.release()
+	c.ws = newWSOut(c, s.o.ResumeWindowBytes, s.o.ResumeTimeout)
+	if r.Header.Get(headerResume) == "1" {
+		c.ws.makeResumable()
+	}
 	// The TypeScript SDK's adapter names the connection in the 101.
 	w.Header().Set(headerConnectionID, c.id)
 	hj := &stallHijacker{ResponseWriter: w, stall: s.o.StallTimeout}
@@ -78,19 +96,49 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, owner st
 		InsecureSkipVerify: true,
 	})
 	if err != nil {
+		c.release()
 		return // Accept has answered
 	}
 	ws.SetReadLimit(-1) // readMessage bounds each message
-	t := &wsConn{c: c, ws: ws, sock: hj.sock, max: s.o.MaxMessageBytes, in: s.incoming, msgTimeout: s.o.MessageTimeout}
+	t := s.newWSConn(c, ws, hj.sock)
+	c.ws.attach(t)
+	t.serve(false)
+}
+
+// newWSConn is a socket of connection c.
+func (s *Server) newWSConn(c *connection, ws *websocket.Conn, sock *stallConn) *wsConn {
+	t := &wsConn{c: c, ws: ws, sock: sock, max: s.o.MaxMessageBytes, in: s.incoming, msgTimeout: s.o.MessageTimeout,
+		initTimeout: s.o.StallTimeout, readDone: make(chan struct{})}
 	t.opened = sync.NewCond(&t.mu)
+	return t
+}
+
+// serve reads the socket until it ends (started: the connection is open
+// already, a resume's), then ends the connection and gives its place back,
+// unless the connection goes on without this socket (wsOut.detach).
+func (t *wsConn) serve(started bool) {
 	read := make(chan struct{})
 	closed := make(chan struct{})
 	go t.closer(read, closed)
-	t.read(s.o.StallTimeout)
+	onPurpose := t.read(started)
+	t.mu.Lock()
+	connected := t.connected
+	t.mu.Unlock()
+	// Only an open connection goes on without its socket.
+	detached := connected && t.c.ws.detach(t, onPurpose)
+	t.mu.Lock()
+	t.detached = detached
+	t.mu.Unlock()
+	close(t.readDone)
 	close(read)
-	t.c.end("the client left")
+	if !detached {
+		t.c.end("the client left")
+	}
 	<-closed
-	_ = ws.CloseNow()
+	_ = t.ws.CloseNow()
+	if !detached {
+		t.c.release()
+	}
 }
 
 // closer closes the socket once the connection ends from this side (a
@@ -102,6 +150,11 @@ func (t *wsConn) closer(read, closed chan struct{}) {
 	case <-t.c.endc:
 	}
 	t.mu.Lock()
+	if t.detached {
+		t.mu.Unlock()
+		_ = t.ws.CloseNow()
+		return
+	}
 	t.closing = true
 	for t.connecting {
 		t.opened.Wait()
@@ -139,19 +192,27 @@ func (t *wsConn) close(code websocket.StatusCode, reason string) {
 	t.c.end(reason)
 }
 
-// read serves the client's frames until the socket closes.
-func (t *wsConn) read(initTimeout time.Duration) {
+// read serves the client's frames until the socket closes, and says
+// whether it was closed on purpose: by a close frame of the client's, or
+// by mm (then the connection ends, resumable or not). started: the
+// connection is open already (a resume's).
+func (t *wsConn) read(started bool) (onPurpose bool) {
 	// A socket that never initializes would hold a place for nothing.
-	noInit := time.AfterFunc(initTimeout, func() {
+	noInit := time.AfterFunc(t.initTimeout, func() {
 		t.close(websocket.StatusPolicyViolation, "no initialize within serve.stallTimeout")
 	})
+	if started {
+		noInit.Stop()
+	}
 	defer noInit.Stop()
-	started := false
 	warned := false
 	for {
 		typ, r, err := t.ws.Reader(context.Background())
 		if err != nil {
-			return
+			t.mu.Lock()
+			closing := t.code != 0
+			t.mu.Unlock()
+			return closing || websocket.CloseStatus(err) != -1
 		}
 		if typ != websocket.MessageText {
 			if !warned {
@@ -159,18 +220,24 @@ func (t *wsConn) read(initTimeout time.Duration) {
 				warned = true
 			}
 			if _, err := io.Copy(io.Discard, r); err != nil {
-				return
+				return false
+			}
+			if started {
+				t.c.ws.took()
 			}
 			continue
 		}
 		raw, head, size, release, err := t.message(r)
 		if err != nil {
 			release()
-			return
+			return true // mm ended it (messageTimeout, no room)
 		}
 		if size > t.max {
 			release()
 			t.tooLong(head, size)
+			if started {
+				t.c.ws.took()
+			}
 			continue
 		}
 		if !started {
@@ -178,15 +245,16 @@ func (t *wsConn) read(initTimeout time.Duration) {
 			started, ok = t.initialize(raw, noInit)
 			release()
 			if !ok {
-				return
+				return true
 			}
 			continue
 		}
 		ok := t.forward(raw)
 		release()
 		if !ok {
-			return
+			return true
 		}
+		t.c.ws.took()
 	}
 }
 
@@ -263,7 +331,13 @@ func (t *wsConn) initialize(raw []byte, noInit *time.Timer) (started, ok bool) {
 	}
 	t.connecting = true
 	t.mu.Unlock()
-	err = t.c.connect(t)
+	if gjson.GetBytes(m.Params, `_meta.acp/transport.resume`).Bool() {
+		t.c.ws.makeResumable()
+	}
+	if key, ok := idKey(m.id()); ok {
+		t.c.ws.initializing(key)
+	}
+	err = t.c.connect(t.c.ws)
 	t.mu.Lock()
 	t.connecting, t.connected = false, err == nil
 	t.opened.Broadcast()
@@ -323,36 +397,17 @@ func (t *wsConn) badMessage(err error) {
 	}
 }
 
-// reply writes one message of the transport's own.
-func (t *wsConn) reply(b []byte) { t.writeFrame(b) }
+// reply writes one message of the transport's own, in the connection's
+// order (wsOut).
+func (t *wsConn) reply(b []byte) { t.c.ws.reply(b) }
 
-// Write is mm's way out: each line one text frame, in order. It waits
-// while the client does not read; once the client is gone (a write
-// failed), what mm writes is dropped, as on a closed pipe, so that mm's
-// shutdown does not wait on it.
-//
-// The frames of one Write (a batch of the outbox: what queued while the
-// last one was written) go to the socket in one write, as the lines of a
+// writeFrame writes one frame on this socket. It waits while the client
+// does not read; once the client is gone (a write failed), what mm writes
+// is dropped, as on a closed pipe, so that mm's shutdown does not wait on
+// it. wsOut.Write corks a batch's frames (what the outbox queued while the
+// last one was written) into one write to the socket, as the lines of a
 // batch go to a pipe: the WebSocket library flushes each message, and a
 // write per frame cost mm serve about a quarter of its CPU under load.
-func (t *wsConn) Write(p []byte) (int, error) {
-	t.sock.cork()
-	for line := range bytes.Lines(p) {
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			continue
-		}
-		t.writeFrame(line)
-		if o := parseOut(line); o.response && o.id != "" {
-			t.c.answered(o.id)
-		}
-	}
-	if err := t.sock.uncork(); err != nil {
-		t.failed(err)
-	}
-	return len(p), nil
-}
-
 func (t *wsConn) writeFrame(b []byte) {
 	if t.broken.Load() {
 		return
@@ -368,9 +423,13 @@ func (t *wsConn) failed(err error) {
 	if t.broken.Swap(true) {
 		return
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		t.close(dropSocket, "the client read nothing for serve.stallTimeout")
-	} else {
+	case t.c.ws.isResumable():
+		// The reader sees the socket end, and the connection waits for a
+		// resume (wsOut.detach).
+	default:
 		t.c.end("the client left")
 	}
 	_ = t.ws.CloseNow()

@@ -294,12 +294,18 @@ func TestConnectServerGone(t *testing.T) {
 		sig  syscall.Signal
 		want string
 	}{
-		{"killed", syscall.SIGKILL, "mm connect: the server went away: "},
+		{"killed", syscall.SIGKILL, "mm connect: the server went away, and the connection could not be resumed: "},
 		{"drained", syscall.SIGTERM, "mm connect: the server closed the connection: server shutting down (1001)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := startServe(t, "serve:\n  drainTimeout: 1s\n")
-			conn := connectTo(t, s.ws, "MM_TOKEN="+serveToken)
+			// mm connect tries to resume for its config's
+			// serve.resumeTimeout.
+			cfg := filepath.Join(t.TempDir(), "connect.yaml")
+			if err := os.WriteFile(cfg, []byte("serve:\n  resumeTimeout: 2s\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			conn := connectTo(t, s.ws, "MM_TOKEN="+serveToken, "MM_CONFIG="+cfg)
 			ctx := testwait.Context(t)
 			if _, err := conn.Init(ctx); err != nil {
 				t.Fatal(err)

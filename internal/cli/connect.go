@@ -55,7 +55,7 @@ func runConnect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err = connect.Run(ctx, connect.Options{URL: target, Token: token, MaxLine: int(cfg.ACP.MaxLineBytes),
-		Stdin: stdin, Stdout: stdout, Stderr: stderr})
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, ResumeFor: cfg.Serve.ResumeTimeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "mm connect: %v\n", err)
 		return 1

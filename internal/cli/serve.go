@@ -148,6 +148,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 		MaxConnections: cfg.Serve.MaxConnections, MaxMessageBytes: int(cfg.Serve.MaxMessageBytes),
 		MaxIncomingBytes: int(cfg.Serve.MaxIncomingBytes), MessageTimeout: cfg.Serve.MessageTimeout,
 		StallTimeout: cfg.Serve.StallTimeout, DrainTimeout: cfg.Serve.DrainTimeout,
+		ResumeTimeout: cfg.Serve.ResumeTimeout, ResumeWindowBytes: int(cfg.Serve.ResumeWindowBytes),
 		CertFile: cfg.Serve.TLS.Cert, KeyFile: cfg.Serve.TLS.Key,
 		Log: log, Ready: ready,
 	})

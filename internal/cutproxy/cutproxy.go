@@ -8,7 +8,6 @@
 package cutproxy
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -19,10 +18,11 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]struct{}
+	stalls map[net.Conn]bool // connections whose bytes go nowhere
+	wg     sync.WaitGroup
 }
 
 // Start listens on a free loopback port and forwards to target (host:port)
@@ -33,7 +33,7 @@ func Start(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, stalls: map[net.Conn]bool{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -53,6 +53,24 @@ func (p *Proxy) Cut() {
 	for c := range conns {
 		_ = c.Close()
 	}
+}
+
+// Stall makes every connection through the proxy a black hole, as a
+// network that stops delivering without failing: what either side writes
+// is taken and dropped, and neither side hears of it. New connections go
+// through.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.stalls[c] = true
+	}
+}
+
+func (p *Proxy) stalled(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalls[c]
 }
 
 // Restore lets new connections through again.
@@ -116,7 +134,18 @@ func (p *Proxy) forward(c net.Conn) {
 	}
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 && !p.stalled(src) {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		_ = dst.Close()
 		_ = src.Close()
 		done <- struct{}{}
@@ -128,5 +157,7 @@ func (p *Proxy) forward(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	delete(p.conns, up)
+	delete(p.stalls, c)
+	delete(p.stalls, up)
 	p.mu.Unlock()
 }

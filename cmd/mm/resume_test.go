@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/cutproxy"
+	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/protocol/acptest"
+)
+
+// countText is what the "count" rule streams: 80 numbered words at 20 a
+// second, 4 s of streaming in which to drop the connection.
+func countText() string {
+	var b strings.Builder
+	for i := 1; i <= 80; i++ {
+		fmt.Fprintf(&b, "w%d ", i)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func countScript() string {
+	return serveScript + fmt.Sprintf("  - match: \"^count$\"\n    steps: [{text: %q, tokensPerSec: 20}]\n", countText())
+}
+
+// behindProxy is mm connect to s through a proxy the test cuts or stalls,
+// trying to resume for resumeFor.
+func behindProxy(t *testing.T, s *served, resumeFor string) (*acptest.Conn, *cutproxy.Proxy) {
+	t.Helper()
+	u, err := url.Parse(s.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cutproxy.Start(t, u.Host)
+	u.Host = p.Addr()
+	cfg := filepath.Join(t.TempDir(), "connect.yaml")
+	if err := os.WriteFile(cfg, []byte("serve:\n  resumeTimeout: "+resumeFor+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return connectTo(t, u.String(), "MM_TOKEN="+serveToken, "MM_CONFIG="+cfg), p
+}
+
+// TestConnectResumes: the network under mm connect drops in the middle of
+// a streaming turn — cut for 1 s, cut for 10 s, or stalled (a black hole
+// that mm connect finds with its pings) — and the editor sees nothing of
+// it: the turn goes on on the server, mm connect resumes the connection,
+// and the editor gets every word of the answer once, in order, and its
+// end_turn, with no error. A request the editor writes during the drop
+// waits and is answered.
+func TestConnectResumes(t *testing.T) {
+	testwait.Short(t, "drops of up to 10 s")
+	for _, c := range []struct {
+		name string
+		drop func(p *cutproxy.Proxy)
+	}{
+		{"cut 1s", func(p *cutproxy.Proxy) { p.Cut(); time.Sleep(time.Second); p.Restore() }},
+		{"cut 10s", func(p *cutproxy.Proxy) { p.Cut(); time.Sleep(10 * time.Second); p.Restore() }},
+		{"stalled", func(p *cutproxy.Proxy) { p.Stall() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "", "MM_SERVE_TOKEN="+serveToken)
+			conn, p := behindProxy(t, s, "30s")
+			ctx := testwait.Context(t)
+			if _, err := conn.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			answered := make(chan acp.PromptResponse, 1)
+			failed := make(chan error, 1)
+			go func() {
+				r, err := conn.Ask(ctx, sess.SessionId, "count")
+				if err != nil {
+					failed <- err
+					return
+				}
+				answered <- r
+			}()
+			if err := conn.Client.WaitUpdate(ctx, sess.SessionId, func(u acp.SessionUpdate) bool {
+				return u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil && strings.Contains(u.AgentMessageChunk.Content.Text.Text, "w5")
+			}); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			c.drop(p)
+			// A request written during the drop waits, then goes.
+			modes, err := conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: sess.SessionId, ModeId: "yolo"})
+			if err != nil {
+				t.Fatalf("set_mode written during the drop: %v", err)
+			}
+			_ = modes
+			select {
+			case err := <-failed:
+				t.Fatalf("the prompt failed: %v\nmm connect: %s", err, conn.Stderr.String())
+			case r := <-answered:
+				if r.StopReason != acp.StopReasonEndTurn {
+					t.Errorf("stop reason %s, want end_turn", r.StopReason)
+				}
+			}
+			t.Logf("%s: the turn ended %v after the drop began", c.name, time.Since(start).Round(time.Millisecond))
+			if got, want := acptest.Text(conn.Client.Updates(sess.SessionId)), countText(); got != want {
+				t.Errorf("the editor got\n%q\nwant every word once, in order:\n%q", got, want)
+			}
+			for _, l := range strings.Split(conn.Stderr.String(), "\n") {
+				if strings.Contains(l, "resum") {
+					t.Logf("%s", l)
+				}
+			}
+			if !strings.Contains(conn.Stderr.String(), "mm connect: resumed after ") {
+				t.Errorf("mm connect did not say it resumed:\n%s", conn.Stderr.String())
+			}
+			if r, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+				t.Errorf("the next turn: %v %v", r, err)
+			}
+			if !strings.Contains(s.stderr.String(), "resumed after frame") {
+				t.Errorf("the server did not log the resume:\n%s", s.stderr.String())
+			}
+			if strings.Contains(s.stderr.String(), "cancelled") {
+				t.Errorf("a turn was cancelled on the server:\n%s", s.stderr.String())
+			}
+		})
+	}
+}
+
+// TestConnectResumePastTheWindow: a drop during which the server writes
+// more than serve.resumeWindowBytes cannot be resumed: the server answers
+// 409, and mm connect ends as before, non-zero, with one line that says
+// so and what to do.
+func TestConnectResumePastTheWindow(t *testing.T) {
+	testwait.Short(t, "a drop of 5 s")
+	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "serve:\n  resumeWindowBytes: 1KiB\n", "MM_SERVE_TOKEN="+serveToken)
+	conn, p := behindProxy(t, s, "30s")
+	ctx := testwait.Context(t)
+	if _, err := conn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = conn.Ask(ctx, sess.SessionId, "count") }()
+	if err := conn.Client.WaitUpdate(ctx, sess.SessionId, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	time.Sleep(5 * time.Second) // 100 words, each a frame of about 200 bytes
+	p.Restore()
+	if code := exitCode(conn.Wait(testwait.Hang)); code != 1 {
+		t.Errorf("mm connect exited %d, want 1", code)
+	}
+	if got := lastLine(conn.Stderr.String()); !strings.Contains(got, "could not be resumed: the server cannot resume the connection (409 Conflict)") {
+		t.Errorf("stderr's last line: %q", got)
+	}
+}

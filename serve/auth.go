@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
+
+	"github.com/coder/websocket"
 )
 
 // Token is one bearer token and the name of its holder, the owner of the
@@ -38,7 +40,11 @@ func newKeyring(tokens []Token) *keyring {
 func (k *keyring) owner(r *http.Request) (string, bool) {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+		// A browser cannot set Authorization on a WebSocket: its upgrade
+		// may carry the token as a subprotocol instead, never in the URL.
+		if token, ok = tokenProtocol(r); !ok {
+			return "", false
+		}
 	}
 	d := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	found := -1
@@ -76,3 +82,50 @@ func allowedOrigin(r *http.Request, allowed []string) bool {
 
 // NewSecret returns a random token: 32 bytes of crypto/rand, as text.
 func NewSecret() string { return rand.Text() + rand.Text() }
+
+// TokenProtocol is the prefix of the WebSocket subprotocol that carries a
+// token (`mm-token.<token>`), for a browser, which cannot set
+// Authorization on a WebSocket. The server answers with the subprotocol
+// "acp" when the client offers it too, else with the token's.
+const TokenProtocol = "mm-token."
+
+// tokenProtocol is the token an upgrade offers as a subprotocol.
+func tokenProtocol(r *http.Request) (string, bool) {
+	if p := offeredTokenProtocol(r); p != "" {
+		return strings.TrimPrefix(p, TokenProtocol), true
+	}
+	return "", false
+}
+
+// offeredTokenProtocol is the subprotocol of an upgrade that carries a
+// token, "" when none does.
+func offeredTokenProtocol(r *http.Request) string {
+	if !isUpgrade(r) {
+		return ""
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if p = strings.TrimSpace(p); strings.HasPrefix(p, TokenProtocol) {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// acceptOptions are the options of an upgrade's Accept: the subprotocol
+// chosen among those offered ("acp" first, else the token's, which must
+// be echoed for a browser to go on).
+func acceptOptions(r *http.Request) *websocket.AcceptOptions {
+	o := &websocket.AcceptOptions{
+		// The Origin header was checked against serve.allowedOrigins
+		// before the token; Accept's own check (same host only) would
+		// refuse a listed origin.
+		InsecureSkipVerify: true,
+		Subprotocols:       []string{"acp"},
+	}
+	if p := offeredTokenProtocol(r); p != "" {
+		o.Subprotocols = append(o.Subprotocols, p)
+	}
+	return o
+}

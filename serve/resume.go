@@ -352,7 +352,7 @@ func (s *Server) serveResume(w http.ResponseWriter, r *http.Request, owner, id s
 	w.Header().Set(headerConnectionID, c.id)
 	w.Header().Set(headerReceived, strconv.FormatUint(received, 10))
 	hj := &stallHijacker{ResponseWriter: w, stall: s.o.StallTimeout}
-	ws, err := websocket.Accept(hj, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	ws, err := websocket.Accept(hj, r, acceptOptions(r))
 	if err != nil {
 		c.ws.giveBack()
 		return

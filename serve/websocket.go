@@ -89,12 +89,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, owner st
 	// The TypeScript SDK's adapter names the connection in the 101.
 	w.Header().Set(headerConnectionID, c.id)
 	hj := &stallHijacker{ResponseWriter: w, stall: s.o.StallTimeout}
-	ws, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
-		// The Origin header was checked against serve.allowedOrigins
-		// before the token; Accept's own check (same host only) would
-		// refuse a listed origin.
-		InsecureSkipVerify: true,
-	})
+	ws, err := websocket.Accept(hj, r, acceptOptions(r))
 	if err != nil {
 		c.release()
 		return // Accept has answered

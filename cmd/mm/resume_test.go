@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/coder/websocket"
 
 	"github.com/mm-agent/mm/internal/cutproxy"
 	"github.com/mm-agent/mm/internal/testwait"
@@ -159,5 +161,97 @@ func TestConnectResumePastTheWindow(t *testing.T) {
 	}
 	if got := lastLine(conn.Stderr.String()); !strings.Contains(got, "could not be resumed: the server cannot resume the connection (409 Conflict)") {
 		t.Errorf("stderr's last line: %q", got)
+	}
+}
+
+// TestInterruptLikeACP: SIGINT (Ctrl-C in the terminal that started the
+// editor's agent) to mm connect does what it does to mm -acp: the prompt
+// in flight is answered cancelled, and the process exits 0. Before, mm
+// connect closed the socket at once and answered nothing (acpx: "ACP
+// connection closed").
+func TestInterruptLikeACP(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(serveScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(scriptedModel), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"mm -acp", []string{"-acp", "-config", cfg}},
+		{"mm connect", []string{"connect", s.ws}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(mmBin, c.args...)
+			cmd.Dir = dir
+			cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "MM_TOKEN=" + serveToken}
+			conn, err := acptest.Process(cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = conn.Close(5 * time.Second); _ = cmd.Process.Kill() })
+			ctx := testwait.Context(t)
+			if _, err := conn.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			answered := make(chan acp.PromptResponse, 1)
+			go func() {
+				r, err := conn.Ask(ctx, sess.SessionId, "slow")
+				if err != nil {
+					t.Errorf("the prompt: %v", err)
+				}
+				answered <- r
+			}()
+			if err := conn.Client.WaitUpdate(ctx, sess.SessionId, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			if r := <-answered; r.StopReason != acp.StopReasonCancelled {
+				t.Errorf("stop reason %q, want cancelled", r.StopReason)
+			}
+			if err := conn.Wait(testwait.Hang); err != nil {
+				t.Errorf("%s after SIGINT: %v, want exit 0\n%s", c.name, err, conn.Stderr.String())
+			}
+		})
+	}
+}
+
+// TestServeTokenAsSubprotocol: a browser cannot set Authorization on a
+// WebSocket, so mm serve takes the token as a subprotocol too
+// (mm-token.<token>), and answers with "acp" when it is offered; a wrong
+// token there is refused as in the header.
+func TestServeTokenAsSubprotocol(t *testing.T) {
+	s := startServe(t, "")
+	ctx := testwait.Context(t)
+	ws, resp, err := websocket.Dial(ctx, s.ws, &websocket.DialOptions{Subprotocols: []string{"acp", "mm-token." + serveToken}})
+	if err != nil {
+		t.Fatalf("the token as a subprotocol: %v", err)
+	}
+	defer ws.CloseNow()
+	if ws.Subprotocol() != "acp" {
+		t.Errorf("subprotocol %q, want acp", ws.Subprotocol())
+	}
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := ws.Read(ctx)
+	if err != nil || !strings.Contains(string(b), `"protocolVersion":1`) {
+		t.Errorf("initialize: %s %v", b, err)
+	}
+	_ = resp
+	_, resp, err = websocket.Dial(ctx, s.ws, &websocket.DialOptions{Subprotocols: []string{"mm-token.wrong-token-0123456789"}})
+	if err == nil || resp == nil || resp.StatusCode != 401 {
+		t.Errorf("a wrong token as a subprotocol: %v %v", resp, err)
 	}
 }

@@ -3,10 +3,12 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -252,6 +254,16 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string) {
 		return
 	}
 	defer h.release(st, session)
+	if last := r.Header.Get(headerLastEvent); last != "" {
+		n, err := strconv.ParseUint(last, 10, 64)
+		if err == nil {
+			err = h.rewind(st, n)
+		}
+		if err != nil {
+			text(w, http.StatusConflict, fmt.Sprintf("Cannot resume the stream after Last-Event-ID %q: its next messages are no longer held (serve.resumeWindowBytes); load the session again", last))
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	if r.ProtoMajor == 1 {
@@ -268,15 +280,15 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string) {
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
-		line, ok := h.next(r.Context(), st, tick.C)
+		e, ok := h.next(r.Context(), st, tick.C)
 		if !ok {
 			return
 		}
 		var err error
-		if line == nil {
+		if e.line == nil {
 			err = s.writeSSE(w, rc, []byte(":\n\n"))
 		} else {
-			err = s.writeSSE(w, rc, []byte("data: "), line, []byte("\n\n"))
+			err = s.writeSSE(w, rc, []byte("id: "+strconv.FormatUint(e.id, 10)+"\ndata: "), e.line, []byte("\n\n"))
 		}
 		if err != nil {
 			if r.Context().Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -47,20 +48,33 @@ type httpConn struct {
 	bytes    int           // held by all streams
 	progress chan struct{} // closed and replaced when a reader takes a message or the connection stops
 	calls    map[string]string
+	kept     int         // bytes of messages kept for a Last-Event-ID, all streams together
 	stopped  bool        // output is dropped: DELETE, a stall, a limit
 	finished bool        // mm's side has ended: a stream ends once read
 	abandon  *time.Timer // runs while the connection stream has no reader
 }
 
-// stream is one SSE stream's queue.
+// stream is one SSE stream's queue. Each message has an id (the SSE
+// event's), from 1; the messages a GET took are kept, the last
+// serve.resumeWindowBytes of them over the connection's streams, so that a
+// GET that comes back with Last-Event-ID gets those after it again.
 type stream struct {
-	queue  [][]byte
-	head   int
-	leased bool
-	wake   chan struct{} // a message, or the end
+	queue   []event
+	head    int
+	leased  bool
+	counted bool          // counted in httpConn.unread: it holds messages and has no reader
+	wake    chan struct{} // a message, or the end
+	nextID  uint64
+	kept    []event
 }
 
-func newStream() *stream { return &stream{wake: make(chan struct{}, 1)} }
+// event is one message of a stream, with its SSE id.
+type event struct {
+	id   uint64
+	line []byte
+}
+
+func newStream() *stream { return &stream{wake: make(chan struct{}, 1), nextID: 1} }
 
 func (st *stream) signal() {
 	select {
@@ -141,11 +155,21 @@ func (h *httpConn) route(line []byte) {
 				return
 			}
 			st = newStream()
+			st.counted = true
 			h.sessions[session] = st
+			h.unread++
+		} else if !st.leased && !st.counted {
+			// A stream kept for its Last-Event-ID holds messages again.
+			if h.unread >= h.s.o.MaxBufferedSessionStreams {
+				h.stopLocked("more session streams unread than maxBufferedSessionStreams")
+				return
+			}
+			st.counted = true
 			h.unread++
 		}
 	}
-	st.queue = append(st.queue, line)
+	st.queue = append(st.queue, event{st.nextID, line})
+	st.nextID++
 	h.bytes += len(line)
 	st.signal()
 }
@@ -228,7 +252,6 @@ func (h *httpConn) acquire(session string) (st *stream, busy, gone bool) {
 	} else if st = h.sessions[session]; st == nil {
 		st = newStream()
 		h.sessions[session] = st
-		h.unread++
 	}
 	if st.leased {
 		return nil, true, false
@@ -238,10 +261,60 @@ func (h *httpConn) acquire(session string) (st *stream, busy, gone bool) {
 		if h.abandon != nil {
 			h.abandon.Stop()
 		}
-	} else {
+	} else if st.counted {
+		st.counted = false
 		h.unread--
 	}
 	return st, false, false
+}
+
+// errCursor is a Last-Event-ID whose next messages a stream no longer
+// holds.
+var errCursor = errors.New("cursor not held")
+
+// rewind puts the kept messages after Last-Event-ID last back at the
+// front of st, which its GET has just leased, so that they are sent again.
+func (h *httpConn) rewind(st *stream, last uint64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	oldest := st.nextID
+	switch {
+	case len(st.kept) > 0:
+		oldest = st.kept[0].id
+	case st.held():
+		oldest = st.queue[st.head].id
+	}
+	if last+1 < oldest || last >= st.nextID {
+		return errCursor
+	}
+	i := 0
+	for i < len(st.kept) && st.kept[i].id <= last {
+		i++
+	}
+	again := st.kept[i:]
+	for _, e := range again {
+		h.bytes += len(e.line)
+		h.kept -= len(e.line)
+	}
+	for _, e := range st.kept[:i] {
+		h.kept -= len(e.line)
+	}
+	st.queue = append(append([]event(nil), again...), st.queue[st.head:]...)
+	st.head = 0
+	st.kept = nil
+	return nil
+}
+
+// keep keeps a message a GET took, for a Last-Event-ID; the oldest of
+// st's go past the window. h.mu is held.
+func (h *httpConn) keep(st *stream, e event) {
+	st.kept = append(st.kept, e)
+	h.kept += len(e.line)
+	for h.kept > h.s.o.ResumeWindowBytes && len(st.kept) > 1 {
+		h.kept -= len(st.kept[0].line)
+		st.kept[0] = event{}
+		st.kept = st.kept[1:]
+	}
 }
 
 // release gives a stream back when its GET ends. A session stream with
@@ -258,9 +331,12 @@ func (h *httpConn) release(st *stream, session string) {
 		return
 	}
 	if !st.held() {
-		delete(h.sessions, session)
-		return
+		if len(st.kept) == 0 {
+			delete(h.sessions, session)
+		}
+		return // kept for a GET that comes back with Last-Event-ID
 	}
+	st.counted = true
 	h.unread++
 	if h.unread > h.s.o.MaxBufferedSessionStreams {
 		h.stopLocked("more session streams unread than maxBufferedSessionStreams")
@@ -283,44 +359,47 @@ func (h *httpConn) watchAbandon() {
 	h.abandon.Reset(h.s.o.StallTimeout)
 }
 
-// next waits for st's next message. It returns nil, false once the stream
-// is over (the connection stopped, or finished and st read to its end),
-// and nil, true when tick fires first (time for a keep-alive).
-func (h *httpConn) next(ctx context.Context, st *stream, tick <-chan time.Time) ([]byte, bool) {
+// next waits for st's next message, and keeps it for a Last-Event-ID. It
+// returns ok false once the stream is over (the connection stopped, or
+// finished and st read to its end), and a nil line, ok true when tick
+// fires first (time for a keep-alive).
+func (h *httpConn) next(ctx context.Context, st *stream, tick <-chan time.Time) (event, bool) {
 	for {
 		h.mu.Lock()
 		switch {
 		case h.stopped:
 			h.mu.Unlock()
-			return nil, false
+			return event{}, false
 		case st.held():
-			line := st.queue[st.head]
-			st.queue[st.head] = nil
+			e := st.queue[st.head]
+			line := e.line
+			st.queue[st.head] = event{}
 			st.head++
+			h.keep(st, e)
 			// Taken messages are dropped from the front once they are
 			// most of the queue, so that a queue that never empties does
 			// not keep them all.
 			if st.head == len(st.queue) {
 				st.queue, st.head = st.queue[:0], 0
 			} else if st.head >= 1024 && 2*st.head >= len(st.queue) {
-				st.queue, st.head = append([][]byte(nil), st.queue[st.head:]...), 0
+				st.queue, st.head = append([]event(nil), st.queue[st.head:]...), 0
 			}
 			h.bytes -= len(line)
 			close(h.progress)
 			h.progress = make(chan struct{})
 			h.mu.Unlock()
-			return line, true
+			return e, true
 		case h.finished:
 			h.mu.Unlock()
-			return nil, false
+			return event{}, false
 		}
 		h.mu.Unlock()
 		select {
 		case <-st.wake:
 		case <-ctx.Done():
-			return nil, false
+			return event{}, false
 		case <-tick:
-			return nil, true
+			return event{}, true
 		}
 	}
 }

@@ -1,17 +1,22 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
 	"github.com/coder/websocket"
+	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/internal/cutproxy"
 	"github.com/mm-agent/mm/internal/testwait"
@@ -254,4 +259,146 @@ func TestServeTokenAsSubprotocol(t *testing.T) {
 	if err == nil || resp == nil || resp.StatusCode != 401 {
 		t.Errorf("a wrong token as a subprotocol: %v %v", resp, err)
 	}
+}
+
+// sseEvent is one event of an SSE stream: its id and its data.
+type sseEvent struct {
+	id   uint64
+	data string
+}
+
+// sseGet opens an SSE stream of a served mm's HTTP connection (the
+// session's when session is set), after Last-Event-ID last when it is
+// set, and sends its events on a channel until the stream ends or ctx
+// does.
+func sseGet(ctx context.Context, t *testing.T, url, conn, session, last string) (<-chan sseEvent, *http.Response) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+serveToken)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Acp-Connection-Id", conn)
+	if session != "" {
+		req.Header.Set("Acp-Session-Id", session)
+	}
+	if last != "" {
+		req.Header.Set("Last-Event-ID", last)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, resp
+	}
+	out := make(chan sseEvent, 1024)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		var e sseEvent
+		for sc.Scan() {
+			switch l := sc.Text(); {
+			case strings.HasPrefix(l, "id: "):
+				e.id, _ = strconv.ParseUint(strings.TrimPrefix(l, "id: "), 10, 64)
+			case strings.HasPrefix(l, "data: "):
+				e.data = strings.TrimPrefix(l, "data: ")
+			case l == "" && e.data != "":
+				out <- e
+				e = sseEvent{}
+			}
+		}
+	}()
+	return out, resp
+}
+
+// ssePost posts one message to a served mm's HTTP connection.
+func ssePost(t *testing.T, url, conn, session, msg string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(msg))
+	req.Header.Set("Authorization", "Bearer "+serveToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if conn != "" {
+		req.Header.Set("Acp-Connection-Id", conn)
+	}
+	if session != "" {
+		req.Header.Set("Acp-Session-Id", session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// TestHTTPStreamResumes: over streamable HTTP, every SSE event has an id,
+// and a session's stream cut in the middle of a streaming turn, opened
+// again with Last-Event-ID, gets every event after it once, in order: the
+// turn's words with no gap and none twice, then the prompt's answer. A
+// Last-Event-ID the stream does not hold is answered 409.
+func TestHTTPStreamResumes(t *testing.T) {
+	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "", "MM_SERVE_TOKEN="+serveToken)
+	ctx := testwait.Context(t)
+	resp := ssePost(t, s.url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	conn := resp.Header.Get("Acp-Connection-Id")
+	resp.Body.Close()
+	if conn == "" {
+		t.Fatalf("initialize: %s", resp.Status)
+	}
+	connEvents, _ := sseGet(ctx, t, s.url, conn, "", "")
+	ssePost(t, s.url, conn, "", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, s.project(t))).Body.Close()
+	var sid string
+	for e := range connEvents {
+		if sid = gjson.Get(e.data, "result.sessionId").String(); sid != "" {
+			break
+		}
+	}
+	cut, cancel := context.WithCancel(ctx)
+	events, _ := sseGet(cut, t, s.url, conn, sid, "")
+	ssePost(t, s.url, conn, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"count"}]}}`, sid)).Body.Close()
+	var got strings.Builder
+	var ids []uint64
+	read := func(e sseEvent) (done bool) {
+		ids = append(ids, e.id)
+		got.WriteString(gjson.Get(e.data, "params.update.content.text").String())
+		return gjson.Get(e.data, "id").Int() == 3
+	}
+	for e := range events {
+		read(e)
+		if strings.Contains(got.String(), "w5") {
+			break
+		}
+	}
+	cancel() // the stream is cut; the turn goes on
+	time.Sleep(time.Second)
+	last := strconv.FormatUint(ids[len(ids)-1], 10)
+	if _, resp := sseGet(ctx, t, s.url, conn, sid, "99999"); resp.StatusCode != http.StatusConflict {
+		t.Errorf("a Last-Event-ID the stream never had: %s, want 409", resp.Status)
+	}
+	events, resp = sseGet(ctx, t, s.url, conn, sid, last)
+	if events == nil {
+		t.Fatalf("the stream after Last-Event-ID %s: %s", last, resp.Status)
+	}
+	answered := false
+	for e := range events {
+		if read(e) {
+			answered = true
+			break
+		}
+	}
+	if !answered {
+		t.Fatal("the prompt's answer did not come on the stream")
+	}
+	if got.String() != countText() {
+		t.Errorf("the client got\n%q\nwant every word once, in order:\n%q", got.String(), countText())
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] != ids[i-1]+1 {
+			t.Errorf("event ids %v: a gap or a repeat at %d", ids, i)
+			break
+		}
+	}
+	t.Logf("%d events, ids %d to %d, the stream cut after id %s", len(ids), ids[0], ids[len(ids)-1], last)
 }

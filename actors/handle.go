@@ -190,6 +190,12 @@ func (s *Session) SetModel(id string, r Reply) {
 	s.send(&SetModel{ID: id, Reply: r}, &r, closedOutcome)
 }
 
+// SetNetwork turns the network of the session's confined commands on or
+// off; the answer is an *Outcome.
+func (s *Session) SetNetwork(on bool, r Reply) {
+	s.send(&SetNetwork{On: on, Reply: r}, &r, closedOutcome)
+}
+
 // SetSandbox sets the session's sandbox mode; the answer is an *Outcome.
 func (s *Session) SetSandbox(mode string, r Reply) {
 	s.send(&SetSandbox{Mode: mode, Reply: r}, &r, closedOutcome)

@@ -86,10 +86,10 @@ func (s *session) onMCPWarning(m *mcpWarning) {
 // last turn.
 func (s *session) tellMCPNotes() {
 	for _, n := range s.mcpNotes {
-		s.say("⚠️ " + n + "\n")
+		s.warn(Notice{Severity: "warning", Title: n})
 	}
 	if s.mcpNotesLeft > 0 {
-		s.say(fmt.Sprintf("⚠️ and %d more MCP warnings (see mm's log)\n", s.mcpNotesLeft))
+		s.warn(Notice{Severity: "warning", Title: fmt.Sprintf("and %d more MCP warnings (see mm's log)", s.mcpNotesLeft)})
 	}
 	s.mcpNotes, s.mcpNotesLeft = nil, 0
 }

@@ -90,6 +90,14 @@ type SetSandbox struct {
 	Reply Reply
 }
 
+// SetNetwork turns the session's network on or off for its confined
+// commands: off always, on only when the runtime's is (sandbox.network);
+// the answer is an *Outcome.
+type SetNetwork struct {
+	On    bool
+	Reply Reply
+}
+
 // Outcome answers a session request other than a prompt: the session as
 // the request left it, or, with Err, why the request was refused (a
 // one-line reason about what the client asked).
@@ -98,8 +106,9 @@ type Outcome struct {
 	Mode  string
 	Model string
 	// Sandbox is the session's sandbox mode, "" when commands are not
-	// confined.
+	// confined; Network whether its confined commands reach the network.
 	Sandbox    string
+	Network    bool
 	Provenance store.Provenance
 	// Messages counts the messages a replay sent.
 	Messages int

@@ -12,7 +12,7 @@ import "github.com/asynkron/protoactor-go/actor"
 func fromEdge(msg any) bool {
 	switch msg.(type) {
 	case *StartTurn, *CancelTurns, *Announce, *Flush, *Replay, *Resume, *GetState,
-		*Attach, *settle, *Forget, *SetMode, *SetModel, *SetSandbox, *endSession:
+		*Attach, *settle, *Forget, *SetMode, *SetModel, *SetSandbox, *SetNetwork, *endSession:
 		return true
 	}
 	return false

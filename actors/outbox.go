@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 
@@ -34,6 +35,28 @@ type Outbox interface {
 	// does not hold (answered already, or another connection's: the
 	// session moved after it was sent, its connection gone) is dropped.
 	Answer(sessionID string, r Reply, res any)
+	// Notice queues a notice update (ACP's unstable session/update
+	// "notice"), for a client that announced session.notices.
+	Notice(sessionID string, n Notice)
+}
+
+// Notice is a warning that is not the model's words: an MCP server left
+// out, a session file not trusted, commands that run unconfined.
+type Notice struct {
+	// Severity is info, warning or error.
+	Severity    string
+	Title       string
+	Description string
+}
+
+// NoticeUpdate is n as the update member of a session/update.
+func NoticeUpdate(n Notice) json.RawMessage {
+	m := map[string]any{"sessionUpdate": "notice", "severity": n.Severity, "title": n.Title}
+	if n.Description != "" {
+		m["description"] = n.Description
+	}
+	b, _ := json.Marshal(m)
+	return b
 }
 
 // Reply names a request a session answers: a prompt started with
@@ -69,6 +92,8 @@ func (d discard) Deliver(_ string, pid *actor.PID, msg any) { d.root.Send(pid, m
 
 func (discard) Answer(string, Reply, any) {}
 
+func (discard) Notice(string, Notice) {}
+
 // nobody is the Client of a session no connection holds: no one can be
 // asked.
 type nobody struct{}
@@ -80,6 +105,8 @@ func (nobody) RequestPermission(context.Context, acp.RequestPermissionRequest) (
 }
 
 func (nobody) Forms(string) bool { return false }
+
+func (nobody) Caps(string) Caps { return 0 }
 
 func (nobody) Elicit(context.Context, Elicitation) (ElicitationResult, error) {
 	return ElicitationResult{}, errNobody

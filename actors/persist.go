@@ -89,7 +89,7 @@ func StateFromFile(f *store.File, path, cwd string) *SessionState {
 // tellNotice says the session's notice to the client, once.
 func (s *session) tellNotice() {
 	if s.notice != "" {
-		s.say("⚠️ " + s.notice + "\n")
+		s.warn(Notice{Severity: "warning", Title: s.notice})
 		s.notice = ""
 	}
 }

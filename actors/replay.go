@@ -61,7 +61,7 @@ func (s *session) onResume(m *Resume) {
 
 // outcome describes the session for a request's answer.
 func (s *session) outcome() *Outcome {
-	return &Outcome{Mode: s.mode, Model: s.modelID, Provenance: s.prov, Sandbox: string(s.sandboxMode)}
+	return &Outcome{Mode: s.mode, Model: s.modelID, Provenance: s.prov, Sandbox: string(s.sandboxMode), Network: s.network}
 }
 
 // liveTitle gives a stored call without a recorded answer the title and

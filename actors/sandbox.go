@@ -35,7 +35,7 @@ func (s *session) policy() sandbox.Policy {
 		}
 		hidden = append(hidden, dir)
 	}
-	p := sandbox.Policy{Mode: s.sandboxMode, Network: s.rt.cfg.Sandbox.Network, Writable: append([]string{s.cwd}, s.dirs...), Hidden: hidden}
+	p := sandbox.Policy{Mode: s.sandboxMode, Network: s.network, Writable: append([]string{s.cwd}, s.dirs...), Hidden: hidden}
 	if p.Mode == sandbox.WorkspaceWrite {
 		p.Protected = s.rt.cfg.Tools.Sensitive
 		if s.rt.cfg.Sandbox.ProtectGit {
@@ -95,6 +95,18 @@ func (s *session) logPolicy() {
 	s.rt.log.Info(fmt.Sprintf("[acp] session %s: commands confined: %s (%s)", s.id, p, how))
 }
 
+// noticeUnconfined tells a client that shows notices, once, that the
+// session's commands were to be confined and are not (this machine has
+// neither bubblewrap nor Landlock). A client without notices has only the
+// banner and the log, as before.
+func (s *session) noticeUnconfined() {
+	if !s.policy().Confined() || s.rt.sandbox.Kind() != sandbox.Unconfined || !s.client.Caps(s.id).Has(CapNotices) {
+		return
+	}
+	s.out.Notice(s.id, Notice{Severity: "warning", Title: "Commands run unconfined",
+		Description: fmt.Sprintf("the sandbox asked for (%s) cannot confine them here: %s", s.policy(), s.rt.sandbox.Why())})
+}
+
 // onSetSandbox sets the session's sandbox mode: one of the runtime's
 // SandboxModes, so that a client narrows what its commands may touch and
 // never widens it past what the operator configured.
@@ -109,6 +121,21 @@ func (s *session) onSetSandbox(m *SetSandbox) {
 	}
 	if mode != s.sandboxMode {
 		s.sandboxMode = mode
+		s.logPolicy()
+	}
+	s.answer(m.Reply, s.outcome())
+}
+
+// onSetNetwork turns the network of the session's commands on or off:
+// off always, on only when the operator's config lets commands reach it,
+// so that a client narrows what its commands do, never widens it.
+func (s *session) onSetNetwork(m *SetNetwork) {
+	if m.On && !s.rt.cfg.Sandbox.Network {
+		s.answer(m.Reply, &Outcome{Err: "the network is off for every session here (sandbox.network: false)"})
+		return
+	}
+	if m.On != s.network {
+		s.network = m.On
 		s.logPolicy()
 	}
 	s.answer(m.Reply, s.outcome())
@@ -144,14 +171,18 @@ func (rt *Runtime) SandboxMode() string {
 // commands are confined: the mode, the network, and how (bubblewrap,
 // landlock, or unconfined where the machine cannot); nil when they are
 // not confined.
-func (rt *Runtime) SandboxMeta(mode string) map[string]any {
+func (rt *Runtime) SandboxMeta(mode string, network bool) map[string]any {
 	if rt.sandbox == nil || mode == "" {
 		return nil
 	}
 	return map[string]any{SandboxKey: map[string]any{
-		"mode": mode, "network": rt.cfg.Sandbox.Network, "with": string(rt.sandbox.Kind()),
+		"mode": mode, "network": network, "with": string(rt.sandbox.Kind()),
 	}}
 }
+
+// Network says whether sessions' confined commands start with the
+// network (sandbox.network).
+func (rt *Runtime) Network() bool { return rt.cfg.Sandbox.Network }
 
 // SandboxKey is the _meta key of a session's sandbox policy.
 const SandboxKey = "mm.sandbox"

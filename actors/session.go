@@ -70,6 +70,9 @@ type session struct {
 	// sandboxMode is the session's sandbox mode: the runtime's, or one no
 	// wider set over ACP (sandbox.go).
 	sandboxMode sandbox.Mode
+	// network says whether its confined commands reach the network: the
+	// runtime's (sandbox.network), or off (SetNetwork).
+	network bool
 	// plan is the plan the model keeps with the plan tool.
 	plan []history.PlanEntry
 	// agents are the agents ask_agent reaches, started on first use.
@@ -154,6 +157,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		prov:        st.Provenance,
 		rev:         st.Rev,
 		sandboxMode: rt.sandboxMode,
+		network:     rt.cfg.Sandbox.Network,
 		tempDir:     landlockTemp(rt),
 		mode:        st.Mode,
 		modelID:     st.Model,
@@ -310,6 +314,8 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		s.onSetModel(ctx, m)
 	case *SetSandbox:
 		s.onSetSandbox(m)
+	case *SetNetwork:
+		s.onSetNetwork(m)
 	case *mcpChanged:
 		s.onMCPChanged()
 	case *mcpWarning:
@@ -415,6 +421,7 @@ func (s *session) announce() {
 	}
 	s.announced = true
 	s.tellNotice()
+	s.noticeUnconfined()
 	s.out.Update(s.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
 		AvailableCommands: Commands(s.skills, s.agents != nil),
 	}})
@@ -425,6 +432,20 @@ func (s *session) say(text string) {
 	s.out.Update(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{
 		Content: acp.TextBlock(text),
 	}})
+}
+
+// warn tells the user n: as a notice update to a client that shows them
+// (session.notices), else as the seed's "⚠️ …" line of agent text.
+func (s *session) warn(n Notice) {
+	if s.client.Caps(s.id).Has(CapNotices) {
+		s.out.Notice(s.id, n)
+		return
+	}
+	line := n.Title
+	if n.Description != "" {
+		line += ": " + n.Description
+	}
+	s.say("⚠️ " + line + "\n")
 }
 
 // start starts what the session runs: its model warmed, its writer, its

@@ -89,6 +89,8 @@ func (o *recOutbox) Stream(id string, u acp.SessionUpdate, b *Budget, n int) {
 
 func (o *recOutbox) Deliver(_ string, pid *actor.PID, msg any) { o.rt.Root().Send(pid, msg) }
 
+func (o *recOutbox) Notice(string, Notice) {}
+
 func (o *recOutbox) Answer(_ string, r Reply, res any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

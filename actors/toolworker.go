@@ -20,11 +20,33 @@ type Client interface {
 	RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error)
 	// Forms says the client of the session announced elicitation.form.
 	Forms(sessionID string) bool
+	// Caps are the session capabilities the client of the session
+	// announced at initialize (clientCapabilities.session).
+	Caps(sessionID string) Caps
 	// Elicit asks the client's user a form (elicitation/create) and waits
 	// for the answer; an error means no one could be asked, except one
 	// wrapping ErrAnswerTooLarge: the answer came, too large to read.
 	Elicit(ctx context.Context, e Elicitation) (ElicitationResult, error)
 }
+
+// Caps are the session capabilities a client announces at initialize
+// (clientCapabilities.session, ACP schema 1.21): what mm may send it
+// beyond the seed's updates.
+type Caps uint32
+
+const (
+	// CapNotices: notice updates (session.notices).
+	CapNotices Caps = 1 << iota
+	// CapCompaction: compaction_update and compaction_summary_chunk
+	// (session.compaction).
+	CapCompaction
+	// CapBoolOptions: boolean session config options
+	// (session.configOptions.boolean).
+	CapBoolOptions
+)
+
+// Has says whether c holds every capability of x.
+func (c Caps) Has(x Caps) bool { return c&x == x }
 
 // ErrAnswerTooLarge is what a Client's Elicit wraps when the answer is
 // larger than any form of mm's may need: it was not read. For ask_user the

@@ -154,7 +154,7 @@ type request struct {
 }
 
 func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
-	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Method: r.Method, Id: r.ID, SessionId: sid, Forms: c.sink.Forms()}
+	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Method: r.Method, Id: r.ID, SessionId: sid, Forms: c.sink.Forms(), Caps: uint32(c.sink.Caps())}
 	if err := encodeParams(call, r.Method, p); err != nil {
 		// Nothing the edge decoded fails here; if it did, its request
 		// is answered, and goes nowhere.

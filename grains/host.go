@@ -257,6 +257,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		return // the client is gone
 	}
 	l.forms.Store(c.Forms)
+	l.caps.Store(c.Caps)
 	ctx.Respond(&grainspb.Accepted{Node: node, Link: l.me, Session: self})
 	switch c.Method {
 	case acp.AgentMethodSessionCancel:

@@ -40,6 +40,7 @@ type link struct {
 	c    *protocol.Caller
 	// forms says whether the client shows forms, as its last call said.
 	forms atomic.Bool
+	caps  atomic.Uint32 // the client's session capabilities (actors.Caps), as its last call said
 
 	mu     sync.Mutex
 	closed bool
@@ -76,7 +77,7 @@ func (h *Host) newLink(sys *actor.ActorSystem, key string, call *grainspb.Call) 
 	l.me = &grainspb.Conn{Address: l.self.Address, Id: l.self.Id}
 	l.c = h.hub.NewCaller(protocol.CallerOptions{
 		Log: h.log, Owner: call.Owner, Roots: h.roots, Node: l.node,
-		Link: l, Asks: protocol.NewClient(l.ask, l.forms.Load),
+		Link: l, Asks: protocol.NewClient(l.ask, l.forms.Load, func() actors.Caps { return actors.Caps(l.caps.Load()) }),
 	})
 	return l
 }
@@ -155,6 +156,11 @@ func (l *link) send(sid string, out *grainspb.Out) {
 // The sessions' Outbox (protocol.Link).
 
 func (l *link) Update(sid string, u acp.SessionUpdate) { l.Stream(sid, u, nil, 0) }
+
+// UpdateRaw sends an update encoded here already (a notice).
+func (l *link) UpdateRaw(sid string, raw json.RawMessage) {
+	l.send(sid, &grainspb.Out{Item: &grainspb.Out_Update{Update: raw}})
+}
 
 func (l *link) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) {
 	out := &grainspb.Out{Cost: int64(n)}

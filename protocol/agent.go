@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/internal/rpcerr"
@@ -37,8 +39,33 @@ type Agent struct {
 	calls calls
 
 	// client is what the client said it can do at initialize.
-	clientMu sync.Mutex
-	client   acp.ClientCapabilities
+	clientMu    sync.Mutex
+	client      acp.ClientCapabilities
+	sessionCaps actors.Caps
+}
+
+// caps are the session capabilities the client announced at initialize.
+func (a *Agent) caps() actors.Caps {
+	a.clientMu.Lock()
+	defer a.clientMu.Unlock()
+	return a.sessionCaps
+}
+
+// noteCaps reads the session capabilities of initialize's params
+// (clientCapabilities.session, which the Go SDK's types do not hold yet).
+func (a *Agent) noteCaps(raw json.RawMessage) {
+	var c actors.Caps
+	set := func(path string, x actors.Caps) {
+		if v := gjson.GetBytes(raw, "clientCapabilities.session."+path); v.IsObject() {
+			c |= x
+		}
+	}
+	set("notices", actors.CapNotices)
+	set("compaction", actors.CapCompaction)
+	set("configOptions.boolean", actors.CapBoolOptions)
+	a.clientMu.Lock()
+	a.sessionCaps = c
+	a.clientMu.Unlock()
 }
 
 // forms says whether the client shows forms (elicitation.form).
@@ -166,9 +193,9 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 		c.log.Info(fmt.Sprintf("[acp] session %s created in %s (%d MCP server(s) from the editor)", id, cwd, len(p.McpServers)))
 		return id, acp.NewSessionResponse{
 			SessionId:     acp.SessionId(id),
-			Meta:          c.sessionMeta(store.Provenance{SessionID: id, Kind: "root"}, rt.SandboxMode()),
+			Meta:          c.sessionMeta(store.Provenance{SessionID: id, Kind: "root"}, rt.SandboxMode(), rt.Network()),
 			Modes:         modes(rt.DefaultMode()),
-			ConfigOptions: c.configOptions("default", rt.SandboxMode()),
+			ConfigOptions: c.configOptions("default", rt.SandboxMode(), rt.Network()),
 		}, nil
 	})
 }

@@ -58,11 +58,11 @@ func (c *Caller) encode(r actors.Reply, res any) (any, *acp.RequestError) {
 		case acp.AgentMethodSessionSetMode:
 			return acp.SetSessionModeResponse{}, nil
 		case acp.AgentMethodSessionSetConfigOption:
-			return acp.SetSessionConfigOptionResponse{Meta: c.runtime().SandboxMeta(v.Sandbox), ConfigOptions: c.configOptions(v.Model, v.Sandbox)}, nil
+			return acp.SetSessionConfigOptionResponse{Meta: c.runtime().SandboxMeta(v.Sandbox, v.Network), ConfigOptions: c.configOptions(v.Model, v.Sandbox, v.Network)}, nil
 		case acp.AgentMethodSessionLoad:
-			return acp.LoadSessionResponse{Meta: c.sessionMeta(v.Provenance, v.Sandbox), Modes: modes(v.Mode), ConfigOptions: c.configOptions(v.Model, v.Sandbox)}, nil
+			return acp.LoadSessionResponse{Meta: c.sessionMeta(v.Provenance, v.Sandbox, v.Network), Modes: modes(v.Mode), ConfigOptions: c.configOptions(v.Model, v.Sandbox, v.Network)}, nil
 		case acp.AgentMethodSessionResume:
-			return acp.ResumeSessionResponse{Meta: c.sessionMeta(v.Provenance, v.Sandbox), Modes: modes(v.Mode), ConfigOptions: c.configOptions(v.Model, v.Sandbox)}, nil
+			return acp.ResumeSessionResponse{Meta: c.sessionMeta(v.Provenance, v.Sandbox, v.Network), Modes: modes(v.Mode), ConfigOptions: c.configOptions(v.Model, v.Sandbox, v.Network)}, nil
 		}
 	}
 	return nil, c.internal(r.Method, fmt.Errorf("mm has no answer of type %T for %s", res, r.Method))

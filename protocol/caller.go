@@ -125,6 +125,9 @@ type Link interface {
 	Update(sessionID string, u acp.SessionUpdate)
 	Stream(sessionID string, u acp.SessionUpdate, b *actors.Budget, n int)
 	Deliver(sessionID string, pid *actor.PID, msg any)
+	// UpdateRaw sends a session/update whose update member is raw JSON
+	// (what the SDK's types do not hold yet: a notice).
+	UpdateRaw(sessionID string, raw json.RawMessage)
 	// Answer sends the answer to the client's request r, encoded here:
 	// its result (what the SDK's types encode; nil for {}) or its error.
 	Answer(sessionID string, r actors.Reply, result any, rerr *acp.RequestError)
@@ -165,6 +168,8 @@ type linkOut struct {
 func (o linkOut) expect(actors.Reply) {}
 
 func (o linkOut) Update(sid string, u acp.SessionUpdate) { o.link.Update(sid, u) }
+
+func (o linkOut) Notice(sid string, n actors.Notice) { o.link.UpdateRaw(sid, actors.NoticeUpdate(n)) }
 
 func (o linkOut) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) {
 	o.link.Stream(sid, u, b, n)

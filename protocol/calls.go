@@ -130,6 +130,7 @@ func (c *calls) close() {
 type client struct {
 	call  CallFunc
 	forms func() bool
+	caps  func() actors.Caps
 }
 
 var _ actors.Client = client{}
@@ -140,10 +141,10 @@ var _ actors.Client = client{}
 type CallFunc func(ctx context.Context, sessionID, method string, params any) (json.RawMessage, error)
 
 // NewClient is the client as the actors ask it, reached through call; forms
-// says whether it shows forms. A node of mm's cluster asks a client of
-// another node so (package grains).
-func NewClient(call CallFunc, forms func() bool) actors.Client {
-	return client{call: call, forms: forms}
+// says whether it shows forms, caps its session capabilities. A node of
+// mm's cluster asks a client of another node so (package grains).
+func NewClient(call CallFunc, forms func() bool, caps func() actors.Caps) actors.Client {
+	return client{call: call, forms: forms, caps: caps}
 }
 
 // RequestPermission asks the client through the session's ordered writer,
@@ -163,6 +164,9 @@ func (c client) RequestPermission(ctx context.Context, p acp.RequestPermissionRe
 // Forms says the client announced elicitation.form at initialize (the
 // session is this client's: a session asks the client it is attached to).
 func (c client) Forms(string) bool { return c.forms() }
+
+// Caps are the session capabilities the client announced at initialize.
+func (c client) Caps(string) actors.Caps { return c.caps() }
 
 // maxFormAnswerBytes bounds the answer to a form that mm decodes: an
 // editor may send up to acp.maxLineBytes, and a million-item list costs

@@ -101,6 +101,9 @@ func (k Sink) Ask(sid, method string, params json.RawMessage) func(context.Conte
 // Forms says whether the client shows forms (elicitation.form).
 func (k Sink) Forms() bool { return k.a.forms() }
 
+// Caps are the client's session capabilities.
+func (k Sink) Caps() actors.Caps { return k.a.caps() }
+
 // forwarded hands a decoded request (id set) or notification of a session
 // to the connection's Forwarder; it reports false for what is served here
 // (a request that names no session is, and answered so).

@@ -85,6 +85,8 @@ func (l *loopLink) waiting(id json.RawMessage) bool {
 
 func (l *loopLink) Update(sid string, u acp.SessionUpdate) { l.Stream(sid, u, nil, 0) }
 
+func (l *loopLink) UpdateRaw(sid string, raw json.RawMessage) { l.sink.Update(sid, raw, nil, 0) }
+
 func (l *loopLink) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) {
 	raw, err := json.Marshal(u)
 	if err != nil {
@@ -152,7 +154,7 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 		c := acptest.OnHub(edge, protocol.ConnOptions{Owner: owner, Forward: func(sink protocol.Sink) protocol.Forwarder {
 			l := &loopLink{sink: sink, asked: map[string]actors.Reply{}}
 			return &loopForwarder{link: l, c: node.NewCaller(protocol.CallerOptions{Owner: owner, Node: "n1", Link: l,
-				Asks: protocol.NewClient(l.call, sink.Forms)})}
+				Asks: protocol.NewClient(l.call, sink.Forms, sink.Caps)})}
 		}})
 		t.Cleanup(func() { _ = c.Close(testwait.Hang) })
 		return c

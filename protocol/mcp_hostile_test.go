@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -195,5 +196,45 @@ func TestMCPCallTimeout(t *testing.T) {
 				t.Errorf("the model read %q, want %q", text, want)
 			}
 		})
+	}
+}
+
+// TestMCPWarningAsNotice: a client that announces session.notices gets
+// the MCP schema warning as a notice update (severity warning), not as
+// "⚠️ …" text in the agent's answer, which stays the model's words.
+func TestMCPWarningAsNotice(t *testing.T) {
+	r, _ := newRawAgentWith(t, hostileScript, nil)
+	cwd := t.TempDir()
+	bad, _ := json.Marshal(hostileMCP("bad", mcptest.BadSchemas))
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"notices":{}}}}}`)
+	r.response(1)
+	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[%s]}}`, cwd, bad))
+	sid := r.response(2)["result"].(map[string]any)["sessionId"].(string)
+	var notices []map[string]any
+	var text strings.Builder
+	deadline := time.Now().Add(testwait.Hang)
+	for id := 3.0; len(notices) == 0 && time.Now().Before(deadline); id++ {
+		r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%v,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"ping"}]}}`, id, sid))
+		for m := range r.lines {
+			if got, ok := m["id"].(float64); ok && got == id {
+				break
+			}
+			u, _ := m["params"].(map[string]any)["update"].(map[string]any)
+			switch u["sessionUpdate"] {
+			case "notice":
+				notices = append(notices, u)
+			case "agent_message_chunk":
+				text.WriteString(fmt.Sprint(u["content"].(map[string]any)["text"]))
+			}
+		}
+		if len(notices) == 0 {
+			time.Sleep(50 * time.Millisecond) // the listing is not over yet
+		}
+	}
+	if len(notices) != 1 || notices[0]["severity"] != "warning" || !strings.HasPrefix(fmt.Sprint(notices[0]["title"]), `MCP server "bad": 4 tools left out`) {
+		t.Errorf("notices: %v", notices)
+	}
+	if strings.Contains(text.String(), "⚠️") || !strings.Contains(text.String(), "pong") {
+		t.Errorf("the agent's text: %q, want the model's words only", text.String())
 	}
 }

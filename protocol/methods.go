@@ -49,7 +49,7 @@ type methodDef struct {
 
 func init() {
 	methods = map[string]methodDef{
-		acp.AgentMethodInitialize:             conn((*Agent).Initialize),
+		acp.AgentMethodInitialize:             initialize(),
 		acp.AgentMethodAuthenticate:           conn((*Agent).Authenticate),
 		acp.AgentMethodLogout:                 conn((*Agent).Logout),
 		acp.AgentMethodSessionList:            conn((*Agent).ListSessions),
@@ -186,4 +186,16 @@ func sdkError(err error) *acp.RequestError {
 		return acp.NewRequestCancelled(map[string]any{"error": err.Error()})
 	}
 	return acp.NewInternalError(map[string]any{"error": err.Error()})
+}
+
+// initialize is conn((*Agent).Initialize) that first notes the client's
+// session capabilities from the raw params.
+func initialize() methodDef {
+	d := conn((*Agent).Initialize)
+	serve := d.serve
+	d.serve = func(in *ingress, r actors.Reply, raw json.RawMessage) {
+		in.agent.noteCaps(raw)
+		serve(in, r, raw)
+	}
+	return d
 }

@@ -93,6 +93,11 @@ func (o *outbox) updateRaw(sessionID string, raw json.RawMessage, paid Giver, n 
 	o.shard(sessionID).push(outItem{sessionID: sessionID, raw: raw, budget: paid, cost: n})
 }
 
+// Notice queues a notice update.
+func (o *outbox) Notice(sessionID string, n actors.Notice) {
+	o.updateRaw(sessionID, actors.NoticeUpdate(n), nil, 0)
+}
+
 func (o *outbox) Deliver(sessionID string, pid *actor.PID, msg any) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, to: pid, msg: msg})
 }

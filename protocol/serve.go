@@ -66,7 +66,7 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	out := &lockedWriter{w: o.Out}
 	box := newOutbox(out, log)
 	a := &Agent{Caller: h.newCaller(log, o.Owner, o.Roots, shared, ""), box: box}
-	a.out, a.asks = box, client{call: a.call, forms: a.forms}
+	a.out, a.asks = box, client{call: a.call, forms: a.forms, caps: a.caps}
 	waiting := newPending(int(h.cfg.ACP.MaxPending))
 	src := o.Source
 	if src == nil {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -66,8 +67,11 @@ func modes(current string) *acp.SessionModeState {
 	}
 }
 
-// configOptions is the model selector.
-func (c *Caller) configOptions(current, sandbox string) []acp.SessionConfigOption {
+// configOptions are the session's options: the model selector and, when
+// its commands are confined, the sandbox's mode and network (a boolean
+// for a client that announced session.configOptions.boolean, a select of
+// on and off otherwise).
+func (c *Caller) configOptions(current, sandbox string, network bool) []acp.SessionConfigOption {
 	var opts acp.SessionConfigSelectOptionsUngrouped
 	for _, m := range c.runtime().Models() {
 		opts = append(opts, acp.SessionConfigSelectOption{Value: acp.SessionConfigValueId(m.ID), Name: m.Name})
@@ -93,8 +97,35 @@ func (c *Caller) configOptions(current, sandbox string) []acp.SessionConfigOptio
 			Options:      acp.SessionConfigSelectOptions{Ungrouped: &sb},
 			Type:         "select",
 		}})
+		out = append(out, c.networkOption(network))
 	}
 	return out
+}
+
+// networkWords describe the network option.
+const networkWords = "Whether the commands the agent runs reach the network"
+
+// networkOption is the sandbox's network switch: a boolean when the
+// client shows them, else a select of on and off. A client may turn it
+// off, and on again only where sandbox.network lets commands reach it.
+func (c *Caller) networkOption(on bool) acp.SessionConfigOption {
+	if c.asks != nil && c.asks.Caps("").Has(actors.CapBoolOptions) {
+		return acp.SessionConfigOption{Boolean: &acp.SessionConfigOptionBoolean{
+			Id: "network", Name: "Network", Description: acp.Ptr(networkWords), CurrentValue: on, Type: "boolean",
+		}}
+	}
+	values := acp.SessionConfigSelectOptionsUngrouped{{Value: "off", Name: "off"}}
+	if c.runtime().Network() {
+		values = append(values, acp.SessionConfigSelectOption{Value: "on", Name: "on"})
+	}
+	current := acp.SessionConfigValueId("off")
+	if on {
+		current = "on"
+	}
+	return acp.SessionConfigOption{Select: &acp.SessionConfigOptionSelect{
+		Id: "network", Name: "Network", Description: acp.Ptr(networkWords), CurrentValue: current,
+		Options: acp.SessionConfigSelectOptions{Ungrouped: &values}, Type: "select",
+	}}
 }
 
 // sandboxWords describe the sandbox modes to the user (docs/sandbox.md).
@@ -106,9 +137,9 @@ var sandboxWords = map[string]string{
 
 // sessionMeta is the _meta of a session's response: its provenance and,
 // when its commands are confined, its sandbox (actors.SandboxKey).
-func (c *Caller) sessionMeta(p store.Provenance, sandbox string) map[string]any {
+func (c *Caller) sessionMeta(p store.Provenance, sandbox string, network bool) map[string]any {
 	meta := provenanceMeta(p)
-	for k, v := range c.runtime().SandboxMeta(sandbox) {
+	for k, v := range c.runtime().SandboxMeta(sandbox, network) {
 		meta[k] = v
 	}
 	return meta
@@ -341,9 +372,22 @@ func (c *Caller) serveSetMode(r actors.Reply, p acp.SetSessionModeRequest) {
 
 // serveSetConfig sets the model selector, in the session's order.
 func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequest) {
+	if b := p.Boolean; b != nil {
+		id := string(b.SessionId)
+		s := c.live(id)
+		switch {
+		case s == nil:
+			c.answer(id, r, nil, unknownSession(id))
+		case b.ConfigId == "network" && len(c.runtime().SandboxModes()) > 0:
+			s.SetNetwork(b.Value, r)
+		default:
+			c.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(b.ConfigId), "error": "no boolean option " + strconv.Quote(string(b.ConfigId)) + " (network, when commands are confined)"}))
+		}
+		return
+	}
 	v := p.ValueId
 	if v == nil {
-		c.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": "only the model selector (a value id) can be set"}))
+		c.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": "the option's value is neither a value id nor a boolean"}))
 		return
 	}
 	id := string(v.SessionId)
@@ -357,10 +401,12 @@ func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequ
 		s.SetModel(string(v.Value), r)
 	case v.ConfigId == "sandbox" && len(c.runtime().SandboxModes()) > 0:
 		s.SetSandbox(string(v.Value), r)
+	case v.ConfigId == "network" && len(c.runtime().SandboxModes()) > 0 && (v.Value == "on" || v.Value == "off"):
+		s.SetNetwork(v.Value == "on", r)
 	default:
 		known := "model"
 		if len(c.runtime().SandboxModes()) > 0 {
-			known = "model, sandbox"
+			known = "model, sandbox, network (on, off)"
 		}
 		c.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(v.ConfigId), "error": "unknown option (" + known + ")"}))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,5 +284,98 @@ func TestServeAdditionalDirectories(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(other, "made")); err == nil {
 		t.Error("a folder the session was not given was written")
+	}
+}
+
+// TestServeNetworkOption: the sandbox's network is a session option
+// ("network", a select of off and on for a client that does not show
+// booleans): set off mid-session, the next command cannot open a TCP
+// connection; set on again, it can; the _meta says it. A server whose
+// sandbox.network is false offers off only, and refuses on.
+func TestServeNetworkOption(t *testing.T) {
+	testwait.Short(t, "mm serve with bubblewrap")
+	sandboxtest.Bubblewrap(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	dial := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected || echo refused", ln.Addr().(*net.TCPAddr).Port)
+	script := serveScript + fmt.Sprintf("  - match: \"^dial$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", dial)
+	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
+	ctx := testwait.Context(t)
+	w := s.wire(t)
+	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	network := func(opts []acp.SessionConfigOption) *acp.SessionConfigOptionSelect {
+		for _, o := range opts {
+			if o.Select != nil && o.Select.Id == "network" {
+				return o.Select
+			}
+		}
+		return nil
+	}
+	if o := network(res.ConfigOptions); o == nil || o.CurrentValue != "on" || o.Options.Ungrouped == nil || len(*o.Options.Ungrouped) != 2 {
+		t.Fatalf("session/new's network option: %+v", o)
+	}
+	set := func(v string) (acp.SetSessionConfigOptionResponse, error) {
+		return w.SetSessionConfigOption(ctx, acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{
+			SessionId: res.SessionId, ConfigId: "network", Value: acp.SessionConfigValueId(v)}})
+	}
+	said := func() string {
+		t.Helper()
+		before := len(w.rec.Updates(res.SessionId))
+		if r, err := w.ask(ctx, res.SessionId, "dial"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+			t.Fatalf("dial: %v %v", r, err)
+		}
+		return acptest.Text(w.rec.Updates(res.SessionId)[before:])
+	}
+	if text := said(); !strings.Contains(text, "connected") {
+		t.Errorf("with the network on: %q", text)
+	}
+	r, err := set("off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := network(r.ConfigOptions); o == nil || o.CurrentValue != "off" {
+		t.Errorf("set_config_option's network option: %+v", o)
+	}
+	if meta, _ := r.Meta["mm.sandbox"].(map[string]any); meta["network"] != false {
+		t.Errorf("set_config_option's _meta: %v", r.Meta)
+	}
+	if text := said(); strings.Contains(text, "connected") {
+		t.Errorf("with the network off, the command connected: %q", text)
+	}
+	if _, err := set("on"); err != nil {
+		t.Fatal(err)
+	}
+	if text := said(); !strings.Contains(text, "connected") {
+		t.Errorf("with the network on again: %q", text)
+	}
+
+	off := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, script, "sandbox:\n  network: false\n", "MM_SERVE_TOKEN="+serveToken)
+	w2 := off.wire(t)
+	res2, err := w2.NewSession(ctx, acp.NewSessionRequest{Cwd: off.project(t), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := network(res2.ConfigOptions); o == nil || o.CurrentValue != "off" || len(*o.Options.Ungrouped) != 1 {
+		t.Errorf("a server without the network offers: %+v", o)
+	}
+	_, err = w2.SetSessionConfigOption(ctx, acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{
+		SessionId: res2.SessionId, ConfigId: "network", Value: "on"}})
+	if err == nil || !strings.Contains(err.Error(), "sandbox.network: false") {
+		t.Errorf("turning the network on where the server has it off: %v", err)
 	}
 }

@@ -94,7 +94,7 @@ func runTypeScriptClients(t *testing.T, start func() *served) {
 			n++
 		}
 	}
-	if n != 18 {
-		t.Errorf("%d steps passed, want 18:\n%s", n, out)
+	if n != 20 {
+		t.Errorf("%d steps passed, want 20:\n%s", n, out)
 	}
 }

@@ -81,7 +81,11 @@ function prompt(c, sessionId, text) {
 }
 
 async function initialize(c) {
-  const init = await c.agent.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+  // The client shows boolean config options and notices (schema 1.21).
+  const init = await c.agent.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: { session: { configOptions: { boolean: {} }, notices: {} } },
+  });
   assert.equal(init.protocolVersion, 1);
   assert.ok(init.agentCapabilities?.loadSession, "mm loads sessions");
   return init;
@@ -94,9 +98,20 @@ async function run(transport) {
   await initialize(c);
   step("initialize");
 
-  const { sessionId } = await c.agent.request("session/new", { cwd, mcpServers: [] });
+  const created = await c.agent.request("session/new", { cwd, mcpServers: [] });
+  const { sessionId } = created;
   assert.ok(sessionId);
   step("session/new");
+
+  // The sandbox's network switch, a boolean for this client.
+  const net = created.configOptions.find((o) => o.id === "network");
+  assert.equal(net?.type, "boolean");
+  assert.equal(net.currentValue, true);
+  const set = await c.agent.request("session/set_config_option", { sessionId, configId: "network", type: "boolean", value: false });
+  assert.equal(set.configOptions.find((o) => o.id === "network").currentValue, false);
+  assert.equal(set._meta["mm.sandbox"].network, false);
+  await c.agent.request("session/set_config_option", { sessionId, configId: "network", type: "boolean", value: true });
+  step("the network as a boolean option");
 
   let r = await prompt(c, sessionId, "ping");
   assert.equal(r.stopReason, "end_turn");

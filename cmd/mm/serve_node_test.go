@@ -50,40 +50,11 @@ func TestClusterTypeScriptClients(t *testing.T) {
 // TypeScript SDK's clients, against the mm serve start returns.
 func runTypeScriptClients(t *testing.T, start func() *served) {
 	testwait.Short(t, "the TypeScript SDK's clients (Node.js)")
-	missing := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("MM_REQUIRE_NODE") == "1" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format+" (the TypeScript clients need Node.js 18 or later and npm; .ci/run installs them)", args...)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("node is not on PATH")
-	}
-	out, err := exec.Command(node, "--version").Output()
-	major, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(strings.TrimSpace(string(out)), ".", 2)[0], "v"))
-	if err != nil || major < 18 {
-		missing("node %s is too old", strings.TrimSpace(string(out)))
-	}
-	var pkg struct{ Version string }
-	installed := func() bool {
-		data, err := os.ReadFile(filepath.Join(tsClients, "node_modules", "@agentclientprotocol", "sdk", "package.json"))
-		return err == nil && json.Unmarshal(data, &pkg) == nil && pkg.Version == "2.4.0"
-	}
-	if !installed() {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			missing("npm is not on PATH to install @agentclientprotocol/sdk 2.4.0")
-		}
-		if out, err := exec.Command(npm, "ci", "--prefix", tsClients, "--no-audit", "--no-fund", "--loglevel=error").CombinedOutput(); err != nil || !installed() {
-			missing("npm ci --prefix cmd/mm/%s failed: %v\n%s", tsClients, err, out)
-		}
-	}
+	node := npmPackage(t, tsClients, "@agentclientprotocol/sdk", "2.4.0")
 	s := start()
 	cmd := exec.CommandContext(testwait.Context(t), node, "clients.mjs", s.url, serveToken, s.project(t))
 	cmd.Dir = tsClients
-	out, err = cmd.CombinedOutput()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the TypeScript clients failed: %v\n%s", err, out)
 	}
@@ -97,4 +68,43 @@ func runTypeScriptClients(t *testing.T, start func() *served) {
 	if n != 20 {
 		t.Errorf("%d steps passed, want 20:\n%s", n, out)
 	}
+}
+
+// npmPackage makes sure the npm package name@version is installed in dir
+// (from its package-lock.json, with npm ci, when it is not) and returns
+// node's path. Where Node.js 18 or later or npm is missing, the test is
+// skipped, saying why, or fails with MM_REQUIRE_NODE=1 (.ci/run).
+func npmPackage(t *testing.T, dir, name, version string) string {
+	t.Helper()
+	missing := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("MM_REQUIRE_NODE") == "1" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format+" (this test needs Node.js 18 or later and npm; .ci/run installs them)", args...)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node is not on PATH")
+	}
+	out, err := exec.Command(node, "--version").Output()
+	major, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(strings.TrimSpace(string(out)), ".", 2)[0], "v"))
+	if err != nil || major < 18 {
+		missing("node %s is too old", strings.TrimSpace(string(out)))
+	}
+	var pkg struct{ Version string }
+	installed := func() bool {
+		data, err := os.ReadFile(filepath.Join(dir, "node_modules", name, "package.json"))
+		return err == nil && json.Unmarshal(data, &pkg) == nil && pkg.Version == version
+	}
+	if !installed() {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			missing("npm is not on PATH to install %s %s", name, version)
+		}
+		if out, err := exec.Command(npm, "ci", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error").CombinedOutput(); err != nil || !installed() {
+			missing("npm ci --prefix cmd/mm/%s failed: %v\n%s", dir, err, out)
+		}
+	}
+	return node
 }

@@ -63,6 +63,11 @@ func (s *session) startCompaction(ctx actor.Context, t *turn) {
 	_, cut := s.split(keep)
 	t.cut = cut
 	t.started = time.Now()
+	if s.client.Caps(s.id).Has(CapCompaction) {
+		s.compactions++
+		t.compactionID = fmt.Sprintf("compaction-%d", s.compactions)
+		s.out.UpdateRaw(s.id, CompactionUpdate(t.compactionID, "in_progress", "", ""))
+	}
 	const system = "You compress conversations between a user and a coding agent so that the agent can go on with the work. Keep every fact it will need: goals, decisions, file paths, commands run and their outcomes, errors, what is left to do. Write plain text, no preamble."
 	const ask = CompactPrompt + " in at most a few hundred words.\n\n"
 	limit := 0 // no cap: the window is unknown
@@ -86,9 +91,14 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 		return
 	}
 	if s.settle(ctx, t, "model") {
+		if t.compactionID != "" {
+			s.out.UpdateRaw(s.id, CompactionUpdate(t.compactionID, "cancelled", "", ""))
+			t.compactionID = ""
+		}
 		return
 	}
-	var line string
+	var line, update string
+	var summaryText, failure string
 	switch summary := strings.TrimSpace(m.Response.Text); {
 	case m.Err != "" || summary == "":
 		why := m.Err
@@ -96,6 +106,7 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 			why = "the model wrote an empty summary"
 		}
 		line = "[compact: failed, history kept: " + why + "]"
+		update, failure = "failed", why
 		if t.auto {
 			s.compactFails++
 			s.compactWait = s.compactFails
@@ -115,14 +126,28 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 		}
 		line = fmt.Sprintf("🗜️ compressed %d messages → 1 summary + %d kept (%d tokens, %.1fs)",
 			compressed, kept, s.estimate(), time.Since(t.started).Seconds())
+		update, summaryText = "completed", summary
+	}
+	// A client that shows compactions gets the compaction's end as an
+	// update, with its summary; the others the seed's line of text.
+	told := t.compactionID != ""
+	if told {
+		s.out.UpdateRaw(s.id, CompactionUpdate(t.compactionID, update, summaryText, failure))
+		t.compactionID = ""
 	}
 	if t.auto {
-		s.say(line + "\n\n")
+		if !told {
+			s.say(line + "\n\n")
+		}
 		s.rt.log.Info(fmt.Sprintf("[acp] session %s: auto-compact — %s", s.id, line))
 		t.auto = false
 		s.callModel(ctx, t)
 		return
 	}
-	s.compactLine(line)
+	if told {
+		s.rt.log.Info(fmt.Sprintf("[acp] session %s: /compact — %s", s.id, line))
+	} else {
+		s.compactLine(line)
+	}
 	s.finish(ctx, t, acp.StopReasonEndTurn, "")
 }

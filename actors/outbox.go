@@ -35,9 +35,10 @@ type Outbox interface {
 	// does not hold (answered already, or another connection's: the
 	// session moved after it was sent, its connection gone) is dropped.
 	Answer(sessionID string, r Reply, res any)
-	// Notice queues a notice update (ACP's unstable session/update
-	// "notice"), for a client that announced session.notices.
-	Notice(sessionID string, n Notice)
+	// UpdateRaw queues a session/update whose update member is raw JSON:
+	// what the SDK's types do not hold yet (a notice, a compaction), for a
+	// client that announced it (Caps).
+	UpdateRaw(sessionID string, update json.RawMessage)
 }
 
 // Notice is a warning that is not the model's words: an MCP server left
@@ -92,7 +93,7 @@ func (d discard) Deliver(_ string, pid *actor.PID, msg any) { d.root.Send(pid, m
 
 func (discard) Answer(string, Reply, any) {}
 
-func (discard) Notice(string, Notice) {}
+func (discard) UpdateRaw(string, json.RawMessage) {}
 
 // nobody is the Client of a session no connection holds: no one can be
 // asked.
@@ -110,4 +111,19 @@ func (nobody) Caps(string) Caps { return 0 }
 
 func (nobody) Elicit(context.Context, Elicitation) (ElicitationResult, error) {
 	return ElicitationResult{}, errNobody
+}
+
+// CompactionUpdate is a compaction_update (ACP's unstable session/update)
+// of compaction id: its status (in_progress, completed, failed), and its
+// summary or error when set.
+func CompactionUpdate(id, status, summary, err string) json.RawMessage {
+	m := map[string]any{"sessionUpdate": "compaction_update", "compactionId": id, "status": status}
+	if summary != "" {
+		m["summary"] = []map[string]string{{"type": "text", "text": summary}}
+	}
+	if err != "" {
+		m["error"] = err
+	}
+	b, _ := json.Marshal(m)
+	return b
 }

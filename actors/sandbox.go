@@ -103,7 +103,7 @@ func (s *session) noticeUnconfined() {
 	if !s.policy().Confined() || s.rt.sandbox.Kind() != sandbox.Unconfined || !s.client.Caps(s.id).Has(CapNotices) {
 		return
 	}
-	s.out.Notice(s.id, Notice{Severity: "warning", Title: "Commands run unconfined",
+	s.warn(Notice{Severity: "warning", Title: "Commands run unconfined",
 		Description: fmt.Sprintf("the sandbox asked for (%s) cannot confine them here: %s", s.policy(), s.rt.sandbox.Why())})
 }
 

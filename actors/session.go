@@ -33,6 +33,8 @@ type session struct {
 	cwd    string
 	// roots are the folders its file tools may open (SessionState.Roots).
 	roots []string
+	// compactions counts the compactions told as updates (their ids).
+	compactions int
 	// dirs are its additional directories (SessionState.Dirs).
 	dirs    []string
 	created time.Time
@@ -438,7 +440,7 @@ func (s *session) say(text string) {
 // (session.notices), else as the seed's "⚠️ …" line of agent text.
 func (s *session) warn(n Notice) {
 	if s.client.Caps(s.id).Has(CapNotices) {
-		s.out.Notice(s.id, n)
+		s.out.UpdateRaw(s.id, NoticeUpdate(n))
 		return
 	}
 	line := n.Title

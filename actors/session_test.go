@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,7 +90,7 @@ func (o *recOutbox) Stream(id string, u acp.SessionUpdate, b *Budget, n int) {
 
 func (o *recOutbox) Deliver(_ string, pid *actor.PID, msg any) { o.rt.Root().Send(pid, msg) }
 
-func (o *recOutbox) Notice(string, Notice) {}
+func (o *recOutbox) UpdateRaw(string, json.RawMessage) {}
 
 func (o *recOutbox) Answer(_ string, r Reply, res any) {
 	o.mu.Lock()

@@ -53,7 +53,10 @@ type turn struct {
 	// compression in flight.
 	compact, auto bool
 	cut           int
-	started       time.Time
+	// compactionID names the compaction under way to a client that shows
+	// compaction updates (session.compaction); "" otherwise.
+	compactionID string
+	started      time.Time
 
 	histStart int // len(history) before the user message was appended
 	calls     int // model calls made

@@ -169,7 +169,7 @@ func (o linkOut) expect(actors.Reply) {}
 
 func (o linkOut) Update(sid string, u acp.SessionUpdate) { o.link.Update(sid, u) }
 
-func (o linkOut) Notice(sid string, n actors.Notice) { o.link.UpdateRaw(sid, actors.NoticeUpdate(n)) }
+func (o linkOut) UpdateRaw(sid string, update json.RawMessage) { o.link.UpdateRaw(sid, update) }
 
 func (o linkOut) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) {
 	o.link.Stream(sid, u, b, n)

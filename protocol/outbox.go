@@ -93,9 +93,9 @@ func (o *outbox) updateRaw(sessionID string, raw json.RawMessage, paid Giver, n 
 	o.shard(sessionID).push(outItem{sessionID: sessionID, raw: raw, budget: paid, cost: n})
 }
 
-// Notice queues a notice update.
-func (o *outbox) Notice(sessionID string, n actors.Notice) {
-	o.updateRaw(sessionID, actors.NoticeUpdate(n), nil, 0)
+// UpdateRaw queues a session/update whose update member is raw JSON.
+func (o *outbox) UpdateRaw(sessionID string, update json.RawMessage) {
+	o.updateRaw(sessionID, update, nil, 0)
 }
 
 func (o *outbox) Deliver(sessionID string, pid *actor.PID, msg any) {

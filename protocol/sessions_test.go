@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -540,4 +541,73 @@ func (e *sessEnv) agentWithModels() *acptest.Conn {
 		e.t.Fatal(err)
 	}
 	return conn
+}
+
+// TestCompactionUpdates: a client that announces session.compaction gets
+// /compact as compaction_update updates — in_progress, then completed with
+// the model's summary — and not the seed's "🗜️ compressed …" text; a
+// failed one ends failed, with its error.
+func TestCompactionUpdates(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(map[bool]string{false: "completed", true: "failed"}[fail], func(t *testing.T) {
+			script := sessionScript
+			if fail {
+				script = strings.Replace(script, `steps: [{text: "SUMMARY of the early turns"}]`, `steps: [{error: "summariser down"}]`, 1)
+			}
+			r, _ := newRawAgentWith(t, script, func(c *configs.Config) { c.Context.KeepLastTurns = 1; c.Yolo = true })
+			r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`)
+			r.response(1)
+			r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, t.TempDir()))
+			sid := r.response(2)["result"].(map[string]any)["sessionId"].(string)
+			prompt := func(id int, text string) (updates []map[string]any) {
+				r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, id, sid, text))
+				for m := range r.lines {
+					if got, ok := m["id"].(float64); ok && int(got) == id {
+						return updates
+					}
+					if u, ok := m["params"].(map[string]any)["update"].(map[string]any); ok {
+						updates = append(updates, u)
+					}
+				}
+				return updates
+			}
+			prompt(3, "echo")
+			prompt(4, "echo")
+			var statuses []string
+			var summary, failure, text string
+			for _, u := range prompt(5, "/compact") {
+				switch u["sessionUpdate"] {
+				case "compaction_update":
+					statuses = append(statuses, fmt.Sprint(u["status"]))
+					if s, ok := u["summary"].([]any); ok {
+						summary = fmt.Sprint(s[0].(map[string]any)["text"])
+					}
+					if e, ok := u["error"].(string); ok {
+						failure = e
+					}
+					if u["compactionId"] == "" {
+						t.Errorf("a compaction update without its id: %v", u)
+					}
+				case "agent_message_chunk":
+					text += fmt.Sprint(u["content"].(map[string]any)["text"])
+				}
+			}
+			want := []string{"in_progress", "completed"}
+			if fail {
+				want = []string{"in_progress", "failed"}
+			}
+			if strings.Join(statuses, ",") != strings.Join(want, ",") {
+				t.Errorf("compaction statuses %v, want %v", statuses, want)
+			}
+			if !fail && summary != "SUMMARY of the early turns" {
+				t.Errorf("the summary: %q", summary)
+			}
+			if fail && !strings.Contains(failure, "summariser down") {
+				t.Errorf("the error: %q", failure)
+			}
+			if text != "" {
+				t.Errorf("the seed's text went too: %q", text)
+			}
+		})
+	}
 }

@@ -65,8 +65,8 @@ func runTypeScriptClients(t *testing.T, start func() *served) {
 			n++
 		}
 	}
-	if n != 20 {
-		t.Errorf("%d steps passed, want 20:\n%s", n, out)
+	if n != 22 {
+		t.Errorf("%d steps passed, want 22:\n%s", n, out)
 	}
 }
 

@@ -84,7 +84,7 @@ async function initialize(c) {
   // The client shows boolean config options and notices (schema 1.21).
   const init = await c.agent.request("initialize", {
     protocolVersion: 1,
-    clientCapabilities: { session: { configOptions: { boolean: {} }, notices: {} } },
+    clientCapabilities: { session: { configOptions: { boolean: {} }, notices: {}, compaction: {} } },
   });
   assert.equal(init.protocolVersion, 1);
   assert.ok(init.agentCapabilities?.loadSession, "mm loads sessions");
@@ -139,6 +139,15 @@ async function run(transport) {
   assert.equal(b.stopReason, "end_turn");
   assert.equal(c.text(second.sessionId), "pong");
   step("two sessions on one connection");
+
+  // /compact, for a client that shows compactions: compaction_update
+  // updates, which the SDK's schema checks, and no text.
+  r = await prompt(c, sessionId, "/compact");
+  assert.equal(r.stopReason, "end_turn");
+  const done = await c.waitUpdate(sessionId, (n) => n.update.sessionUpdate === "compaction_update" && n.update.status === "completed");
+  assert.equal(done.update.summary[0].type, "text");
+  assert.ok(c.updates.some((n) => n.sessionId === sessionId && n.update.sessionUpdate === "compaction_update" && n.update.status === "in_progress"));
+  step("/compact as compaction updates");
 
   // ACP's errors: a closed session is -32002 with data.sessionId, which
   // makes a second close succeed in the SDK (idempotent); an Invalid

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/sjson"
 
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
@@ -100,14 +101,14 @@ func (s *session) onToolPrepared(ctx actor.Context, m *toolPrepared) {
 		return
 	}
 	t.announced = true
-	s.out.Update(s.id, acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{
+	s.out.UpdateRaw(s.id, toolCallUpdate(acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{
 		ToolCallId: acp.ToolCallId(m.CallID),
 		Title:      m.Title,
 		Kind:       m.Kind,
 		Status:     acp.ToolCallStatusPending,
 		RawInput:   m.RawInput,
 		Locations:  locations(m.Locations),
-	}})
+	}}, m.Name))
 	if m.Err == "" {
 		// The go-ahead reaches the worker after the pending tool_call is
 		// written, so a permission request never precedes its tool call.
@@ -273,4 +274,19 @@ func mimePtr(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// toolCallUpdate is a tool_call update with its tool's name (ACP's
+// unstable ToolCall.name, which the Go SDK's type does not hold yet): the
+// SDK's encoding, the name added. A client that does not know the field
+// ignores it.
+func toolCallUpdate(u acp.SessionUpdate, name string) json.RawMessage {
+	raw, err := json.Marshal(u)
+	if err != nil || name == "" {
+		return raw
+	}
+	if named, err := sjson.SetBytes(raw, "name", name); err == nil {
+		return named
+	}
+	return raw
 }

@@ -114,6 +114,7 @@ type toolPolicy struct {
 type toolPrepared struct {
 	Turn      uint64
 	CallID    string
+	Name      string // the tool's, as the model called it
 	Title     string
 	Kind      acp.ToolKind
 	RawInput  map[string]any
@@ -211,7 +212,7 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 	penv := w.env
 	penv.Ctx = ctx // a prepare may wait on a server (an lsp rename)
 	call, err := tools.Prepare(penv, w.name, w.args)
-	prep := &toolPrepared{Turn: w.turn, CallID: w.callID, Title: w.name, Kind: acp.ToolKindExecute}
+	prep := &toolPrepared{Turn: w.turn, CallID: w.callID, Name: w.name, Title: w.name, Kind: acp.ToolKindExecute}
 	if call != nil {
 		prep.Title, prep.Kind, prep.RawInput, prep.Locations = call.Title, toolKind(call.Kind), call.Args, call.Locations
 	}

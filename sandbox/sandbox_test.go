@@ -2,12 +2,13 @@ package sandbox
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mm-agent/mm/internal/tcptest"
 )
 
 // requireEnv, set to 1, makes a machine without a working bubblewrap fail
@@ -138,21 +139,7 @@ func TestNetwork(t *testing.T) { networkSwitch(t, confining(t)) }
 // the test's with the network on, and not with it off.
 func networkSwitch(t *testing.T, s *Sandbox) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	script := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", ln.Addr().(*net.TCPAddr).Port)
+	script := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", tcptest.Listener(t))
 	cwd := t.TempDir()
 	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}}, cwd, script); !ok || !strings.Contains(out, "connected") {
 		t.Errorf("with the network on: %v %q", ok, out)

@@ -156,16 +156,25 @@ func startMMScript(t testing.TB, script, extraConfig string) (*acptest.Conn, *ex
 // context ends with the test, or after testwait.Hang.
 func openSession(t *testing.T, conn *acptest.Conn) (context.Context, string, acp.NewSessionResponse) {
 	t.Helper()
+	cwd := t.TempDir()
+	ctx, sess := openSessionIn(t, conn, cwd)
+	return ctx, cwd, sess
+}
+
+// openSessionIn initialises conn and opens a session in cwd (a served
+// mm's project, inside its roots); the context ends with the test, or
+// after testwait.Hang.
+func openSessionIn(t *testing.T, conn *acptest.Conn, cwd string) (context.Context, acp.NewSessionResponse) {
+	t.Helper()
 	ctx := testwait.Context(t)
 	if _, err := conn.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cwd := t.TempDir()
 	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ctx, cwd, sess
+	return ctx, sess
 }
 
 func TestVersion(t *testing.T) {

@@ -74,14 +74,7 @@ func TestConnectResumes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "", "MM_SERVE_TOKEN="+serveToken)
 			conn, p := behindProxy(t, s, "30s")
-			ctx := testwait.Context(t)
-			if _, err := conn.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx, sess := openSessionIn(t, conn, s.project(t))
 			answered := make(chan acp.PromptResponse, 1)
 			failed := make(chan error, 1)
 			go func() {
@@ -146,14 +139,7 @@ func TestConnectResumePastTheWindow(t *testing.T) {
 	testwait.Short(t, "a drop of 5 s")
 	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "serve:\n  resumeWindowBytes: 1KiB\n", "MM_SERVE_TOKEN="+serveToken)
 	conn, p := behindProxy(t, s, "30s")
-	ctx := testwait.Context(t)
-	if _, err := conn.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, sess := openSessionIn(t, conn, s.project(t))
 	go func() { _, _ = conn.Ask(ctx, sess.SessionId, "count") }()
 	if err := conn.Client.WaitUpdate(ctx, sess.SessionId, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
 		t.Fatal(err)
@@ -200,14 +186,7 @@ func TestInterruptLikeACP(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = conn.Close(5 * time.Second); _ = cmd.Process.Kill() })
-			ctx := testwait.Context(t)
-			if _, err := conn.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx, sess := openSessionIn(t, conn, s.project(t))
 			answered := make(chan acp.PromptResponse, 1)
 			go func() {
 				r, err := conn.Ask(ctx, sess.SessionId, "slow")

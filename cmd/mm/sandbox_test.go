@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/internal/tcptest"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/sandbox"
@@ -295,21 +295,7 @@ func TestServeAdditionalDirectories(t *testing.T) {
 func TestServeNetworkOption(t *testing.T) {
 	testwait.Short(t, "mm serve with bubblewrap")
 	sandboxtest.Bubblewrap(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	dial := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected || echo refused", ln.Addr().(*net.TCPAddr).Port)
+	dial := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected || echo refused", tcptest.Listener(t))
 	script := serveScript + fmt.Sprintf("  - match: \"^dial$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", dial)
 	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
 	ctx := testwait.Context(t)

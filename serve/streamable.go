@@ -244,7 +244,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string) {
 		text(w, http.StatusBadRequest, "Session ID exceeds maxIdLength (1024)")
 		return
 	}
-	st, busy, gone := h.acquire(session)
+	last := r.Header.Get(headerLastEvent)
+	st, lease, busy, gone := h.acquire(session, last != "")
 	switch {
 	case gone:
 		text(w, http.StatusNotFound, "Unknown Acp-Connection-Id")
@@ -253,8 +254,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string) {
 		text(w, http.StatusConflict, "Outbound stream already has an active receiver")
 		return
 	}
-	defer h.release(st, session)
-	if last := r.Header.Get(headerLastEvent); last != "" {
+	defer h.release(st, session, lease)
+	if last != "" {
 		n, err := strconv.ParseUint(last, 10, 64)
 		if err == nil {
 			err = h.rewind(st, n)
@@ -280,7 +281,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string) {
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
-		e, ok := h.next(r.Context(), st, tick.C)
+		e, ok := h.next(r.Context(), st, lease, tick.C)
 		if !ok {
 			return
 		}

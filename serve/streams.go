@@ -62,6 +62,7 @@ type stream struct {
 	queue   []event
 	head    int
 	leased  bool
+	lease   uint64 // which GET holds it: a GET that resumes takes it from a stale one
 	counted bool          // counted in httpConn.unread: it holds messages and has no reader
 	wake    chan struct{} // a message, or the end
 	nextID  uint64
@@ -239,13 +240,15 @@ func (h *httpConn) wakeAll() {
 }
 
 // acquire gives a GET the stream it asks for: the connection's (session
-// "") or a session's, made if need be. busy: another GET reads it; gone:
-// the connection is over.
-func (h *httpConn) acquire(session string) (st *stream, busy, gone bool) {
+// "") or a session's, made if need be, and the lease that names this GET's
+// hold on it. busy: another GET reads it (unless resume: a GET with
+// Last-Event-ID takes the stream from one whose connection went quiet
+// under it, which ends); gone: the connection is over.
+func (h *httpConn) acquire(session string, resume bool) (st *stream, lease uint64, busy, gone bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped || h.finished {
-		return nil, false, true
+		return nil, 0, false, true
 	}
 	if session == "" {
 		st = h.conn
@@ -254,9 +257,15 @@ func (h *httpConn) acquire(session string) (st *stream, busy, gone bool) {
 		h.sessions[session] = st
 	}
 	if st.leased {
-		return nil, true, false
+		if !resume {
+			return nil, 0, true, false
+		}
+		st.lease++ // the stale GET's next sees it and ends
+		st.signal()
+		return st, st.lease, false, false
 	}
 	st.leased = true
+	st.lease++
 	if session == "" {
 		if h.abandon != nil {
 			h.abandon.Stop()
@@ -265,7 +274,7 @@ func (h *httpConn) acquire(session string) (st *stream, busy, gone bool) {
 		st.counted = false
 		h.unread--
 	}
-	return st, false, false
+	return st, st.lease, false, false
 }
 
 // errCursor is a Last-Event-ID whose next messages a stream no longer
@@ -317,11 +326,15 @@ func (h *httpConn) keep(st *stream, e event) {
 	}
 }
 
-// release gives a stream back when its GET ends. A session stream with
-// nothing held is dropped; one that holds messages counts as unread again.
-func (h *httpConn) release(st *stream, session string) {
+// release gives a stream back when its GET ends, unless another GET took
+// it (lease). A session stream with nothing held is dropped; one that
+// holds messages counts as unread again.
+func (h *httpConn) release(st *stream, session string, lease uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if st.lease != lease {
+		return // a resuming GET holds it now
+	}
 	st.leased = false
 	if h.stopped || h.finished {
 		return
@@ -363,11 +376,11 @@ func (h *httpConn) watchAbandon() {
 // returns ok false once the stream is over (the connection stopped, or
 // finished and st read to its end), and a nil line, ok true when tick
 // fires first (time for a keep-alive).
-func (h *httpConn) next(ctx context.Context, st *stream, tick <-chan time.Time) (event, bool) {
+func (h *httpConn) next(ctx context.Context, st *stream, lease uint64, tick <-chan time.Time) (event, bool) {
 	for {
 		h.mu.Lock()
 		switch {
-		case h.stopped:
+		case h.stopped, st.lease != lease:
 			h.mu.Unlock()
 			return event{}, false
 		case st.held():

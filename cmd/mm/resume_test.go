@@ -313,11 +313,27 @@ func ssePost(t *testing.T, url, conn, session, msg string) *http.Response {
 }
 
 // TestHTTPStreamResumes: over streamable HTTP, every SSE event has an id,
-// and a session's stream cut in the middle of a streaming turn, opened
-// again with Last-Event-ID, gets every event after it once, in order: the
-// turn's words with no gap and none twice, then the prompt's answer. A
-// Last-Event-ID the stream does not hold is answered 409.
+// and a session's stream whose TCP connection is cut or stalled (a proxy)
+// in the middle of a streaming turn, opened again 1 s later with
+// Last-Event-ID,
+// gets every event after it once, in order: the turn's words with no gap
+// and none twice, then the prompt's answer. A Last-Event-ID the stream
+// does not hold is answered 409.
 func TestHTTPStreamResumes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		drop func(p *cutproxy.Proxy)
+	}{
+		{"cut", func(p *cutproxy.Proxy) { p.Cut(); time.Sleep(time.Second); p.Restore() }},
+		// The server still writes to the stalled stream: the GET that
+		// resumes takes it over.
+		{"stalled", func(p *cutproxy.Proxy) { p.Stall(); time.Sleep(time.Second) }},
+	} {
+		t.Run(c.name, func(t *testing.T) { httpStreamResumes(t, c.drop) })
+	}
+}
+
+func httpStreamResumes(t *testing.T, drop func(p *cutproxy.Proxy)) {
 	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "", "MM_SERVE_TOKEN="+serveToken)
 	ctx := testwait.Context(t)
 	resp := ssePost(t, s.url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
@@ -334,8 +350,15 @@ func TestHTTPStreamResumes(t *testing.T) {
 			break
 		}
 	}
-	cut, cancel := context.WithCancel(ctx)
-	events, _ := sseGet(cut, t, s.url, conn, sid, "")
+	// The session's stream goes through a proxy the test cuts.
+	u, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cutproxy.Start(t, u.Host)
+	u.Host = p.Addr()
+	proxied := u.String()
+	events, _ := sseGet(ctx, t, proxied, conn, sid, "")
 	ssePost(t, s.url, conn, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"count"}]}}`, sid)).Body.Close()
 	var got strings.Builder
 	var ids []uint64
@@ -350,13 +373,12 @@ func TestHTTPStreamResumes(t *testing.T) {
 			break
 		}
 	}
-	cancel() // the stream is cut; the turn goes on
-	time.Sleep(time.Second)
+	drop(p) // the turn goes on
 	last := strconv.FormatUint(ids[len(ids)-1], 10)
 	if _, resp := sseGet(ctx, t, s.url, conn, sid, "99999"); resp.StatusCode != http.StatusConflict {
 		t.Errorf("a Last-Event-ID the stream never had: %s, want 409", resp.Status)
 	}
-	events, resp = sseGet(ctx, t, s.url, conn, sid, last)
+	events, resp = sseGet(ctx, t, proxied, conn, sid, last)
 	if events == nil {
 		t.Fatalf("the stream after Last-Event-ID %s: %s", last, resp.Status)
 	}

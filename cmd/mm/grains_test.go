@@ -56,10 +56,13 @@ type teeStream struct {
 
 func (t teeStream) Read(p []byte) (int, error) { return t.r.Read(p) }
 
-func (s *served) wire(t testing.TB) *wireClient {
+func (s *served) wire(t testing.TB) *wireClient { t.Helper(); return s.wireWith(t, nil) }
+
+// wireWith is wire with the upgrade's extra headers (Acp-Resume: 1).
+func (s *served) wireWith(t testing.TB, header http.Header) *wireClient {
 	t.Helper()
 	ctx := testwait.Context(t)
-	ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, nil)
+	ws, _, err := servetest.DialWebSocket(ctx, s.ws, serveToken, header)
 	if err != nil {
 		t.Fatal(err)
 	}

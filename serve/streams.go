@@ -62,7 +62,7 @@ type stream struct {
 	queue   []event
 	head    int
 	leased  bool
-	lease   uint64 // which GET holds it: a GET that resumes takes it from a stale one
+	lease   uint64        // which GET holds it: a GET that resumes takes it from a stale one
 	counted bool          // counted in httpConn.unread: it holds messages and has no reader
 	wake    chan struct{} // a message, or the end
 	nextID  uint64

@@ -45,8 +45,8 @@ type sentFrames struct {
 
 func newSentFrames(max int) *sentFrames { return &sentFrames{max: max, first: 1, next: 1} }
 
-// add numbers and keeps a frame sent after initialize (once is is
-// counted).
+// add numbers and keeps a frame sent after initialize (the frames the
+// server counts).
 func (s *sentFrames) add(line []byte, initialize bool) {
 	if !s.on {
 		s.on = initialize
@@ -66,7 +66,7 @@ func (s *sentFrames) add(line []byte, initialize bool) {
 // after returns the frames after the received first ones, or false when
 // some of them are no longer kept.
 func (s *sentFrames) after(received uint64) ([][]byte, bool) {
-	if received+1 < s.first || received >= s.next && received != s.next-1 {
+	if received+1 < s.first || received >= s.next {
 		return nil, false
 	}
 	return s.frames[received+1-s.first:], true

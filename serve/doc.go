@@ -13,7 +13,9 @@
 // connection, whatever its transport: its place, mm's side, the requests
 // mm owes an answer), inbox.go (the message stream into mm), message.go (a
 // client message made one line, parsed once, and checked as the
-// TypeScript SDK checks it), websocket.go, streamable.go (POST, GET, DELETE), streams.go (the
+// TypeScript SDK checks it), websocket.go, resume.go (a WebSocket connection
+// that outlives its socket), stallconn.go (its socket's writes),
+// streamable.go (POST, GET, DELETE), streams.go (the
 // routing of mm's output to an HTTP connection's streams and their
 // bounds), incoming.go (the server's room for client messages being read,
 // and their time limit), sockets.go (the TCP connections no token has

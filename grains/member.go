@@ -84,9 +84,10 @@ type Member struct {
 	mu       sync.Mutex
 	live     []string // addresses, sorted, as the last topology had them
 	liveIDs  map[string]bool
-	goneIDs  map[string]bool // the members counted out: protoactor blocks them for good
-	left     []string        // addresses gone since the handlers were last called
-	changed  bool            // a topology arrived since the handlers were last called
+	hosts    map[string]string // the live members' hosts, by id
+	goneIDs  map[string]bool   // the members counted out: protoactor blocks them for good
+	left     []string          // addresses gone since the handlers were last called
+	changed  bool              // a topology arrived since the handlers were last called
 	handlers []*handler
 	wake     chan struct{} // cap 1: the dispatcher has something to deliver
 	done     chan struct{} // closed by Leave: the dispatcher returns
@@ -321,11 +322,13 @@ func (m *Member) onTopology(t *cluster.ClusterTopology) {
 	slices.Sort(live)
 	live = slices.Compact(live)
 	ids := make(map[string]bool, len(t.Members))
+	hosts := make(map[string]string, len(t.Members))
 	for _, mb := range t.Members {
 		ids[mb.Id] = true
+		hosts[mb.Id] = mb.Host
 	}
 	m.mu.Lock()
-	m.live, m.liveIDs = live, ids
+	m.live, m.liveIDs, m.hosts = live, ids, hosts
 	for _, mb := range t.Left {
 		m.left = append(m.left, mb.Address())
 		if m.goneIDs == nil {

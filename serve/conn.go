@@ -50,7 +50,7 @@ func (s *Server) open(transport string, c Client) (*connection, string) {
 		return nil, "limit"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	conn := &connection{s: s, id: newID(), client: c, in: newInbox(), ctx: ctx, cancel: cancel,
+	conn := &connection{s: s, id: s.newConnID(), client: c, in: newInbox(), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), endc: make(chan struct{}), pending: map[string]string{}}
 	conn.log = s.o.Log.With("conn", conn.id[:8])
 	s.conns[conn] = struct{}{}

@@ -13,6 +13,9 @@ type metrics struct {
 	total   *prometheus.CounterVec
 	refused *prometheus.CounterVec
 	resumed prometheus.Counter
+	// forwarded counts the requests passed on to the node that holds
+	// their connection, by outcome (forwarded, gone, unreachable).
+	forwarded *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, in *incoming) *metrics {
@@ -29,13 +32,16 @@ func newMetrics(reg prometheus.Registerer, in *incoming) *metrics {
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mm_connections_resumed_total", Help: "WebSocket connections resumed on a new socket after theirs dropped.",
 		}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm_requests_forwarded_total", Help: "Requests for a connection another node of the cluster holds, by outcome: forwarded to it, gone (no such live node), unreachable.",
+		}, []string{"outcome"}),
 	}
 	// Both transports show from the start, at 0.
 	for _, t := range []string{WebSocket, HTTP} {
 		m.open.WithLabelValues(t)
 		m.total.WithLabelValues(t)
 	}
-	reg.MustRegister(m.open, m.total, m.refused, m.resumed, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(m.open, m.total, m.refused, m.resumed, m.forwarded, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mm_incoming_bytes", Help: "Bytes of client messages being read, of serve.maxIncomingBytes.",
 	}, func() float64 { return float64(in.held.Load()) }))
 	return m

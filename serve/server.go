@@ -75,6 +75,10 @@ type Options struct {
 	// MaxConnections. nil means always ready. It is called on every such
 	// request, from their goroutines: it must be quick.
 	Ready func() bool
+	// Peers are the other nodes of the cluster this server is a node of,
+	// which hold the connections they opened: a request for one of those
+	// is passed on to its node (forward.go). nil on a server of its own.
+	Peers Peers
 }
 
 // The bounds of one streamable HTTP connection, as the TypeScript SDK's
@@ -106,6 +110,11 @@ type Server struct {
 	byID     map[string]*httpConn // the streamable HTTP connections, by Acp-Connection-Id
 	draining bool
 	wg       sync.WaitGroup // one per connection, until release
+
+	// peerTr are the transports to the other nodes of a cluster, by
+	// address and certificate (forward.go).
+	peersMu sync.Mutex
+	peerTr  map[string]*http.Transport
 }
 
 // New checks o and builds a server; its certificate, if any, is read here.
@@ -208,6 +217,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-errc:
 		s.drain()
 		s.wg.Wait()
+		s.closePeers()
 		return err
 	case <-ctx.Done():
 	}
@@ -221,6 +231,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		hs.Close()
 	}
 	<-errc
+	s.closePeers()
 	return nil
 }
 
@@ -264,6 +275,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/acp":
 		owner, ok := s.admit(w, r)
 		if !ok {
+			return
+		}
+		if s.forward(w, r) {
 			return
 		}
 		switch r.Method {

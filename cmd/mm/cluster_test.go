@@ -53,6 +53,13 @@ func startCluster(t testing.TB, n int, extra string) []*node {
 // section.
 func startClusterModel(t testing.TB, n int, model, extra string) []*node {
 	t.Helper()
+	return startClusterScript(t, n, model, serveScript, extra)
+}
+
+// startClusterScript is startClusterModel with script as the scripted
+// model's rules.
+func startClusterScript(t testing.TB, n int, model, script, extra string) []*node {
+	t.Helper()
 	testwait.Short(t, "the cluster tests (a cluster of mm serve processes)")
 	dir := t.TempDir()
 	health := freePorts(t, n)
@@ -66,7 +73,7 @@ func startClusterModel(t testing.TB, n int, model, extra string) []*node {
 		}
 		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n",
 			strings.Join(peers, ", "), health[i], testFailureTimeout)
-		s := startServeModel(t, clusterBin, dir, fmt.Sprintf("node%d.yaml", i), model, serveScript, cluster+extra, "MM_SERVE_TOKEN="+serveToken, "GORACE=exitcode=0")
+		s := startServeModel(t, clusterBin, dir, fmt.Sprintf("node%d.yaml", i), model, script, cluster+extra, "MM_SERVE_TOKEN="+serveToken, "GORACE=exitcode=0")
 		ready := s.readyz(t)
 		nodes[i] = &node{served: s, health: health[i], readyAtStart: ready, joinedAtStart: strings.Contains(s.metricsOf(t), "mm_cluster_members")}
 	}

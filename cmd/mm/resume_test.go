@@ -329,12 +329,18 @@ func TestHTTPStreamResumes(t *testing.T) {
 		// resumes takes it over.
 		{"stalled", func(p *cutproxy.Proxy) { p.Stall(); time.Sleep(time.Second) }},
 	} {
-		t.Run(c.name, func(t *testing.T) { httpStreamResumes(t, c.drop) })
+		t.Run(c.name, func(t *testing.T) {
+			s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "", "MM_SERVE_TOKEN="+serveToken)
+			httpStreamResumes(t, s, s, c.drop)
+		})
 	}
 }
 
-func httpStreamResumes(t *testing.T, drop func(p *cutproxy.Proxy)) {
-	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "", "MM_SERVE_TOKEN="+serveToken)
+// httpStreamResumes opens an HTTP connection on s and streams a turn
+// through a proxy to s, which drop cuts or stalls; the stream is opened
+// again through the proxy, and the 409 asked of via (s, or another node of
+// its cluster to which drop points the proxy).
+func httpStreamResumes(t *testing.T, s, via *served, drop func(p *cutproxy.Proxy)) {
 	ctx := testwait.Context(t)
 	resp := ssePost(t, s.url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	conn := resp.Header.Get("Acp-Connection-Id")
@@ -375,7 +381,7 @@ func httpStreamResumes(t *testing.T, drop func(p *cutproxy.Proxy)) {
 	}
 	drop(p) // the turn goes on
 	last := strconv.FormatUint(ids[len(ids)-1], 10)
-	if _, resp := sseGet(ctx, t, s.url, conn, sid, "99999"); resp.StatusCode != http.StatusConflict {
+	if _, resp := sseGet(ctx, t, via.url, conn, sid, "99999"); resp.StatusCode != http.StatusConflict {
 		t.Errorf("a Last-Event-ID the stream never had: %s, want 409", resp.Status)
 	}
 	events, resp = sseGet(ctx, t, proxied, conn, sid, last)

@@ -1813,6 +1813,65 @@ func (x *Gone) GetConn() *Conn {
 	return nil
 }
 
+// ServeAt is where a node serves ACP (mm serve's /acp), as it gossips it
+// under the key "mm.serve": another node that gets a request for a
+// connection this node holds (a client resuming through a balancer that
+// sent it elsewhere) passes the request on to it. The host is the one the
+// membership gives the node, never taken from here.
+type ServeAt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Port  uint32                 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// cert_sha256 is the SHA-256 of the certificate the node serves https
+	// with, the only one taken; empty for plain http.
+	CertSha256    []byte `protobuf:"bytes,2,opt,name=cert_sha256,json=certSha256,proto3" json:"cert_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServeAt) Reset() {
+	*x = ServeAt{}
+	mi := &file_grains_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServeAt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServeAt) ProtoMessage() {}
+
+func (x *ServeAt) ProtoReflect() protoreflect.Message {
+	mi := &file_grains_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServeAt.ProtoReflect.Descriptor instead.
+func (*ServeAt) Descriptor() ([]byte, []int) {
+	return file_grains_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ServeAt) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ServeAt) GetCertSha256() []byte {
+	if x != nil {
+		return x.CertSha256
+	}
+	return nil
+}
+
 var File_grains_proto protoreflect.FileDescriptor
 
 var file_grains_proto_rawDesc = []byte{
@@ -1998,7 +2057,11 @@ var file_grains_proto_rawDesc = []byte{
 	0x06, 0x6e, 0x75, 0x6d, 0x62, 0x65, 0x72, 0x22, 0x2b, 0x0a, 0x04, 0x47, 0x6f, 0x6e, 0x65, 0x12,
 	0x23, 0x0a, 0x04, 0x63, 0x6f, 0x6e, 0x6e, 0x18, 0x01, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x0f, 0x2e,
 	0x6d, 0x6d, 0x2e, 0x67, 0x72, 0x61, 0x69, 0x6e, 0x73, 0x2e, 0x43, 0x6f, 0x6e, 0x6e, 0x52, 0x04,
-	0x63, 0x6f, 0x6e, 0x6e, 0x42, 0x28, 0x5a, 0x26, 0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x63,
+	0x63, 0x6f, 0x6e, 0x6e, 0x22, 0x3e, 0x0a, 0x07, 0x53, 0x65, 0x72, 0x76, 0x65, 0x41, 0x74, 0x12,
+	0x12, 0x0a, 0x04, 0x70, 0x6f, 0x72, 0x74, 0x18, 0x01, 0x20, 0x01, 0x28, 0x0d, 0x52, 0x04, 0x70,
+	0x6f, 0x72, 0x74, 0x12, 0x1f, 0x0a, 0x0b, 0x63, 0x65, 0x72, 0x74, 0x5f, 0x73, 0x68, 0x61, 0x32,
+	0x35, 0x36, 0x18, 0x02, 0x20, 0x01, 0x28, 0x0c, 0x52, 0x0a, 0x63, 0x65, 0x72, 0x74, 0x53, 0x68,
+	0x61, 0x32, 0x35, 0x36, 0x42, 0x28, 0x5a, 0x26, 0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x63,
 	0x6f, 0x6d, 0x2f, 0x6d, 0x6d, 0x2d, 0x61, 0x67, 0x65, 0x6e, 0x74, 0x2f, 0x6d, 0x6d, 0x2f, 0x67,
 	0x72, 0x61, 0x69, 0x6e, 0x73, 0x2f, 0x67, 0x72, 0x61, 0x69, 0x6e, 0x73, 0x70, 0x62, 0x62, 0x06,
 	0x70, 0x72, 0x6f, 0x74, 0x6f, 0x33,
@@ -2016,7 +2079,7 @@ func file_grains_proto_rawDescGZIP() []byte {
 	return file_grains_proto_rawDescData
 }
 
-var file_grains_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_grains_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_grains_proto_goTypes = []any{
 	(*Conn)(nil),            // 0: mm.grains.Conn
 	(*Call)(nil),            // 1: mm.grains.Call
@@ -2041,6 +2104,7 @@ var file_grains_proto_goTypes = []any{
 	(*Credit)(nil),          // 20: mm.grains.Credit
 	(*Delivered)(nil),       // 21: mm.grains.Delivered
 	(*Gone)(nil),            // 22: mm.grains.Gone
+	(*ServeAt)(nil),         // 23: mm.grains.ServeAt
 }
 var file_grains_proto_depIdxs = []int32{
 	0,  // 0: mm.grains.Call.conn:type_name -> mm.grains.Conn
@@ -2116,7 +2180,7 @@ func file_grains_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: file_grains_proto_rawDesc,
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -41,6 +41,13 @@ type Node interface {
 	// Rejoin is closed once the cluster counted this node out for good:
 	// mm serve then drains, leaves and starts again (startAgain).
 	Rejoin() <-chan struct{}
+	// Tag and Peer make the node the server's serve.Peers: a request for
+	// a connection another node holds goes on to that node.
+	Tag() string
+	Peer(tag string) (url string, certSHA256 []byte, ok bool)
+	// Advertise tells the other nodes, once joined, where this one serves
+	// /acp: its port and its certificate (nil for plain http).
+	Advertise(port int, cert []byte)
 }
 
 // NewNode makes a cluster node, before the hub whose sessions it hosts.

@@ -137,9 +137,11 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 	})
 	defer health.Stop()
 	ready := health.OK
+	var peers serve.Peers
 	if node != nil {
 		connector.forward = node.Forward
 		ready = func() bool { return node.Ready() && health.OK() }
+		peers = node
 	}
 	srv, err := serve.New(serve.Options{
 		Connector: connector,
@@ -150,7 +152,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 		StallTimeout: cfg.Serve.StallTimeout, DrainTimeout: cfg.Serve.DrainTimeout,
 		ResumeTimeout: cfg.Serve.ResumeTimeout, ResumeWindowBytes: int(cfg.Serve.ResumeWindowBytes),
 		CertFile: cfg.Serve.TLS.Cert, KeyFile: cfg.Serve.TLS.Key,
-		Log: log, Ready: ready,
+		Log: log, Ready: ready, Peers: peers,
 	})
 	if err != nil {
 		log.Error(err.Error())
@@ -201,6 +203,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 			<-served
 			return 1
 		}
+		node.Advertise(ln.Addr().(*net.TCPAddr).Port, srv.CertDER())
 		// Counted out for good (a partition healed, a freeze ended), the
 		// node cannot be a member again under its id: it stops as on
 		// SIGTERM, then starts again, a new member.

@@ -73,6 +73,15 @@ func (p *Proxy) stalled(c net.Conn) bool {
 	return p.stalls[c]
 }
 
+// Retarget sends new connections to target (host:port) from now on, as
+// a balancer that sends a client back to another node; connections open
+// go on to the old target until they end.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
 // Restore lets new connections through again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
@@ -123,7 +132,10 @@ func (p *Proxy) forward(c net.Conn) {
 	if !p.track(c) {
 		return
 	}
-	up, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", target)
 	if err != nil {
 		_ = c.Close()
 		return

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+	"github.com/coder/websocket"
+
+	"github.com/mm-agent/mm/internal/cutproxy"
+	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/protocol/acptest"
+)
+
+// hostOf is the host:port of a served mm's URL.
+func hostOf(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// TestClusterResumeOnAnotherNode: two nodes of a cluster behind a
+// balancer (a proxy the test points at one node, then at the other). The
+// network drops for a second in the middle of a streaming turn, and when
+// it comes back the balancer sends the client to the other node, which
+// holds none of the connection's state: it passes the resume on to the
+// node that does. Through mm connect the editor gets every word once, in
+// order, and end_turn, with no error, and the next turn goes the same
+// way; over streamable HTTP the stream resumed through the other node gets
+// every event after its Last-Event-ID once. A connection whose node is no
+// member is answered 404, as an unknown one, and a request marked as
+// passed on already is not passed on again.
+func TestClusterResumeOnAnotherNode(t *testing.T) {
+	nodes := startClusterScript(t, 2, scriptedModel, countScript(), "")
+	a, b := nodes[0].served, nodes[1].served
+	t.Run("websocket", func(t *testing.T) {
+		conn, p := behindProxy(t, a, "30s")
+		ctx, sess := openSessionIn(t, conn, a.project(t))
+		answered := make(chan acp.PromptResponse, 1)
+		failed := make(chan error, 1)
+		go func() {
+			r, err := conn.Ask(ctx, sess.SessionId, "count")
+			if err != nil {
+				failed <- err
+				return
+			}
+			answered <- r
+		}()
+		if err := conn.Client.WaitUpdate(ctx, sess.SessionId, func(u acp.SessionUpdate) bool {
+			return u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil && strings.Contains(u.AgentMessageChunk.Content.Text.Text, "w5")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		p.Cut()
+		p.Retarget(hostOf(t, b.ws))
+		time.Sleep(time.Second)
+		p.Restore()
+		select {
+		case err := <-failed:
+			t.Fatalf("the prompt failed: %v\nmm connect: %s", err, conn.Stderr.String())
+		case r := <-answered:
+			if r.StopReason != acp.StopReasonEndTurn {
+				t.Errorf("stop reason %s, want end_turn", r.StopReason)
+			}
+		}
+		t.Logf("the turn ended %v after the drop began", time.Since(start).Round(time.Millisecond))
+		if got, want := acptest.Text(conn.Client.Updates(sess.SessionId)), countText(); got != want {
+			t.Errorf("the editor got\n%q\nwant every word once, in order:\n%q", got, want)
+		}
+		for _, l := range strings.Split(conn.Stderr.String(), "\n") {
+			if strings.Contains(l, "resum") {
+				t.Logf("%s", l)
+			}
+		}
+		if !strings.Contains(conn.Stderr.String(), "mm connect: resumed after ") {
+			t.Errorf("mm connect did not say it resumed:\n%s", conn.Stderr.String())
+		}
+		if !strings.Contains(b.stderr.String(), "its upgrade goes on to") {
+			t.Errorf("the other node did not pass the resume on:\n%s", b.stderr.String())
+		}
+		if !strings.Contains(a.stderr.String(), "resumed after frame") {
+			t.Errorf("the node holding the connection did not log the resume:\n%s", a.stderr.String())
+		}
+		if r, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+			t.Errorf("the next turn: %v %v", r, err)
+		}
+	})
+	t.Run("http", func(t *testing.T) {
+		httpStreamResumes(t, a, b, func(p *cutproxy.Proxy) {
+			p.Cut()
+			p.Retarget(hostOf(t, b.url))
+			time.Sleep(time.Second)
+			p.Restore()
+		})
+	})
+	t.Run("gone", func(t *testing.T) {
+		ctx := testwait.Context(t)
+		for _, c := range []struct {
+			name string
+			h    http.Header
+		}{
+			{"a node that is no member", http.Header{"Acp-Connection-Id": {"0b6f2c1e-4d3a-4f5e-8a9b-1c2d3e4f5a6b.nosuchnode"}, "Last-Event-ID": {"0"}}},
+			{"marked as passed on", http.Header{"Acp-Connection-Id": {"0b6f2c1e-4d3a-4f5e-8a9b-1c2d3e4f5a6b." + tagOf(t, a)}, "Last-Event-ID": {"0"}, "Mm-Forwarded-By": {"x"}}},
+		} {
+			c.h.Set("Authorization", "Bearer "+serveToken)
+			_, resp, err := websocket.Dial(ctx, b.ws, &websocket.DialOptions{HTTPHeader: c.h})
+			if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
+				t.Errorf("%s: %v %v, want 404", c.name, resp, err)
+			}
+		}
+	})
+}
+
+// tagOf is the tag a node puts at the end of its connections' ids: that
+// of a streamable HTTP connection opened on it.
+func tagOf(t *testing.T, s *served) string {
+	t.Helper()
+	resp := ssePost(t, s.url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	resp.Body.Close()
+	id := resp.Header.Get("Acp-Connection-Id")
+	i := strings.LastIndexByte(id, '.')
+	if i < 0 {
+		t.Fatalf("a node's connection id %q names no node", id)
+	}
+	return id[i+1:]
+}

@@ -322,6 +322,23 @@ func NewSessionID(now time.Time) string {
 	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
+// NewMessageID names a model's reply, for the chunks that stream it (ACP's
+// messageId): a random UUID (version 4).
+func NewMessageID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	hex.Encode(s[9:13], b[4:6])
+	hex.Encode(s[14:18], b[6:8])
+	hex.Encode(s[19:23], b[8:10])
+	hex.Encode(s[24:], b[10:])
+	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
+	return string(s[:])
+}
+
 // Shutdown stops the turn serializer and the actor system, and waits (at
 // most a few seconds) until the work goroutines of stopped sessions have
 // finished: a command's process group is killed before the process exits.

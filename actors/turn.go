@@ -60,6 +60,9 @@ type turn struct {
 
 	histStart int // len(history) before the user message was appended
 	calls     int // model calls made
+	// messageID names the model's reply to the current call: every chunk
+	// of it, thoughts and text, carries it (ACP's messageId).
+	messageID *string
 	// live holds the model and tool actors whose goroutine has not yet
 	// sent its final message ("model", or the tool's ACP call id). A
 	// cancelled turn ends when it is empty: nothing it started is left.
@@ -268,6 +271,8 @@ func (s *session) onSlot(ctx actor.Context, id uint64) {
 func (s *session) callModel(ctx actor.Context, t *turn) {
 	t.calls++
 	t.answer.Reset()
+	id := NewMessageID()
+	t.messageID = &id
 	// No copy when the history fits: the session only appends while the
 	// call runs (and replaces the slice on /new and /compact), never
 	// rewriting the messages this view covers; its capacity stops the
@@ -328,11 +333,16 @@ func (s *session) onDelta(m *modelDelta) {
 	switch m.Delta.Kind {
 	case llm.DeltaReasoning, llm.DeltaNotice:
 		// A notice (a retry wait) is about the call, not the answer: it
-		// shows beside the model's thoughts.
-		s.out.Stream(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: block}}, s.budget, m.Cost)
+		// shows beside the model's thoughts, and is no part of the reply:
+		// it carries no message id.
+		var id *string
+		if m.Delta.Kind == llm.DeltaReasoning {
+			id = t.messageID
+		}
+		s.out.Stream(s.id, acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: block, MessageId: id}}, s.budget, m.Cost)
 	default:
 		t.answer.WriteString(m.Delta.Text)
-		s.out.Stream(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: block}}, s.budget, m.Cost)
+		s.out.Stream(s.id, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: block, MessageId: t.messageID}}, s.budget, m.Cost)
 	}
 }
 

@@ -66,9 +66,9 @@ func (c *edgeConn) out(m *grainspb.Out) {
 	}
 	switch it := m.Item.(type) {
 	case *grainspb.Out_Chunk:
-		c.sink.Chunk(sid, it.Chunk, false, paid, int(m.Cost))
+		c.sink.Chunk(sid, it.Chunk, m.MessageId, false, paid, int(m.Cost))
 	case *grainspb.Out_Thought:
-		c.sink.Chunk(sid, it.Thought, true, paid, int(m.Cost))
+		c.sink.Chunk(sid, it.Thought, m.MessageId, true, paid, int(m.Cost))
 	case *grainspb.Out_Update:
 		c.sink.Update(sid, it.Update, paid, int(m.Cost))
 	case *grainspb.Out_Deliver:

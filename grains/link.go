@@ -164,12 +164,12 @@ func (l *link) UpdateRaw(sid string, raw json.RawMessage) {
 
 func (l *link) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) {
 	out := &grainspb.Out{Cost: int64(n)}
-	text, thought, plain := protocol.PlainChunk(&u)
+	text, id, thought, plain := protocol.PlainChunk(&u)
 	switch {
 	case plain && thought:
-		out.Item = &grainspb.Out_Thought{Thought: text}
+		out.Item, out.MessageId = &grainspb.Out_Thought{Thought: text}, id
 	case plain:
-		out.Item = &grainspb.Out_Chunk{Chunk: text}
+		out.Item, out.MessageId = &grainspb.Out_Chunk{Chunk: text}, id
 	default:
 		raw, err := json.Marshal(u)
 		if err != nil {

@@ -158,6 +158,19 @@ func TestSessionsAsGrains(t *testing.T) {
 		if res, err := c.Ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn || acptest.Text(c.Client.Updates(sid)) != "pong" {
 			t.Fatalf("session %d: %v %v %q", i, res, err, acptest.Text(c.Client.Updates(sid)))
 		}
+		// The reply's chunks name their message, across nodes too.
+		ids := map[string]bool{}
+		for _, u := range c.Client.Updates(sid) {
+			if ch := u.AgentMessageChunk; ch != nil {
+				if ch.MessageId == nil {
+					t.Fatalf("session %d: a chunk of the reply without its messageId", i)
+				}
+				ids[*ch.MessageId] = true
+			}
+		}
+		if len(ids) != 1 {
+			t.Errorf("session %d: one reply's chunks have %d message ids", i, len(ids))
+		}
 	}
 	if n, want := jsonrpc.Parses()-parses, uint64(len(sids)); n != want {
 		t.Errorf("%d prompts were parsed %d times; want once each", want, n)

@@ -55,15 +55,12 @@ type Sink struct{ a *Agent }
 type Giver interface{ Give(n int) }
 
 // Chunk queues a plain text agent_message_chunk of session sid (with
-// thought, an agent_thought_chunk), which holds n bytes of the session's
-// stream budget, given back to paid once it is written. Adjacent chunks
-// are written as one, as a local session's are.
-func (k Sink) Chunk(sid, text string, thought bool, paid Giver, n int) {
-	u := acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(text)}}
-	if thought {
-		u = acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock(text)}}
-	}
-	k.a.box.stream(sid, u, paid, n)
+// thought, an agent_thought_chunk) of message id (none if ""), which holds
+// n bytes of the session's stream budget, given back to paid once it is
+// written. Adjacent chunks of one message are written as one, as a local
+// session's are.
+func (k Sink) Chunk(sid, text, id string, thought bool, paid Giver, n int) {
+	k.a.box.stream(sid, TextChunk(text, id, thought), paid, n)
 }
 
 // Update queues a session/update of session sid whose update is raw: the

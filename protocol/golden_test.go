@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,6 +75,7 @@ var (
 	reVersion  = regexp.MustCompile(`"version":"[^"]*"`)
 	reTokens   = regexp.MustCompile(`\(\d+ tokens, [0-9.]+s\)`)
 	reTime     = regexp.MustCompile(`"updatedAt":"[^"]*"`)
+	reMessage  = regexp.MustCompile(`"messageId":"([0-9a-f-]{36})"`)
 	reTimeOnly = regexp.MustCompile(`(?m)^.*"update":\{"sessionUpdate":"session_info_update","updatedAt":"[^"]*"\}\}\}\n`)
 )
 
@@ -88,6 +90,16 @@ func normalise(out, cwd string) string {
 	out = reModel.ReplaceAllString(out, "<model-call>")
 	out = reVersion.ReplaceAllString(out, `"version":"<version>"`)
 	out = reTime.ReplaceAllString(out, `"updatedAt":"<time>"`)
+	// A message id is random: each becomes <message-N>, N in the order
+	// they first appear, so that which chunks share one still shows.
+	seen := map[string]int{}
+	out = reMessage.ReplaceAllStringFunc(out, func(m string) string {
+		id := reMessage.FindStringSubmatch(m)[1]
+		if seen[id] == 0 {
+			seen[id] = len(seen) + 1
+		}
+		return fmt.Sprintf(`"messageId":"<message-%d>"`, seen[id])
+	})
 	return reTokens.ReplaceAllString(out, "(<n> tokens, <t>s)")
 }
 
@@ -101,14 +113,15 @@ func foldChunks(out string) string {
 		Params struct {
 			SessionID string `json:"sessionId"`
 			Update    struct {
-				Kind    string          `json:"sessionUpdate"`
-				Content json.RawMessage `json:"content"`
-				Meta    json.RawMessage `json:"_meta"`
+				Kind      string          `json:"sessionUpdate"`
+				Content   json.RawMessage `json:"content"`
+				Meta      json.RawMessage `json:"_meta"`
+				MessageID string          `json:"messageId"`
 			} `json:"update"`
 		} `json:"params"`
 	}
 	var lines []string
-	var prevSession, prevText string
+	var prevSession, prevText, prevID string
 	prev := -1
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		var c chunk
@@ -122,13 +135,17 @@ func foldChunks(out string) string {
 		}
 		if c.Params.Update.Kind == "agent_message_chunk" && c.Params.Update.Meta == nil &&
 			json.Unmarshal(c.Params.Update.Content, &text) == nil {
-			if prev == len(lines)-1 && prev >= 0 && prevSession == c.Params.SessionID {
+			if prev == len(lines)-1 && prev >= 0 && prevSession == c.Params.SessionID && prevID == c.Params.Update.MessageID {
 				prevText += text.Text
 				b, _ := json.Marshal(prevText)
-				lines[prev] = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + prevSession + `","update":{"content":{"text":` + string(b) + `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`
+				id := ""
+				if prevID != "" {
+					id = `"messageId":"` + prevID + `",`
+				}
+				lines[prev] = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + prevSession + `","update":{"content":{"text":` + string(b) + `,"type":"text"},` + id + `"sessionUpdate":"agent_message_chunk"}}}`
 				continue
 			}
-			prev, prevSession, prevText = len(lines), c.Params.SessionID, text.Text
+			prev, prevSession, prevText, prevID = len(lines), c.Params.SessionID, text.Text, c.Params.Update.MessageID
 		}
 		lines = append(lines, l)
 	}

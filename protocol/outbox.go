@@ -358,33 +358,62 @@ func (s *shard) flush(buf []byte, paid *[]outItem, responses *int) []byte {
 func mergeable(prev, next *acp.SessionUpdate) bool {
 	switch {
 	case prev.AgentMessageChunk != nil && next.AgentMessageChunk != nil:
-		return plainChunk(prev.AgentMessageChunk.Meta, prev.AgentMessageChunk.MessageId, prev.AgentMessageChunk.Content) &&
-			plainChunk(next.AgentMessageChunk.Meta, next.AgentMessageChunk.MessageId, next.AgentMessageChunk.Content)
+		return plainChunk(prev.AgentMessageChunk.Meta, prev.AgentMessageChunk.Content) &&
+			plainChunk(next.AgentMessageChunk.Meta, next.AgentMessageChunk.Content) &&
+			sameID(prev.AgentMessageChunk.MessageId, next.AgentMessageChunk.MessageId)
 	case prev.AgentThoughtChunk != nil && next.AgentThoughtChunk != nil:
-		return plainChunk(prev.AgentThoughtChunk.Meta, prev.AgentThoughtChunk.MessageId, prev.AgentThoughtChunk.Content) &&
-			plainChunk(next.AgentThoughtChunk.Meta, next.AgentThoughtChunk.MessageId, next.AgentThoughtChunk.Content)
+		return plainChunk(prev.AgentThoughtChunk.Meta, prev.AgentThoughtChunk.Content) &&
+			plainChunk(next.AgentThoughtChunk.Meta, next.AgentThoughtChunk.Content) &&
+			sameID(prev.AgentThoughtChunk.MessageId, next.AgentThoughtChunk.MessageId)
 	case prev.UsageUpdate != nil && next.UsageUpdate != nil:
 		return prev.UsageUpdate.Meta == nil && next.UsageUpdate.Meta == nil
 	}
 	return false
 }
 
-// PlainChunk reports an update that is a chunk of text and nothing else:
-// an agent_message_chunk, or with thought an agent_thought_chunk. Every
-// turn streams them: the outbox encodes and merges them on its fast path,
-// and mm's nodes send them across as their text (package grains).
-func PlainChunk(u *acp.SessionUpdate) (text string, thought, ok bool) {
+// PlainChunk reports an update that is a chunk of text and nothing else
+// but the id of the message it is part of (none when id is ""): an
+// agent_message_chunk, or with thought an agent_thought_chunk. Every turn
+// streams them: the outbox encodes and merges them on its fast path, and
+// mm's nodes send them across as their text and id (package grains).
+func PlainChunk(u *acp.SessionUpdate) (text, id string, thought, ok bool) {
 	switch {
-	case u.AgentMessageChunk != nil && plainChunk(u.AgentMessageChunk.Meta, u.AgentMessageChunk.MessageId, u.AgentMessageChunk.Content):
-		return u.AgentMessageChunk.Content.Text.Text, false, true
-	case u.AgentThoughtChunk != nil && plainChunk(u.AgentThoughtChunk.Meta, u.AgentThoughtChunk.MessageId, u.AgentThoughtChunk.Content):
-		return u.AgentThoughtChunk.Content.Text.Text, true, true
+	case u.AgentMessageChunk != nil && plainChunk(u.AgentMessageChunk.Meta, u.AgentMessageChunk.Content):
+		return u.AgentMessageChunk.Content.Text.Text, deref(u.AgentMessageChunk.MessageId), false, true
+	case u.AgentThoughtChunk != nil && plainChunk(u.AgentThoughtChunk.Meta, u.AgentThoughtChunk.Content):
+		return u.AgentThoughtChunk.Content.Text.Text, deref(u.AgentThoughtChunk.MessageId), true, true
 	}
-	return "", false, false
+	return "", "", false, false
 }
 
-func plainChunk(meta map[string]any, id *string, c acp.ContentBlock) bool {
-	return meta == nil && id == nil && c.Text != nil && c.Text.Meta == nil && c.Text.Annotations == nil
+// TextChunk is the plain chunk PlainChunk reads: text, of the message id
+// unless id is "", a thought's when thought is set.
+func TextChunk(text, id string, thought bool) acp.SessionUpdate {
+	var mid *string
+	if id != "" {
+		mid = &id
+	}
+	if thought {
+		return acp.SessionUpdate{AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock(text), MessageId: mid}}
+	}
+	return acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(text), MessageId: mid}}
+}
+
+func plainChunk(meta map[string]any, c acp.ContentBlock) bool {
+	return meta == nil && c.Text != nil && c.Text.Meta == nil && c.Text.Annotations == nil
+}
+
+// sameID says whether two chunks are of the same message: both of none,
+// or both of one id.
+func sameID(a, b *string) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // mergeRun folds a run of mergeable updates of one session into its first:
@@ -411,9 +440,9 @@ func mergeRun(run []outItem) {
 		b.WriteString(text(&run[i].update))
 	}
 	if first.AgentMessageChunk != nil {
-		first.AgentMessageChunk = &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(b.String())}
+		first.AgentMessageChunk = &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(b.String()), MessageId: first.AgentMessageChunk.MessageId}
 	} else {
-		first.AgentThoughtChunk = &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock(b.String())}
+		first.AgentThoughtChunk = &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock(b.String()), MessageId: first.AgentThoughtChunk.MessageId}
 	}
 }
 
@@ -427,10 +456,10 @@ func mergeRun(run []outItem) {
 func notification(sessionID string, u *acp.SessionUpdate) any {
 	var update any
 	switch {
-	case u.AgentMessageChunk != nil && plainChunk(u.AgentMessageChunk.Meta, u.AgentMessageChunk.MessageId, u.AgentMessageChunk.Content):
-		update = textChunk{Content: textBlock{Text: u.AgentMessageChunk.Content.Text.Text, Type: "text"}, SessionUpdate: "agent_message_chunk"}
-	case u.AgentThoughtChunk != nil && plainChunk(u.AgentThoughtChunk.Meta, u.AgentThoughtChunk.MessageId, u.AgentThoughtChunk.Content):
-		update = textChunk{Content: textBlock{Text: u.AgentThoughtChunk.Content.Text.Text, Type: "text"}, SessionUpdate: "agent_thought_chunk"}
+	case u.AgentMessageChunk != nil && plainChunk(u.AgentMessageChunk.Meta, u.AgentMessageChunk.Content):
+		update = textChunk{Content: textBlock{Text: u.AgentMessageChunk.Content.Text.Text, Type: "text"}, MessageID: u.AgentMessageChunk.MessageId, SessionUpdate: "agent_message_chunk"}
+	case u.AgentThoughtChunk != nil && plainChunk(u.AgentThoughtChunk.Meta, u.AgentThoughtChunk.Content):
+		update = textChunk{Content: textBlock{Text: u.AgentThoughtChunk.Content.Text.Text, Type: "text"}, MessageID: u.AgentThoughtChunk.MessageId, SessionUpdate: "agent_thought_chunk"}
 	case u.UsageUpdate != nil && u.UsageUpdate.Meta == nil && u.UsageUpdate.Cost == nil:
 		update = usageUpdate{SessionUpdate: "usage_update", Size: u.UsageUpdate.Size, Used: u.UsageUpdate.Used}
 	default:
@@ -448,6 +477,7 @@ type (
 	}
 	textChunk struct {
 		Content       textBlock `json:"content"`
+		MessageID     *string   `json:"messageId,omitempty"`
 		SessionUpdate string    `json:"sessionUpdate"`
 	}
 	textBlock struct {

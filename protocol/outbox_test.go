@@ -21,11 +21,13 @@ import (
 // acp-go-sdk's SessionUpdate would write.
 func TestOutboxWritesWhatTheSDKWrites(t *testing.T) {
 	for name, u := range map[string]acp.SessionUpdate{
-		"chunk":     {AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("héllo \"w\"\n\t\\ <b> \x01")}},
-		"thought":   {AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock("hmm")}},
-		"usage":     {UsageUpdate: &acp.SessionUsageUpdate{Used: 12, Size: 4096}},
-		"toolcall":  {ToolCall: &acp.SessionUpdateToolCall{ToolCallId: "call_1", Title: "bash: ls", Kind: acp.ToolKindExecute, Status: acp.ToolCallStatusPending}},
-		"user+meta": {UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: map[string]any{"mm.sessionProvenance": map[string]any{"sessionId": "s1", "kind": "root"}}, Content: acp.TextBlock("q")}},
+		"chunk":      {AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("héllo \"w\"\n\t\\ <b> \x01")}},
+		"thought":    {AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock("hmm")}},
+		"chunk+id":   {AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("hi"), MessageId: ptr("0b6f2c1e-4d3a-4f5e-8a9b-1c2d3e4f5a6b")}},
+		"thought+id": {AgentThoughtChunk: &acp.SessionUpdateAgentThoughtChunk{Content: acp.TextBlock("hmm"), MessageId: ptr("0b6f2c1e-4d3a-4f5e-8a9b-1c2d3e4f5a6b")}},
+		"usage":      {UsageUpdate: &acp.SessionUsageUpdate{Used: 12, Size: 4096}},
+		"toolcall":   {ToolCall: &acp.SessionUpdateToolCall{ToolCallId: "call_1", Title: "bash: ls", Kind: acp.ToolKindExecute, Status: acp.ToolCallStatusPending}},
+		"user+meta":  {UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: map[string]any{"mm.sessionProvenance": map[string]any{"sessionId": "s1", "kind": "root"}}, Content: acp.TextBlock("q")}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var ours syncbuf.Buffer
@@ -48,8 +50,11 @@ func TestOutboxWritesWhatTheSDKWrites(t *testing.T) {
 	}
 }
 
+func ptr(s string) *string { return &s }
+
 // TestOutboxFolds: adjacent chunks of a session fold into one, a later
-// usage replaces an earlier one, and nothing crosses a reply.
+// usage replaces an earlier one, and nothing crosses a reply, nor a
+// change of message id.
 func TestOutboxFolds(t *testing.T) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	defer sys.Shutdown()
@@ -59,6 +64,9 @@ func TestOutboxFolds(t *testing.T) {
 	chunk := func(t string) outItem {
 		return outItem{sessionID: "a", update: acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(t)}}}
 	}
+	of := func(id, t string) outItem {
+		return outItem{sessionID: "a", update: acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(t), MessageId: ptr(id)}}}
+	}
 	usage := func(n int) outItem {
 		return outItem{sessionID: "a", update: acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{Used: n}}}
 	}
@@ -66,13 +74,14 @@ func TestOutboxFolds(t *testing.T) {
 	// Queued before the shard may write, so that they form one batch.
 	s.mu.Lock()
 	s.items = append(s.items, chunk("one "), chunk("two "), chunk("three"), usage(1), usage(2),
-		outItem{sessionID: "a", to: fut.PID(), msg: "reply"}, chunk("four"))
+		outItem{sessionID: "a", to: fut.PID(), msg: "reply"}, chunk("four"), of("m1", "five "), of("m1", "six"), of("m2", "seven"))
 	s.mu.Unlock()
 	o.setRoot(sys.Root)
 	o.closeWithin(5 * time.Second)
 	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
-	if len(lines) != 3 || !bytes.Contains(lines[0], []byte(`"one two three"`)) ||
-		!bytes.Contains(lines[1], []byte(`"used":2`)) || !bytes.Contains(lines[2], []byte(`"four"`)) {
+	if len(lines) != 5 || !bytes.Contains(lines[0], []byte(`"one two three"`)) ||
+		!bytes.Contains(lines[1], []byte(`"used":2`)) || !bytes.Contains(lines[2], []byte(`"four"`)) ||
+		!bytes.Contains(lines[3], []byte(`"five six","type":"text"},"messageId":"m1"`)) || !bytes.Contains(lines[4], []byte(`"seven","type":"text"},"messageId":"m2"`)) {
 		t.Errorf("written:\n%s", out.Bytes())
 	}
 	if res, err := fut.Result(); err != nil || res != "reply" {

@@ -37,7 +37,12 @@ func (s *session) onReplay(ctx actor.Context, m *Replay) {
 
 func (s *session) replay(m *Replay) {
 	meta := ProvenanceMeta(s.prov)
+	names := history.ToolNames(s.history)
 	for _, u := range history.Replay(s.history, s.plan, meta, liveTitle) {
+		if u.ToolCall != nil && names[u.ToolCall.ToolCallId] != "" {
+			s.out.UpdateRaw(s.id, toolCallUpdate(u, names[u.ToolCall.ToolCallId]))
+			continue
+		}
 		s.out.Update(s.id, u)
 	}
 	s.announced = true

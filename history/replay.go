@@ -46,6 +46,24 @@ func Replay(h []Message, plan []PlanEntry, meta map[string]any, live func(ToolCa
 	return out
 }
 
+// ToolNames maps the id each stored call's tool_call has in a replay (its
+// answer's CallRef, else its own id) to its tool's name, which a live
+// tool_call carries (ACP's unstable ToolCall.name, which the SDK's type
+// does not hold).
+func ToolNames(h []Message) map[acp.ToolCallId]string {
+	names := map[acp.ToolCallId]string{}
+	for i := range h {
+		for _, c := range h[i].ToolCalls {
+			id := c.ID
+			if a := AnswerTo(h[i+1:], c.ID); a != nil && a.CallRef != "" {
+				id = a.CallRef
+			}
+			names[acp.ToolCallId(id)] = c.Name
+		}
+	}
+	return names
+}
+
 // PlanUpdate is a plan as ACP's plan update, with meta as its _meta.
 func PlanUpdate(p []PlanEntry, meta map[string]any) acp.SessionUpdate {
 	entries := make([]acp.PlanEntry, len(p))

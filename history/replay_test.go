@@ -25,6 +25,11 @@ func TestReplay(t *testing.T) {
 	meta := map[string]any{"k": "v"}
 	live := func(c ToolCall) (string, acp.ToolKind) { return "live " + c.Name, acp.ToolKindRead }
 	got := Replay(h, []PlanEntry{{Content: "step", Priority: "high", Status: "pending"}}, meta, live)
+	// Each call's tool name, under the id its tool_call is shown with.
+	names := ToolNames(h)
+	if len(names) != 3 || names["call_1"] != "bash" || names["fc_2"] != "read_file" || names["fc_3"] != "bash" {
+		t.Errorf("ToolNames: %v", names)
+	}
 
 	type want struct{ kind, text, id, status, title string }
 	wants := []want{

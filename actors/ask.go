@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/tools"
 )
 
@@ -109,4 +110,26 @@ func (w *toolWorker) askChoices(ctx context.Context, qs []tools.Question) tools.
 		}
 	}
 	return tools.Answers{Outcome: "accept", Values: values}
+}
+
+// askURLs lets the MCP servers of the call ask the user to open a page
+// (MCP's URL mode elicitation: a sign-in), when the client shows them
+// (CapElicitURL): each goes to the client as elicitation/create in URL
+// mode, for this tool call, without holding the turn's slot while the user
+// decides. For another client the servers were never told mm can.
+func (w *toolWorker) askURLs(ctx context.Context, root *actor.RootContext, parent *actor.PID) context.Context {
+	if w.client == nil || !w.client.Caps(w.session).Has(CapElicitURL) {
+		return ctx
+	}
+	return mcpclient.WithAsker(ctx, func(actx context.Context, e mcpclient.URLElicitation) (string, error) {
+		var action string
+		var err error
+		if !w.person(actx, root, parent, func() {
+			action, err = w.client.ElicitURL(actx, URLElicitation{SessionID: w.session, ToolCallID: w.callID,
+				ElicitationID: e.Server + "/" + e.ID, URL: e.URL, Message: e.Message})
+		}) {
+			return "cancel", context.Canceled
+		}
+		return action, err
+	})
 }

@@ -54,9 +54,15 @@ func (s *session) startMCP(ctx actor.Context, servers []mcpclient.Server) {
 		return
 	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	s.mcp = mcpclient.ConnectConfined(servers, s.cwd, s.id, s.rt.log,
-		func() { root.Send(self, &mcpChanged{}) },
-		func(w string) { root.Send(self, &mcpWarning{Text: w}) }, s.confine())
+	s.mcp = mcpclient.ConnectWith(servers, s.cwd, s.id, mcpclient.Options{
+		Log:       s.rt.log,
+		OnChange:  func() { root.Send(self, &mcpChanged{}) },
+		OnWarning: func(w string) { root.Send(self, &mcpWarning{Text: w}) },
+		Confine:   s.confine(),
+		// A server may ask the user to open a page (a sign-in) when the
+		// client can show one.
+		ElicitURL: s.client != nil && s.client.Caps(s.id).Has(CapElicitURL),
+	})
 }
 
 func (s *session) onMCPChanged() {

@@ -113,6 +113,8 @@ func (nobody) Elicit(context.Context, Elicitation) (ElicitationResult, error) {
 	return ElicitationResult{}, errNobody
 }
 
+func (nobody) ElicitURL(context.Context, URLElicitation) (string, error) { return "", errNobody }
+
 // CompactionUpdate is a compaction_update (ACP's unstable session/update)
 // of compaction id: its status (in_progress, completed, failed), and its
 // summary or error when set.

@@ -27,6 +27,10 @@ type Client interface {
 	// for the answer; an error means no one could be asked, except one
 	// wrapping ErrAnswerTooLarge: the answer came, too large to read.
 	Elicit(ctx context.Context, e Elicitation) (ElicitationResult, error)
+	// ElicitURL asks the client's user to open a URL (elicitation/create
+	// in URL mode) and returns what they did: accept, decline or cancel.
+	// Only for a client with CapElicitURL.
+	ElicitURL(ctx context.Context, e URLElicitation) (string, error)
 }
 
 // Caps are the session capabilities a client announces at initialize
@@ -43,6 +47,10 @@ const (
 	// CapBoolOptions: boolean session config options
 	// (session.configOptions.boolean).
 	CapBoolOptions
+	// CapElicitURL: elicitation in URL mode (elicitation.url), through
+	// which an MCP server's request that the user open a page (a sign-in)
+	// reaches the user.
+	CapElicitURL
 )
 
 // Has says whether c holds every capability of x.
@@ -59,6 +67,17 @@ type Elicitation struct {
 	SessionID, ToolCallID, Message string
 	// Schema is the requested schema (tools.FormSchema).
 	Schema map[string]any
+}
+
+// URLElicitation is a page an MCP server asks the user to open during a
+// tool call of a session (MCP's URL mode elicitation: a sign-in, a
+// consent), as the client is asked to show it.
+type URLElicitation struct {
+	SessionID, ToolCallID string
+	// ElicitationID names it to the client: its server's name and the
+	// server's own id.
+	ElicitationID string
+	URL, Message  string
 }
 
 // ElicitationResult is the user's answer: Action is accept, decline or
@@ -253,6 +272,7 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 		}
 	}
 	env.Ask = func(ctx context.Context, qs []tools.Question) tools.Answers { return w.ask(ctx, root, parent, qs) }
+	ctx = w.askURLs(ctx, root, parent)
 	env.AskAgent = func(ctx context.Context, agent, question string) (string, error) {
 		return w.askAgent(ctx, root, parent, agent, question)
 	}

@@ -72,6 +72,9 @@ type conn struct {
 	// cut is set when a page of the listing was cut (bound.go).
 	cut atomic.Bool
 
+	// askers are the calls in flight that can ask the user (elicit.go).
+	askers askers
+
 	// Owned by run's goroutine.
 	warned           map[string]bool // the last listing's warnings
 	stderrR, stderrW *os.File
@@ -90,14 +93,16 @@ func (c *conn) run(cwd, sessionID string) {
 	client := mcp.NewClient(implementation(), &mcp.ClientOptions{
 		Logger: c.s.log.With("mcp_server", c.srv.Name),
 		// mm answers none of the requests a server may send (roots,
-		// sampling, elicitation), so it claims no capability: a server then
-		// keeps to its own configuration, such as the directories it was
-		// given on its command line.
-		Capabilities: &mcp.ClientCapabilities{},
+		// sampling, forms) but URL elicitation, and that only for a client
+		// that shows pages (elicit.go), so it claims no other capability: a
+		// server then keeps to its own configuration, such as the
+		// directories it was given on its command line.
+		Capabilities: c.s.capabilities(),
 		// The handler runs on the SDK's goroutine, where a request of ours
 		// (the listing) would wait behind the handler itself; run lists
 		// instead. Notifications that arrive during a listing fold into
 		// one more listing.
+		ElicitationHandler: c.elicitation(),
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case relist <- struct{}{}:

@@ -99,6 +99,8 @@ type Sessions struct {
 	confine   func(*exec.Cmd) error
 	onChange  func()
 	onWarning func(string)
+	// elicitURL claims URL elicitation to the servers (Options.ElicitURL).
+	elicitURL bool
 
 	// ctx is cancelled by Close: it stops the connection attempts, the
 	// listings and the calls in flight, and tells every server's goroutine
@@ -133,21 +135,38 @@ func Connect(servers []Server, cwd, sessionID string, log *slog.Logger, onChange
 // confine (the session's sandbox, package sandbox) before it starts; a
 // confine error fails that server, saying why. nil confines nothing.
 func ConnectConfined(servers []Server, cwd, sessionID string, log *slog.Logger, onChange func(), onWarning func(string), confine func(*exec.Cmd) error) *Sessions {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	return ConnectWith(servers, cwd, sessionID, Options{Log: log, OnChange: onChange, OnWarning: onWarning, Confine: confine})
+}
+
+// Options are Connect's, and more.
+type Options struct {
+	Log       *slog.Logger
+	OnChange  func()
+	OnWarning func(string)
+	Confine   func(*exec.Cmd) error
+	// ElicitURL claims URL elicitation to the servers: the session's
+	// client can show a page a server asks its user to open (elicit.go).
+	ElicitURL bool
+}
+
+// ConnectWith is Connect with every option.
+func ConnectWith(servers []Server, cwd, sessionID string, o Options) *Sessions {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if onChange == nil {
-		onChange = func() {}
+	if o.OnChange == nil {
+		o.OnChange = func() {}
 	}
-	if onWarning == nil {
-		onWarning = func(string) {}
+	if o.OnWarning == nil {
+		o.OnWarning = func(string) {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sessions{
-		log:       log,
-		onChange:  onChange,
-		onWarning: onWarning,
-		confine:   confine,
+		log:       o.Log,
+		onChange:  o.OnChange,
+		onWarning: o.OnWarning,
+		confine:   o.Confine,
+		elicitURL: o.ElicitURL,
 		ctx:       ctx,
 		cancel:    cancel,
 		byName:    map[string]route{},
@@ -208,6 +227,11 @@ func (s *Sessions) Call(ctx context.Context, name string, args map[string]any) (
 		// A nil map would go out as null, which servers reject: the
 		// arguments are an object, if an empty one.
 		args = map[string]any{}
+	}
+	if a, ok := ctx.Value(askerKey{}).(Asker); ok && s.elicitURL {
+		x := &asking{ask: a, ctx: cctx}
+		r.c.askers.push(x)
+		defer r.c.askers.pop(x)
 	}
 	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: r.remote, Arguments: args})
 	switch {

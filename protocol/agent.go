@@ -52,7 +52,8 @@ func (a *Agent) caps() actors.Caps {
 }
 
 // noteCaps reads the session capabilities of initialize's params
-// (clientCapabilities.session, which the Go SDK's types do not hold yet).
+// (clientCapabilities.session, which the Go SDK's types do not hold yet),
+// and elicitation.url.
 func (a *Agent) noteCaps(raw json.RawMessage) {
 	var c actors.Caps
 	set := func(path string, x actors.Caps) {
@@ -63,6 +64,9 @@ func (a *Agent) noteCaps(raw json.RawMessage) {
 	set("notices", actors.CapNotices)
 	set("compaction", actors.CapCompaction)
 	set("configOptions.boolean", actors.CapBoolOptions)
+	if gjson.GetBytes(raw, "clientCapabilities.elicitation.url").IsObject() {
+		c |= actors.CapElicitURL
+	}
 	a.clientMu.Lock()
 	a.sessionCaps = c
 	a.clientMu.Unlock()

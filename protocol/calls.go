@@ -208,3 +208,40 @@ func (c client) Elicit(ctx context.Context, e actors.Elicitation) (actors.Elicit
 	}
 	return actors.ElicitationResult{Action: "cancel"}, nil
 }
+
+// maxURLAnswerBytes bounds the answer to a URL elicitation mm decodes: an
+// action, and whatever _meta a client adds.
+const maxURLAnswerBytes = 64 << 10
+
+// ElicitURL sends elicitation/create in URL mode: sessionId and toolCallId
+// at the top, as a form's, and the page to open. The answer's action is
+// accept, decline or cancel; anything else is taken as cancel.
+func (c client) ElicitURL(ctx context.Context, e actors.URLElicitation) (string, error) {
+	scope := map[string]any{"sessionId": e.SessionID, "toolCallId": e.ToolCallID}
+	raw, err := c.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, map[string]any{
+		"sessionId":     e.SessionID,
+		"toolCallId":    e.ToolCallID,
+		"mode":          "url",
+		"elicitationId": e.ElicitationID,
+		"url":           e.URL,
+		"message":       e.Message,
+		"_meta":         map[string]any{actors.ElicitationScopeKey: scope},
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(raw) > maxURLAnswerBytes {
+		return "", fmt.Errorf("%w: %d bytes", actors.ErrAnswerTooLarge, len(raw))
+	}
+	var r struct {
+		Action string `json:"action"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return "", fmt.Errorf("the answer could not be read: %v", err)
+	}
+	switch r.Action {
+	case "accept", "decline":
+		return r.Action, nil
+	}
+	return "cancel", nil
+}

@@ -227,3 +227,12 @@ func (c *Conn) InitForms(ctx context.Context) (acp.InitializeResponse, error) {
 func (c *Conn) Ask(ctx context.Context, sid acp.SessionId, text string) (acp.PromptResponse, error) {
 	return c.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
 }
+
+// InitURL sends initialize announcing elicitation in URL mode.
+func (c *Conn) InitURL(ctx context.Context) (acp.InitializeResponse, error) {
+	return c.Initialize(ctx, acp.InitializeRequest{
+		ProtocolVersion:    acp.ProtocolVersionNumber,
+		ClientInfo:         &acp.Implementation{Name: "acptest", Version: "1.0"},
+		ClientCapabilities: acp.ClientCapabilities{Elicitation: &acp.ElicitationCapabilities{Url: &acp.ElicitationUrlCapabilities{}}},
+	})
+}

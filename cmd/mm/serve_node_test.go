@@ -21,13 +21,44 @@ const tsClients = "testdata/ts"
 // clients, createWebSocketStream and createHttpStream, unmodified, against
 // `mm serve`: initialize, session/new, a pong turn, a bash turn with its
 // permission request answered, a cancel, two sessions on one connection,
-// session/load after a reconnect (testdata/ts/clients.mjs). It needs
+// session/load after a reconnect (testdata/ts/clients.mjs); then the same
+// over stdio, the SDK's ndJsonStream on `mm -acp` and on `mm connect` to
+// the server, as an editor starts an agent. It needs
 // Node.js 18 or later and the pinned package, which it installs with `npm
 // ci` when missing. .ci/run installs Node.js and sets MM_REQUIRE_NODE=1:
 // there, anything missing fails the test. Elsewhere (the README's test
 // command on a machine without Node.js) it is skipped, saying why.
 func TestServeTypeScriptClients(t *testing.T) {
-	runTypeScriptClients(t, func() *served { return startServe(t, "yolo: false\nsessions:\n  enabled: true\n") })
+	var s *served
+	runTypeScriptClients(t, func() *served {
+		s = startServe(t, "yolo: false\nsessions:\n  enabled: true\n")
+		return s
+	}, func() map[string]stdioAgent {
+		// The same steps over stdio, as an editor starts an agent: mm -acp
+		// on the server's config (its scripted model), its commands
+		// confined as the server's are, and mm connect to the server.
+		cfg, err := os.ReadFile(filepath.Join(s.dir, "config.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acpCfg := filepath.Join(s.dir, "acp.yaml")
+		if err := os.WriteFile(acpCfg, append(cfg, "sandbox:\n  mode: workspace-write\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return map[string]stdioAgent{
+			"mm-acp":     {Cmd: mmBin, Args: []string{"-acp", "-config", acpCfg}, Cwd: s.dir, Env: map[string]string{"HOME": t.TempDir()}},
+			"mm-connect": {Cmd: mmBin, Args: []string{"connect", s.ws}, Cwd: s.dir, Env: map[string]string{"HOME": t.TempDir(), "MM_TOKEN": serveToken}},
+		}
+	})
+}
+
+// stdioAgent is an agent the TypeScript clients start and speak to over
+// its stdin and stdout (clients.mjs's MM_TS_STDIO).
+type stdioAgent struct {
+	Cmd  string            `json:"cmd"`
+	Args []string          `json:"args"`
+	Cwd  string            `json:"cwd"`
+	Env  map[string]string `json:"env"`
 }
 
 // TestClusterTypeScriptClients: the same clients, connected to a node of
@@ -38,7 +69,7 @@ func TestClusterTypeScriptClients(t *testing.T) {
 	runTypeScriptClients(t, func() *served {
 		nodes = startCluster(t, 3, "yolo: false\nsessions:\n  enabled: true\n")
 		return nodes[0].served
-	})
+	}, nil)
 	var created []int
 	for _, nd := range nodes {
 		created = append(created, len(regexp.MustCompile(`session \S+ created`).FindAllString(nd.stderr.String(), -1)))
@@ -47,13 +78,25 @@ func TestClusterTypeScriptClients(t *testing.T) {
 }
 
 // runTypeScriptClients runs cmd/mm/testdata/ts/clients.mjs, the official
-// TypeScript SDK's clients, against the mm serve start returns.
-func runTypeScriptClients(t *testing.T, start func() *served) {
+// TypeScript SDK's clients, against the mm serve start returns, and the
+// agents stdio gives once it has started (nil: none) over the SDK's stdio
+// stream.
+func runTypeScriptClients(t *testing.T, start func() *served, stdio func() map[string]stdioAgent) {
 	testwait.Short(t, "the TypeScript SDK's clients (Node.js)")
 	node := npmPackage(t, tsClients, "@agentclientprotocol/sdk", "2.4.0")
 	s := start()
 	cmd := exec.CommandContext(testwait.Context(t), node, "clients.mjs", s.url, serveToken, s.project(t))
 	cmd.Dir = tsClients
+	transports := 2
+	if stdio != nil {
+		agents := stdio()
+		b, err := json.Marshal(agents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(os.Environ(), "MM_TS_STDIO="+string(b))
+		transports += len(agents)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the TypeScript clients failed: %v\n%s", err, out)
@@ -65,8 +108,8 @@ func runTypeScriptClients(t *testing.T, start func() *served) {
 			n++
 		}
 	}
-	if n != 22 {
-		t.Errorf("%d steps passed, want 22:\n%s", n, out)
+	if want := 11 * transports; n != want {
+		t.Errorf("%d steps passed, want %d:\n%s", n, want, out)
 	}
 }
 

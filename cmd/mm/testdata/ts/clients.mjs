@@ -3,7 +3,10 @@
 //
 //   node clients.mjs URL TOKEN WORKDIR
 //
-// where URL is http://HOST:PORT/acp. For each transport it does what an
+// where URL is http://HOST:PORT/acp. MM_TS_STDIO, when set, adds agents
+// the SDK's stdio stream (ndJsonStream) starts as an editor does: a JSON
+// object of name to {cmd, args, cwd, env} (`mm -acp`, `mm connect URL`),
+// run after the network transports. For each transport it does what an
 // editor does: initialize, session/new, a turn, a bash turn whose
 // permission request it answers, a cancelled turn, two sessions on one
 // connection, ACP's errors (-32002 for a closed session, an Invalid params
@@ -13,7 +16,10 @@ import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 
-import { client } from "@agentclientprotocol/sdk";
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+
+import { client, ndJsonStream } from "@agentclientprotocol/sdk";
 import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
 import WebSocket from "ws";
@@ -27,15 +33,36 @@ const headers = { Authorization: `Bearer ${token}` };
 const timeout = setTimeout(() => {
   console.error("timed out");
   process.exit(1);
-}, 60_000);
+}, 180_000);
 
 // connect opens one ACP connection over transport, with a client that
 // records every update and answers permission requests with "allow once".
+const stdio = JSON.parse(process.env.MM_TS_STDIO ?? "{}");
+
+// agent starts an agent of stdio's as an editor does, its stdin and
+// stdout the connection; closing the connection closes its stdin, and
+// exited resolves once it has exited.
+function agent(name) {
+  const { cmd, args, cwd, env } = stdio[name];
+  const proc = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  proc.stderr.on("data", (b) => (stderr += b));
+  const exited = new Promise((resolve) => proc.on("exit", (code) => resolve({ code, stderr })));
+  return { stream: ndJsonStream(Writable.toWeb(proc.stdin), Readable.toWeb(proc.stdout)), exited, proc };
+}
+
 function connect(transport) {
-  const stream =
-    transport === "websocket"
-      ? createWebSocketStream(url.replace(/^http/, "ws"), { WebSocket, headers })
-      : createHttpStream(url, { headers });
+  let started;
+  let stream;
+  if (stdio[transport]) {
+    started = agent(transport);
+    stream = started.stream;
+  } else {
+    stream =
+      transport === "websocket"
+        ? createWebSocketStream(url.replace(/^http/, "ws"), { WebSocket, headers })
+        : createHttpStream(url, { headers });
+  }
   const updates = [];
   const waiters = [];
   const permissions = [];
@@ -57,6 +84,7 @@ function connect(transport) {
   const conn = app.connect(stream);
   return {
     conn,
+    started,
     agent: conn.agent,
     updates,
     permissions,
@@ -170,8 +198,7 @@ async function run(transport) {
   assert.deepEqual(listed.sessions, []);
   step("Invalid params says why; a missing folder lists nothing");
 
-  c.conn.close();
-  await c.conn.closed;
+  await close(c);
   c = connect(transport);
   await initialize(c);
   await c.agent.request("session/load", { sessionId, cwd, mcpServers: [] });
@@ -181,12 +208,22 @@ async function run(transport) {
   r = await prompt(c, sessionId, "ping");
   assert.equal(r.stopReason, "end_turn");
   step("session/load after a reconnect");
+  await close(c);
+}
+
+// close ends a connection; a stdio agent must then exit 0.
+async function close(c) {
   c.conn.close();
   await c.conn.closed;
+  if (c.started) {
+    c.started.proc.stdin.end();
+    const { code, stderr } = await c.started.exited;
+    assert.equal(code, 0, `the agent exited ${code}:\n${stderr}`);
+  }
 }
 
 try {
-  for (const transport of ["websocket", "http"]) {
+  for (const transport of ["websocket", "http", ...Object.keys(stdio)]) {
     await run(transport);
   }
   clearTimeout(timeout);

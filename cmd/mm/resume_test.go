@@ -409,3 +409,76 @@ func httpStreamResumes(t *testing.T, s, via *served, drop func(p *cutproxy.Proxy
 	}
 	t.Logf("%d events, ids %d to %d, the stream cut after id %s", len(ids), ids[0], ids[len(ids)-1], last)
 }
+
+// TestHTTPStreamPastTheWindow: a session stream whose network stalls
+// while mm writes more than serve.resumeWindowBytes to it cannot be
+// resumed: the GET with the last Last-Event-ID the client read is
+// answered 409, and the client's way back, a new connection's
+// session/load, replays the whole turn from the stored history. (A stream
+// cut at once loses nothing: what mm writes once it knows the GET is gone
+// waits for the next GET, up to MaxBufferedBytes; only what went into a
+// socket that never delivered it is bounded by the window.)
+func TestHTTPStreamPastTheWindow(t *testing.T) {
+	testwait.Short(t, "a drop of 5 s")
+	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "serve:\n  resumeWindowBytes: 1KiB\nsessions:\n  enabled: true\n", "MM_SERVE_TOKEN="+serveToken)
+	ctx := testwait.Context(t)
+	open := func() (string, <-chan sseEvent) {
+		resp := ssePost(t, s.url, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+		resp.Body.Close()
+		conn := resp.Header.Get("Acp-Connection-Id")
+		events, _ := sseGet(ctx, t, s.url, conn, "", "")
+		return conn, events
+	}
+	conn, connEvents := open()
+	cwd := s.project(t)
+	ssePost(t, s.url, conn, "", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd)).Body.Close()
+	var sid string
+	for e := range connEvents {
+		if sid = gjson.Get(e.data, "result.sessionId").String(); sid != "" {
+			break
+		}
+	}
+	p := cutproxy.Start(t, hostOf(t, s.url))
+	proxied := strings.Replace(s.url, hostOf(t, s.url), p.Addr(), 1)
+	events, _ := sseGet(ctx, t, proxied, conn, sid, "")
+	ssePost(t, s.url, conn, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"count"}]}}`, sid)).Body.Close()
+	var last uint64
+	for e := range events {
+		last = e.id
+		if strings.Contains(gjson.Get(e.data, "params.update.content.text").String(), "w3") {
+			break
+		}
+	}
+	p.Stall()
+	time.Sleep(5 * time.Second) // the rest of the 80 words, far more than 1 KiB, into the black hole
+	if _, resp := sseGet(ctx, t, proxied, conn, sid, strconv.FormatUint(last, 10)); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("a resume past the window: %s, want 409", resp.Status)
+	}
+	// The way back: a new connection loads the session.
+	conn2, conn2Events := open()
+	ssePost(t, s.url, conn2, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, sid, cwd)).Body.Close()
+	for e := range conn2Events {
+		if gjson.Get(e.data, "id").Int() == 2 {
+			if msg := gjson.Get(e.data, "error.message").String(); msg != "" {
+				t.Fatalf("session/load: %s", msg)
+			}
+			break
+		}
+	}
+	loaded, resp := sseGet(ctx, t, s.url, conn2, sid, "")
+	if loaded == nil {
+		t.Fatalf("the loaded session's stream: %s", resp.Status)
+	}
+	var replayed strings.Builder
+	for e := range loaded {
+		if gjson.Get(e.data, "params.update.sessionUpdate").String() == "agent_message_chunk" {
+			replayed.WriteString(gjson.Get(e.data, "params.update.content.text").String())
+		}
+		if strings.Contains(replayed.String(), "w80") {
+			break
+		}
+	}
+	if !strings.Contains(replayed.String(), countText()) {
+		t.Errorf("the load replayed %q, want the whole answer", replayed.String())
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
 
 	"github.com/mm-agent/mm/agents"
 	"github.com/mm-agent/mm/configs"
@@ -323,21 +324,8 @@ func NewSessionID(now time.Time) string {
 }
 
 // NewMessageID names a model's reply, for the chunks that stream it (ACP's
-// messageId): a random UUID (version 4).
-func NewMessageID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	hex.Encode(s[9:13], b[4:6])
-	hex.Encode(s[14:18], b[6:8])
-	hex.Encode(s[19:23], b[8:10])
-	hex.Encode(s[24:], b[10:])
-	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
-	return string(s[:])
-}
+// messageId, which must be a UUID): a random one (version 4).
+func NewMessageID() string { return uuid.NewString() }
 
 // Shutdown stops the turn serializer and the actor system, and waits (at
 // most a few seconds) until the work goroutines of stopped sessions have

@@ -2,12 +2,13 @@ package serve
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // connection is one ACP connection, whatever carries it: the inbox mm reads,
@@ -169,10 +170,4 @@ func (c *connection) startDrain(timeout time.Duration) {
 
 // newID returns a random UUID (version 4), as the TypeScript SDK's
 // connection ids are.
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
+func newID() string { return uuid.NewString() }

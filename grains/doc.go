@@ -75,7 +75,9 @@
 // request to and from its Call), host.go (the grains), link.go (a client's
 // link on a session's node), edge.go (the forwarders: a connection's calls to its
 // sessions' grains), back.go (what comes back, into the connection),
-// grainspb (the messages between nodes; go generate).
+// peers.go (where each member serves ACP, gossiped, for a request that
+// lands on the wrong node: serve.Peers), grainspb (the messages between
+// nodes; go generate).
 //
 // Membership. Start returns once protoactor's StartMember has (about a
 // second). Joined is true from then on while the last topology lists this

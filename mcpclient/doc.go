@@ -23,6 +23,12 @@
 // before the SDK decodes it. A call that is not answered within the
 // server's Timeout is cancelled and fails.
 //
+// A server may ask its user to open a page during a tool call (MCP's URL
+// mode elicitation, elicit.go): mm claims that capability only when the
+// session's client shows pages (Options.ElicitURL), and the request goes to
+// the Asker the call's context carries (WithAsker); anything else a server
+// asks is declined.
+//
 // What it owns: for a stdio server, the process the SDK starts (in its own
 // process group, marked with the session's environment entry, see
 // internal/procs), everything left in that group, and the pipe that carries

@@ -19,7 +19,8 @@
 // routing of mm's output to an HTTP connection's streams and their
 // bounds), incoming.go (the server's room for client messages being read,
 // and their time limit), sockets.go (the TCP connections no token has
-// proven yet), metrics.go.
+// proven yet), forward.go (on a cluster node, a request for a connection
+// another node holds, passed on to that node), metrics.go.
 //
 // Admission. Every request to /acp and /metrics needs an allowed Origin
 // (or none; 403 otherwise) and a known bearer token (401 otherwise),

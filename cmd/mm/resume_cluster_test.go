@@ -13,6 +13,7 @@ import (
 	"github.com/mm-agent/mm/internal/cutproxy"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/serve/servetest"
 )
 
 // hostOf is the host:port of a served mm's URL.
@@ -130,4 +131,58 @@ func tagOf(t *testing.T, s *served) string {
 		t.Fatalf("a node's connection id %q names no node", id)
 	}
 	return id[i+1:]
+}
+
+// toNode sends every request that names a connection to host, as a
+// balancer without affinity may.
+type toNode struct {
+	rt   http.RoundTripper
+	host string
+}
+
+func (b toNode) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.host != "" && r.Header.Get("Acp-Connection-Id") != "" {
+		r = r.Clone(r.Context())
+		r.URL.Host, r.Host = b.host, b.host
+	}
+	return b.rt.RoundTrip(r)
+}
+
+// BenchmarkClusterHTTPForwarded: one ping turn over streamable HTTP (the
+// prompt's POST, its answer on the session's SSE stream) of a connection
+// opened on node 0 of a two-node cluster, its requests sent to node 0,
+// or all sent to node 1, which passes each on to node 0 (a balancer
+// without affinity).
+//
+//	go test -run '^$' -bench ClusterHTTPForwarded -benchtime 1000x ./cmd/mm
+func BenchmarkClusterHTTPForwarded(b *testing.B) {
+	ctx := b.Context()
+	nodes := startClusterScript(b, 2, scriptedModel, serveScript, "")
+	for _, c := range []struct {
+		name string
+		host string
+	}{
+		{"to the node that holds it", ""},
+		{"through the other node", strings.TrimPrefix(strings.TrimSuffix(nodes[1].url, "/acp"), "http://")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			st := servetest.DialHTTP(nodes[0].url, serveToken, &http.Client{Transport: toNode{rt: tr, host: c.host}})
+			conn := acptest.Dial(acptest.NewClient(), st, st)
+			defer st.Close()
+			if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+				b.Fatal(err)
+			}
+			res, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: nodes[0].project(b), McpServers: []acp.McpServer{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if r, err := conn.Ask(ctx, res.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+					b.Fatalf("ping: %v %v", r, err)
+				}
+			}
+		})
+	}
 }

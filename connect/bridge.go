@@ -38,14 +38,20 @@ type bridge struct {
 	gone     error       // guarded by resumeMu: the connection could not be resumed
 
 	mu        sync.Mutex
-	ws        *websocket.Conn   // the socket now
-	epoch     uint64            // how many times it was resumed
-	recvd     uint64            // the server's frames read whole: the cursor
-	stalled   uint64            // the epoch whose ping went unanswered (0: none; epochs start at 1)
-	asked     map[string]string // requests sent, unanswered: id key → the session of a prompt, or ""
-	untracked bool              // a request went untracked (maxTracked)
-	eof       bool              // stdin has closed and every line was sent
-	drained   chan struct{}     // closed once eof and nothing is unanswered
+	ws        *websocket.Conn            // the socket now
+	epoch     uint64                     // how many times it was resumed
+	recvd     uint64                     // the server's frames read whole: the cursor
+	stalled   uint64                     // the epoch whose ping went unanswered (0: none; epochs start at 1)
+	reopened  uint64                     // the epoch of the last new connection (reopen.go; 0: none)
+	asked     map[string]string          // requests sent, unanswered: id key → the session of a prompt, or ""
+	ids       map[string]json.RawMessage // the same requests' ids as the editor wrote them
+	waiting   map[string]bool            // those of them not written yet (a reopen leaves them be)
+	init      []byte                     // the editor's initialize, sent again on a reopen
+	opening   map[string]opening         // requests that open or close a session, unanswered (reopen.go)
+	sessions  map[string]opened          // the sessions the editor has open on this connection
+	untracked bool                       // a request went untracked (maxTracked)
+	eof       bool                       // stdin has closed and every line was sent
+	drained   chan struct{}              // closed once eof and nothing is unanswered
 	drainOnce sync.Once
 }
 
@@ -199,8 +205,8 @@ func (b *bridge) up(stdin io.Reader) error {
 		case len(bytes.TrimSpace(line)) > 0:
 			line = bytes.TrimSuffix(line, []byte("\r"))
 			// Tracked before it is sent: its answer may come first.
-			b.track(line)
-			if werr := b.send(line); werr != nil {
+			key := b.track(line)
+			if werr := b.sendKey(line, key); werr != nil {
 				return werr
 			}
 		}
@@ -217,9 +223,18 @@ func (b *bridge) up(stdin io.Reader) error {
 // send writes one frame, kept to be sent again should the socket drop
 // before the server takes it; a drop is resumed (reconnect) before send
 // returns.
-func (b *bridge) send(line []byte) error {
+func (b *bridge) send(line []byte) error { return b.sendKey(line, "") }
+
+// sendKey is send of the request track named key ("" for none): from the
+// moment it is written, a reopen answers it if its answer is lost.
+func (b *bridge) sendKey(line []byte, key string) error {
 	b.sendMu.Lock()
 	b.sent.add(line, isInitialize(line))
+	if key != "" {
+		b.mu.Lock()
+		delete(b.waiting, key)
+		b.mu.Unlock()
+	}
 	ws, epoch := b.current()
 	err := ws.Write(context.Background(), websocket.MessageText, line)
 	b.sendMu.Unlock()
@@ -242,15 +257,16 @@ func isInitialize(line []byte) bool {
 	return m[0].String() == "initialize" && (m[1].Type == gjson.String || m[1].Type == gjson.Number)
 }
 
-// track records a request about to be sent, to know when it is answered.
-func (b *bridge) track(line []byte) {
+// track records a request about to be sent, to know when it is
+// answered, and returns its key ("" for anything but a request tracked).
+func (b *bridge) track(line []byte) string {
 	m := gjson.GetManyBytes(line, "method", "id")
 	if !m[0].Exists() {
-		return // the editor's answer, or not JSON-RPC: the server says so
+		return "" // the editor's answer, or not JSON-RPC: the server says so
 	}
 	key, ok := idKey(m[1])
 	if !ok {
-		return // a notification
+		return "" // a notification
 	}
 	sid := ""
 	if m[0].String() == "session/prompt" {
@@ -260,15 +276,27 @@ func (b *bridge) track(line []byte) {
 	defer b.mu.Unlock()
 	if len(b.asked) >= maxTracked {
 		b.untracked = true
-		return
+		return ""
 	}
 	b.asked[key] = sid
+	if b.ids == nil {
+		b.ids, b.waiting = map[string]json.RawMessage{}, map[string]bool{}
+	}
+	b.ids[key] = json.RawMessage(m[1].Raw)
+	b.waiting[key] = true
+	if m[0].String() == "initialize" && b.init == nil {
+		b.init = bytes.Clone(line)
+	}
+	b.noteRequest(key, m[0].String(), line)
+	return key
 }
 
 // answered records the server's answer to the request of this id key.
 func (b *bridge) answered(key string) {
 	b.mu.Lock()
 	delete(b.asked, key)
+	delete(b.ids, key)
+	delete(b.waiting, key)
 	b.mu.Unlock()
 	b.checkDrained()
 }
@@ -327,13 +355,19 @@ func (b *bridge) down() error {
 		if err == nil {
 			var head []byte
 			var n int
-			head, n, err = b.out.frame(r, skip)
+			// While a session is being opened, frames are kept whole (up
+			// to maxCapture) to read the session id of its answer.
+			capture := b.capturing()
+			head, n, err = b.out.frame(r, skip, capture)
 			if err == nil {
 				skip = 0
 				b.mu.Lock()
 				b.recvd++
 				b.mu.Unlock()
 				if key, ok := responseID(head); ok {
+					if capture {
+						b.noteAnswer(key, b.out.captured())
+					}
 					b.answered(key)
 				}
 				continue
@@ -355,6 +389,9 @@ func (b *bridge) down() error {
 		ws, epoch, err = b.reconnect(epoch, err)
 		if err != nil {
 			return err
+		}
+		if b.reopenedAt(epoch) {
+			skip = 0 // a new connection: the frame cut off will never come again
 		}
 	}
 }
@@ -414,6 +451,39 @@ type lineOut struct {
 	w    *bufio.Writer
 	buf  []byte // a piece of a frame on its way
 	head []byte // the first headBytes of the last frame
+	// whole is the last frame, when frame was asked to capture it, up to
+	// maxCapture (nil past that); over is set once it went past.
+	whole []byte
+	over  bool
+	// open is set while a frame's line is begun on stdout and not ended.
+	open bool
+}
+
+// endLine ends a line a lost frame left begun on stdout, so that what
+// comes next is a line of its own: the editor reads the broken one as
+// one malformed line.
+func (o *lineOut) endLine() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.open {
+		return nil
+	}
+	o.open = false
+	_ = o.w.WriteByte('\n')
+	if err := o.w.Flush(); err != nil {
+		return stdoutError{err}
+	}
+	return nil
+}
+
+// captured is the last frame read with capture, nil if it was larger than
+// maxCapture. Valid until the next call of frame; called from the one
+// goroutine that calls frame.
+func (o *lineOut) captured() []byte {
+	if o.over {
+		return nil
+	}
+	return o.whole
 }
 
 // frame copies the message r reads to stdout as one line and returns its
@@ -424,10 +494,11 @@ type lineOut struct {
 // are not written: they were, before a drop cut the frame off. n is how
 // many bytes of the frame are on their way to stdout, the skipped ones
 // included, when the socket fails.
-func (o *lineOut) frame(r io.Reader, skip int) (head []byte, n int, err error) {
+func (o *lineOut) frame(r io.Reader, skip int, capture bool) (head []byte, n int, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.head = o.head[:0]
+	o.whole, o.over = o.whole[:0], false
 	for {
 		k, err := r.Read(o.buf)
 		p := o.buf[:k]
@@ -439,7 +510,15 @@ func (o *lineOut) frame(r io.Reader, skip int) (head []byte, n int, err error) {
 		if len(o.head) < headBytes {
 			o.head = append(o.head, p[:min(k, headBytes-len(o.head))]...)
 		}
+		if capture && !o.over {
+			if len(o.whole)+k > maxCapture {
+				o.over = true
+			} else {
+				o.whole = append(o.whole, p...)
+			}
+		}
 		if out := p[min(len(p), max(0, skip-n)):]; len(out) > 0 {
+			o.open = true
 			if _, werr := o.w.Write(out); werr != nil {
 				return nil, n, stdoutError{werr}
 			}
@@ -455,6 +534,7 @@ func (o *lineOut) frame(r io.Reader, skip int) (head []byte, n int, err error) {
 	if n == 0 {
 		return nil, 0, nil
 	}
+	o.open = false
 	_ = o.w.WriteByte('\n')
 	if err := o.w.Flush(); err != nil {
 		return nil, n, stdoutError{err}

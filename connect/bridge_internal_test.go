@@ -1,6 +1,9 @@
 package connect
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestBridgeExactIDs: the bridge waits at end of input for every request
 // it sent, each by its exact id. Keyed through a float64, requests 2^53 and
@@ -33,5 +36,31 @@ func TestBridgeExactIDs(t *testing.T) {
 	case <-b.drained:
 	default:
 		t.Fatalf("not drained once both were answered: %v", b.asked)
+	}
+}
+
+// TestSessionsNoted: the sessions a reopen resumes are those the editor's
+// requests opened and the server's answers confirmed (new and fork by the
+// id in the answer, load and resume by the one asked), less those closed;
+// a refused opening notes nothing.
+func TestSessionsNoted(t *testing.T) {
+	b := &bridge{asked: map[string]string{}, drained: make(chan struct{})}
+	req := func(id int, method, params string) string {
+		return b.track([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
+	}
+	answer := func(key, frame string) {
+		b.noteAnswer(key, []byte(frame))
+		b.answered(key)
+	}
+	answer(req(1, "session/new", `{"cwd":"/w","mcpServers":[]}`), `{"jsonrpc":"2.0","id":1,"result":{"configOptions":[],"sessionId":"s1"}}`)
+	answer(req(2, "session/load", `{"sessionId":"s2","cwd":"/w2","mcpServers":[{"name":"x"}]}`), `{"jsonrpc":"2.0","id":2,"result":{}}`)
+	answer(req(3, "session/load", `{"sessionId":"s3","cwd":"/w3","mcpServers":[]}`), `{"jsonrpc":"2.0","id":3,"error":{"code":-32002,"message":"unknown"}}`)
+	answer(req(4, "session/new", `{"cwd":"/w4","mcpServers":[]}`), `{"jsonrpc":"2.0","id":4,"result":{"sessionId":"s4"}}`)
+	answer(req(5, "session/close", `{"sessionId":"s4"}`), `{"jsonrpc":"2.0","id":5,"result":{}}`)
+	if len(b.sessions) != 2 || string(b.sessions["s1"].cwd) != `"/w"` || string(b.sessions["s2"].servers) != `[{"name":"x"}]` {
+		t.Errorf("sessions noted: %v", b.sessions)
+	}
+	if len(b.opening) != 0 || len(b.ids) != 0 {
+		t.Errorf("left waiting: %v %v", b.opening, b.ids)
 	}
 }

@@ -18,8 +18,11 @@
 // cancelled (session/cancel), and the socket closes once every request
 // sent has its answer, once the server closes it, or after connectDrain,
 // whichever is first; then mm connect exits 0. When the server refuses the
-// connection, or closes it or goes away while stdin is open, mm connect
-// writes one line on stderr saying why and exits 1.
+// connection, or closes it, mm connect writes one line on stderr saying
+// why and exits 1. A connection that drops is resumed (resume.go); one the
+// server can no longer resume is replaced by a new connection on which the
+// editor's sessions are resumed (reopen.go); only a server gone for
+// longer than serve.resumeTimeout ends mm connect, as a refusal does.
 //
 // Goroutines: up reads stdin and writes the socket; down reads the socket
 // and writes stdout; run waits for either to end, for the drain and for a

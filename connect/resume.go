@@ -27,8 +27,9 @@ import (
 // by the drop is finished from its copy, the bytes already written
 // skipped. Meanwhile what the editor writes waits (the reader of stdin
 // waits for the socket). A server that has lost the connection (404) or
-// the frames after the cursor (409), or no server within ResumeFor, ends
-// mm connect as before: one line on stderr, exit 1.
+// the frames after the cursor (409) gets a new connection instead, the
+// editor's sessions resumed on it (reopen.go); no server within ResumeFor
+// ends mm connect as before: one line on stderr, exit 1.
 
 // sentWindow bounds the bytes of frames kept to be sent again.
 const sentWindow = 4 << 20
@@ -144,8 +145,8 @@ func (b *bridge) reconnect(epoch uint64, cause error) (*websocket.Conn, uint64, 
 				return nws, e, nil
 			}
 			_ = nws.CloseNow()
-		} else if resp != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusConflict) {
-			return b.giveUp(fmt.Errorf("the server cannot resume the connection (%s)", resp.Status))
+		} else if cannotResume(resp) {
+			return b.reopen(fmt.Errorf("the server cannot resume the connection (%s)", resp.Status))
 		}
 		if time.Since(start)+wait > b.o.ResumeFor || b.ctx.Err() != nil || b.stdinClosed() {
 			return b.giveUp(fmt.Errorf("%v; no resume within %v: %s", rootCause(cause), b.o.ResumeFor, dialFailure(b.o.URL, b.o.Token, resp, err)))

@@ -133,25 +133,80 @@ func TestConnectResumes(t *testing.T) {
 
 // TestConnectResumePastTheWindow: a drop during which the server writes
 // more than serve.resumeWindowBytes cannot be resumed: the server answers
-// 409, and mm connect ends as before, non-zero, with one line that says
-// so and what to do.
+// 409. mm connect then opens a new connection, sends the editor's
+// initialize again and resumes the editor's session on it: the prompt
+// that was in flight is answered with an error that says its answer was
+// lost, and the editor's next prompt in the same session is answered, the
+// agent process never having stopped.
 func TestConnectResumePastTheWindow(t *testing.T) {
 	testwait.Short(t, "a drop of 5 s")
 	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "serve:\n  resumeWindowBytes: 1KiB\n", "MM_SERVE_TOKEN="+serveToken)
 	conn, p := behindProxy(t, s, "30s")
 	ctx, sess := openSessionIn(t, conn, s.project(t))
-	go func() { _, _ = conn.Ask(ctx, sess.SessionId, "count") }()
+	failed := make(chan error, 1)
+	go func() {
+		_, err := conn.Ask(ctx, sess.SessionId, "count")
+		failed <- err
+	}()
 	if err := conn.Client.WaitUpdate(ctx, sess.SessionId, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
 		t.Fatal(err)
 	}
 	p.Cut()
 	time.Sleep(5 * time.Second) // 100 words, each a frame of about 200 bytes
 	p.Restore()
-	if code := exitCode(conn.Wait(testwait.Hang)); code != 1 {
-		t.Errorf("mm connect exited %d, want 1", code)
+	select {
+	case err := <-failed:
+		if err == nil || !strings.Contains(err.Error(), "the answer to this request was lost") {
+			t.Errorf("the prompt in flight: %v, want the error that says its answer was lost", err)
+		}
+	case <-time.After(testwait.Hang):
+		t.Fatalf("the prompt in flight was never answered\n%s", conn.Stderr.String())
 	}
-	if got := lastLine(conn.Stderr.String()); !strings.Contains(got, "could not be resumed: the server cannot resume the connection (409 Conflict)") {
-		t.Errorf("stderr's last line: %q", got)
+	if r, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the next prompt in the same session: %v %v\n%s", r, err, conn.Stderr.String())
+	}
+	want := "the server cannot resume the connection (409 Conflict); opened a new connection, resumed 1 session(s), and answered 1 request(s) in flight with an error"
+	if !strings.Contains(conn.Stderr.String(), want) {
+		t.Errorf("mm connect's stderr:\n%s\nwant a line with %q", conn.Stderr.String(), want)
+	}
+	for _, l := range strings.Split(conn.Stderr.String(), "\n") {
+		if strings.Contains(l, "mm connect") {
+			t.Logf("%s", l)
+		}
+	}
+}
+
+// TestConnectReopensOnARestartedServer: mm serve is killed and started
+// again (on another port, where a balancer sends mm connect) while the
+// editor is idle between turns: the new server knows nothing of the
+// connection (404), so mm connect opens a new one and resumes the
+// editor's session from its stored history, and the editor's next prompt
+// in that session is answered as if nothing had happened.
+func TestConnectReopensOnARestartedServer(t *testing.T) {
+	dir := t.TempDir()
+	extra := "sessions:\n  enabled: true\n"
+	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, serveScript, extra, "MM_SERVE_TOKEN="+serveToken)
+	conn, p := behindProxy(t, s, "30s")
+	ctx, sess := openSessionIn(t, conn, s.project(t))
+	if r, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("ping: %v %v", r, err)
+	}
+	p.Cut()
+	_ = s.cmd.Process.Kill()
+	_ = s.waitExit(t, "killed")
+	again := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, serveScript, extra, "MM_SERVE_TOKEN="+serveToken)
+	p.Retarget(hostOf(t, again.url))
+	p.Restore()
+	conn.Client.Reset()
+	if r, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the next prompt after the restart: %v %v\n%s", r, err, conn.Stderr.String())
+	}
+	if got := acptest.Text(conn.Client.Updates(sess.SessionId)); got != "pong" {
+		t.Errorf("the editor got %q, want pong", got)
+	}
+	want := "the server cannot resume the connection (404 Not Found); opened a new connection, resumed 1 session(s), and answered 0 request(s) in flight"
+	if !strings.Contains(conn.Stderr.String(), want) {
+		t.Errorf("mm connect's stderr:\n%s\nwant a line with %q", conn.Stderr.String(), want)
 	}
 }
 

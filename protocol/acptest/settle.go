@@ -3,6 +3,7 @@ package acptest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +35,11 @@ type tally struct {
 	// inLine says whether a line has begun since the last newline.
 	head   []byte
 	inLine bool
+	// line is the whole line once it is known to be a session/update:
+	// only one that is valid JSON counts, since the SDK drops a line it
+	// cannot decode (a frame a lost connection cut off, which mm connect
+	// ends with a newline) and never hands it over.
+	line []byte
 }
 
 // Write is called with the bytes the SDK reads, in order, by one goroutine.
@@ -52,13 +58,16 @@ func (t *tally) Write(p []byte) (int, error) {
 		if len(chunk) > 0 {
 			t.inLine = true
 		}
+		if len(t.head) < len(updatePrefix) || bytes.Equal(bytes.TrimLeft(t.head, " \t\r"), updatePrefix) {
+			t.line = append(t.line, chunk...) // only an update's line is kept
+		}
 		if i < 0 {
 			break
 		}
-		if t.inLine && bytes.Equal(bytes.TrimLeft(t.head, " \t\r"), updatePrefix) {
+		if t.inLine && bytes.Equal(bytes.TrimLeft(t.head, " \t\r"), updatePrefix) && json.Valid(t.line) {
 			t.c.sawUpdate()
 		}
-		t.head, t.inLine = t.head[:0], false
+		t.head, t.inLine, t.line = t.head[:0], false, t.line[:0]
 		p = p[i+1:]
 	}
 	return n, nil

@@ -74,53 +74,12 @@ func TestConnectResumes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, countScript(), "", "MM_SERVE_TOKEN="+serveToken)
 			conn, p := behindProxy(t, s, "30s")
-			ctx, sess := openSessionIn(t, conn, s.project(t))
-			answered := make(chan acp.PromptResponse, 1)
-			failed := make(chan error, 1)
-			go func() {
-				r, err := conn.Ask(ctx, sess.SessionId, "count")
-				if err != nil {
-					failed <- err
-					return
+			countThroughDrop(t, conn, s.project(t), c.name, func() { c.drop(p) }, func(ctx context.Context, sid acp.SessionId) {
+				// A request written during the drop waits, then goes.
+				if _, err := conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: sid, ModeId: "yolo"}); err != nil {
+					t.Fatalf("set_mode written during the drop: %v", err)
 				}
-				answered <- r
-			}()
-			if err := conn.Client.WaitUpdate(ctx, sess.SessionId, func(u acp.SessionUpdate) bool {
-				return u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil && strings.Contains(u.AgentMessageChunk.Content.Text.Text, "w5")
-			}); err != nil {
-				t.Fatal(err)
-			}
-			start := time.Now()
-			c.drop(p)
-			// A request written during the drop waits, then goes.
-			modes, err := conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: sess.SessionId, ModeId: "yolo"})
-			if err != nil {
-				t.Fatalf("set_mode written during the drop: %v", err)
-			}
-			_ = modes
-			select {
-			case err := <-failed:
-				t.Fatalf("the prompt failed: %v\nmm connect: %s", err, conn.Stderr.String())
-			case r := <-answered:
-				if r.StopReason != acp.StopReasonEndTurn {
-					t.Errorf("stop reason %s, want end_turn", r.StopReason)
-				}
-			}
-			t.Logf("%s: the turn ended %v after the drop began", c.name, time.Since(start).Round(time.Millisecond))
-			if got, want := acptest.Text(conn.Client.Updates(sess.SessionId)), countText(); got != want {
-				t.Errorf("the editor got\n%q\nwant every word once, in order:\n%q", got, want)
-			}
-			for _, l := range strings.Split(conn.Stderr.String(), "\n") {
-				if strings.Contains(l, "resum") {
-					t.Logf("%s", l)
-				}
-			}
-			if !strings.Contains(conn.Stderr.String(), "mm connect: resumed after ") {
-				t.Errorf("mm connect did not say it resumed:\n%s", conn.Stderr.String())
-			}
-			if r, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
-				t.Errorf("the next turn: %v %v", r, err)
-			}
+			})
 			if !strings.Contains(s.stderr.String(), "resumed after frame") {
 				t.Errorf("the server did not log the resume:\n%s", s.stderr.String())
 			}
@@ -128,6 +87,59 @@ func TestConnectResumes(t *testing.T) {
 				t.Errorf("a turn was cancelled on the server:\n%s", s.stderr.String())
 			}
 		})
+	}
+}
+
+// countThroughDrop runs the "count" turn through mm connect in a new
+// session in project, drops the network once the fifth word has arrived
+// (drop, then during while the turn runs, when set), and checks that the
+// editor got every word once, in order, and end_turn, that mm connect said
+// it resumed, and that the next turn is answered.
+func countThroughDrop(t *testing.T, conn *acptest.Conn, project, name string, drop func(), during func(context.Context, acp.SessionId)) {
+	t.Helper()
+	ctx, sess := openSessionIn(t, conn, project)
+	answered := make(chan acp.PromptResponse, 1)
+	failed := make(chan error, 1)
+	go func() {
+		r, err := conn.Ask(ctx, sess.SessionId, "count")
+		if err != nil {
+			failed <- err
+			return
+		}
+		answered <- r
+	}()
+	if err := conn.Client.WaitUpdate(ctx, sess.SessionId, func(u acp.SessionUpdate) bool {
+		return u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil && strings.Contains(u.AgentMessageChunk.Content.Text.Text, "w5")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	drop()
+	if during != nil {
+		during(ctx, sess.SessionId)
+	}
+	select {
+	case err := <-failed:
+		t.Fatalf("the prompt failed: %v\nmm connect: %s", err, conn.Stderr.String())
+	case r := <-answered:
+		if r.StopReason != acp.StopReasonEndTurn {
+			t.Errorf("stop reason %s, want end_turn", r.StopReason)
+		}
+	}
+	t.Logf("%s: the turn ended %v after the drop began", name, time.Since(start).Round(time.Millisecond))
+	if got, want := acptest.Text(conn.Client.Updates(sess.SessionId)), countText(); got != want {
+		t.Errorf("the editor got\n%q\nwant every word once, in order:\n%q", got, want)
+	}
+	for _, l := range strings.Split(conn.Stderr.String(), "\n") {
+		if strings.Contains(l, "resum") {
+			t.Logf("%s", l)
+		}
+	}
+	if !strings.Contains(conn.Stderr.String(), "mm connect: resumed after ") {
+		t.Errorf("mm connect did not say it resumed:\n%s", conn.Stderr.String())
+	}
+	if r, err := conn.Ask(ctx, sess.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("the next turn: %v %v", r, err)
 	}
 }
 

@@ -180,15 +180,10 @@ const maxFormAnswerBytes = 8 * tools.MaxOutputBytes
 // _meta["mm.elicitationScope"]. An answer over maxFormAnswerBytes is not
 // decoded: the error wraps actors.ErrAnswerTooLarge.
 func (c client) Elicit(ctx context.Context, e actors.Elicitation) (actors.ElicitationResult, error) {
-	scope := map[string]any{"sessionId": e.SessionID, "toolCallId": e.ToolCallID}
-	raw, err := c.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, map[string]any{
-		"sessionId":       e.SessionID,
-		"toolCallId":      e.ToolCallID,
-		"mode":            "form",
+	raw, err := c.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, elicitation(e.SessionID, e.ToolCallID, "form", map[string]any{
 		"message":         e.Message,
 		"requestedSchema": e.Schema,
-		"_meta":           map[string]any{actors.ElicitationScopeKey: scope},
-	})
+	}))
 	if err != nil {
 		return actors.ElicitationResult{}, err
 	}
@@ -196,6 +191,30 @@ func (c client) Elicit(ctx context.Context, e actors.Elicitation) (actors.Elicit
 		return actors.ElicitationResult{}, fmt.Errorf("%w: %.1f MiB, and mm reads at most %.1f MiB", actors.ErrAnswerTooLarge,
 			float64(len(raw))/(1<<20), float64(maxFormAnswerBytes)/(1<<20))
 	}
+	return elicitAnswer(raw)
+}
+
+// elicitation is the params of an elicitation/create in mode for a tool
+// call of a session, as the seed's table has them: sessionId and
+// toolCallId at the top, a copy in _meta["mm.elicitationScope"], and the
+// mode's own fields.
+func elicitation(sessionID, toolCallID, mode string, fields map[string]any) map[string]any {
+	p := map[string]any{
+		"sessionId":  sessionID,
+		"toolCallId": toolCallID,
+		"mode":       mode,
+		"_meta":      map[string]any{actors.ElicitationScopeKey: map[string]any{"sessionId": sessionID, "toolCallId": toolCallID}},
+	}
+	for k, v := range fields {
+		p[k] = v
+	}
+	return p
+}
+
+// elicitAnswer reads the client's answer to an elicitation/create: its
+// action (accept, decline, or cancel for anything else) and an accepted
+// form's content.
+func elicitAnswer(raw json.RawMessage) (actors.ElicitationResult, error) {
 	var r acp.UnstableCreateElicitationResponse
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return actors.ElicitationResult{}, fmt.Errorf("the answer could not be read: %v", err)
@@ -217,31 +236,17 @@ const maxURLAnswerBytes = 64 << 10
 // at the top, as a form's, and the page to open. The answer's action is
 // accept, decline or cancel; anything else is taken as cancel.
 func (c client) ElicitURL(ctx context.Context, e actors.URLElicitation) (string, error) {
-	scope := map[string]any{"sessionId": e.SessionID, "toolCallId": e.ToolCallID}
-	raw, err := c.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, map[string]any{
-		"sessionId":     e.SessionID,
-		"toolCallId":    e.ToolCallID,
-		"mode":          "url",
+	raw, err := c.call(ctx, e.SessionID, acp.ClientMethodElicitationCreate, elicitation(e.SessionID, e.ToolCallID, "url", map[string]any{
 		"elicitationId": e.ElicitationID,
 		"url":           e.URL,
 		"message":       e.Message,
-		"_meta":         map[string]any{actors.ElicitationScopeKey: scope},
-	})
+	}))
 	if err != nil {
 		return "", err
 	}
 	if len(raw) > maxURLAnswerBytes {
 		return "", fmt.Errorf("%w: %d bytes", actors.ErrAnswerTooLarge, len(raw))
 	}
-	var r struct {
-		Action string `json:"action"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return "", fmt.Errorf("the answer could not be read: %v", err)
-	}
-	switch r.Action {
-	case "accept", "decline":
-		return r.Action, nil
-	}
-	return "cancel", nil
+	res, err := elicitAnswer(raw)
+	return res.Action, err
 }

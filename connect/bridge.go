@@ -38,21 +38,26 @@ type bridge struct {
 	gone     error       // guarded by resumeMu: the connection could not be resumed
 
 	mu        sync.Mutex
-	ws        *websocket.Conn            // the socket now
-	epoch     uint64                     // how many times it was resumed
-	recvd     uint64                     // the server's frames read whole: the cursor
-	stalled   uint64                     // the epoch whose ping went unanswered (0: none; epochs start at 1)
-	reopened  uint64                     // the epoch of the last new connection (reopen.go; 0: none)
-	asked     map[string]string          // requests sent, unanswered: id key → the session of a prompt, or ""
-	ids       map[string]json.RawMessage // the same requests' ids as the editor wrote them
-	waiting   map[string]bool            // those of them not written yet (a reopen leaves them be)
-	init      []byte                     // the editor's initialize, sent again on a reopen
-	opening   map[string]opening         // requests that open or close a session, unanswered (reopen.go)
-	sessions  map[string]opened          // the sessions the editor has open on this connection
-	untracked bool                       // a request went untracked (maxTracked)
-	eof       bool                       // stdin has closed and every line was sent
-	drained   chan struct{}              // closed once eof and nothing is unanswered
+	ws        *websocket.Conn    // the socket now
+	epoch     uint64             // how many times it was resumed
+	recvd     uint64             // the server's frames read whole: the cursor
+	stalled   uint64             // the epoch whose ping went unanswered (0: none; epochs start at 1)
+	reopened  uint64             // the epoch of the last new connection (reopen.go; 0: none)
+	asked     map[string]request // requests sent, unanswered, by id key
+	init      []byte             // the editor's initialize, sent again on a reopen
+	opening   map[string]opening // requests that open or close a session, unanswered (reopen.go)
+	sessions  map[string]opened  // the sessions the editor has open on this connection
+	untracked bool               // a request went untracked (maxTracked)
+	eof       bool               // stdin has closed and every line was sent
+	drained   chan struct{}      // closed once eof and nothing is unanswered
 	drainOnce sync.Once
+}
+
+// request is one of the editor's requests, sent and not yet answered.
+type request struct {
+	sid     string          // a prompt's session, else ""
+	id      json.RawMessage // its id as the editor wrote it
+	written bool            // it went to a socket (a reopen answers it; one not written yet goes on the new connection)
 }
 
 // sendError is a write to the socket that failed.
@@ -232,7 +237,10 @@ func (b *bridge) sendKey(line []byte, key string) error {
 	b.sent.add(line, isInitialize(line))
 	if key != "" {
 		b.mu.Lock()
-		delete(b.waiting, key)
+		if r, ok := b.asked[key]; ok {
+			r.written = true
+			b.asked[key] = r
+		}
 		b.mu.Unlock()
 	}
 	ws, epoch := b.current()
@@ -278,12 +286,7 @@ func (b *bridge) track(line []byte) string {
 		b.untracked = true
 		return ""
 	}
-	b.asked[key] = sid
-	if b.ids == nil {
-		b.ids, b.waiting = map[string]json.RawMessage{}, map[string]bool{}
-	}
-	b.ids[key] = json.RawMessage(m[1].Raw)
-	b.waiting[key] = true
+	b.asked[key] = request{sid: sid, id: json.RawMessage(m[1].Raw)}
 	if m[0].String() == "initialize" && b.init == nil {
 		b.init = bytes.Clone(line)
 	}
@@ -295,8 +298,6 @@ func (b *bridge) track(line []byte) string {
 func (b *bridge) answered(key string) {
 	b.mu.Lock()
 	delete(b.asked, key)
-	delete(b.ids, key)
-	delete(b.waiting, key)
 	b.mu.Unlock()
 	b.checkDrained()
 }
@@ -309,10 +310,10 @@ func (b *bridge) stdinEnded() {
 	b.eof = true
 	seen := map[string]bool{}
 	var sessions []string
-	for _, sid := range b.asked {
-		if sid != "" && !seen[sid] {
-			seen[sid] = true
-			sessions = append(sessions, sid)
+	for _, r := range b.asked {
+		if r.sid != "" && !seen[r.sid] {
+			seen[r.sid] = true
+			sessions = append(sessions, r.sid)
 		}
 	}
 	b.mu.Unlock()

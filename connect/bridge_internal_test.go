@@ -10,7 +10,7 @@ import (
 // 2^53+1 were one: the first answer marked both answered, and mm connect
 // could exit before the second prompt's answer came down.
 func TestBridgeExactIDs(t *testing.T) {
-	b := &bridge{asked: map[string]string{}, drained: make(chan struct{})}
+	b := &bridge{asked: map[string]request{}, drained: make(chan struct{})}
 	b.track([]byte(`{"jsonrpc":"2.0","id":9007199254740992,"method":"session/prompt","params":{"sessionId":"a"}}`))
 	b.track([]byte(`{"jsonrpc":"2.0","id":9007199254740993,"method":"session/prompt","params":{"sessionId":"b"}}`))
 	if len(b.asked) != 2 {
@@ -22,8 +22,8 @@ func TestBridgeExactIDs(t *testing.T) {
 	}
 	b.eof = true
 	b.answered(key)
-	if sid, left := b.asked[key]; left || len(b.asked) != 1 {
-		t.Fatalf("after one answer: %v (the answered one left: %v %q)", b.asked, left, sid)
+	if r, left := b.asked[key]; left || len(b.asked) != 1 {
+		t.Fatalf("after one answer: %v (the answered one left: %v %q)", b.asked, left, r.sid)
 	}
 	select {
 	case <-b.drained:
@@ -44,7 +44,7 @@ func TestBridgeExactIDs(t *testing.T) {
 // id in the answer, load and resume by the one asked), less those closed;
 // a refused opening notes nothing.
 func TestSessionsNoted(t *testing.T) {
-	b := &bridge{asked: map[string]string{}, drained: make(chan struct{})}
+	b := &bridge{asked: map[string]request{}, drained: make(chan struct{})}
 	req := func(id int, method, params string) string {
 		return b.track([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
 	}
@@ -60,7 +60,7 @@ func TestSessionsNoted(t *testing.T) {
 	if len(b.sessions) != 2 || string(b.sessions["s1"].cwd) != `"/w"` || string(b.sessions["s2"].servers) != `[{"name":"x"}]` {
 		t.Errorf("sessions noted: %v", b.sessions)
 	}
-	if len(b.opening) != 0 || len(b.ids) != 0 {
-		t.Errorf("left waiting: %v %v", b.opening, b.ids)
+	if len(b.opening) != 0 || len(b.asked) != 0 {
+		t.Errorf("left waiting: %v %v", b.opening, b.asked)
 	}
 }

@@ -77,7 +77,7 @@ func Run(ctx context.Context, o Options) error {
 	b := &bridge{
 		o: o, ws: ws, epoch: 1, id: resp.Header.Get("Acp-Connection-Id"), max: o.MaxLine, stderr: o.Stderr,
 		out:   &lineOut{w: bufio.NewWriterSize(o.Stdout, 64<<10), buf: make([]byte, 32<<10)},
-		asked: map[string]string{}, drained: make(chan struct{}), sent: newSentFrames(sentWindow),
+		asked: map[string]request{}, drained: make(chan struct{}), sent: newSentFrames(sentWindow),
 	}
 	return b.run(ctx, o.Stdin)
 }

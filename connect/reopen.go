@@ -205,13 +205,12 @@ const errLost = "mm connect: the connection to mm serve dropped for longer than 
 // how many. Those not written yet go on the new connection.
 func (b *bridge) failInFlight() int {
 	b.mu.Lock()
-	ids := make([]json.RawMessage, 0, len(b.ids))
-	for key, id := range b.ids {
-		if b.waiting[key] {
+	var ids []json.RawMessage
+	for key, r := range b.asked {
+		if !r.written {
 			continue // not written yet: it goes on the new connection
 		}
-		ids = append(ids, id)
-		delete(b.ids, key)
+		ids = append(ids, r.id)
 		delete(b.asked, key)
 		delete(b.opening, key)
 	}

@@ -26,5 +26,6 @@
 //
 // Goroutines: up reads stdin and writes the socket; down reads the socket
 // and writes stdout; run waits for either to end, for the drain and for a
-// signal. Writes to stdout go through lineOut, one at a time.
+// signal. Writes to stdout go through lineOut (lineout.go), one at a time,
+// each message one line.
 package connect

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 
@@ -150,13 +151,11 @@ func (b *bridge) reopen(why error) (*websocket.Conn, uint64, error) {
 	sent := newSentFrames(sentWindow)
 	sent.on = true
 	b.mu.Lock()
-	sessions := make(map[string]opened, len(b.sessions))
-	for sid, at := range b.sessions {
-		sessions[sid] = at
-	}
+	sessions := maps.Clone(b.sessions)
 	b.mu.Unlock()
-	resumed := 0
+	resumed, n := 0, 0
 	for sid, at := range sessions {
+		n++
 		params := map[string]any{"sessionId": sid, "cwd": at.cwd, "mcpServers": at.servers}
 		if at.servers == nil {
 			params["mcpServers"] = json.RawMessage("[]")
@@ -164,7 +163,7 @@ func (b *bridge) reopen(why error) (*websocket.Conn, uint64, error) {
 		if at.dirs != nil {
 			params["additionalDirectories"] = at.dirs
 		}
-		id := "mm-connect-resume-" + strconv.Itoa(resumed)
+		id := "mm-connect-resume-" + strconv.Itoa(n)
 		line, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "session/resume", "params": params})
 		sent.add(line, false)
 		answer, err := r.call(line, id)

@@ -73,13 +73,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	target, pin, ok := s.o.Peers.Peer(tag)
-	if !ok {
-		s.metrics.forwarded.WithLabelValues("gone").Inc()
-		text(w, http.StatusNotFound, "the node that held this connection is gone: open a new one and load its sessions")
-		return true
-	}
 	u, err := url.Parse(target)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if !ok || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		s.metrics.forwarded.WithLabelValues("gone").Inc()
 		text(w, http.StatusNotFound, "the node that held this connection is gone: open a new one and load its sessions")
 		return true

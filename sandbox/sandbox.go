@@ -76,6 +76,11 @@ type Policy struct {
 	// may read but not change; Wrap looks for them when the command starts.
 	// bubblewrap only (Landlock cannot narrow a writable folder).
 	Protected []string
+	// Readable are folders a command may read even where the mode would
+	// hide them (under the private /tmp of bubblewrap): what mm keeps for
+	// the session that its commands may search, such as the whole output
+	// of a tool whose result was cut. Links are followed.
+	Readable []string
 	// Temp is the session's own temporary folder, which Landlock lets a
 	// command write and names in TMPDIR, made (0700) when the command starts
 	// (with bubblewrap, /tmp is the command's own anyway); "" gives it none.
@@ -230,6 +235,9 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy) error {
 		}
 		for _, w := range resolved(p.Writable) {
 			args = append(args, bind, w, w)
+		}
+		for _, r := range resolved(p.Readable) {
+			args = append(args, "--ro-bind", r, r)
 		}
 		if p.Mode == WorkspaceWrite {
 			for _, r := range resolved(protected(p.Writable, p.Protected)) {

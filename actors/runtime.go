@@ -73,6 +73,14 @@ type Options struct {
 	Sandbox     *sandbox.Sandbox
 	SandboxMode sandbox.Mode
 	Hidden      []string
+	// SandboxUser is whom confined commands run as (sandbox.user, when mm
+	// runs as root); nil: mm's own user.
+	SandboxUser *sandbox.Ident
+	// OwnNetwork gives each session's confined commands, with the network
+	// on, a network of their own (sandbox.Network), which reaches the
+	// outside and not this machine's loopback: a shared server's tenants
+	// must not reach its ports or its store. false: the machine's network.
+	OwnNetwork bool
 	// OthersFolders lists the folders of the live sessions of owners other
 	// than owner: a confined command sees them empty (a tenant's commands
 	// never see another tenant's folders); nil: none.
@@ -120,6 +128,8 @@ type Runtime struct {
 	// sandbox, sandboxMode and hidden are Options'.
 	sandbox     *sandbox.Sandbox
 	sandboxMode sandbox.Mode
+	sandboxUser *sandbox.Ident
+	ownNetwork  bool
 	hidden      []string
 	others      func(owner string) []string
 	// selfStopped is Options.SelfStopped.
@@ -177,6 +187,7 @@ func NewRuntime(o Options) *Runtime {
 	}
 	rt.store, rt.selfStopped = o.Store, o.SelfStopped
 	rt.sandbox, rt.sandboxMode, rt.hidden, rt.others = o.Sandbox, o.SandboxMode, o.Hidden, o.OthersFolders
+	rt.sandboxUser, rt.ownNetwork = o.SandboxUser, o.OwnNetwork
 	if rt.store == nil {
 		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil)
 	}

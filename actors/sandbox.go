@@ -45,6 +45,7 @@ func (s *session) policy() sandbox.Policy {
 	if s.rt.sandbox.Kind() == sandbox.Landlock {
 		p.Temp = s.tempDir
 	}
+	p.User, p.Env = s.rt.sandboxUser, s.rt.cfg.Sandbox.Env
 	return p
 }
 
@@ -58,24 +59,33 @@ func landlockTemp(rt *Runtime) string {
 	return filepath.Join(os.TempDir(), "mm-session-"+rand.Text())
 }
 
-// removeTemp removes the session's temporary folder, off the actor.
+// removeTemp removes the session's temporary folder, off the actor, and
+// ends its own network.
 func (s *session) removeTemp() {
 	if d := s.tempDir; d != "" {
 		s.tempDir = ""
 		s.rt.goWork(func() { _ = os.RemoveAll(d) })
 	}
+	if n := s.net; n != nil {
+		s.net = nil
+		s.rt.goWork(n.Close)
+	}
 }
 
 // confine is the tools' Confine for the session: nil when its commands are
 // not confined. On a machine that cannot confine them they run unconfined,
-// as the banner said.
-func (s *session) confine() func(*exec.Cmd) error {
+// as the banner said. With the network on, they share the session's own
+// network (sandbox.Network), made by the first of them.
+func (s *session) confine() func(*exec.Cmd) (func(), error) {
 	p := s.policy()
 	if !p.Confined() || s.rt.sandbox.Kind() == sandbox.Unconfined {
 		return nil
 	}
-	sb := s.rt.sandbox
-	return func(cmd *exec.Cmd) error { return sb.Wrap(cmd, p) }
+	if p.Network && s.rt.ownNetwork && s.net == nil {
+		s.net = sandbox.NewNetwork(p.User)
+	}
+	sb, net := s.rt.sandbox, s.net
+	return func(cmd *exec.Cmd) (func(), error) { return sb.Wrap(cmd, p, net) }
 }
 
 // logPolicy says once, when the session starts, how its commands are

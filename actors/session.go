@@ -69,6 +69,9 @@ type session struct {
 	skills    *skills.Set
 	// tempDir is the session's temporary folder under Landlock (sandbox.go).
 	tempDir string
+	// net is the session's own network for its confined commands, made
+	// when the first of them needs it (sandbox.go); nil: none yet.
+	net *sandbox.Network
 	// sandboxMode is the session's sandbox mode: the runtime's, or one no
 	// wider set over ACP (sandbox.go).
 	sandboxMode sandbox.Mode

@@ -255,7 +255,7 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 		return
 	}
 	if denied, reason := w.rt.hooks.PreToolCall(ctx, hooks.PreToolCallEvent{
-		SessionID: w.session, Cwd: w.env.Cwd, Tool: w.name, Input: call.Args,
+		SessionID: w.session, Cwd: w.env.Cwd, Tool: w.name, Input: call.Args, Confine: w.env.Confine,
 	}); denied {
 		fin.Output, fin.Denied = "[denied by a hook: "+reason+"]", true
 		return

@@ -46,7 +46,7 @@ type Config struct {
 	// Confine, when set, confines the agent's command before it starts
 	// (the asking session's sandbox, package sandbox): an asked agent is
 	// another program the session starts, confined as its bash is.
-	Confine func(*exec.Cmd) error
+	Confine func(*exec.Cmd) (started func(), err error)
 }
 
 // Relay answers the asked agent's requests to its client.
@@ -90,11 +90,14 @@ func Start(ctx context.Context, cfg Config, cwd, sessionID string, log *slog.Log
 	for k, v := range cfg.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	started := func() {}
 	if cfg.Confine != nil {
-		if err := cfg.Confine(cmd); err != nil {
+		var err error
+		if started, err = cfg.Confine(cmd); err != nil {
 			return nil, err
 		}
 	}
+	defer started()
 	group := procs.NewGroup(cmd)
 	stderr := &logWriter{log: log, prefix: "[ask " + cfg.Name + "] "}
 	cmd.Stderr = stderr

@@ -224,6 +224,13 @@ type Sandbox struct {
 	// With is how commands are confined: "" the best this machine has,
 	// "bubblewrap" or "landlock" (mm refuses to start without it).
 	With string `yaml:"with"`
+	// User is whom confined commands run as when mm runs as root: a
+	// name, a uid or uid:gid; never root.
+	User string `yaml:"user"`
+	// Env names the variables of mm's environment a confined command
+	// gets (a name, or a prefix ending in *), and NAME=value entries set
+	// one.
+	Env []string `yaml:"env"`
 }
 
 // Serve configures `mm serve`: where it listens, who may connect, and the
@@ -401,6 +408,11 @@ func Load(path string) (*Config, error) {
 			return c, nil
 		}
 		path = filepath.Join(home, ".config", "mm", "config.yaml")
+	}
+	// Absolute, so that what mm hides of its config from the commands it
+	// runs (docs/sandbox.md) is the file, however its path was written.
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

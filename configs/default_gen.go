@@ -56,6 +56,8 @@ func generatedDefault() *Config {
 		},
 		Sandbox: Sandbox{
 			Network: true,
+			User:    "nobody",
+			Env:     []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "COLORTERM", "NO_COLOR"},
 		},
 		Skills: Skills{
 			Dirs: []string{"~/.config/mm/skills", ".mm/skills"},

@@ -32,6 +32,14 @@ func (c *Config) validate() error {
 	default:
 		return bad("sandbox.with", fmt.Sprintf("unknown way %q (bubblewrap, landlock, or empty: the best this machine has)", c.Sandbox.With))
 	}
+	if strings.TrimSpace(c.Sandbox.User) == "" {
+		return bad("sandbox.user", "must name a user (a name, a uid or uid:gid) that is not root")
+	}
+	for _, e := range c.Sandbox.Env {
+		if k, _, _ := strings.Cut(e, "="); k == "" || strings.ContainsAny(k, " \t\n") || strings.Contains(strings.TrimSuffix(k, "*"), "*") {
+			return bad("sandbox.env", fmt.Sprintf("%q is not a variable's name, a prefix ending in *, nor NAME=value", e))
+		}
+	}
 	if c.ACP.MaxLineBytes < 1<<10 {
 		return bad("acp.maxLineBytes", "must be at least 1KiB")
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os/exec"
 	"strings"
 	"time"
 )
@@ -30,18 +31,29 @@ type Runner struct {
 	Log              *slog.Logger  // nil means discard
 }
 
-// PreToolCallEvent is what a preToolCall hook reads.
+// PreToolCallEvent is what a preToolCall hook reads, and how it runs.
 type PreToolCallEvent struct {
 	SessionID string
 	Cwd       string
 	Tool      string
 	Input     map[string]any
+	// Confine, when set, confines the hook's command as the session's
+	// commands are (the session's sandbox): a hook runs in the tenant's
+	// folder, where what the tenant wrote (git's per-repository config,
+	// core.fsmonitor among it) would otherwise run as mm.
+	Confine Confine
 }
 
-// PostAskEvent is what a postAsk hook reads.
+// PostAskEvent is what a postAsk hook reads, and how it runs.
 type PostAskEvent struct {
 	SessionID, Cwd, Agent, Question, Answer string
+	// Confine is PreToolCallEvent's.
+	Confine Confine
 }
+
+// Confine makes a hook's command ready to run confined; the caller calls
+// started once the command has started (package sandbox's Wrap).
+type Confine func(*exec.Cmd) (started func(), err error)
 
 // preToolCallWire and postAskWire are the JSON objects the hooks read. They
 // are separate from the event types so that the wire names are fixed here,
@@ -91,7 +103,7 @@ func (r *Runner) PreToolCall(ctx context.Context, e PreToolCallEvent) (denied bo
 		if ctx.Err() != nil {
 			return false, ""
 		}
-		res := r.run(ctx, line, e.SessionID, e.Cwd, stdin)
+		res := r.run(ctx, line, e.SessionID, e.Cwd, stdin, e.Confine)
 		if res.cancelled {
 			return false, ""
 		}
@@ -146,7 +158,7 @@ func (r *Runner) PostAsk(ctx context.Context, e PostAskEvent) string {
 			r.logger().Warn(fmt.Sprintf("🪝 postAsk hook: cannot encode the event: %v", err))
 			return answer
 		}
-		res := r.run(ctx, line, e.SessionID, e.Cwd, stdin)
+		res := r.run(ctx, line, e.SessionID, e.Cwd, stdin, e.Confine)
 		if res.cancelled {
 			return answer
 		}

@@ -65,7 +65,7 @@ const (
 
 // run runs one hook line with stdin as its input and waits for it, for the
 // runner's timeout at most.
-func (r *Runner) run(ctx context.Context, line, sessionID, cwd string, stdin []byte) result {
+func (r *Runner) run(ctx context.Context, line, sessionID, cwd string, stdin []byte, confine Confine) result {
 	if ctx.Err() != nil {
 		return result{cancelled: true}
 	}
@@ -89,13 +89,23 @@ func (r *Runner) run(ctx context.Context, line, sessionID, cwd string, stdin []b
 	// The mark lets the session's end (procs.KillSession) find whatever
 	// the hook leaves behind, wherever it moved.
 	cmd.Env = append(os.Environ(), procs.SessionEnv(sessionID))
+	started := func() {}
+	if confine != nil {
+		var err error
+		if started, err = confine(cmd); err != nil {
+			closeAll(ends[:])
+			return result{failure: "cannot confine it: " + err.Error()}
+		}
+	}
 	cmd.Stdin = inR
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	// Its own group (a job object on Windows) lets a timeout or a cancel
 	// kill the hook with every child and grandchild at once.
 	group := procs.NewGroup(cmd)
-	if err := group.Start(); err != nil {
+	err := group.Start()
+	started()
+	if err != nil {
 		closeAll(ends[:])
 		return result{failure: "cannot start: " + err.Error()}
 	}

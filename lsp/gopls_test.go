@@ -23,16 +23,16 @@ func TestGopls(t *testing.T) { goplsAnswers(t, nil) }
 func TestGoplsConfined(t *testing.T) {
 	sb := sandboxtest.Bubblewrap(t)
 	var dir string
-	goplsAnswers(t, func(cmd *exec.Cmd) error {
+	goplsAnswers(t, func(cmd *exec.Cmd) (func(), error) {
 		dir = cmd.Dir
-		return sb.Wrap(cmd, sandbox.Policy{Mode: sandbox.WorkspaceWrite, Network: true, Writable: []string{cmd.Dir}})
+		return sb.Wrap(cmd, sandbox.Policy{Mode: sandbox.WorkspaceWrite, Network: true, Writable: []string{cmd.Dir}, User: sandboxtest.Tenant()}, nil)
 	})
 	if dir == "" {
 		t.Error("gopls was not confined")
 	}
 }
 
-func goplsAnswers(t *testing.T, confine func(*exec.Cmd) error) {
+func goplsAnswers(t *testing.T, confine func(*exec.Cmd) (func(), error)) {
 	testwait.Short(t, "the test against gopls, which loads a module first")
 	gopls, err := exec.LookPath("gopls")
 	if err != nil {
@@ -61,6 +61,12 @@ func main() {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if confine != nil {
+		// Run as the sandbox's user when the tests run as root: it must
+		// reach gopls and the module.
+		gopls = sandboxtest.Reachable(t, gopls)
+		sandboxtest.Own(t, dir)
 	}
 	c := NewClient(Config{Servers: Servers{"go": gopls}, Timeout: 5 * time.Minute, Confine: confine}, dir, "gopls-test", nil)
 	defer c.Close()

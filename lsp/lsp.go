@@ -26,7 +26,7 @@ type Config struct {
 	Timeout time.Duration
 	// Confine, when set, confines each server's command before it starts
 	// (the session's sandbox, package sandbox).
-	Confine func(*exec.Cmd) error
+	Confine func(*exec.Cmd) (started func(), err error)
 }
 
 // DefaultTimeout is lsp.timeout's default.
@@ -142,7 +142,7 @@ type Client struct {
 	cwd       string
 	sessionID string
 	log       *slog.Logger
-	confine   func(*exec.Cmd) error // Config.Confine
+	confine   func(*exec.Cmd) (func(), error) // Config.Confine
 
 	// closing is cancelled by Close, which stops every call in flight and
 	// every server start; stop is its cancel function.

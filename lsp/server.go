@@ -108,11 +108,14 @@ func (c *Client) start(s *slot) (*server, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = c.cwd
 	cmd.Env = append(os.Environ(), procs.SessionEnv(c.sessionID))
+	started := func() {}
 	if c.confine != nil {
-		if err := c.confine(cmd); err != nil {
+		var err error
+		if started, err = c.confine(cmd); err != nil {
 			return nil, failed(err.Error())
 		}
 	}
+	defer started() // once the server has started, or failed to
 	// Its own group, so that killing the group takes the helpers it spawns.
 	group := procs.NewGroup(cmd)
 	// The pipes are made here rather than by exec: exec would close the

@@ -166,8 +166,10 @@ func (c *conn) transport(cwd, sessionID string) (mcp.Transport, error) {
 		cmd := exec.Command(c.srv.Command, c.srv.Args...)
 		cmd.Dir = cwd
 		cmd.Env = c.env(sessionID)
+		started := func() {}
 		if c.s.confine != nil {
-			if err := c.s.confine(cmd); err != nil {
+			var err error
+			if started, err = c.s.confine(cmd); err != nil {
 				return nil, err
 			}
 		}
@@ -195,7 +197,7 @@ func (c *conn) transport(cwd, sessionID string) (mcp.Transport, error) {
 		// procs.Start/Done: mm's orphan reaper may take the exit status of
 		// a server that died before the SDK's Wait, which then only reports
 		// an error that nothing needs.
-		return &boundedTransport{c: c, inner: &startedTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, c: c}}, nil
+		return &boundedTransport{c: c, inner: &startedTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, c: c, started: started}}, nil
 	case c.srv.URL != "":
 		// A transport of its own, so that Close can drop its idle
 		// connections (and their goroutines) without touching anyone
@@ -345,10 +347,14 @@ func (c *conn) release() {
 type startedTransport struct {
 	inner *mcp.CommandTransport
 	c     *conn
+	// started closes what the sandbox opened for the start (the
+	// session's confine), once the SDK has started the command.
+	started func()
 }
 
 func (t *startedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.inner.Connect(ctx)
+	t.started()
 	if err != nil {
 		return nil, err
 	}

@@ -96,7 +96,7 @@ type Sessions struct {
 	log *slog.Logger
 	// confine, when set, confines each stdio server's command
 	// (ConnectConfined).
-	confine   func(*exec.Cmd) error
+	confine   func(*exec.Cmd) (func(), error)
 	onChange  func()
 	onWarning func(string)
 	// elicitURL claims URL elicitation to the servers (Options.ElicitURL).
@@ -134,7 +134,7 @@ func Connect(servers []Server, cwd, sessionID string, log *slog.Logger, onChange
 // ConnectConfined is Connect with each stdio server's command confined by
 // confine (the session's sandbox, package sandbox) before it starts; a
 // confine error fails that server, saying why. nil confines nothing.
-func ConnectConfined(servers []Server, cwd, sessionID string, log *slog.Logger, onChange func(), onWarning func(string), confine func(*exec.Cmd) error) *Sessions {
+func ConnectConfined(servers []Server, cwd, sessionID string, log *slog.Logger, onChange func(), onWarning func(string), confine func(*exec.Cmd) (func(), error)) *Sessions {
 	return ConnectWith(servers, cwd, sessionID, Options{Log: log, OnChange: onChange, OnWarning: onWarning, Confine: confine})
 }
 
@@ -143,7 +143,7 @@ type Options struct {
 	Log       *slog.Logger
 	OnChange  func()
 	OnWarning func(string)
-	Confine   func(*exec.Cmd) error
+	Confine   func(*exec.Cmd) (started func(), err error)
 	// ElicitURL claims URL elicitation to the servers: the session's
 	// client can show a page a server asks its user to open (elicit.go).
 	ElicitURL bool

@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -11,6 +13,10 @@ import (
 // command.
 func BenchmarkBashTrue(b *testing.B) {
 	cwd := b.TempDir()
+	if tenant != nil {
+		os.Chmod(filepath.Dir(cwd), 0o755)
+		os.Chown(cwd, int(tenant.UID), int(tenant.GID))
+	}
 	run := func(b *testing.B, p Policy, s *Sandbox, want Kind) {
 		if p.Confined() && s.Kind() != want {
 			b.Skip(s.Why())
@@ -18,10 +24,16 @@ func BenchmarkBashTrue(b *testing.B) {
 		for b.Loop() {
 			cmd := exec.Command("bash", "-c", "true")
 			cmd.Dir = cwd
-			if err := s.Wrap(cmd, p); err != nil {
+			if p.Confined() {
+				p.User = tenant
+			}
+			started, err := s.Wrap(cmd, p, nil)
+			if err != nil {
 				b.Fatal(err)
 			}
-			if err := cmd.Run(); err != nil {
+			err = cmd.Run()
+			started()
+			if err != nil {
 				b.Fatal(err)
 			}
 		}

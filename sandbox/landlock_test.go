@@ -37,11 +37,12 @@ func kernel() string {
 
 func TestLandlockWorkspaceWrite(t *testing.T) {
 	s := landlocked(t)
-	cwd, outside := t.TempDir(), outsideDir(t)
+	cwd, outside := workDir(t), outsideDir(t)
 	if err := os.Symlink(outside, filepath.Join(cwd, "out")); err != nil {
 		t.Fatal(err)
 	}
-	temp := t.TempDir()
+	own(t, cwd)
+	temp := filepath.Join(workDir(t), "tmp")
 	p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, Temp: temp}
 	if out, ok := run(t, s, p, cwd, "echo kept > mine && cat mine && echo x > /dev/null && echo t > $TMPDIR/t"); !ok || out != "kept\n" {
 		t.Errorf("writing the cwd and the session's temporary folder: %v %q", ok, out)
@@ -99,9 +100,10 @@ func TestLandlockHides(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(home, "link")); err != nil {
 		t.Fatal(err)
 	}
-	cwd := t.TempDir()
+	own(t, home)
+	cwd := workDir(t)
 	for _, mode := range []Mode{WorkspaceWrite, Full} {
-		p := Policy{Mode: mode, Network: true, Writable: []string{cwd}, Hidden: []string{secret}, Temp: filepath.Join(t.TempDir(), "tmp")}
+		p := Policy{Mode: mode, Network: true, Writable: []string{cwd}, Hidden: []string{secret}, Temp: filepath.Join(workDir(t), "tmp")}
 		out, _ := run(t, s, p, cwd, "cat "+filepath.Join(home, "notes")+"; echo; cat "+filepath.Join(secret, "id_ed25519")+" "+filepath.Join(home, "link", "id_ed25519")+"; ls "+secret+"; echo x > "+filepath.Join(secret, "new"))
 		if strings.Contains(out, "PRIVATE") || strings.Contains(out, "id_ed25519\n") || !strings.Contains(out, "PUBLIC") {
 			t.Errorf("%s: want the folder's other file read and the hidden one not: %q", mode, out)

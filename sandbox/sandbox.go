@@ -85,11 +85,19 @@ type Policy struct {
 	// command write and names in TMPDIR, made (0700) when the command starts
 	// (with bubblewrap, /tmp is the command's own anyway); "" gives it none.
 	Temp string
+	// User is who the command runs as; nil runs it as mm's own user, which
+	// Wrap refuses when mm runs as root (sandbox.user).
+	User *Ident `json:",omitempty"`
+	// Env are the names of mm's environment variables a command is given
+	// (a name, or a prefix ending in *; sandbox.env), and NAME=value
+	// entries to set. No other variable of mm's own reaches it; those the
+	// command's caller added do. nil is DefaultEnv.
+	Env []string `json:",omitempty"`
 }
 
 // Confined says whether p changes anything for a command.
 func (p Policy) Confined() bool {
-	return p.Mode != Off && (p.Mode != Full || !p.Network || len(p.Hidden) > 0)
+	return p.Mode != Off
 }
 
 // String says the policy in a few words, for a log line.
@@ -206,80 +214,49 @@ func (s *Sandbox) Why() string { return s.why }
 // machine cannot.
 var ErrUnconfined = errors.New("commands cannot be confined here")
 
-// Wrap makes cmd run under p: its Path and Args become bubblewrap's, which
-// runs the original command in cmd.Dir. A policy that confines nothing
+// Wrap makes cmd run under p: its Path and Args become those of what
+// confines it (bubblewrap, or this program as Landlock's helper), which
+// runs the original command in cmd.Dir, as p.User when set, with the
+// environment p.Env lets through (environ) and a seccomp filter. net, when
+// not nil and p.Network is on, is the session's own network (NewNetwork):
+// the command reaches the outside through it and not this machine's
+// loopback; nil leaves it the machine's network.
+//
+// It returns started, which the caller must call once cmd.Start has
+// returned, whatever it returned: it closes what only the start needed
+// (the descriptors handed to bubblewrap). A policy that confines nothing
 // leaves cmd alone. On a machine that cannot confine, it returns an error
 // wrapping ErrUnconfined and leaves cmd alone: the caller decides whether
-// the command may run anyway.
-func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy) error {
+// the command may run anyway. Run by root, it refuses a policy with no
+// User: a confined command must hold less than mm.
+func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy, net *Network) (started func(), err error) {
+	nothing := func() {}
 	if !p.Confined() {
-		return nil
+		return nothing, nil
 	}
-	switch s.kind {
-	case Landlock:
-		return s.wrapLandlock(cmd, p)
-	case Unconfined:
-		return fmt.Errorf("%w: %s", ErrUnconfined, s.why)
+	if s.kind == Unconfined {
+		return nothing, fmt.Errorf("%w: %s", ErrUnconfined, s.why)
 	}
-	args := []string{s.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"}
-	if p.Mode == Full {
-		args = append(args, "--bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
-	} else {
-		// The temporary folders are the command's own, empty; the
-		// session's folders are mounted again on top (they may be under
-		// /tmp), writable or not.
-		args = append(args, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp")
-		bind := "--ro-bind"
-		if p.Mode == WorkspaceWrite {
-			bind = "--bind"
-		}
-		for _, w := range resolved(p.Writable) {
-			args = append(args, bind, w, w)
-		}
-		for _, r := range resolved(p.Readable) {
-			args = append(args, "--ro-bind", r, r)
-		}
-		if p.Mode == WorkspaceWrite {
-			for _, r := range resolved(protected(p.Writable, p.Protected)) {
-				args = append(args, "--ro-bind", r, r)
-			}
-		}
-		// A program that lives in a temporary folder (a test binary, a
-		// tool just built there) is still there to run.
-		if exe := resolved([]string{cmd.Path}); len(exe) == 1 && (within("/tmp", exe[0]) || within("/var/tmp", exe[0])) {
-			args = append(args, "--ro-bind", exe[0], exe[0])
-		}
-	}
-	writable := resolved(p.Writable)
-	for _, h := range resolved(p.Hidden) {
-		if slices.ContainsFunc(writable, func(w string) bool { return within(h, w) }) {
-			continue // hiding it would hide the session's own folder
-		}
-		fi, err := os.Stat(h)
-		if err != nil {
-			continue
-		}
-		if fi.IsDir() {
-			args = append(args, "--tmpfs", h, "--remount-ro", h)
-		} else {
-			args = append(args, "--ro-bind", "/dev/null", h)
-		}
+	if p.User == nil && os.Geteuid() == 0 {
+		return nothing, ErrRoot
 	}
 	if !p.Network {
-		args = append(args, "--unshare-net")
+		net = nil
 	}
-	if cmd.Dir != "" {
-		dir := cmd.Dir
-		if r, err := filepath.EvalSymlinks(dir); err == nil {
-			dir = r
+	var netPid int
+	if net != nil {
+		if netPid, err = net.ensure(); err != nil {
+			return nothing, err
 		}
-		args = append(args, "--chdir", dir)
 	}
-	args = append(args, "--", cmd.Path)
-	args = append(args, cmd.Args[1:]...)
-	cmd.Path, cmd.Args = s.bwrap, args
-	return nil
+	if s.kind == Landlock {
+		return nothing, s.wrapLandlock(cmd, p, netPid)
+	}
+	return s.wrapBubblewrap(cmd, p, netPid, net)
 }
+
+// ErrRoot is Wrap's answer to a policy that would run a command as root.
+var ErrRoot = errors.New("a confined command would run as root: mm runs as root, and no user is named to run commands as (sandbox.user)")
 
 // resolved returns the absolute, link-free forms of paths that exist, each
 // once, parents before their children (so that a child's mount is not

@@ -28,38 +28,89 @@ func confining(t *testing.T) *Sandbox {
 	return nil
 }
 
+// tenant is whom confined commands run as in these tests: nobody when the
+// tests run as root (a confined command must hold less than mm), mm's own
+// user otherwise (nil).
+var tenant = func() *Ident {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return &Ident{UID: 65534, GID: 65534, Name: "nobody"}
+}()
+
+// own gives path (and what it holds) to the tenant when the tests run as
+// root, so that what keeps the tenant's command from a path in these tests
+// is the sandbox, not the path's owner; and lets the tenant search the
+// folder that holds it (t.TempDir's is root's alone).
+func own(t *testing.T, path string) string {
+	t.Helper()
+	if tenant == nil {
+		return path
+	}
+	if err := os.Chmod(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(path, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(tenant.UID), int(tenant.GID))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// workDir is a session's folder: a new temporary folder, the tenant's.
+func workDir(t *testing.T) string { return own(t, t.TempDir()) }
+
 // outsideDir is a folder outside /tmp (which a confined command sees as
-// its own, empty), removed at the end: what a command must not write.
+// its own, empty), removed at the end: what a command must not write. It
+// is the tenant's, so that only the sandbox keeps the command out.
 func outsideDir(t *testing.T) string {
 	t.Helper()
-	home, err := os.UserHomeDir()
+	base, err := os.UserHomeDir()
 	if err != nil {
 		t.Skip(err)
 	}
-	d, err := os.MkdirTemp(home, ".mm-sandbox-test-")
+	if tenant != nil {
+		base = "/var/lib" // root's home is root's alone
+	}
+	d, err := os.MkdirTemp(base, ".mm-sandbox-test-")
 	if err != nil {
 		t.Skip(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
+	if tenant != nil {
+		if err := os.Chown(d, int(tenant.UID), int(tenant.GID)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return d
 }
 
-// run runs script with bash in dir under p and returns its output and
-// whether it exited 0.
+// run runs script with bash in dir under p (as the tenant) and returns its
+// output and whether it exited 0.
 func run(t *testing.T, s *Sandbox, p Policy, dir, script string) (string, bool) {
 	t.Helper()
+	if p.User == nil {
+		p.User = tenant
+	}
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = dir
-	if err := s.Wrap(cmd, p); err != nil {
+	started, err := s.Wrap(cmd, p, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := cmd.CombinedOutput()
+	started()
 	return string(out), err == nil
 }
 
 func TestWorkspaceWrite(t *testing.T) {
 	s := confining(t)
-	cwd, outside := t.TempDir(), outsideDir(t)
+	cwd, outside := workDir(t), outsideDir(t)
 	secret := filepath.Join(outsideDir(t), "ssh")
 	if err := os.MkdirAll(secret, 0o700); err != nil {
 		t.Fatal(err)
@@ -77,6 +128,8 @@ func TestWorkspaceWrite(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(cwd, "out")); err != nil {
 		t.Fatal(err)
 	}
+	own(t, cwd)
+	own(t, filepath.Dir(secret))
 	p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, Hidden: []string{secret, sessions}}
 
 	if out, ok := run(t, s, p, cwd, "echo kept > mine && cat mine && echo tmp > /tmp/x && cat /tmp/x"); !ok || out != "kept\ntmp\n" {
@@ -99,8 +152,9 @@ func TestWorkspaceWrite(t *testing.T) {
 		t.Errorf("the folder outside was written: %v", entries)
 	}
 	// The cwd's parent, under /tmp, is the command's own temporary folder:
-	// a write there stays there.
-	if out, ok := run(t, s, p, cwd, "echo x > ../escaped-"+filepath.Base(cwd)); !ok {
+	// a write there stays there (run as another user, the command may not
+	// write it at all: bubblewrap made it as root's).
+	if out, ok := run(t, s, p, cwd, "echo x > ../escaped-"+filepath.Base(cwd)); !ok && tenant == nil {
 		t.Errorf("writing the private /tmp: %q", out)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(cwd), "escaped-"+filepath.Base(cwd))); err == nil {
@@ -120,10 +174,11 @@ func TestWorkspaceWrite(t *testing.T) {
 
 func TestReadOnly(t *testing.T) {
 	s := confining(t)
-	cwd := t.TempDir()
+	cwd := workDir(t)
 	if err := os.WriteFile(filepath.Join(cwd, "a"), []byte("seen"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	own(t, cwd)
 	p := Policy{Mode: ReadOnly, Network: true, Writable: []string{cwd}}
 	if out, ok := run(t, s, p, cwd, "cat a"); !ok || out != "seen" {
 		t.Errorf("reading the cwd: %v %q", ok, out)
@@ -140,7 +195,7 @@ func TestNetwork(t *testing.T) { networkSwitch(t, confining(t)) }
 func networkSwitch(t *testing.T, s *Sandbox) {
 	t.Helper()
 	script := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", tcptest.Listener(t))
-	cwd := t.TempDir()
+	cwd := workDir(t)
 	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}}, cwd, script); !ok || !strings.Contains(out, "connected") {
 		t.Errorf("with the network on: %v %q", ok, out)
 	}
@@ -154,7 +209,7 @@ func TestGitWorksInTheWorkspace(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
-	cwd := t.TempDir()
+	cwd := workDir(t)
 	script := "git init -q && echo hi > f && git add f && git -c user.name=mm -c user.email=mm@example.com commit -qm first && git log --format=%s"
 	if out, ok := run(t, s, Policy{Mode: WorkspaceWrite, Writable: []string{cwd}}, cwd, script); !ok || !strings.HasSuffix(out, "first\n") {
 		t.Errorf("git in the workspace: %v %q", ok, out)
@@ -174,10 +229,10 @@ func TestUnconfinedPolicy(t *testing.T) {
 	s := &Sandbox{kind: Unconfined, why: "none here"}
 	cmd := exec.Command("true")
 	path := cmd.Path
-	if err := s.Wrap(cmd, Policy{}); err != nil || cmd.Path != path {
+	if _, err := s.Wrap(cmd, Policy{}, nil); err != nil || cmd.Path != path {
 		t.Errorf("the off policy changed the command: %v %s", err, cmd.Path)
 	}
-	if err := s.Wrap(cmd, Policy{Mode: WorkspaceWrite}); err == nil || cmd.Path != path {
+	if _, err := s.Wrap(cmd, Policy{Mode: WorkspaceWrite}, nil); err == nil || cmd.Path != path {
 		t.Errorf("a machine that cannot confine: %v %s", err, cmd.Path)
 	}
 	if _, err := ParseMode("rw"); err == nil {
@@ -187,11 +242,12 @@ func TestUnconfinedPolicy(t *testing.T) {
 
 func TestReadOnlyInsideTheWorkspace(t *testing.T) {
 	s := confining(t)
-	cwd := t.TempDir()
+	cwd := workDir(t)
 	env := filepath.Join(cwd, ".env")
 	if err := os.WriteFile(env, []byte("TOKEN=1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	own(t, cwd)
 	p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, Protected: []string{".env", "*.pem"}}
 	if out, ok := run(t, s, p, cwd, "cat .env && echo changed > .env"); ok || !strings.Contains(out, "TOKEN=1") {
 		t.Errorf("the protected file: %v %q, want it read and not written", ok, out)

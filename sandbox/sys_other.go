@@ -7,4 +7,8 @@ import "errors"
 // landlockABI is 0: Landlock is Linux's.
 func landlockABI() int { return 0 }
 
-func restrict(Policy) error { return errors.New("Landlock is Linux's") }
+func landlockExec(helperSpec, []string) error { return errors.New("Landlock is Linux's") }
+
+func dropExec(Ident, []string) error {
+	return errors.New("running a command as another user needs Linux here")
+}

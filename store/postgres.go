@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -323,4 +324,15 @@ func pgReason(err error) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// SocketDir is the folder of the unix socket through which url reaches
+// its database ("" when it reaches it over TCP, or url does not parse):
+// what the commands mm confines must not see.
+func SocketDir(url string) string {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil || !strings.HasPrefix(cfg.Host, "/") {
+		return ""
+	}
+	return cfg.Host
 }

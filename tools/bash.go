@@ -107,8 +107,9 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	if env.SessionID != "" {
 		cmd.Env = append(os.Environ(), procs.SessionEnv(env.SessionID))
 	}
+	started := func() {}
 	if env.Confine != nil {
-		if err := env.Confine(cmd); err != nil {
+		if started, err = env.Confine(cmd); err != nil {
 			pr.Close()
 			pw.Close()
 			return Result{Output: fmt.Sprintf("[not run: %v]", err), Failed: true}
@@ -120,7 +121,9 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	// Its own group (a job object on Windows) lets a cancel kill the
 	// command with every child and grandchild at once.
 	group := procs.NewGroup(cmd)
-	if err := group.Start(); err != nil {
+	err = group.Start()
+	started()
+	if err != nil {
 		pr.Close()
 		pw.Close()
 		if errors.Is(err, procs.ErrNoBash) {

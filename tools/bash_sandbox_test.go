@@ -22,13 +22,13 @@ import (
 // namespace).
 func TestConfinedBashStreamsAndCancels(t *testing.T) {
 	sb := sandboxtest.Bubblewrap(t)
-	dir := t.TempDir()
+	dir := sandboxtest.Own(t, t.TempDir())
 	marker := fmt.Sprintf("1000.%d", time.Now().UnixNano()%100000)
 	var mu sync.Mutex
 	var live strings.Builder
 	env := Env{Cwd: dir,
-		Confine: func(cmd *exec.Cmd) error {
-			return sb.Wrap(cmd, sandbox.Policy{Mode: sandbox.WorkspaceWrite, Network: true, Writable: []string{dir}})
+		Confine: func(cmd *exec.Cmd) (func(), error) {
+			return sb.Wrap(cmd, sandbox.Policy{Mode: sandbox.WorkspaceWrite, Network: true, Writable: []string{dir}, User: sandboxtest.Tenant()}, nil)
 		},
 		Progress: func(out string) {
 			mu.Lock()

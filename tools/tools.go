@@ -75,7 +75,7 @@ type Env struct {
 	// Confine, when set, makes a command a tool starts for the session (bash)
 	// run in the session's sandbox (package sandbox); an error is why it
 	// cannot, and the command does not run.
-	Confine func(cmd *exec.Cmd) error
+	Confine func(cmd *exec.Cmd) (started func(), err error)
 	// Ctx is the call's context, for a prepare that must wait on a server
 	// (an lsp rename computes its edits); nil means not cancellable.
 	Ctx context.Context

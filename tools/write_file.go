@@ -138,14 +138,15 @@ func writeAtomic(p, content string) error {
 		target = r
 	}
 	mode := fs.FileMode(0o644)
+	var was fs.FileInfo
 	if st, err := os.Stat(target); err == nil {
 		if st.IsDir() {
 			return fmt.Errorf("%s is a directory", p)
 		}
-		mode = st.Mode().Perm()
+		mode, was = st.Mode().Perm(), st
 	}
 	dir := filepath.Dir(target)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirOwned(dir); err != nil {
 		return err
 	}
 	// What a killed mm left here would show in git status for good.
@@ -159,6 +160,9 @@ func writeAtomic(p, content string) error {
 	_, werr := tmp.WriteString(content)
 	if werr == nil {
 		werr = tmp.Chmod(mode)
+	}
+	if werr == nil {
+		werr = chownLike(tmp, was, dir)
 	}
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr

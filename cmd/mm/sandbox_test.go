@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,10 @@ func TestServeConfinesCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Run by root, mm runs the command as sandbox.user: every file here is
+	// that user's, so that what keeps the command from them is the
+	// sandbox, not their owner.
+	sandboxtest.Own(t, dir)
 	command := fmt.Sprintf("echo in > inside; echo changed > .env; echo changed > .git/HEAD; echo out > %s; cat %s %s .mm/sessions/other.json; echo done",
 		filepath.Join(dir, "escaped"), filepath.Join(dir, ".ssh", "id_ed25519"), filepath.Join(dir, "config.yaml"))
 	script := serveScript + fmt.Sprintf("  - match: \"^confined$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", command)
@@ -171,10 +176,14 @@ func TestServeTenantsDoNotSeeEachOtherLandlock(t *testing.T) {
 // and read_file cannot read alice's folder, alice's can.
 func tenantsApart(t *testing.T, with string) {
 	// Outside /tmp, which a confined command sees as its own and empty
-	// anyway: the folders must be hidden by name.
+	// anyway: the folders must be hidden by name. Run by root, outside
+	// root's home, which the commands' user could not search anyway.
 	home, err := os.UserHomeDir()
 	if err != nil {
 		t.Skip(err)
+	}
+	if sandboxtest.Tenant() != nil {
+		home = "/var/lib"
 	}
 	dir, err := os.MkdirTemp(home, ".mm-tenants-test-")
 	if err != nil {
@@ -191,6 +200,8 @@ func tenantsApart(t *testing.T, with string) {
 	if err := os.WriteFile(secret, []byte("ALICES-PLANS"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	sandboxtest.Own(t, alicesDir)
+	sandboxtest.Own(t, bobsDir)
 	script := serveScript + fmt.Sprintf("  - match: \"^peek$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", "cat "+secret+"; ls -A "+alicesDir+"; echo looked") +
 		fmt.Sprintf("  - match: \"^read$\"\n    steps:\n      - toolCalls: [{name: read_file, args: {path: %q}}]\n      - {text: \"read: {{last_tool_output}}\"}\n", secret)
 	tokens := "serve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\n    - {name: bob, token: bob-token-0123456789ab}\nsandbox:\n  with: " + with + "\n"
@@ -263,6 +274,7 @@ func TestServeAdditionalDirectories(t *testing.T) {
 			t.Fatal(err)
 		}
 		script += fmt.Sprintf("  - match: \"^write %s$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: \"echo x > %s/made && echo wrote\"}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", filepath.Base(d), d)
+		sandboxtest.Own(t, d)
 	}
 	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
 	ctx := testwait.Context(t)
@@ -290,12 +302,15 @@ func TestServeAdditionalDirectories(t *testing.T) {
 // TestServeNetworkOption: the sandbox's network is a session option
 // ("network", a select of off and on for a client that does not show
 // booleans): set off mid-session, the next command cannot open a TCP
-// connection; set on again, it can; the _meta says it. A server whose
-// sandbox.network is false offers off only, and refuses on.
+// connection to the outside (an address of this machine's that is not
+// loopback, through the session's own network); set on again, it can; the
+// _meta says it. A server whose sandbox.network is false offers off only,
+// and refuses on.
 func TestServeNetworkOption(t *testing.T) {
 	testwait.Short(t, "mm serve with bubblewrap")
 	sandboxtest.Bubblewrap(t)
-	dial := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected || echo refused", tcptest.Listener(t))
+	host, port, _ := net.SplitHostPort(tcptest.Outside(t))
+	dial := fmt.Sprintf("exec 3<>/dev/tcp/%s/%s && echo connected || echo refused", host, port)
 	script := serveScript + fmt.Sprintf("  - match: \"^dial$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", dial)
 	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken)
 	ctx := testwait.Context(t)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/sandbox/sandboxtest"
 	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve/servetest"
 )
@@ -197,7 +198,9 @@ func (s *served) project(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	// Run by root, mm runs the tenants' commands as sandbox.user: the
+	// project is theirs.
+	return sandboxtest.Own(t, dir)
 }
 
 // serveClient is an ACP client of a served mm.

@@ -56,6 +56,8 @@ type Options struct {
 	// (actors.Options); nil or sandbox.Off: unconfined.
 	Sandbox     *sandbox.Sandbox
 	SandboxMode sandbox.Mode
+	// OwnNetwork is actors.Options.OwnNetwork: mm serve's.
+	OwnNetwork bool
 	// System is the actor system the runtime runs in
 	// (actors.Options.System): a cluster node's; nil makes one.
 	System *actor.ActorSystem
@@ -82,6 +84,12 @@ func NewHub(o Options) (*protocol.Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: tools.sensitive: %v", configs.ErrConfig, err)
 	}
+	var user *sandbox.Ident
+	if o.Sandbox != nil && o.SandboxMode != sandbox.Off {
+		if user, err = sandboxUser(o.Config); err != nil {
+			return nil, err
+		}
+	}
 	key := store.OpenKey(o.StateDir, warn)
 	backend, err := openStore(o.Config, key, o.StateDir, log)
 	if err != nil {
@@ -101,7 +109,7 @@ func NewHub(o Options) (*protocol.Hub, error) {
 				Hooks: &hooks.Runner{PreToolCallLines: cfg.Hooks.PreToolCall, PostAskLines: cfg.Hooks.PostAsk, Timeout: cfg.Hooks.Timeout, Log: log},
 				Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: backend,
 				SelfStopped: selfStopped, System: o.System,
-				Sandbox: o.Sandbox, SandboxMode: o.SandboxMode, Hidden: hiddenPaths(cfg, o.StateDir), OthersFolders: others,
+				Sandbox: o.Sandbox, SandboxMode: o.SandboxMode, SandboxUser: user, OwnNetwork: o.OwnNetwork, Hidden: hiddenPaths(cfg, o.StateDir), OthersFolders: others,
 			})
 		},
 	}), nil
@@ -143,17 +151,45 @@ func openStore(cfg *configs.Config, key *store.Key, stateDir string, log *slog.L
 
 // hiddenPaths are the paths no confined command sees: mm's state (the
 // signing key, the folder index), its config file (serve.tokens), the
-// user's mm config folder, and ~/.ssh.
+// user's mm config folder, ~/.ssh, the TLS files of mm serve and of the
+// cluster (the node's key makes a member), the store's credentials
+// (~/.pgpass, $PGPASSFILE) and the folder of its socket. A relative path
+// is taken as mm takes it, from the folder it runs in.
 func hiddenPaths(cfg *configs.Config, stateDir string) []string {
 	var out []string
-	if stateDir != "" {
-		out = append(out, stateDir)
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			out = append(out, abs)
+		}
 	}
-	if cfg.Path != "" {
-		out = append(out, cfg.Path)
-	}
+	add(stateDir)
+	add(cfg.Path)
 	if home, err := os.UserHomeDir(); err == nil {
-		out = append(out, filepath.Join(home, ".ssh"), filepath.Join(home, ".config", "mm"))
+		add(filepath.Join(home, ".ssh"))
+		add(filepath.Join(home, ".config", "mm"))
+		add(filepath.Join(home, ".pgpass"))
+	}
+	for _, f := range []string{cfg.Serve.TLS.Cert, cfg.Serve.TLS.Key, cfg.Cluster.TLS.Cert, cfg.Cluster.TLS.Key, cfg.Cluster.TLS.CA, os.Getenv("PGPASSFILE")} {
+		add(f)
+	}
+	if cfg.Store.URL != "" {
+		add(store.SocketDir(cfg.Store.URL))
 	}
 	return out
+}
+
+// sandboxUser is whom confined commands run as: sandbox.user when mm runs
+// as root (never root itself), mm's own user otherwise (nil).
+func sandboxUser(cfg *configs.Config) (*sandbox.Ident, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := sandbox.LookupUser(cfg.Sandbox.User)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sandbox.user: mm runs as root, and its confined commands must run as another user: %v", configs.ErrConfig, err)
+	}
+	return u, nil
 }

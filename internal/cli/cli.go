@@ -139,7 +139,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, newNode NewNo
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	mode := sandbox.Mode(cfg.Sandbox.Mode) // unconfined unless the config says
-	sb, err := sandboxFor(log, mode, cfg.Sandbox)
+	sb, err := sandboxFor(log, mode, cfg.Sandbox, false)
 	if err != nil {
 		log.Error(err.Error())
 		return 1
@@ -228,8 +228,14 @@ func banner(log *slog.Logger, cfg *configs.Config) {
 
 // sandboxFor finds how this machine confines commands when mode asks for
 // it (nil for sandbox.Off: mm -acp's default, which runs nothing to find
-// out), and says in the banner which policy is in force and how.
-func sandboxFor(log *slog.Logger, mode sandbox.Mode, c configs.Sandbox) (*sandbox.Sandbox, error) {
+// out), and says in the banner which policy is in force and how. A server
+// (shared: mm serve) does not start where its tenants' commands would hold
+// what mm holds: unconfined, as root, or with the network on and no
+// network of their own (they would reach mm's ports and the store on this
+// machine's loopback). Once confining, mm's own process is made
+// unreadable to them (not dumpable: /proc/<mm>/environ and its memory are
+// root's).
+func sandboxFor(log *slog.Logger, mode sandbox.Mode, c configs.Sandbox, shared bool) (*sandbox.Sandbox, error) {
 	if mode == sandbox.Off {
 		return nil, nil
 	}
@@ -238,18 +244,38 @@ func sandboxFor(log *slog.Logger, mode sandbox.Mode, c configs.Sandbox) (*sandbo
 		return nil, fmt.Errorf("sandbox.with is %s, and it cannot confine commands here: %v (docs/sandbox.md)", c.With, err)
 	}
 	p := sandbox.Policy{Mode: mode, Network: c.Network}
+	var user *sandbox.Ident
+	if os.Geteuid() == 0 {
+		if user, err = sandbox.LookupUser(c.User); err != nil {
+			return nil, fmt.Errorf("sandbox.user: mm runs as root, and the commands it confines must run as another user: %v (docs/sandbox.md)", err)
+		}
+	}
+	as := ""
+	if user != nil {
+		as = ", as " + user.String()
+	}
 	switch sb.Kind() {
 	case sandbox.Unconfined:
+		if shared {
+			return nil, fmt.Errorf("sandbox: %s, and commands cannot be confined here: %s; a tenant's command would hold what mm holds (docs/sandbox.md)", p, sb.Why())
+		}
 		log.Warn(fmt.Sprintf("sandbox: %s asked for, but commands run unconfined: %s (docs/sandbox.md)", p, sb.Why()))
+		return sb, nil
 	case sandbox.Landlock:
 		why := ""
 		if sb.Why() != "" {
 			why = ": " + sb.Why()
 		}
-		log.Warn(fmt.Sprintf("sandbox: %s, with landlock (ABI %d): a path inside a session's folders cannot be hidden, nor .env-like files kept read-only there%s (docs/sandbox.md)", p, sb.ABI(), why))
+		log.Warn(fmt.Sprintf("sandbox: %s, with landlock (ABI %d)%s: a path inside a session's folders cannot be hidden, nor .env-like files kept read-only there%s (docs/sandbox.md)", p, sb.ABI(), as, why))
 	default:
-		log.Info(fmt.Sprintf("sandbox: %s, with %s", p, sb.Kind()))
+		log.Info(fmt.Sprintf("sandbox: %s, with %s%s", p, sb.Kind(), as))
 	}
+	if c.Network && shared {
+		if err := sb.CheckNetwork(user); err != nil {
+			return nil, fmt.Errorf("sandbox.network is on, and %v; without it a tenant's command would reach this machine's loopback (mm's ports, the cluster's, the store): install it, or set sandbox.network: false (docs/sandbox.md)", err)
+		}
+	}
+	sandbox.Protect()
 	return sb, nil
 }
 

@@ -90,7 +90,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 	if mode == sandbox.Off {
 		mode = sandbox.WorkspaceWrite
 	}
-	sb, err := sandboxFor(log, mode, cfg.Sandbox)
+	sb, err := sandboxFor(log, mode, cfg.Sandbox, true)
 	if err != nil {
 		log.Error(err.Error())
 		return 1
@@ -112,7 +112,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 	hub, err = app.NewHub(app.Options{
 		Config: cfg, Model: model, Models: models, Log: log, Metrics: metrics,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(), System: sys,
-		Sandbox: sb, SandboxMode: mode,
+		Sandbox: sb, SandboxMode: mode, OwnNetwork: true,
 		Limits: protocol.Limits{SessionsPerToken: cfg.Serve.MaxSessionsPerToken, MCPPerToken: cfg.Serve.MaxMCPProcessesPerToken, DetachedIdle: cfg.Serve.DetachedIdle},
 	})
 	if err != nil {

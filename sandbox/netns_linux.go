@@ -1,0 +1,259 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Network is a session's own network, for its commands with the network
+// on: a network namespace, held by a process that does nothing else, with
+// slirp4netns (user-mode networking) as its way out. A command in it
+// reaches the outside as mm does, and none of this machine's loopback
+// services (mm's ports, the cluster's, a local database): its 127.0.0.1
+// is its own, and slirp4netns forwards nothing to the host's
+// (--disable-host-loopback).
+//
+// It is made at the first command that needs it (a few milliseconds, once
+// per session) and lasts until Close. Safe for concurrent use.
+type Network struct {
+	user *Ident // whom the commands run as; nil: mm's own user
+
+	mu     sync.Mutex
+	holder *exec.Cmd
+	gone   chan struct{} // closed once the holder has ended
+	hold   io.Closer     // the holder's stdin: closing it ends the holder
+	slirp  *exec.Cmd
+	exit   io.Closer // slirp4netns's --exit-fd: closing it ends slirp4netns
+	resolv string    // the namespace's resolv.conf (slirp4netns's DNS)
+	dir    string
+	closed bool
+}
+
+// NewNetwork is a session's own network, not made yet: its commands run as
+// u (nil: as mm).
+func NewNetwork(u *Ident) *Network { return &Network{user: u} }
+
+// slirpTimeout bounds the wait for slirp4netns to be ready.
+const slirpTimeout = 10 * time.Second
+
+// ensure makes the network if it is not there yet and returns the pid of
+// the process that holds its namespace.
+func (n *Network) ensure() (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return 0, errors.New("the session's network is closed")
+	}
+	if n.holder != nil {
+		select {
+		case <-n.gone:
+		default:
+			return n.holder.Process.Pid, nil
+		}
+	}
+	n.stop()
+	if err := n.start(); err != nil {
+		n.stop()
+		return 0, fmt.Errorf("the session's own network could not be made: %w", err)
+	}
+	return n.holder.Process.Pid, nil
+}
+
+func (n *Network) start() error {
+	slirp, err := exec.LookPath("slirp4netns")
+	if err != nil {
+		return errors.New("slirp4netns is not on PATH (Debian: apt-get install slirp4netns)")
+	}
+	if nsenterPath() == "" {
+		return errors.New("nsenter is not on PATH (util-linux)")
+	}
+	root := os.Geteuid() == 0
+	// The holder: cat, reading a pipe only mm writes to, so that it ends
+	// with mm however mm ends. Run by root, the namespace is root's, and
+	// nsenter joins it as root; run by a user, it needs a user namespace
+	// of its own, which maps the user to itself.
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		return err
+	}
+	holder := exec.Command(cat)
+	holder.Dir = "/"
+	holder.Env = []string{}
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Setpgid: true}
+	if !root {
+		uid, gid := os.Getuid(), os.Getgid()
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	holder.SysProcAttr = attr
+	in, err := holder.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := holder.Start(); err != nil {
+		in.Close()
+		return fmt.Errorf("a network namespace: %v", err)
+	}
+	gone := make(chan struct{})
+	n.holder, n.hold, n.gone = holder, in, gone
+	go func() {
+		_ = holder.Wait()
+		close(gone)
+	}()
+	pid := strconv.Itoa(holder.Process.Pid)
+
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer ready.Close()
+	exitR, exitW, err := os.Pipe()
+	if err != nil {
+		readyW.Close()
+		return err
+	}
+	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox", "--enable-seccomp",
+		"--ready-fd=3", "--exit-fd=4"}
+	if !root {
+		args = append(args, "--userns-path=/proc/"+pid+"/ns/user")
+	}
+	args = append(args, pid, "tap0")
+	s := exec.Command(slirp, args...)
+	s.Dir = "/"
+	s.Env = []string{}
+	s.ExtraFiles = []*os.File{readyW, exitR}
+	s.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out limitedBuffer
+	s.Stdout, s.Stderr = &out, &out
+	err = s.Start()
+	readyW.Close()
+	exitR.Close()
+	if err != nil {
+		exitW.Close()
+		return fmt.Errorf("slirp4netns: %v", err)
+	}
+	n.slirp, n.exit = s, exitW
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	got := make(chan error, 1)
+	go func() {
+		b := make([]byte, 1)
+		_, err := ready.Read(b)
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			return fmt.Errorf("slirp4netns did not configure the namespace: %s", out.String())
+		}
+	case err := <-done:
+		return fmt.Errorf("slirp4netns ended: %v: %s", err, out.String())
+	case <-time.After(slirpTimeout):
+		return fmt.Errorf("slirp4netns was not ready in %v", slirpTimeout)
+	}
+	// slirp4netns answers DNS at 10.0.2.3; the machine's resolv.conf may
+	// name a resolver on its loopback, which the namespace's is not.
+	dir, err := os.MkdirTemp("", "mm-net-")
+	if err == nil {
+		n.dir = dir
+		f := filepath.Join(dir, "resolv.conf")
+		if os.WriteFile(f, []byte("nameserver 10.0.2.3\n"), 0o644) == nil && os.Chmod(dir, 0o755) == nil {
+			n.resolv = f
+		}
+	}
+	return nil
+}
+
+// stop ends what start made; n.mu is held.
+func (n *Network) stop() {
+	if n.exit != nil {
+		n.exit.Close()
+		n.exit = nil
+	}
+	if n.slirp != nil && n.slirp.Process != nil {
+		_ = n.slirp.Process.Kill()
+	}
+	n.slirp = nil
+	if n.hold != nil {
+		n.hold.Close()
+		n.hold = nil
+	}
+	if n.holder != nil && n.holder.Process != nil {
+		_ = n.holder.Process.Kill()
+	}
+	n.holder = nil
+	if n.dir != "" {
+		os.RemoveAll(n.dir)
+		n.dir, n.resolv = "", ""
+	}
+}
+
+// Close ends the network: its holder and slirp4netns. Commands still in
+// it keep their namespace, cut from the outside.
+func (n *Network) Close() {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	n.stop()
+}
+
+// nsenterPath is util-linux's nsenter, "" when missing.
+func nsenterPath() string {
+	p, _ := exec.LookPath("nsenter")
+	return p
+}
+
+// limitedBuffer keeps the first KiB written to it: what slirp4netns says
+// when it fails.
+type limitedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := 1024 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
+
+// CheckNetwork makes a session's own network for commands run as u, and
+// ends it: whether this machine can give commands a network of their own
+// (slirp4netns and nsenter installed, network namespaces allowed), at a
+// server's start rather than at a tenant's first command.
+func (s *Sandbox) CheckNetwork(u *Ident) error {
+	n := NewNetwork(u)
+	defer n.Close()
+	_, err := n.ensure()
+	return err
+}
+
+// Protect makes this process unreadable to the commands it confines: not
+// dumpable, its /proc/<pid>/environ, memory and file descriptors are
+// root's, and a process of the same user cannot trace it.
+func Protect() {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+}

@@ -80,24 +80,35 @@ func (n *Network) start() error {
 	root := os.Geteuid() == 0
 	// The holder: cat, reading a pipe only mm writes to, so that it ends
 	// with mm however mm ends. Run by root, the namespace is root's, and
-	// nsenter joins it as root; run by a user, it needs a user namespace
-	// of its own, which maps the user to itself.
+	// nsenter joins it as root. Run by a user, it needs a user namespace of
+	// its own, which maps the user to itself: util-linux's unshare makes
+	// both and writes the map itself (mm, not dumpable once it confines,
+	// could not write the map of a child it forked).
 	cat, err := exec.LookPath("cat")
 	if err != nil {
 		return err
 	}
-	holder := exec.Command(cat)
+	var holder *exec.Cmd
+	if root {
+		holder = exec.Command(cat)
+		holder.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Setpgid: true}
+	} else {
+		unshare, err := exec.LookPath("unshare")
+		if err != nil {
+			return errors.New("unshare is not on PATH (util-linux)")
+		}
+		// It says when its namespaces are made, and only then becomes cat.
+		holder = exec.Command(unshare, "--user", "--map-current-user", "--net", "--", "/bin/sh", "-c", "echo; exec "+cat)
+		holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	holder.Dir = "/"
 	holder.Env = []string{}
-	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Setpgid: true}
+	var said io.Reader
 	if !root {
-		uid, gid := os.Getuid(), os.Getgid()
-		attr.Cloneflags |= syscall.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
+		if said, err = holder.StdoutPipe(); err != nil {
+			return err
+		}
 	}
-	holder.SysProcAttr = attr
 	in, err := holder.StdinPipe()
 	if err != nil {
 		return err
@@ -108,6 +119,12 @@ func (n *Network) start() error {
 	}
 	gone := make(chan struct{})
 	n.holder, n.hold, n.gone = holder, in, gone
+	if said != nil {
+		// Wait reads nothing more of the pipe, so this read comes first.
+		if _, err := said.Read(make([]byte, 1)); err != nil {
+			return fmt.Errorf("a network namespace: unshare: %v", err)
+		}
+	}
 	go func() {
 		_ = holder.Wait()
 		close(gone)
@@ -124,9 +141,15 @@ func (n *Network) start() error {
 		readyW.Close()
 		return err
 	}
-	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox", "--enable-seccomp",
+	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp",
 		"--ready-fd=3", "--exit-fd=4"}
-	if !root {
+	if root {
+		// Run by root, slirp4netns, which reads the tenants' packets,
+		// pivots into an empty root and drops its capabilities. Run by a
+		// user it holds none to drop, and its sandbox would need root
+		// mapped in the holder's user namespace.
+		args = append(args, "--enable-sandbox")
+	} else {
 		args = append(args, "--userns-path=/proc/"+pid+"/ns/user")
 	}
 	args = append(args, pid, "tap0")

@@ -125,7 +125,9 @@ func startServeIn(t testing.TB, prefix []string, bin, dir, name, model, script, 
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	argv := append(slices.Clone(prefix), bin, "serve", "-listen", "127.0.0.1:0", "-config", filepath.Join(dir, name))
+	// The config's path as many write it, relative to where mm serve
+	// starts: what mm hides of it from its tenants must be the file.
+	argv := append(slices.Clone(prefix), bin, "serve", "-listen", "127.0.0.1:0", "-config", name)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
@@ -168,6 +170,7 @@ func startServeIn(t testing.TB, prefix []string, bin, dir, name, model, script, 
 	select {
 	case s.url = <-addr:
 	case err := <-s.exited:
+		s.exited <- err // for the cleanup, which waits for it
 		t.Fatalf("mm serve exited: %v\n%s", err, s.stderr.String())
 	case <-time.After(testwait.Hang):
 		t.Fatalf("mm serve did not say where it listens, nor exit, in %v:\n%s", testwait.Hang, s.stderr.String())

@@ -22,8 +22,8 @@ import (
 
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/sandbox/sandboxtest"
 	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/sandbox/sandboxtest"
 	"github.com/mm-agent/mm/serve/servetest"
 )
 

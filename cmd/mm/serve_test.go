@@ -167,6 +167,7 @@ func startServeIn(t testing.TB, prefix []string, bin, dir, name, model, script, 
 	select {
 	case s.url = <-addr:
 	case err := <-s.exited:
+		s.exited <- err // for the cleanup, which waits for it
 		t.Fatalf("mm serve exited: %v\n%s", err, s.stderr.String())
 	case <-time.After(testwait.Hang):
 		t.Fatalf("mm serve did not say where it listens, nor exit, in %v:\n%s", testwait.Hang, s.stderr.String())

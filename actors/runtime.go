@@ -178,7 +178,7 @@ func NewRuntime(o Options) *Runtime {
 	rt.store, rt.selfStopped = o.Store, o.SelfStopped
 	rt.sandbox, rt.sandboxMode, rt.hidden, rt.others = o.Sandbox, o.SandboxMode, o.Hidden, o.OthersFolders
 	if rt.store == nil {
-		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil)
+		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil, nil)
 	}
 	rt.metrics = o.Metrics
 	if rt.metrics == nil {

@@ -128,7 +128,7 @@ func openStore(cfg *configs.Config, key *store.Key, stateDir string, log *slog.L
 	if cfg.Store.URL == "" {
 		return store.NewFileStore(cfg.Sessions.Dir,
 			&store.Reader{Key: key, MaxBytes: int64(cfg.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }},
-			store.OpenFolders(stateDir)), nil
+			store.OpenFolders(stateDir), store.OpenOwners(stateDir)), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

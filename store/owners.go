@@ -29,6 +29,17 @@ import (
 // holds. Its message names the folder, never the owner.
 var ErrFolderTaken = errors.New("another token's folder, inside one, or holding one")
 
+// FolderTakenError is ErrFolderTaken for one folder.
+type FolderTakenError struct {
+	// Folder is the folder refused, as it was given.
+	Folder string
+}
+
+func (e *FolderTakenError) Error() string { return e.Folder + ": " + ErrFolderTaken.Error() }
+
+// Unwrap makes a FolderTakenError an ErrFolderTaken.
+func (e *FolderTakenError) Unwrap() error { return ErrFolderTaken }
+
 // FolderOwner is one folder of the record and its owner.
 type FolderOwner struct {
 	Folder, Owner string
@@ -49,14 +60,14 @@ func within(path, dir string) bool {
 // planClaims decides a claim of owner's, given the recorded folders that
 // touch those it names (any may be given: the others are ignored): every
 // one of claim and check must not be another owner's, lie in one, nor
-// hold one, else ErrFolderTaken for the first that does; then it returns
+// hold one, else a FolderTakenError for the first that does; then it returns
 // those of claim to record, the ones not in a folder owner has already
 // (nor in another of them).
 func planClaims(owner string, claim, check []string, recorded []FolderOwner) ([]string, error) {
 	for _, f := range append(slices.Clip(claim), check...) {
 		for _, r := range recorded {
 			if r.Owner != owner && (within(f, r.Folder) || within(r.Folder, f)) {
-				return nil, fmt.Errorf("%s: %w", f, ErrFolderTaken)
+				return nil, &FolderTakenError{Folder: f}
 			}
 		}
 	}
@@ -176,9 +187,6 @@ func (o *Owners) write(m map[string]string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(o.path), 0o700); err != nil {
-		return fmt.Errorf("the record of the folders' owners: %w", err)
-	}
 	if err := WriteAtomic(o.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("the record of the folders' owners: %w", err)
 	}
@@ -212,6 +220,9 @@ func (o *Owners) Claim(owner string, claim, check []string) error {
 		return err
 	}
 	if o.path != "" {
+		if err := os.MkdirAll(filepath.Dir(o.path), 0o700); err != nil {
+			return fmt.Errorf("the record of the folders' owners: %w", err)
+		}
 		unlock, err := lockFile(o.path + ".lock")
 		if err != nil {
 			return fmt.Errorf("the record of the folders' owners: lock: %w", err)

@@ -116,12 +116,13 @@ func TestClaimFoldersAtOnce(t *testing.T) {
 }
 
 // TestFolderOwnersLast: the record outlives the store that made it: a
-// new file store on the same state folder, a new connection to the same
-// database, knows whose each folder is.
+// new file store on the same state folder (made by the first claim), a
+// new connection to the same database, knows whose each folder is.
 func TestFolderOwnersLast(t *testing.T) {
 	ctx := testwait.Context(t)
 	t.Run("files", func(t *testing.T) {
-		state := t.TempDir()
+		// A state folder not made yet: the first claim makes it.
+		state := filepath.Join(t.TempDir(), "state", "mm")
 		if err := NewFileStore(".mm/sessions", nil, nil, OpenOwners(state)).ClaimFolders(ctx, "alice", []string{"/w/p1"}, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -73,10 +73,13 @@ type Options struct {
 	Sandbox     *sandbox.Sandbox
 	SandboxMode sandbox.Mode
 	Hidden      []string
-	// OthersFolders lists the folders of the live sessions of owners other
-	// than owner: a confined command sees them empty (a tenant's commands
-	// never see another tenant's folders); nil: none.
-	OthersFolders func(owner string) []string
+	// OthersFolders lists the folders recorded as owned by another token
+	// than owner (the store's, on mm serve: folders have owners): a
+	// session's confined commands see them empty and its file tools
+	// refuse them, live sessions in them or not; nil: none. It waits for
+	// the store, and is called off the actors, when a command or a file
+	// tool starts; an error stops the command or the tool.
+	OthersFolders func(owner string) ([]string, error)
 	// SelfStopped, when set, is called when a session's actor stops, so
 	// that the edge forgets it: once it has stopped, whoever stopped it
 	// (the cluster deactivating a grain included), and, when it stops by
@@ -121,7 +124,7 @@ type Runtime struct {
 	sandbox     *sandbox.Sandbox
 	sandboxMode sandbox.Mode
 	hidden      []string
-	others      func(owner string) []string
+	others      func(owner string) ([]string, error)
 	// selfStopped is Options.SelfStopped.
 	selfStopped func(*Session)
 

@@ -90,7 +90,7 @@ func NewHub(o Options) (*protocol.Hub, error) {
 	cfg := o.Config
 	return protocol.NewHub(protocol.HubOptions{
 		Config: cfg, Log: log, Store: backend, DeferRuntime: o.DeferRuntime, Limits: o.Limits,
-		Runtime: func(selfStopped func(*actors.Session), others func(string) []string) *actors.Runtime {
+		Runtime: func(selfStopped func(*actors.Session), others func(string) ([]string, error)) *actors.Runtime {
 			if cfg.Sessions.Enabled {
 				// The key's file is read (or made) here rather than by
 				// the first save, which a session actor waits for.

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -94,7 +93,7 @@ func (s *session) confine() func(*exec.Cmd) error {
 // foreign returns what lists the folders other tokens own, for the
 // session's commands and file tools to keep out of (tools.Env.Foreign),
 // off the actor: nil for mm -acp's user, who owns every folder. When the
-// store cannot say, it logs why and answers an error that names no file.
+// store cannot say, it logs why, and its error stops the command or tool.
 func (s *session) foreign() func() ([]string, error) {
 	others, owner, log, id := s.rt.others, s.owner, s.rt.log, s.id
 	if others == nil || owner == "" {
@@ -104,15 +103,11 @@ func (s *session) foreign() func() ([]string, error) {
 		out, err := others(owner)
 		if err != nil {
 			log.Error(fmt.Sprintf("[acp] session %s: the folders' owners: %v", id, err))
-			return nil, errForeignUnknown
+			return nil, fmt.Errorf("mm cannot tell which folders are other tokens' now, so it runs nothing: %w", err)
 		}
 		return out, nil
 	}
 }
-
-// errForeignUnknown stops a command or a file tool when the store cannot
-// say which folders are other tokens'.
-var errForeignUnknown = errors.New("mm cannot tell which folders are other tokens' now (the record of the folders' owners cannot be used; the server's log says why), so it runs nothing")
 
 // logPolicy says once, when the session starts, how its commands are
 // confined.

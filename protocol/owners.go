@@ -63,7 +63,7 @@ func (c *Caller) claimFolders(folders ...string) error {
 			"%q is another token's folder, lies in one, or holds one: folders have owners on this server, and a session opens only in its token's", f)})
 	default:
 		c.log.Error(fmt.Sprintf("[acp] the folders' owners: %v", err))
-		return rpcerr.Internal("mm cannot tell whose folder this is now (the record of the folders' owners cannot be used; the server's log says why)", nil)
+		return rpcerr.Internal(fmt.Sprintf("mm cannot tell whose folder this is now, so no session opens here: %v", err), nil)
 	}
 }
 

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -110,6 +112,10 @@ type Owners struct {
 	path string
 	mu   sync.Mutex
 	mem  map[string]string
+	// seen is the file as last read (each of its versions is a new file,
+	// renamed in place), and mem what it held: it is read again only when
+	// the file at path is another.
+	seen fs.FileInfo
 }
 
 // ownersVersion is the version of owners.json this mm writes and reads.
@@ -138,32 +144,44 @@ func (o *Owners) read() (map[string]string, error) {
 	if o.path == "" {
 		return o.mem, nil
 	}
-	b, err := os.ReadFile(o.path)
+	f, err := os.Open(o.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]string{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the record of the folders' owners: %w", err)
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("the record of the folders' owners: %w", err)
+	}
+	if o.seen != nil && os.SameFile(o.seen, fi) && o.seen.Size() == fi.Size() && o.seen.ModTime().Equal(fi.ModTime()) {
+		return o.mem, nil
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("the record of the folders' owners: %w", err)
+	}
 	bad := func(why string) error {
 		return fmt.Errorf("the record of the folders' owners, %s, is corrupt (%s): %w; mm leaves it as it is: mend it or move it away", o.path, why, ErrCorrupt)
 	}
-	var f ownersFile
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	var rec ownersFile
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(&rec); err != nil {
 		return nil, bad(jsonReason(err))
 	}
 	if dec.More() {
 		return nil, bad("more after the record")
 	}
 	switch {
-	case f.Version > ownersVersion:
-		return nil, fmt.Errorf("the record of the folders' owners, %s, is of version %d, this mm reads up to %d: %w: upgrade mm", o.path, f.Version, ownersVersion, ErrVersion)
-	case f.Version != ownersVersion:
-		return nil, bad(fmt.Sprintf("version %d", f.Version))
+	case rec.Version > ownersVersion:
+		return nil, fmt.Errorf("the record of the folders' owners, %s, is of version %d, this mm reads up to %d: %w: upgrade mm", o.path, rec.Version, ownersVersion, ErrVersion)
+	case rec.Version != ownersVersion:
+		return nil, bad(fmt.Sprintf("version %d", rec.Version))
 	}
-	for folder, owner := range f.Folders {
+	for folder, owner := range rec.Folders {
 		if err := checkFolders([]string{folder}); err != nil {
 			return nil, bad(err.Error())
 		}
@@ -171,10 +189,11 @@ func (o *Owners) read() (map[string]string, error) {
 			return nil, bad(fmt.Sprintf("folder %q has no owner", folder))
 		}
 	}
-	if f.Folders == nil {
-		f.Folders = map[string]string{}
+	if rec.Folders == nil {
+		rec.Folders = map[string]string{}
 	}
-	return f.Folders, nil
+	o.seen, o.mem = fi, rec.Folders
+	return rec.Folders, nil
 }
 
 // write replaces the record with m.
@@ -187,6 +206,7 @@ func (o *Owners) write(m map[string]string) error {
 	if err != nil {
 		return err
 	}
+	o.seen, o.mem = nil, nil
 	if err := WriteAtomic(o.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("the record of the folders' owners: %w", err)
 	}

@@ -130,6 +130,17 @@ func TestFolderOwnersLast(t *testing.T) {
 		if err := again.ClaimFolders(ctx, "bob", []string{"/w/p1/x"}, nil); !errors.Is(err, ErrFolderTaken) {
 			t.Errorf("bob inside alice's folder, on a new store: %v", err)
 		}
+		// A record read once is read again when another process changed
+		// it (a store keeps what it read while the file is the same).
+		if got, err := again.FoldersNotOf(ctx, "carol"); err != nil || !slices.Equal(got, []string{"/w/p1"}) {
+			t.Fatalf("FoldersNotOf: %v, %v", got, err)
+		}
+		if err := OpenOwners(state).Claim("bob", []string{"/w/p2"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := again.FoldersNotOf(ctx, "carol"); err != nil || !slices.Equal(got, []string{"/w/p1", "/w/p2"}) {
+			t.Errorf("FoldersNotOf after another process's claim: %v, %v", got, err)
+		}
 		b, err := os.ReadFile(filepath.Join(state, "owners.json"))
 		if err != nil || !strings.Contains(string(b), `"/w/p1": "alice"`) {
 			t.Errorf("owners.json: %s, %v", b, err)

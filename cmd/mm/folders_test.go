@@ -355,3 +355,24 @@ func TestServeRefusesCorruptFolderOwners(t *testing.T) {
 		t.Errorf("the corrupt record was changed: %q", b)
 	}
 }
+
+// TestServeRefusesASharedFolderOutsideTheRoots: a shared folder must be
+// one of the folders the server serves; mm serve says which is not, and
+// does not start.
+func TestServeRefusesASharedFolderOutsideTheRoots(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(scriptedModel+twoTokens+"  sharedFolders: ["+outside+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(serveScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testwait.Context(t), mmBin, "serve", "-listen", "127.0.0.1:0", "-config", cfg)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "serve.sharedFolders[0]: \""+outside+"\" is outside the folders this server serves") {
+		t.Errorf("mm serve with a shared folder outside its roots: %v\n%s", err, out)
+	}
+}

@@ -45,7 +45,7 @@ func TestFencedSessionStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &fencingStore{FileStore: store.NewFileStore(cfg.Sessions.Dir, nil, nil), accept: 1}
+	st := &fencingStore{FileStore: store.NewFileStore(cfg.Sessions.Dir, nil, nil, nil), accept: 1}
 	stopped := make(chan *Session, 1)
 	out := &recOutbox{}
 	rt := NewRuntime(Options{Config: cfg, Model: model, Out: out, Store: st, SelfStopped: func(s *Session) { stopped <- s }})

@@ -81,10 +81,13 @@ type Options struct {
 	// outside and not this machine's loopback: a shared server's tenants
 	// must not reach its ports or its store. false: the machine's network.
 	OwnNetwork bool
-	// OthersFolders lists the folders of the live sessions of owners other
-	// than owner: a confined command sees them empty (a tenant's commands
-	// never see another tenant's folders); nil: none.
-	OthersFolders func(owner string) []string
+	// OthersFolders lists the folders recorded as owned by another token
+	// than owner (the store's, on mm serve: folders have owners): a
+	// session's confined commands see them empty and its file tools
+	// refuse them, live sessions in them or not; nil: none. It waits for
+	// the store, and is called off the actors, when a command or a file
+	// tool starts; an error stops the command or the tool.
+	OthersFolders func(owner string) ([]string, error)
 	// SelfStopped, when set, is called when a session's actor stops, so
 	// that the edge forgets it: once it has stopped, whoever stopped it
 	// (the cluster deactivating a grain included), and, when it stops by
@@ -131,7 +134,7 @@ type Runtime struct {
 	sandboxUser *sandbox.Ident
 	ownNetwork  bool
 	hidden      []string
-	others      func(owner string) []string
+	others      func(owner string) ([]string, error)
 	// selfStopped is Options.SelfStopped.
 	selfStopped func(*Session)
 
@@ -189,7 +192,7 @@ func NewRuntime(o Options) *Runtime {
 	rt.sandbox, rt.sandboxMode, rt.hidden, rt.others = o.Sandbox, o.SandboxMode, o.Hidden, o.OthersFolders
 	rt.sandboxUser, rt.ownNetwork = o.SandboxUser, o.OwnNetwork
 	if rt.store == nil {
-		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil)
+		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil, nil)
 	}
 	rt.metrics = o.Metrics
 	if rt.metrics == nil {

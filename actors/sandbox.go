@@ -18,17 +18,14 @@ import (
 // runtime's mode and network, the session's cwd and additional
 // directories to write, and, hidden,
 // mm's own state and config, ~/.ssh and the folder of session files in the
-// cwd (other sessions', maybe other tenants').
+// cwd (other sessions', maybe other tenants'). The folders of other
+// tokens are hidden too, but are not in it: confine asks the store for
+// them when each command starts.
 func (s *session) policy() sandbox.Policy {
 	if s.rt.sandbox == nil || s.sandboxMode == sandbox.Off {
 		return sandbox.Policy{}
 	}
 	hidden := slices.Clone(s.rt.hidden)
-	if s.rt.others != nil && s.owner != "" {
-		// Another tenant's folders; one that holds this session's cwd is
-		// left out by the sandbox (it would hide the cwd too).
-		hidden = append(hidden, s.rt.others(s.owner)...)
-	}
 	if dir := s.rt.cfg.Sessions.Dir; dir != "" {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(s.cwd, dir)
@@ -74,8 +71,11 @@ func (s *session) removeTemp() {
 
 // confine is the tools' Confine for the session: nil when its commands are
 // not confined. On a machine that cannot confine them they run unconfined,
-// as the banner said. With the network on, they share the session's own
-// network (sandbox.Network), made by the first of them.
+// as the banner said. Each command hides, besides the policy's paths, the
+// folders other tokens own as the store says when it starts (foreign):
+// a folder claimed since the session started included. With the network
+// on, they share the session's own network (sandbox.Network), made by the
+// first of them.
 func (s *session) confine() func(*exec.Cmd) (func(), error) {
 	p := s.policy()
 	if !p.Confined() || s.rt.sandbox.Kind() == sandbox.Unconfined {
@@ -84,8 +84,40 @@ func (s *session) confine() func(*exec.Cmd) (func(), error) {
 	if p.Network && s.rt.ownNetwork && s.net == nil {
 		s.net = sandbox.NewNetwork(p.User)
 	}
-	sb, net := s.rt.sandbox, s.net
-	return func(cmd *exec.Cmd) (func(), error) { return sb.Wrap(cmd, p, net) }
+	sb, net, foreign := s.rt.sandbox, s.net, s.foreign()
+	return func(cmd *exec.Cmd) (func(), error) {
+		p := p
+		if foreign != nil {
+			others, err := foreign()
+			if err != nil {
+				return func() {}, err
+			}
+			// One that holds this session's cwd is left out by the
+			// sandbox (it would hide the cwd too); the folders' owners
+			// let none hold it.
+			p.Hidden = append(slices.Clip(p.Hidden), others...)
+		}
+		return sb.Wrap(cmd, p, net)
+	}
+}
+
+// foreign returns what lists the folders other tokens own, for the
+// session's commands and file tools to keep out of (tools.Env.Foreign),
+// off the actor: nil for mm -acp's user, who owns every folder. When the
+// store cannot say, it logs why, and its error stops the command or tool.
+func (s *session) foreign() func() ([]string, error) {
+	others, owner, log, id := s.rt.others, s.owner, s.rt.log, s.id
+	if others == nil || owner == "" {
+		return nil
+	}
+	return func() ([]string, error) {
+		out, err := others(owner)
+		if err != nil {
+			log.Error(fmt.Sprintf("[acp] session %s: the folders' owners: %v", id, err))
+			return nil, fmt.Errorf("mm cannot tell which folders are other tokens' now, so it runs nothing: %w", err)
+		}
+		return out, nil
+	}
 }
 
 // logPolicy says once, when the session starts, how its commands are

@@ -50,7 +50,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		name:    t.tool.Name,
 		args:    t.tool.Arguments,
 		env: tools.Env{Cwd: s.cwd, Roots: s.roots, BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id,
-			Plan: s.plan, SkillDirs: s.skillDirs, HTTP: s.rt.http, Fetch: s.rt.fetchLimits(), Confine: s.confine(), Sandbox: s.policy()},
+			Plan: s.plan, SkillDirs: s.skillDirs, HTTP: s.rt.http, Fetch: s.rt.fetchLimits(), Confine: s.confine(), Sandbox: s.policy(), Foreign: s.foreign()},
 		policy: toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
 		repeat: t.repeats,
 		agents: s.agents,

@@ -183,7 +183,7 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 		// place in the session's order.
 		t.state = turnPreparing
 		root, self, id, text, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log, s.skillDirs
-		within := tools.Env{Roots: s.roots}.Within
+		within := tools.Env{Roots: s.roots, Foreign: s.foreign()}.Mentionable
 		turnID := t.id
 		s.rt.goWork(func() {
 			var set *skills.Set

@@ -244,6 +244,10 @@ type Serve struct {
 	// loaded from a file); empty means the directory mm serve starts in
 	// (ServeRoots).
 	Roots []string `yaml:"roots"`
+	// SharedFolders are folders under the roots (absolute once loaded
+	// from a file) that every token may open sessions in and none owns;
+	// every other folder is its first token's (docs/sandbox.md).
+	SharedFolders []string `yaml:"sharedFolders"`
 	// AllowedOrigins are the Origin header values let in
 	// (scheme://host[:port]); a request with any other is refused.
 	AllowedOrigins []string `yaml:"allowedOrigins"`

@@ -82,6 +82,7 @@ func generatedDefault() *Config {
 			Listen:                  "127.0.0.1:8765",
 			Tokens:                  []ServeToken{},
 			Roots:                   []string{},
+			SharedFolders:           []string{},
 			AllowedOrigins:          []string{},
 			MaxConnections:          256,
 			MaxMessageBytes:         Bytes(16777216),

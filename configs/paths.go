@@ -45,6 +45,11 @@ func resolvePaths(c *Config, file string) error {
 			return err
 		}
 	}
+	for i := range c.Serve.SharedFolders {
+		if err := resolve(fmt.Sprintf("serve.sharedFolders[%d]", i), &c.Serve.SharedFolders[i]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

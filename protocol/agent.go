@@ -168,7 +168,6 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 		if err != nil {
 			return "", nil, err
 		}
-		c.know(cwd)
 		if id == "" {
 			id = actors.NewSessionID(time.Now())
 		}
@@ -176,6 +175,10 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 		if err := c.roomFor(mcp); err != nil {
 			return "", nil, err
 		}
+		if err := c.claimFolders(append([]string{cwd}, dirs...)...); err != nil {
+			return "", nil, err
+		}
+		c.know(cwd)
 		rt := c.runtime()
 		s, err := c.register(rt.SpawnSession(c.attach(&actors.SessionState{ID: id, Cwd: cwd, Dirs: dirs, Owner: c.owner, MCP: c.mcpServers(p.McpServers)})), mcp)
 		if err != nil {

@@ -189,7 +189,7 @@ func history200In(b *testing.B, url, cwd string) string {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	f, _, err := store.NewFileStore(".mm/sessions", nil, nil).Load(context.Background(), cwd, sid)
+	f, _, err := store.NewFileStore(".mm/sessions", nil, nil, nil).Load(context.Background(), cwd, sid)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -39,9 +39,10 @@ func TestTurnsGoRoundTheTenants(t *testing.T) {
 		return c
 	}
 	alice, bob := connect("alice"), connect("bob")
-	cwd := t.TempDir()
+	// A folder each: folders have owners.
+	cwds := map[*acptest.Conn]string{alice: t.TempDir(), bob: t.TempDir()}
 	open := func(c *acptest.Conn) acp.SessionId {
-		res, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+		res, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: cwds[c], McpServers: []acp.McpServer{}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,9 @@ func (c *Caller) serveFork(r actors.Reply, p acp.UnstableForkSessionRequest) {
 func (c *Caller) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id string) {
 	parent := string(p.SessionId)
 	var state func() (*actors.SessionState, error)
+	// claimed is set once the stored parent's read claimed the fork's
+	// folders, before it looked in them.
+	claimed := false
 	started := false
 	switch src, _, _ := c.hub.sessions.Owned(parent, c.owner); {
 	case c.hub.sessions.Taken(parent, c.owner):
@@ -63,6 +66,15 @@ func (c *Caller) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, i
 			if err != nil {
 				return nil, err
 			}
+			dirs, err := c.checkDirs(p.AdditionalDirectories)
+			if err != nil {
+				return nil, err
+			}
+			// The folders first: another token's is not even looked in.
+			if err := c.claimFolders(append([]string{cwd}, dirs...)...); err != nil {
+				return nil, err
+			}
+			claimed = true
 			if err := store.CheckID(parent); err != nil {
 				return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
 			}
@@ -75,15 +87,26 @@ func (c *Caller) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, i
 		if err != nil {
 			return "", nil, err
 		}
-		return c.fork(st, p, id)
+		return c.fork(st, p, id, claimed)
 	})
 }
 
-// fork spawns the copy of st a fork request asks for.
-func (c *Caller) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest, id string) (string, any, error) {
+// fork spawns the copy of st a fork request asks for, in its cwd and
+// additional directories, claimed for the caller's token unless claimed
+// already.
+func (c *Caller) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest, id string, claimed bool) (string, any, error) {
 	cwd, err := c.checkCwd(p.Cwd)
 	if err != nil {
 		return "", nil, err
+	}
+	dirs, err := c.checkDirs(p.AdditionalDirectories)
+	if err != nil {
+		return "", nil, err
+	}
+	if !claimed {
+		if err := c.claimFolders(append([]string{cwd}, dirs...)...); err != nil {
+			return "", nil, err
+		}
 	}
 	c.know(cwd)
 	parent := st.ID
@@ -91,7 +114,7 @@ func (c *Caller) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest,
 	if id == "" {
 		id = actors.NewSessionID(time.Now())
 	}
-	st.ID, st.Cwd, st.Created, st.Rev = id, cwd, time.Time{}, 0
+	st.ID, st.Cwd, st.Dirs, st.Created, st.Rev = id, cwd, dirs, time.Time{}, 0
 	st.Provenance = store.Provenance{SessionID: st.ID, ParentSessionID: parent, Kind: "fork", CompressionDepth: st.Provenance.CompressionDepth}
 	servers := stableServers(p.McpServers)
 	mcp := c.mcpProcs(servers)

@@ -14,6 +14,7 @@ import (
 	"github.com/mm-agent/mm/internal/rpcerr"
 	"github.com/mm-agent/mm/registry"
 	"github.com/mm-agent/mm/store"
+	"github.com/mm-agent/mm/tools"
 )
 
 // A Hub is what every connection of a process shares: one actor runtime
@@ -38,6 +39,9 @@ type Hub struct {
 	store store.Backend
 	// sessions is the table of the live sessions.
 	sessions *registry.Table[*actors.Session, *Caller]
+	// sharedFolders are serve.sharedFolders, links followed: every
+	// token's, no token's (owners.go).
+	sharedFolders []string
 
 	// ready is closed once rt is set; only runtime() reads rt before that.
 	// begin starts the runtime once: at NewHub, or (DeferRuntime) once
@@ -76,7 +80,7 @@ type HubOptions struct {
 	// Runtime makes the actor runtime, on a goroutine of the hub's;
 	// selfStopped is to be its actors.Options.SelfStopped, and others its
 	// OthersFolders.
-	Runtime func(selfStopped func(*actors.Session), others func(owner string) []string) *actors.Runtime
+	Runtime func(selfStopped func(*actors.Session), others func(owner string) ([]string, error)) *actors.Runtime
 	// Limits bound what one token holds on a shared hub (mm serve).
 	Limits Limits
 	// DeferRuntime starts the runtime only once initialize is answered, or
@@ -111,13 +115,16 @@ func NewHub(o HubOptions) *Hub {
 	}
 	h := &Hub{cfg: o.Config, log: log, ready: make(chan struct{}), limits: o.Limits, stop: make(chan struct{}),
 		store: o.Store, sessions: registry.New[*actors.Session, *Caller]()}
+	for _, f := range o.Config.Serve.SharedFolders {
+		h.sharedFolders = append(h.sharedFolders, tools.RealPath(f))
+	}
 	if o.Limits.DetachedIdle > 0 && o.Config.Sessions.Enabled {
 		h.janitor.Add(1)
 		go h.stopDetached(o.Limits.DetachedIdle)
 	}
 	h.beginFunc = func() {
 		go func() {
-			h.rt = o.Runtime(h.forget, h.sessions.CwdsNotOf)
+			h.rt = o.Runtime(h.forget, h.othersFolders)
 			close(h.ready)
 		}()
 	}

@@ -41,7 +41,10 @@ func TestSessionsPerToken(t *testing.T) {
 	if !errors.As(err, &re) || !strings.Contains(re.Message, "serve.maxSessionsPerToken") {
 		t.Fatalf("a fourth session: %v, want the limit named", err)
 	}
-	e.newSession(bob)
+	// Bob in a folder of his own: alice's is hers (folders have owners).
+	if _, err := bob.NewSession(e.ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("bob's session, alice at her limit: %v", err)
+	}
 	if _, err := alice.CloseSession(e.ctx, acp.CloseSessionRequest{SessionId: sids[0]}); err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,12 @@ func (c *Caller) openFile(r actors.Reply, id, rawCwd string, dirs []string, serv
 	}
 	c.know(cwd)
 	open := func(s *actors.Session) (*actors.SessionState, any) {
-		st, err := c.loadFile(id, cwd)
+		// The folders first: another token's is not even looked in.
+		err := c.claimFolders(append([]string{cwd}, dirs...)...)
+		var st *actors.SessionState
+		if err == nil {
+			st, err = c.loadFile(id, cwd)
+		}
 		if err != nil {
 			c.hub.sessions.Forget(id, s)
 			c.answer(id, r, nil, toRequestError(err))

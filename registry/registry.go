@@ -14,7 +14,6 @@ package registry
 
 import (
 	"errors"
-	"slices"
 	"sync"
 	"time"
 )
@@ -227,20 +226,6 @@ func (t *Table[S, C]) Cwds(owner string) []string {
 	var out []string
 	for _, e := range t.sessions {
 		if e.mine(owner) {
-			out = append(out, e.cwd)
-		}
-	}
-	return out
-}
-
-// CwdsNotOf lists the folders of the live sessions of owners other than
-// owner, each once: what a tenant's confined commands must not see.
-func (t *Table[S, C]) CwdsNotOf(owner string) []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []string
-	for _, e := range t.sessions {
-		if e.owner != owner && !slices.Contains(out, e.cwd) {
 			out = append(out, e.cwd)
 		}
 	}

@@ -57,6 +57,21 @@ type Backend interface {
 	// is best effort and may write to the disk (files); Postgres needs it
 	// not.
 	NoteFolder(cwd string)
+	// ClaimFolders makes owner (a token's name, never "") the owner of
+	// each of claim it does not own yet, once none of claim and check is
+	// another owner's folder, lies in one, or holds one: all, or none
+	// (ErrFolderTaken). check are only checked (folders no one claims:
+	// serve.sharedFolders). The folders are clean, absolute, and as they
+	// are on disk. The file store records them in mm's state folder
+	// (Owners), Postgres in mm_folders; concurrent claims, of this
+	// process or another, never both succeed.
+	ClaimFolders(ctx context.Context, owner string, claim, check []string) error
+	// FoldersNotOf lists the folders recorded as owned by another than
+	// owner: what owner's commands and file tools must not see.
+	FoldersNotOf(ctx context.Context, owner string) ([]string, error)
+	// CheckOwners reads the record of the folders' owners, for a server
+	// that starts: nil, or why it cannot be used (a corrupt file).
+	CheckOwners(ctx context.Context) error
 	// Ping says whether the backend can take a save now: nil, or why not
 	// (the database is unreachable). The file store always can: a folder
 	// that cannot be written fails that session's save, not the others'.

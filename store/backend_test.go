@@ -52,7 +52,7 @@ func openFileBackend(t testing.TB, maxBytes int64) *testBackend {
 	key := OpenKey(state, func(s string) { t.Error(s) })
 	const dir = ".mm/sessions"
 	return &testBackend{
-		Backend: NewFileStore(dir, &Reader{Key: key, MaxBytes: maxBytes}, OpenFolders(state)),
+		Backend: NewFileStore(dir, &Reader{Key: key, MaxBytes: maxBytes}, OpenFolders(state), OpenOwners(state)),
 		name:    "files", key: key, spec: "files",
 		raw: func(t *testing.T, cwd, id string) []byte {
 			t.Helper()
@@ -532,7 +532,7 @@ func TestHelperBackendWriter(t *testing.T) {
 	}
 	parts := strings.Split(env, "\n")
 	spec, cwd, id := parts[0], parts[1], parts[2]
-	var b Backend = NewFileStore(".mm/sessions", nil, nil)
+	var b Backend = NewFileStore(".mm/sessions", nil, nil, nil)
 	if url, ok := strings.CutPrefix(spec, "postgres "); ok {
 		s, err := OpenPostgres(context.Background(), url, 0)
 		if err != nil {

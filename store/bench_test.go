@@ -135,3 +135,49 @@ func BenchmarkSave200(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFoldersNotOf100 is what each confined command of a token on
+// mm serve asks the store first (the folders other tokens own, to hide),
+// with 100 folders recorded: in files and in Postgres.
+func BenchmarkFoldersNotOf100(b *testing.B) {
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) {
+			s := bk.open(b, 0)
+			ctx := context.Background()
+			for i := range 100 {
+				if err := s.ClaimFolders(ctx, fmt.Sprint("owner", i%10), []string{fmt.Sprintf("/work/p%03d", i)}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if got, err := s.FoldersNotOf(ctx, "owner0"); err != nil || len(got) != 90 {
+					b.Fatal(len(got), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClaimFoldersOwned is what session/new of a token in a folder it
+// owns already asks the store (nothing is written), with 100 folders
+// recorded.
+func BenchmarkClaimFoldersOwned(b *testing.B) {
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) {
+			s := bk.open(b, 0)
+			ctx := context.Background()
+			for i := range 100 {
+				if err := s.ClaimFolders(ctx, fmt.Sprint("owner", i%10), []string{fmt.Sprintf("/work/p%03d", i)}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.ClaimFolders(ctx, "owner0", []string{"/work/p000/sub"}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

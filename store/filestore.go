@@ -12,22 +12,28 @@ import (
 
 // FileStore is the default Backend: each session is a file at
 // Path(cwd, Dir, id), written atomically (WriteAtomic), read through a
-// Reader, with the folders that hold sessions in a Folders index. Its saves
-// are not fenced: one mm at a time uses a folder's sessions.
+// Reader, with the folders that hold sessions in a Folders index and the
+// folders' owners in an Owners record. Its saves are not fenced: one mm
+// at a time uses a folder's sessions.
 type FileStore struct {
 	dir     string
 	reader  *Reader
 	folders *Folders
+	owners  *Owners
 }
 
 // NewFileStore keeps sessions under dir (sessions.dir: relative to each
 // session's cwd, or absolute), reads them with r (nil: a zero Reader, which
-// trusts no file), and indexes their folders in folders (nil: no index).
-func NewFileStore(dir string, r *Reader, folders *Folders) *FileStore {
+// trusts no file), indexes their folders in folders (nil: no index), and
+// records the folders' owners in owners (nil: in memory).
+func NewFileStore(dir string, r *Reader, folders *Folders, owners *Owners) *FileStore {
 	if r == nil {
 		r = &Reader{}
 	}
-	return &FileStore{dir: dir, reader: r, folders: folders}
+	if owners == nil {
+		owners = OpenOwners("")
+	}
+	return &FileStore{dir: dir, reader: r, folders: folders, owners: owners}
 }
 
 var _ Backend = (*FileStore)(nil)

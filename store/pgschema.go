@@ -40,6 +40,17 @@ var migrations = [][]string{
 		`CREATE INDEX mm_sessions_cwd ON mm_sessions (cwd, updated DESC)`,
 		`CREATE INDEX mm_sessions_updated ON mm_sessions (updated DESC)`,
 	},
+	2: {
+		// The folders' owners on a shared server (owners.go): one row
+		// per folder claimed, as it is on disk, and the token's name
+		// that owns it. Claims take turns on an advisory lock
+		// (folderLock), so that two never both succeed.
+		`CREATE TABLE mm_folders (
+			folder  text PRIMARY KEY,
+			owner   text NOT NULL,
+			claimed timestamptz NOT NULL DEFAULT now()
+		)`,
+	},
 }
 
 // schemaVersion is the schema version this build makes and reads.

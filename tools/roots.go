@@ -16,18 +16,55 @@ var confined = map[string]bool{"read_file": true, "write_file": true, "edit_file
 // confine refuses a call of a confined tool that touches a path outside
 // env.Roots, links followed: with an error the model reads.
 func (env Env) confine(c *Call) error {
-	if c.Tool == nil || !confined[c.Tool.Name()] {
+	if c.Tool == nil || !confined[c.Tool.Name()] || len(c.Locations) == 0 {
 		return nil
+	}
+	var foreign []string
+	if env.Foreign != nil {
+		var err error
+		if foreign, err = env.Foreign(); err != nil {
+			return fmt.Errorf("[%v]", err)
+		}
 	}
 	for _, p := range c.Locations {
 		if !env.Within(p) {
 			return fmt.Errorf("[outside the folders this server serves (serve.roots: %s): %s]", strings.Join(env.Roots, ", "), p)
+		}
+		if inAny(RealPath(p), foreign) {
+			// Another token's folder: refused as a hidden path is, in
+			// the same words, which name no owner.
+			return fmt.Errorf("[outside the sandbox: %s is hidden from this session's tools]", p)
 		}
 		if err := env.inSandbox(p, c.Mutating || c.Effect != ""); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// inAny says whether path (links followed) lies in one of dirs (each as
+// it is on disk).
+func inAny(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if Inside(path, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// Mentionable says whether a prompt's @path may be read for the session:
+// inside the roots, and in no folder of another token's (Foreign; when
+// the store cannot say, none is read).
+func (env Env) Mentionable(path string) bool {
+	if !env.Within(path) {
+		return false
+	}
+	if env.Foreign == nil {
+		return true
+	}
+	foreign, err := env.Foreign()
+	return err == nil && !inAny(RealPath(path), foreign)
 }
 
 // inSandbox refuses what the session's sandbox policy would refuse its

@@ -72,6 +72,12 @@ type Env struct {
 	// Sandbox is the session's sandbox policy, which mm's own file tools
 	// obey as its commands do (roots.go); the zero policy confines nothing.
 	Sandbox sandbox.Policy
+	// Foreign, when set, lists the folders other tokens own on a shared
+	// server (folders have owners): mm's own file tools refuse a path in
+	// one, whatever the sandbox, as the session's commands see them
+	// empty. It may wait for the store, and is asked each time a call is
+	// checked; its error refuses the call.
+	Foreign func() ([]string, error)
 	// Confine, when set, makes a command a tool starts for the session (bash)
 	// run in the session's sandbox (package sandbox); an error is why it
 	// cannot, and the command does not run.

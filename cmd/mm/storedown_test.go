@@ -78,8 +78,9 @@ func TestServeStoreDown(t *testing.T) {
 	if r, err := w.ask(ctx, sid, "never run"); err == nil || !strings.Contains(err.Error(), "its store cannot be reached") {
 		t.Errorf("a prompt with the store down: %v %v, want the error that says nothing would be kept", r, err)
 	}
-	if _, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}}); err == nil || !strings.Contains(err.Error(), "could not be saved") {
-		t.Errorf("session/new with the store down: %v, want an error", err)
+	// Refused before anything starts: whose the folder is cannot be told.
+	if _, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}}); err == nil || !strings.Contains(err.Error(), "cannot tell whose folder this is now") || !strings.Contains(err.Error(), "postgres") {
+		t.Errorf("session/new with the store down: %v, want an error that says the folders' owners cannot be read", err)
 	}
 	if !strings.Contains(s.stderr.String(), "serve: the session store cannot be reached") {
 		t.Errorf("no log line for the store going away:\n%s", s.stderr.String())

@@ -271,6 +271,13 @@ func (o *Outsider) Attack(address, cwd string, call, wait time.Duration) error {
 	}, call); err != nil {
 		return fmt.Errorf("session/new: %w", err)
 	}
+	// As a client's node, which asks nothing of a session before its
+	// client has the answer that named it.
+	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, ids := o.Written(); len(ids) > 0 {
+			break
+		}
+	}
 	if err := o.Call(grain, 2, "mallory", "session/prompt", "2", sid, func(c *grainspb.Call) {
 		c.Params = &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "bash"}}}}}}
 	}, call); err != nil {

@@ -98,7 +98,7 @@ func NewHub(o Options) (*protocol.Hub, error) {
 	cfg := o.Config
 	return protocol.NewHub(protocol.HubOptions{
 		Config: cfg, Log: log, Store: backend, DeferRuntime: o.DeferRuntime, Limits: o.Limits,
-		Runtime: func(selfStopped func(*actors.Session), others func(string) []string) *actors.Runtime {
+		Runtime: func(selfStopped func(*actors.Session), others func(string) ([]string, error)) *actors.Runtime {
 			if cfg.Sessions.Enabled {
 				// The key's file is read (or made) here rather than by
 				// the first save, which a session actor waits for.
@@ -136,7 +136,7 @@ func openStore(cfg *configs.Config, key *store.Key, stateDir string, log *slog.L
 	if cfg.Store.URL == "" {
 		return store.NewFileStore(cfg.Sessions.Dir,
 			&store.Reader{Key: key, MaxBytes: int64(cfg.Sessions.MaxFileBytes), Warn: func(w string) { log.Warn("[acp] " + w) }},
-			store.OpenFolders(stateDir)), nil
+			store.OpenFolders(stateDir), store.OpenOwners(stateDir)), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

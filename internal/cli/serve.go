@@ -121,6 +121,10 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 	}
 	// Every session is stopped and saved once the connections are over.
 	defer hub.Shutdown()
+	if err := checkFolders(log, cfg, roots, hub.Store()); err != nil {
+		log.Error(err.Error())
+		return 1
+	}
 	// A cluster node takes connections once it is a member: until then
 	// /readyz and /acp answer 503. Its connections' sessions are grains,
 	// wherever the cluster places them.

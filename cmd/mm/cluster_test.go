@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -294,5 +297,46 @@ func TestClusterStopsAtOnce(t *testing.T) {
 		if strings.Contains(nd.stderr.String(), "failed while stopping") {
 			t.Logf("node %d: protoactor's remote panicked while stopping; the node left anyway", i)
 		}
+	}
+}
+
+// TestClusterRefusesToStart: a node whose config the others could not
+// trust refuses to start, says which key and what to do, and exits 1: one
+// with no token configured (a token of its own would prove no owner to
+// the others).
+func TestClusterRefusesToStart(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(serveScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	certs := tlsLines(clusterCerts(t))
+	cluster := "cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [\"127.0.0.1:1\"]\n  healthPort: 2\n"
+	for _, tc := range []struct {
+		name, config string
+		env          []string
+		want         []string
+	}{
+		{"no token", cluster + certs, nil, []string{"cluster.name is set, and no token is configured", "serve.tokens (or MM_SERVE_TOKEN)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, "node.yaml")
+			if err := os.WriteFile(cfg, []byte(scriptedModel+tc.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.CommandContext(testwait.Context(t), clusterBin, "serve", "-listen", "127.0.0.1:0", "-config", cfg)
+			cmd.Dir = dir
+			cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, tc.env...)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || strings.Contains(string(out), "listening") {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("the error does not say %q:\n%s", w, out)
+				}
+			}
+		})
 	}
 }

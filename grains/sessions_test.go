@@ -86,7 +86,7 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 		host := NewHost(hub, nil, testOwners, log)
 		m, err := Start(Options{
 			Config: configs.Cluster{Name: "test", Provider: "automanaged", Advertise: "127.0.0.1:0",
-				Peers: peers, HealthPort: health[i], FailureTimeout: 2 * time.Second},
+				Peers: peers, HealthPort: health[i], FailureTimeout: 2 * time.Second, TLS: testTLS},
 			Kinds:  []*cluster.Kind{host.Kind()},
 			Log:    log,
 			System: sys,

@@ -33,7 +33,7 @@ type askKey struct {
 func (c *edgeConn) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *grainspb.Out, *grainspb.Abandon:
-		if p := m.(interface{ GetProof() []byte }); !checks(c.k, ctx.Self(), m.(proto.Message), p.GetProof()) {
+		if !c.k.checks(ctx.Self(), m.(proto.Message)) {
 			c.e.refused.say(fmt.Sprintf("a %T for %s's connection %s: its proof does not check (made without the key of the connection)", m, c.owner, c.self.Id))
 			return
 		}
@@ -71,11 +71,11 @@ func (c *edgeConn) out(m *grainspb.Out) {
 		switch it := m.Item.(type) {
 		case *grainspb.Out_Ask:
 			a := &grainspb.Answer{Number: it.Ask.Number, Failed: "this node is no longer a member of the cluster"}
-			a.Proof = prove(c.k, link, a)
+			a.Proof = c.k.prove(link, a)
 			root.Send(link, a)
 		case *grainspb.Out_Deliver:
 			d := &grainspb.Delivered{Number: it.Deliver}
-			d.Proof = prove(c.k, link, d)
+			d.Proof = c.k.prove(link, d)
 			root.Send(link, d)
 		}
 		return
@@ -89,7 +89,7 @@ func (c *edgeConn) out(m *grainspb.Out) {
 		c.sink.Update(sid, it.Update, paid, int(m.Cost))
 	case *grainspb.Out_Deliver:
 		d := &grainspb.Delivered{Number: it.Deliver}
-		d.Proof = prove(c.k, link, d)
+		d.Proof = c.k.prove(link, d)
 		c.sink.Deliver(sid, link, d)
 	case *grainspb.Out_Response:
 		key := jsonrpc.IDKey(it.Response.Id)
@@ -138,7 +138,7 @@ func (c *edgeConn) ask(link *actor.PID, sid string, a *grainspb.Ask) {
 		case err != nil:
 			answer.Failed = err.Error()
 		}
-		answer.Proof = prove(c.k, link, answer)
+		answer.Proof = c.k.prove(link, answer)
 		root.Send(link, answer)
 	}()
 }
@@ -149,11 +149,11 @@ type credit struct {
 	root *actor.RootContext
 	link *actor.PID
 	sid  string
-	k    []byte // the connection's key
+	k    *secret // the connection's key
 }
 
 func (c credit) Give(n int) {
 	m := &grainspb.Credit{SessionId: c.sid, Bytes: int64(n)}
-	m.Proof = prove(c.k, c.link, m)
+	m.Proof = c.k.prove(c.link, m)
 	c.root.Send(c.link, m)
 }

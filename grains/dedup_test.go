@@ -22,7 +22,7 @@ import (
 // and gives their stream's bytes back at once, as a client's node of
 // alice's.
 type fakeEdge struct {
-	k       []byte // alice's connection's key, once the edge has its actor
+	k       *secret // alice's connection's key, once the edge has its actor
 	mu      sync.Mutex
 	answers map[string]int    // by JSON-RPC id
 	errors  map[string]string // an error's message and data, by id
@@ -38,7 +38,7 @@ func (e *fakeEdge) receive(ctx actor.Context) {
 	defer e.mu.Unlock()
 	if m.Cost > 0 {
 		c := &grainspb.Credit{SessionId: m.SessionId, Bytes: m.Cost}
-		c.Proof = prove(e.k, pidOf(m.Link), c)
+		c.Proof = e.k.prove(pidOf(m.Link), c)
 		ctx.Send(pidOf(m.Link), c)
 	}
 	switch it := m.Item.(type) {
@@ -51,7 +51,7 @@ func (e *fakeEdge) receive(ctx actor.Context) {
 		e.text.WriteString(it.Chunk)
 	case *grainspb.Out_Deliver:
 		d := &grainspb.Delivered{Number: it.Deliver}
-		d.Proof = prove(e.k, pidOf(m.Link), d)
+		d.Proof = e.k.prove(pidOf(m.Link), d)
 		ctx.Send(pidOf(m.Link), d)
 	}
 }
@@ -63,15 +63,15 @@ func (e *fakeEdge) spawn(t *testing.T, m *Member) *grainspb.Conn {
 	t.Cleanup(func() { m.System().Root.Stop(edge) })
 	conn := &grainspb.Conn{Address: edge.Address, Id: edge.Id}
 	e.mu.Lock()
-	e.k, _ = testOwners.key("alice", conn)
+	e.k = testOwners.key("alice", conn)
 	e.mu.Unlock()
 	return conn
 }
 
 // signed is c with its proof, made with owner's token in testOwners.
 func signed(c *grainspb.Call) *grainspb.Call {
-	k, _ := testOwners.key(c.Owner, c.Conn)
-	c.Proof = prove(k, nil, c)
+	k := testOwners.key(c.Owner, c.Conn)
+	c.Proof = k.prove(nil, c)
 	return c
 }
 
@@ -173,7 +173,7 @@ func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
 	me := &grainspb.Conn{Address: link.Address, Id: link.Id}
 	root := m.System().Root
 	send := func(o *grainspb.Out) {
-		o.Proof = prove(ec.k, edge, o)
+		o.Proof = ec.k.prove(edge, o)
 		root.Send(edge, o)
 	}
 	// Without the proof of alice's connection, nothing is written.

@@ -90,8 +90,7 @@ func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 		}
 		c.self = self
 		c.me = &grainspb.Conn{Address: c.self.Address, Id: c.self.Id}
-		var ok bool
-		if c.k, ok = e.owners.key(owner, c.me); !ok {
+		if c.k = e.owners.key(owner, c.me); c.k == nil {
 			// The owner is the name of a token this node let in: its
 			// token is here. Without it, every node refuses its calls.
 			e.log.Error(fmt.Sprintf("cluster: no token of this node's names the owner %q of a connection: the other nodes will refuse its requests", owner))
@@ -150,7 +149,7 @@ type edgeConn struct {
 	owner string
 	// k is the connection's key: what it sends to its sessions' nodes
 	// carries a proof made with it, and so does what comes back.
-	k    []byte
+	k    *secret
 	sink protocol.Sink
 	self *actor.PID
 	me   *grainspb.Conn
@@ -206,7 +205,7 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
 	}
 	c.seq++
 	call.Seq, call.Reopen = c.seq, l.open
-	call.Proof = prove(c.k, nil, call)
+	call.Proof = c.k.prove(nil, call)
 	if r.ID != nil {
 		c.inflight[jsonrpc.IDKey(r.ID)] = &request{sid: sid, r: r}
 	}
@@ -245,7 +244,7 @@ func (c *edgeConn) send(l *lane) {
 		c.mu.Unlock()
 		if to != nil && (call.Method == acp.AgentMethodSessionCancel || call.Method == "$/cancel_request") {
 			m := &grainspb.Cancel{Conn: c.me, SessionId: call.SessionId, RequestId: call.GetRequestId()}
-			m.Proof = prove(c.k, to, m)
+			m.Proof = c.k.prove(to, m)
 			root.Send(to, m)
 			continue
 		}
@@ -370,7 +369,7 @@ func (c *edgeConn) Close(wait time.Duration) {
 	root := c.e.m.System().Root
 	for _, pid := range links {
 		m := &grainspb.Gone{Conn: c.me}
-		m.Proof = prove(c.k, pid, m)
+		m.Proof = c.k.prove(pid, m)
 		root.Send(pid, m)
 	}
 	c.until(deadline, func() bool { return len(c.inflight) == 0 })

@@ -141,7 +141,7 @@ func (h *Host) isDraining() bool {
 // connection is gone, or when its link here has another owner (the
 // client's node names each connection once: no owner's proof is made for
 // another's connection).
-func (h *Host) link(sys *actor.ActorSystem, call *grainspb.Call, key []byte) *link {
+func (h *Host) link(sys *actor.ActorSystem, call *grainspb.Call, key *secret) *link {
 	ck := connKey(call.Conn)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -308,17 +308,22 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 // check says why call is not to be taken ("" if it is), and returns the
 // key of its connection: its owner must have a token here, its proof
 // must check with that token, and it must be for this grain's session.
-func (g *grain) check(c *grainspb.Call) (key []byte, why string) {
-	key, ok := g.h.owners.key(c.Owner, c.Conn)
+// The key of a connection that has a link here is the link's.
+func (g *grain) check(c *grainspb.Call) (key *secret, why string) {
+	l := g.h.known(c.Conn)
+	if l != nil && l.owner == c.Owner {
+		key = l.k
+	} else {
+		key = g.h.owners.key(c.Owner, c.Conn)
+	}
 	switch {
-	case !ok:
+	case key == nil:
 		return nil, fmt.Sprintf("no token of this node's names the owner %q (the nodes of a cluster share serve.tokens)", c.Owner)
-	case !checks(key, nil, c, c.Proof):
+	case !key.checks(nil, c):
 		return nil, fmt.Sprintf("the proof of the owner %q does not check: the call was not made with %q's token (a member without that token, or nodes whose serve.tokens differ)", c.Owner, c.Owner)
 	case c.SessionId != g.sid:
 		return nil, fmt.Sprintf("it is for session %s, and this is session %s's actor", c.SessionId, g.sid)
-	}
-	if l := g.h.known(c.Conn); l != nil && l.owner != c.Owner {
+	case l != nil && l.owner != c.Owner:
 		return nil, fmt.Sprintf("its connection is the owner %q's, not %q's", l.owner, c.Owner)
 	}
 	return key, ""
@@ -331,7 +336,7 @@ func (g *grain) cancel(ctx actor.Context, m *grainspb.Cancel) {
 	if l == nil {
 		return // the client is gone: its turns were cancelled then
 	}
-	if m.SessionId != g.sid || !checks(l.k, ctx.Self(), m, m.Proof) {
+	if m.SessionId != g.sid || !l.k.checks(ctx.Self(), m) {
 		g.h.refused.say(fmt.Sprintf("a cancel of session %s from %s: its proof does not check (made without the key of the connection it names)", m.SessionId, m.Conn.GetAddress()))
 		return
 	}

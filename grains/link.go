@@ -37,7 +37,7 @@ type link struct {
 	// client's edge sends here carries a proof made with it, and so does
 	// what goes back (proof.go).
 	owner string
-	k     []byte
+	k     *secret
 
 	edge *actor.PID // the client's edge actor
 	sys  *actor.ActorSystem
@@ -77,7 +77,7 @@ type delivery struct {
 
 // newLink makes the link of the client connection call comes from, whose
 // key is k, with its actor and its Caller on hub.
-func (h *Host) newLink(sys *actor.ActorSystem, key string, k []byte, call *grainspb.Call) *link {
+func (h *Host) newLink(sys *actor.ActorSystem, key string, k *secret, call *grainspb.Call) *link {
 	l := &link{h: h, key: key, owner: call.Owner, k: k, edge: actor.NewPID(call.Conn.Address, call.Conn.Id), sys: sys, node: sys.Address(),
 		debts: map[string]*debt{}, delivers: map[uint64]delivery{}, asks: map[uint64]chan *grainspb.Answer{}}
 	l.self = sys.Root.Spawn(h.hub.Runtime().Props(l.receive))
@@ -94,7 +94,7 @@ func (h *Host) newLink(sys *actor.ActorSystem, key string, k []byte, call *grain
 func (l *link) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *grainspb.Answer, *grainspb.Credit, *grainspb.Delivered, *grainspb.Gone:
-		if p := m.(interface{ GetProof() []byte }); !checks(l.k, ctx.Self(), m.(proto.Message), p.GetProof()) {
+		if !l.k.checks(ctx.Self(), m.(proto.Message)) {
 			l.h.refused.say(fmt.Sprintf("a %T for the link of %s's connection %s: its proof does not check (made without the key of the connection)", m, l.owner, l.edge))
 			return
 		}
@@ -166,7 +166,7 @@ var errLinkClosed = errors.New("the client's connection is closed")
 // proof.
 func (l *link) send(sid string, out *grainspb.Out) {
 	out.Link, out.Node, out.SessionId = l.me, l.node, sid
-	out.Proof = prove(l.k, l.edge, out)
+	out.Proof = l.k.prove(l.edge, out)
 	l.sys.Root.Send(l.edge, out)
 }
 
@@ -278,7 +278,7 @@ func (l *link) ask(ctx context.Context, sid, method string, params any) (json.Ra
 		delete(l.asks, k)
 		l.mu.Unlock()
 		a := &grainspb.Abandon{Link: l.me, Number: k}
-		a.Proof = prove(l.k, l.edge, a)
+		a.Proof = l.k.prove(l.edge, a)
 		l.sys.Root.Send(l.edge, a)
 		return nil, ctx.Err()
 	}

@@ -4,13 +4,14 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"fmt"
+	"hash"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/mm-agent/mm/grains/grainspb"
 )
@@ -25,7 +26,8 @@ import (
 //	connection key = HMAC-SHA256(owner's token, label ‖ owner ‖ edge actor's address ‖ id)
 //	proof          = HMAC-SHA256(connection key, message type ‖ recipient ‖ the message without its proof)
 //
-// The message is its deterministic protobuf encoding, so the proof covers
+// The message is its deterministic protobuf encoding without the proof,
+// so the proof covers
 // every field: the session, the request and its params, the sequence
 // number, the connection answers go to. The recipient is the actor it is
 // sent to (a link, an edge, a session's actor), or none for a Call, which
@@ -55,71 +57,115 @@ func NewOwners(tokens map[string]string) *Owners {
 	return o
 }
 
-// key is the key of the client connection conn of owner; false when no
+// key is the key of the client connection conn of owner; nil when no
 // token here names owner.
-func (o *Owners) key(owner string, conn *grainspb.Conn) ([]byte, bool) {
+func (o *Owners) key(owner string, conn *grainspb.Conn) *secret {
 	t, ok := o.tokens[owner]
 	if !ok || conn == nil {
-		return nil, false
+		return nil
 	}
 	h := hmac.New(sha256.New, t)
 	for _, s := range []string{connLabel, owner, conn.GetAddress(), conn.GetId()} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	return h.Sum(nil), true
+	return &secret{k: h.Sum(nil)}
+}
+
+// secret is a connection's key, and the HMACs keyed with it, kept for
+// the next message (an HMAC's Reset is cheaper than a new one).
+type secret struct {
+	k    []byte
+	macs sync.Pool
+}
+
+// prove is m's proof for recipient to (nil: none), made with s: m's proof
+// field must be empty (it is set to what this returns).
+func (s *secret) prove(to *actor.PID, m proto.Message) []byte {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil || s == nil {
+		// A message of ours that does not encode is a bug, and a
+		// connection without a key has no owner here: either proof
+		// checks nowhere.
+		return nil
+	}
+	return s.mac(m, to, b)
+}
+
+// checks says whether m carries its proof for recipient to, made with s.
+// m is only read: a message sent within a node is its sender's, which may
+// be sending it again (a call tried again).
+func (s *secret) checks(to *actor.PID, m proto.Message) bool {
+	if s == nil {
+		return false
+	}
+	r := m.ProtoReflect()
+	f := r.Descriptor().Fields().ByName(proofField)
+	proof := r.Get(f).Bytes()
+	if len(proof) != sha256.Size {
+		return false
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return false
+	}
+	// The message without its proof is its encoding less the proof's
+	// field: a message's fields are encoded one after the other, each the
+	// same with or without the others.
+	head, tail, ok := cut(b, f.Number())
+	return ok && hmac.Equal(s.mac(m, to, head, tail), proof)
+}
+
+// cut returns the encoding b of a message without its top-level field
+// num, in two parts: what comes before it and after; false when b does
+// not hold it once and well formed.
+func cut(b []byte, num protowire.Number) (head, tail []byte, ok bool) {
+	start := -1
+	for i := 0; i < len(b); {
+		n, typ, l := protowire.ConsumeTag(b[i:])
+		if l < 0 {
+			return nil, nil, false
+		}
+		v := protowire.ConsumeFieldValue(n, typ, b[i+l:])
+		if v < 0 {
+			return nil, nil, false
+		}
+		if n == num {
+			if start >= 0 {
+				return nil, nil, false
+			}
+			start, head, tail = i, b[:i], b[i+l+v:]
+		}
+		i += l + v
+	}
+	return head, tail, start >= 0
+}
+
+// mac is the HMAC of message m's type, its recipient to and its encoding
+// without its proof, in parts.
+func (s *secret) mac(m proto.Message, to *actor.PID, parts ...[]byte) []byte {
+	h, _ := s.macs.Get().(hash.Hash)
+	if h == nil {
+		h = hmac.New(sha256.New, s.k)
+	} else {
+		h.Reset()
+	}
+	defer s.macs.Put(h)
+	var buf [128]byte
+	hdr := append(buf[:0], m.ProtoReflect().Descriptor().FullName()...)
+	hdr = append(hdr, 0)
+	if to != nil {
+		hdr = append(append(append(hdr, to.Address...), 0), to.Id...)
+	}
+	h.Write(append(hdr, 0))
+	for _, b := range parts {
+		h.Write(b)
+	}
+	return h.Sum(nil)
 }
 
 // proofField is the field that holds a message's proof.
 const proofField = "proof"
-
-// prove is m's proof for recipient to (nil: none) with key: m's proof
-// field is left out of what it covers.
-func prove(key []byte, to *actor.PID, m proto.Message) []byte {
-	r := m.ProtoReflect()
-	f := r.Descriptor().Fields().ByName(proofField)
-	if f == nil {
-		panic(fmt.Sprintf("grains: %s has no proof", r.Descriptor().FullName()))
-	}
-	if r.Has(f) {
-		// A copy without the proof, leaving m as it is: a message sent
-		// within a node is the sender's, which may be sending it again.
-		c := r.New()
-		r.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			if fd != f {
-				c.Set(fd, v)
-			}
-			return true
-		})
-		c.SetUnknown(r.GetUnknown())
-		r = c
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r.Interface())
-	if err != nil {
-		// A message of ours that does not encode is a bug; its proof then
-		// checks nowhere.
-		return nil
-	}
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte(r.Descriptor().FullName()))
-	h.Write([]byte{0})
-	if to != nil {
-		h.Write([]byte(to.Address))
-		h.Write([]byte{0})
-		h.Write([]byte(to.Id))
-	}
-	h.Write([]byte{0})
-	h.Write(b)
-	return h.Sum(nil)
-}
-
-// checks says whether proof is m's for recipient to with key.
-func checks(key []byte, to *actor.PID, m proto.Message, proof []byte) bool {
-	if len(key) == 0 || len(proof) != sha256.Size {
-		return false
-	}
-	return hmac.Equal(prove(key, to, m), proof)
-}
 
 // refusals logs what a node refused, at most refusalBurst lines a
 // minute, so that a peer that sends nothing but forgeries cannot fill

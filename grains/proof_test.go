@@ -1,12 +1,14 @@
 package grains
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mm-agent/mm/actors"
@@ -19,10 +21,10 @@ import (
 // the owner's and the connection's.
 func TestProof(t *testing.T) {
 	conn := &grainspb.Conn{Address: "127.0.0.1:1", Id: "edge-x"}
-	alice, _ := testOwners.key("alice", conn)
-	bob, _ := testOwners.key("bob", conn)
-	other, _ := testOwners.key("alice", &grainspb.Conn{Address: "127.0.0.1:1", Id: "edge-y"})
-	if _, ok := testOwners.key("mallory", conn); ok {
+	alice := testOwners.key("alice", conn)
+	bob := testOwners.key("bob", conn)
+	other := testOwners.key("alice", &grainspb.Conn{Address: "127.0.0.1:1", Id: "edge-y"})
+	if testOwners.key("mallory", conn) != nil {
 		t.Fatal("a key for an owner with no token")
 	}
 	call := func() *grainspb.Call {
@@ -30,12 +32,12 @@ func TestProof(t *testing.T) {
 			Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "hi"}}}}}}}
 	}
 	c := call()
-	c.Proof = prove(alice, nil, c)
-	if !checks(alice, nil, c, c.Proof) {
+	c.Proof = alice.prove(nil, c)
+	if !alice.checks(nil, c) {
 		t.Fatal("a proof does not check with its own key")
 	}
-	for name, k := range map[string][]byte{"bob's": bob, "another connection's": other, "none": nil} {
-		if checks(k, nil, c, c.Proof) {
+	for name, k := range map[string]*secret{"bob's": bob, "another connection's": other, "none": nil} {
+		if k.checks(nil, c) {
 			t.Errorf("alice's proof checks with %s key", name)
 		}
 	}
@@ -49,7 +51,7 @@ func TestProof(t *testing.T) {
 	} {
 		d := proto.Clone(c).(*grainspb.Call)
 		change(d)
-		if checks(alice, nil, d, d.Proof) {
+		if alice.checks(nil, d) {
 			t.Errorf("the proof still checks with %s changed", name)
 		}
 	}
@@ -57,16 +59,45 @@ func TestProof(t *testing.T) {
 	// Delivered's, nor good for another link.
 	link, link2 := actor.NewPID("127.0.0.1:3", "l1"), actor.NewPID("127.0.0.1:4", "l1")
 	cr := &grainspb.Credit{SessionId: "", Bytes: 0}
-	cr.Proof = prove(alice, link, cr)
-	if !checks(alice, link, cr, cr.Proof) || checks(alice, link2, cr, cr.Proof) || checks(alice, link, &grainspb.Delivered{}, cr.Proof) {
+	cr.Proof = alice.prove(link, cr)
+	if !alice.checks(link, cr) || alice.checks(link2, cr) || alice.checks(link, &grainspb.Delivered{Proof: cr.Proof}) {
 		t.Error("a credit's proof: not bound to its type and recipient")
 	}
 	// Checking leaves the message as it was (a message sent within a node
 	// is its sender's).
 	before := proto.Clone(c)
-	_ = checks(alice, nil, c, c.Proof)
+	_ = alice.checks(nil, c)
 	if !proto.Equal(before, c) {
 		t.Error("checking changed the message")
+	}
+}
+
+// TestEveryMessageHasAProof: every message between an edge and a link
+// or a session has a proof field; a proof field that appears twice, or a
+// message that does not encode, checks nowhere.
+func TestEveryMessageHasAProof(t *testing.T) {
+	var proved []string
+	msgs := grainspb.File_grains_proto.Messages()
+	for i := range msgs.Len() {
+		if md := msgs.Get(i); md.Fields().ByName(proofField) != nil {
+			proved = append(proved, string(md.Name()))
+		}
+	}
+	slices.Sort(proved)
+	if want := []string{"Abandon", "Answer", "Call", "Cancel", "Credit", "Delivered", "Gone", "Out"}; !slices.Equal(proved, want) {
+		t.Errorf("messages with a proof: %v, want %v", proved, want)
+	}
+	k := testOwners.key("alice", &grainspb.Conn{Address: "a", Id: "b"})
+	c := &grainspb.Credit{SessionId: "s", Bytes: 3}
+	c.Proof = k.prove(nil, c)
+	if !k.checks(nil, c) {
+		t.Fatal("a credit's proof does not check")
+	}
+	// The same field once more, as unknown bytes after the known ones.
+	twice := proto.Clone(c).(*grainspb.Credit)
+	twice.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType), c.Proof))
+	if k.checks(nil, twice) {
+		t.Error("a proof given twice checks")
 	}
 }
 
@@ -99,8 +130,8 @@ func TestGrainRefusesWhatNoOwnerProved(t *testing.T) {
 	}
 	sid, other := actors.NewSessionID(time.Now()), actors.NewSessionID(time.Now().Add(time.Second))
 	bobs := func(c *grainspb.Call) *grainspb.Call {
-		k, _ := testOwners.key("bob", c.Conn)
-		c.Proof = prove(k, nil, c)
+		k := testOwners.key("bob", c.Conn)
+		c.Proof = k.prove(nil, c)
 		return c
 	}
 	elsewhere := signed(open(other, "5", 5, "alice"))
@@ -157,4 +188,36 @@ func TestGrainRefusesWhatNoOwnerProved(t *testing.T) {
 	if n := strings.Count(out.String(), "cluster: refused"); n < 6 {
 		t.Errorf("%d refusals logged, want every one:\n%s", n, out.String())
 	}
+}
+
+// BenchmarkProof: what a proof costs a message, made on one node and
+// checked on the other: a prompt's call and a chunk of its answer.
+//
+//	go test -run '^$' -bench Proof ./grains
+func BenchmarkProof(b *testing.B) {
+	conn := &grainspb.Conn{Address: "127.0.0.1:4020", Id: "edge-ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+	k := testOwners.key("alice", conn)
+	link := actor.NewPID("127.0.0.1:4021", "$42")
+	b.Run("prompt call", func(b *testing.B) {
+		c := &grainspb.Call{Conn: conn, Seq: 3, Owner: "alice", Method: "session/prompt", Id: []byte("7"), SessionId: "20261203-000000-0123abcd",
+			Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "ping"}}}}}}}
+		for b.Loop() {
+			c.Proof = nil
+			c.Proof = k.prove(nil, c)
+			if !k.checks(nil, c) {
+				b.Fatal("does not check")
+			}
+		}
+	})
+	b.Run("chunk out", func(b *testing.B) {
+		o := &grainspb.Out{Link: &grainspb.Conn{Address: link.Address, Id: link.Id}, Node: "127.0.0.1:4021", SessionId: "20261203-000000-0123abcd",
+			Item: &grainspb.Out_Chunk{Chunk: "pong, and a few more words of a reply"}, Cost: 37, MessageId: "m1"}
+		for b.Loop() {
+			o.Proof = nil
+			o.Proof = k.prove(link, o)
+			if !k.checks(link, o) {
+				b.Fatal("does not check")
+			}
+		}
+	})
 }

@@ -251,8 +251,9 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 	// connection, its session, its params.
 	pk, why := g.check(c)
 	if why != "" {
-		g.h.refused.say(fmt.Sprintf("%s of session %s from %s: %s", c.Method, c.SessionId, c.Conn.GetAddress(), why))
-		ctx.Respond(&grainspb.Accepted{Node: node, Refused: fmt.Sprintf("mm node %s refused %s: %s", node, c.Method, why)})
+		// What the call says is quoted: it may come from anyone.
+		g.h.refused.say(fmt.Sprintf("%q of session %q from %q: %s", c.Method, c.SessionId, c.Conn.GetAddress(), why))
+		ctx.Respond(&grainspb.Accepted{Node: node, Refused: fmt.Sprintf("mm node %s refused %q: %s", node, c.Method, why)})
 		return
 	}
 	key := connKey(c.Conn)
@@ -322,7 +323,7 @@ func (g *grain) check(c *grainspb.Call) (key *secret, why string) {
 	case !key.checks(nil, c):
 		return nil, fmt.Sprintf("the proof of the owner %q does not check: the call was not made with %q's token (a member without that token, or nodes whose serve.tokens differ)", c.Owner, c.Owner)
 	case c.SessionId != g.sid:
-		return nil, fmt.Sprintf("it is for session %s, and this is session %s's actor", c.SessionId, g.sid)
+		return nil, fmt.Sprintf("it is for session %q, and this is session %s's actor", c.SessionId, g.sid)
 	case l != nil && l.owner != c.Owner:
 		return nil, fmt.Sprintf("its connection is the owner %q's, not %q's", l.owner, c.Owner)
 	}
@@ -337,7 +338,7 @@ func (g *grain) cancel(ctx actor.Context, m *grainspb.Cancel) {
 		return // the client is gone: its turns were cancelled then
 	}
 	if m.SessionId != g.sid || !l.k.checks(ctx.Self(), m) {
-		g.h.refused.say(fmt.Sprintf("a cancel of session %s from %s: its proof does not check (made without the key of the connection it names)", m.SessionId, m.Conn.GetAddress()))
+		g.h.refused.say(fmt.Sprintf("a cancel of session %q from %q: its proof does not check (made without the key of the connection it names)", m.SessionId, m.Conn.GetAddress()))
 		return
 	}
 	if len(m.RequestId) > 0 {

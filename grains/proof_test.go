@@ -146,7 +146,7 @@ func TestGrainRefusesWhatNoOwnerProved(t *testing.T) {
 		{"no proof", sid, open(sid, "1", 1, "alice"), `the proof of the owner "alice" does not check`},
 		{"an owner no token names", sid, open(sid, "2", 2, "mallory"), `no token of this node's names the owner "mallory"`},
 		{"alice's call with bob's proof", sid, bobs(open(sid, "3", 3, "alice")), `the proof of the owner "alice" does not check`},
-		{"another session's call", sid, elsewhere, "it is for session " + other},
+		{"another session's call", sid, elsewhere, `it is for session "` + other + `"`},
 		{"a proof of other params", sid, changed, `the proof of the owner "alice" does not check`},
 	} {
 		a := request(tc.to, tc.c)
@@ -174,7 +174,7 @@ func TestGrainRefusesWhatNoOwnerProved(t *testing.T) {
 	root.Send(pidOf(a.Link), &grainspb.Gone{Conn: conn})
 	root.Send(pidOf(a.Link), &grainspb.Answer{Number: 1, Failed: "forged"})
 	waitFor(t, "the forgeries refused and logged", func() bool {
-		return strings.Contains(out.String(), "refused a cancel of session "+sid) &&
+		return strings.Contains(out.String(), `refused a cancel of session "`+sid) &&
 			strings.Contains(out.String(), "refused a *grainspb.Gone") && strings.Contains(out.String(), "refused a *grainspb.Answer")
 	})
 	if nodes[0].host.known(conn) == nil {

@@ -104,7 +104,9 @@ func TestErrors(t *testing.T) {
 		{"cluster:\n  name: mm\n  advertise: :4020\n  peers: [a:6330]\n  failureTimeout: 100ms\n", "cluster.failureTimeout"},
 		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: zk\n", "cluster.provider"},
 		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: etcd\n  etcd: {endpoints: []}\n", "cluster.etcd.endpoints"},
-		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: k8s\n", "cluster.tls: is needed: advertise \":4020\" is not a loopback address"},
+		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: k8s\n", "cluster.tls: is needed: without the nodes' mutual TLS"},
+		// On loopback too: every program of the machine reaches the port.
+		{"cluster:\n  name: mm\n  advertise: 127.0.0.1:4020\n  peers: [\"127.0.0.1:6330\"]\n", "`mm cluster-certs DIR` makes the three files"},
 		{"cluster:\n  name: mm\n  advertise: 10.0.0.1:4020\n  provider: k8s\n  tls: {cert: a.pem, key: a-key.pem}\n", "cluster.tls: needs cert, key and ca"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "user.yaml")
@@ -125,11 +127,11 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("no name: %v, enabled %v", err, c.Cluster.Enabled())
 	}
 	for _, y := range []string{
-		"cluster:\n  name: mm\n  advertise: 127.0.0.1:0\n  peers: [\"127.0.0.1:16330\"]\n  failureTimeout: 2s\n",
+		"cluster:\n  name: mm\n  advertise: 127.0.0.1:0\n  peers: [\"127.0.0.1:16330\"]\n  failureTimeout: 2s\n" + tlsYAML,
 		"cluster:\n  name: mm\n  advertise: mm1:4020\n  provider: etcd\n  etcd: {endpoints: [\"etcd:2379\"]}\n" + tlsYAML,
 		"cluster:\n  name: mm\n  advertise: :4020\n  provider: consul\n" + tlsYAML,
 		"cluster:\n  name: mm\n  advertise: :4020\n  provider: k8s\n" + tlsYAML,
-		"cluster:\n  name: mm\n  advertise: localhost:4020\n  peers: [\"localhost:6330\"]\n",
+		"cluster:\n  name: mm\n  advertise: localhost:4020\n  peers: [\"localhost:6330\"]\n" + tlsYAML,
 	} {
 		c, err := Parse([]byte(y), "user.yaml")
 		if err != nil || !c.Cluster.Enabled() {

@@ -268,29 +268,17 @@ func (c *Config) validateCluster(bad func(key, why string) error) error {
 		return bad("cluster.provider", fmt.Sprintf("unknown provider %q (automanaged, etcd, consul, k8s)", cl.Provider))
 	}
 	switch t := cl.TLS; {
-	case t.Enabled() && (t.Cert == "" || t.Key == "" || t.CA == ""):
+	case !t.Enabled():
+		return bad("cluster.tls", ClusterTLSNeeded)
+	case t.Cert == "" || t.Key == "" || t.CA == "":
 		return bad("cluster.tls", "needs cert, key and ca, all three")
-	case !t.Enabled() && !loopback(cl.Advertise):
-		return bad("cluster.tls", fmt.Sprintf("is needed: advertise %q is not a loopback address, and without mutual TLS anyone who reaches the cluster's port could run commands as this server's user and read every session; `mm cluster-certs DIR` makes the files (docs/cluster.md)", cl.Advertise))
 	}
 	return nil
 }
 
-// loopback says whether advertise's host is this machine's loopback.
-func loopback(advertise string) bool {
-	host, _, err := net.SplitHostPort(advertise)
-	return err == nil && LoopbackHost(host)
-}
-
-// LoopbackHost says whether host is this machine's loopback: only its own
-// processes reach it, and a cluster's nodes may go without cluster.tls.
-func LoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// ClusterTLSNeeded says why a cluster without cluster.tls does not
+// start, on loopback too.
+const ClusterTLSNeeded = "is needed: without the nodes' mutual TLS, any program that reaches the cluster's port — on loopback, any program of this machine, a tenant's command among them — speaks to the nodes as a member; `mm cluster-certs DIR` makes the three files (a CA of the cluster's own), to name in cluster.tls.cert, .key and .ca on every node (docs/cluster.md)"
 
 // checkAdvertise accepts host:port where the host, if any, is one other
 // nodes can dial: not a wildcard, and not an IPv6 literal, which protoactor

@@ -3,9 +3,12 @@ package grains
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/protocol"
@@ -24,8 +27,17 @@ type askKey struct {
 }
 
 // receive takes what the connection's sessions send from their nodes; the
-// actor never waits on the client.
+// actor never waits on the client. Nothing is taken whose proof does not
+// check with the connection's key: only a node that holds the owner's
+// token writes to the client.
 func (c *edgeConn) receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *grainspb.Out, *grainspb.Abandon:
+		if !c.k.checks(ctx.Self(), m.(proto.Message)) {
+			c.e.refused.say(fmt.Sprintf("a %T for %s's connection %s: its proof does not check (made without the key of the connection)", m, c.owner, c.self.Id))
+			return
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *grainspb.Out:
 		c.out(m)
@@ -50,7 +62,7 @@ func (c *edgeConn) out(m *grainspb.Out) {
 	link, sid := pidOf(m.Link), m.SessionId
 	var paid protocol.Giver
 	if m.Cost > 0 {
-		paid = credit{root: root, link: link, sid: sid}
+		paid = credit{root: root, link: link, sid: sid, k: c.k}
 	}
 	if !c.e.m.isMember(m.Node) {
 		if paid != nil {
@@ -58,9 +70,13 @@ func (c *edgeConn) out(m *grainspb.Out) {
 		}
 		switch it := m.Item.(type) {
 		case *grainspb.Out_Ask:
-			root.Send(link, &grainspb.Answer{Number: it.Ask.Number, Failed: "this node is no longer a member of the cluster"})
+			a := &grainspb.Answer{Number: it.Ask.Number, Failed: "this node is no longer a member of the cluster"}
+			a.Proof = c.k.prove(link, a)
+			root.Send(link, a)
 		case *grainspb.Out_Deliver:
-			root.Send(link, &grainspb.Delivered{Number: it.Deliver})
+			d := &grainspb.Delivered{Number: it.Deliver}
+			d.Proof = c.k.prove(link, d)
+			root.Send(link, d)
 		}
 		return
 	}
@@ -72,7 +88,9 @@ func (c *edgeConn) out(m *grainspb.Out) {
 	case *grainspb.Out_Update:
 		c.sink.Update(sid, it.Update, paid, int(m.Cost))
 	case *grainspb.Out_Deliver:
-		c.sink.Deliver(sid, link, &grainspb.Delivered{Number: it.Deliver})
+		d := &grainspb.Delivered{Number: it.Deliver}
+		d.Proof = c.k.prove(link, d)
+		c.sink.Deliver(sid, link, d)
 	case *grainspb.Out_Response:
 		key := jsonrpc.IDKey(it.Response.Id)
 		c.mu.Lock()
@@ -120,6 +138,7 @@ func (c *edgeConn) ask(link *actor.PID, sid string, a *grainspb.Ask) {
 		case err != nil:
 			answer.Failed = err.Error()
 		}
+		answer.Proof = c.k.prove(link, answer)
 		root.Send(link, answer)
 	}()
 }
@@ -130,8 +149,11 @@ type credit struct {
 	root *actor.RootContext
 	link *actor.PID
 	sid  string
+	k    *secret // the connection's key
 }
 
 func (c credit) Give(n int) {
-	c.root.Send(c.link, &grainspb.Credit{SessionId: c.sid, Bytes: int64(n)})
+	m := &grainspb.Credit{SessionId: c.sid, Bytes: int64(n)}
+	m.Proof = c.k.prove(c.link, m)
+	c.root.Send(c.link, m)
 }

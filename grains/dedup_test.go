@@ -19,8 +19,10 @@ import (
 )
 
 // fakeEdge is a client's edge actor that keeps what the sessions send it
-// and gives their stream's bytes back at once.
+// and gives their stream's bytes back at once, as a client's node of
+// alice's.
 type fakeEdge struct {
+	k       *secret // alice's connection's key, once the edge has its actor
 	mu      sync.Mutex
 	answers map[string]int    // by JSON-RPC id
 	errors  map[string]string // an error's message and data, by id
@@ -32,11 +34,13 @@ func (e *fakeEdge) receive(ctx actor.Context) {
 	if !ok {
 		return
 	}
-	if m.Cost > 0 {
-		ctx.Send(pidOf(m.Link), &grainspb.Credit{SessionId: m.SessionId, Bytes: m.Cost})
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if m.Cost > 0 {
+		c := &grainspb.Credit{SessionId: m.SessionId, Bytes: m.Cost}
+		c.Proof = e.k.prove(pidOf(m.Link), c)
+		ctx.Send(pidOf(m.Link), c)
+	}
 	switch it := m.Item.(type) {
 	case *grainspb.Out_Response:
 		e.answers[string(it.Response.Id)]++
@@ -46,8 +50,29 @@ func (e *fakeEdge) receive(ctx actor.Context) {
 	case *grainspb.Out_Chunk:
 		e.text.WriteString(it.Chunk)
 	case *grainspb.Out_Deliver:
-		ctx.Send(pidOf(m.Link), &grainspb.Delivered{Number: it.Deliver})
+		d := &grainspb.Delivered{Number: it.Deliver}
+		d.Proof = e.k.prove(pidOf(m.Link), d)
+		ctx.Send(pidOf(m.Link), d)
 	}
+}
+
+// spawn starts the edge's actor in m's system, and returns its name.
+func (e *fakeEdge) spawn(t *testing.T, m *Member) *grainspb.Conn {
+	t.Helper()
+	edge := m.System().Root.Spawn(actor.PropsFromFunc(e.receive))
+	t.Cleanup(func() { m.System().Root.Stop(edge) })
+	conn := &grainspb.Conn{Address: edge.Address, Id: edge.Id}
+	e.mu.Lock()
+	e.k = testOwners.key("alice", conn)
+	e.mu.Unlock()
+	return conn
+}
+
+// signed is c with its proof, made with owner's token in testOwners.
+func signed(c *grainspb.Call) *grainspb.Call {
+	k := testOwners.key(c.Owner, c.Conn)
+	c.Proof = k.prove(nil, c)
+	return c
 }
 
 func (e *fakeEdge) count(id string) int {
@@ -67,9 +92,7 @@ func TestCallSentAgainIsServedOnce(t *testing.T) {
 	nodes, _ := testCluster(t, 1, &out)
 	m := nodes[0].m
 	e := &fakeEdge{answers: map[string]int{}}
-	edge := m.System().Root.Spawn(actor.PropsFromFunc(e.receive))
-	defer m.System().Root.Stop(edge)
-	conn := &grainspb.Conn{Address: edge.Address, Id: edge.Id}
+	conn := e.spawn(t, m)
 	sid := actors.NewSessionID(time.Now())
 	var grain *grainspb.Conn
 	send := func(c *grainspb.Call) {
@@ -84,14 +107,14 @@ func TestCallSentAgainIsServedOnce(t *testing.T) {
 		}
 		grain = a.Session
 	}
-	newSession := &grainspb.Call{Conn: conn, Seq: 1, Owner: "alice", Method: "session/new", Id: []byte("1"), SessionId: sid,
-		Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: t.TempDir(), McpServers: []byte("[]")}}}
+	newSession := signed(&grainspb.Call{Conn: conn, Seq: 1, Owner: "alice", Method: "session/new", Id: []byte("1"), SessionId: sid,
+		Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: t.TempDir(), McpServers: []byte("[]")}}})
 	send(newSession)
 	send(newSession)
 	// A client knows its session's id once session/new has answered.
 	waitFor(t, "session/new answered", func() bool { return e.count("1") > 0 })
-	prompt := &grainspb.Call{Conn: conn, Seq: 2, Owner: "alice", Method: "session/prompt", Id: []byte("2"), SessionId: sid,
-		Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "ping"}}}}}}}
+	prompt := signed(&grainspb.Call{Conn: conn, Seq: 2, Owner: "alice", Method: "session/prompt", Id: []byte("2"), SessionId: sid,
+		Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "ping"}}}}}}})
 	send(prompt)
 	send(prompt)
 	send(newSession) // late, behind the prompt
@@ -135,7 +158,8 @@ func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
 	if _, err := c.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	edge := (<-made).self
+	ec := <-made
+	edge := ec.self
 	var mu sync.Mutex
 	credited := int64(0)
 	link := m.System().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
@@ -148,15 +172,24 @@ func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
 	defer m.System().Root.Stop(link)
 	me := &grainspb.Conn{Address: link.Address, Id: link.Id}
 	root := m.System().Root
-	root.Send(edge, &grainspb.Out{Link: me, Node: "10.9.9.9:1", SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "stale"}})
-	root.Send(edge, &grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "fresh"}})
-	root.Send(edge, &grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1",
+	send := func(o *grainspb.Out) {
+		o.Proof = ec.k.prove(edge, o)
+		root.Send(edge, o)
+	}
+	// Without the proof of alice's connection, nothing is written.
+	root.Send(edge, &grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1", Item: &grainspb.Out_Chunk{Chunk: "forged"}})
+	send(&grainspb.Out{Link: me, Node: "10.9.9.9:1", SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "stale"}})
+	send(&grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "fresh"}})
+	send(&grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1",
 		Item: &grainspb.Out_Update{Update: []byte(`{"sessionUpdate":"current_mode_update","currentModeId":"ask"}`)}})
 	if err := c.Client.WaitUpdate(ctx, "s1", func(u acp.SessionUpdate) bool { return u.CurrentModeUpdate != nil }); err != nil {
 		t.Fatal(err)
 	}
 	if got := acptest.Text(c.Client.Updates("s1")); got != "fresh" {
 		t.Errorf("the client read %q, want fresh", got)
+	}
+	if !strings.Contains(out.String(), "refused a *grainspb.Out for alice's connection") {
+		t.Errorf("the forged output was not logged:\n%s", out.String())
 	}
 	waitFor(t, "both chunks' bytes given back", func() bool {
 		mu.Lock()
@@ -176,14 +209,12 @@ func TestGrainTakesItsNodesRoots(t *testing.T) {
 	nodes[0].host.roots = []string{root}
 	m := nodes[0].m
 	e := &fakeEdge{answers: map[string]int{}, errors: map[string]string{}}
-	edge := m.System().Root.Spawn(actor.PropsFromFunc(e.receive))
-	defer m.System().Root.Stop(edge)
-	conn := &grainspb.Conn{Address: edge.Address, Id: edge.Id}
+	conn := e.spawn(t, m)
 	for i, cwd := range []string{outside, root} {
 		sid := actors.NewSessionID(time.Now())
 		id := fmt.Sprint(i + 1)
-		c := &grainspb.Call{Conn: conn, Seq: uint64(i + 1), Owner: "alice", Method: "session/new", Id: []byte(id), SessionId: sid,
-			Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}}
+		c := signed(&grainspb.Call{Conn: conn, Seq: uint64(i + 1), Owner: "alice", Method: "session/new", Id: []byte(id), SessionId: sid,
+			Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}})
 		if _, err := m.Cluster().Request(sid, SessionKind, c, cluster.WithTimeout(testwait.Hang)); err != nil {
 			t.Fatal(err)
 		}

@@ -21,10 +21,11 @@
 //
 //	sys := grains.NewSystem(log)       // the node's actor system
 //	hub := app.NewHub(app.Options{..., System: sys.ActorSystem})
-//	host := grains.NewHost(hub, roots, log) // its Kind goes to Options.Kinds
+//	owners := grains.NewOwners(tokens)  // serve.tokens: owner → token
+//	host := grains.NewHost(hub, roots, owners, log) // its Kind goes to Options.Kinds
 //	m, err := grains.Start(grains.Options{..., Kinds: ..., System: sys})
 //	host.Watch(m)                      // after Start
-//	edge := grains.NewEdge(m, hub, budget, log)
+//	edge := grains.NewEdge(m, hub, owners, budget, log)
 //	hub.Connect(protocol.ConnOptions{..., Forward: edge.Forwarder(owner)})
 //	host.Drain(ctx); host.Close()      // on SIGTERM, before Leave
 //
@@ -49,6 +50,17 @@
 // serves each call once (a call sent again has a seq it has seen) through
 // the client's link on its node, and never holds a request for a turn.
 //
+// A member is not an owner (proof.go). Every message between a client's
+// edge and the nodes that run its sessions (Call, Cancel, Gone, Answer,
+// Credit, Delivered one way; Out, Abandon the other) carries a proof, an
+// HMAC made with its connection's key, itself an HMAC keyed by the token
+// of the connection's owner (serve.tokens: every node has them); it
+// covers the message, its type and its recipient. A node checks it
+// before it acts: a call whose owner no token names, or whose proof does
+// not check, is answered Accepted.Refused, runs nothing and is logged;
+// anything else is dropped and logged. The edge actor's name is random,
+// so each connection's key is its own.
+//
 // The link (link.go) is a client connection's end on a node that runs
 // some of its sessions: a protocol.Caller — the client as the hub's
 // session code knows it: owner, roots, where its sessions write, whom they
@@ -71,7 +83,8 @@
 // mutual TLS on the remote), provider.go (each provider from its config),
 // automanaged.go (mm's automanaged provider: the health endpoint and the
 // polls, over mutual TLS with cluster.tls),
-// metrics.go, log.go (protoactor's lines on mm's logger), calls.go (a
+// metrics.go, log.go (protoactor's lines on mm's logger), proof.go (the
+// owners' proofs), calls.go (a
 // request to and from its Call), host.go (the grains), link.go (a client's
 // link on a session's node), edge.go (the forwarders: a connection's calls to its
 // sessions' grains), back.go (what comes back, into the connection),

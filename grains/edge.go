@@ -2,7 +2,9 @@ package grains
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -31,7 +33,11 @@ const NodeLost = "the node running this session was lost; the session's history 
 type Edge struct {
 	m   *Member
 	hub *protocol.Hub
-	log *slog.Logger
+	// owners are this node's tokens: each connection's messages carry a
+	// proof made with its owner's (proof.go).
+	owners  *Owners
+	log     *slog.Logger
+	refused *refusals
 	// budget is how long a call is tried before its request fails: long
 	// enough for a lost node to leave the membership (failureTimeout) and
 	// for a leaving one to drain.
@@ -41,14 +47,14 @@ type Edge struct {
 	conns map[*edgeConn]struct{}
 }
 
-// NewEdge makes the edge of member m, whose connections are hub's; budget
-// bounds how long a request is tried when its session's node cannot be
-// reached.
-func NewEdge(m *Member, hub *protocol.Hub, budget time.Duration, log *slog.Logger) *Edge {
+// NewEdge makes the edge of member m, whose connections are hub's, of
+// clients of owners' tokens; budget bounds how long a request is tried
+// when its session's node cannot be reached.
+func NewEdge(m *Member, hub *protocol.Hub, owners *Owners, budget time.Duration, log *slog.Logger) *Edge {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Edge{m: m, hub: hub, log: log, budget: budget, conns: map[*edgeConn]struct{}{}}
+	e := &Edge{m: m, hub: hub, owners: owners, log: log, refused: &refusals{log: log}, budget: budget, conns: map[*edgeConn]struct{}{}}
 	m.OnTopology(func(_, left []string) {
 		if len(left) == 0 {
 			return
@@ -66,18 +72,29 @@ func NewEdge(m *Member, hub *protocol.Hub, budget time.Duration, log *slog.Logge
 	return e
 }
 
-// Forwarder makes the Forwarder of a connection of owner (the token it
-// came with). The session's node takes the owner from this node, which
-// checked the token, and the folders its sessions may be in from its own
-// config.
+// Forwarder makes the Forwarder of a connection of owner (the name of the
+// token it came with). The session's node takes the owner with the proof
+// each call carries, made with that token, and the folders its sessions
+// may be in from its own config. The connection's edge actor has a name
+// no other has had (random): its key, made of it, is its own.
 func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 	return func(sink protocol.Sink) protocol.Forwarder {
 		c := &edgeConn{e: e, owner: owner, sink: sink,
 			lanes: map[string]*lane{}, inflight: map[string]*request{}, links: map[string]*actor.PID{},
 			sessions: map[string]*actor.PID{}, asks: map[askKey]context.CancelFunc{}}
 		sys := e.m.System()
-		c.self = sys.Root.Spawn(e.hub.Runtime().Props(c.receive))
+		self, err := sys.Root.SpawnNamed(e.hub.Runtime().Props(c.receive), "edge-"+rand.Text())
+		if err != nil {
+			// 26 random letters taken already: not in this universe.
+			panic(fmt.Sprintf("grains: an edge actor: %v", err))
+		}
+		c.self = self
 		c.me = &grainspb.Conn{Address: c.self.Address, Id: c.self.Id}
+		if c.k = e.owners.key(owner, c.me); c.k == nil {
+			// The owner is the name of a token this node let in: its
+			// token is here. Without it, every node refuses its calls.
+			e.log.Error(fmt.Sprintf("cluster: no token of this node's names the owner %q of a connection: the other nodes will refuse its requests", owner))
+		}
 		e.mu.Lock()
 		e.conns[c] = struct{}{}
 		e.mu.Unlock()
@@ -95,6 +112,10 @@ func (e *Edge) deliver(call *grainspb.Call) (*grainspb.Accepted, error) {
 		start := time.Now()
 		res, err := c.Request(call.SessionId, SessionKind, call, cluster.WithTimeout(2*time.Second))
 		if a, ok := res.(*grainspb.Accepted); ok {
+			if a.Refused != "" {
+				// The node took nothing: sending it again changes nothing.
+				return nil, refusal(a.Refused)
+			}
 			if !a.Again {
 				if a.Node != e.m.Address() {
 					e.m.CrossNodeRequest(time.Since(start), nil)
@@ -115,15 +136,23 @@ func (e *Edge) deliver(call *grainspb.Call) (*grainspb.Accepted, error) {
 	}
 }
 
+// refusal is a node's refusal of a call (Accepted.Refused).
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+
 // edgeConn is one client connection's Forwarder, and the actor the
 // nodes that run its sessions send what they write to (Out), which it
 // puts in the connection's own ordered outbox (protocol.Sink).
 type edgeConn struct {
 	e     *Edge
 	owner string
-	sink  protocol.Sink
-	self  *actor.PID
-	me    *grainspb.Conn
+	// k is the connection's key: what it sends to its sessions' nodes
+	// carries a proof made with it, and so does what comes back.
+	k    *secret
+	sink protocol.Sink
+	self *actor.PID
+	me   *grainspb.Conn
 
 	mu       sync.Mutex
 	seq      uint64
@@ -176,6 +205,7 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
 	}
 	c.seq++
 	call.Seq, call.Reopen = c.seq, l.open
+	call.Proof = c.k.prove(nil, call)
 	if r.ID != nil {
 		c.inflight[jsonrpc.IDKey(r.ID)] = &request{sid: sid, r: r}
 	}
@@ -213,7 +243,9 @@ func (c *edgeConn) send(l *lane) {
 		to := c.sessions[call.SessionId]
 		c.mu.Unlock()
 		if to != nil && (call.Method == acp.AgentMethodSessionCancel || call.Method == "$/cancel_request") {
-			root.Send(to, &grainspb.Cancel{Conn: c.me, SessionId: call.SessionId, RequestId: call.GetRequestId()})
+			m := &grainspb.Cancel{Conn: c.me, SessionId: call.SessionId, RequestId: call.GetRequestId()}
+			m.Proof = c.k.prove(to, m)
+			root.Send(to, m)
 			continue
 		}
 		a, err := c.e.deliver(call)
@@ -232,7 +264,14 @@ func (c *edgeConn) send(l *lane) {
 			l.ended = call.Method == acp.AgentMethodSessionClose || call.Method == acp.AgentMethodSessionDelete
 		}
 		c.mu.Unlock()
-		if err != nil {
+		var refused refusal
+		switch {
+		case errors.As(err, &refused):
+			c.e.log.Error(fmt.Sprintf("cluster: %s of session %s: %v", call.Method, call.SessionId, err))
+			if mine {
+				c.fail([]string{key}, "cluster: "+err.Error())
+			}
+		case err != nil:
 			c.e.log.Warn(fmt.Sprintf("cluster: %s of session %s could not reach its node: %v", call.Method, call.SessionId, err))
 			if mine {
 				c.fail([]string{key}, fmt.Sprintf("cluster: the node of session %s could not be reached: %v", call.SessionId, err))
@@ -329,7 +368,9 @@ func (c *edgeConn) Close(wait time.Duration) {
 	c.mu.Unlock()
 	root := c.e.m.System().Root
 	for _, pid := range links {
-		root.Send(pid, &grainspb.Gone{Conn: c.me})
+		m := &grainspb.Gone{Conn: c.me}
+		m.Proof = c.k.prove(pid, m)
+		root.Send(pid, m)
 	}
 	c.until(deadline, func() bool { return len(c.inflight) == 0 })
 	root.Stop(c.self)

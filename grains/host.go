@@ -36,7 +36,11 @@ type Host struct {
 	// roots are the folders this node's sessions may be in (serve.roots):
 	// its own, never a client's node's word.
 	roots []string
-	log   *slog.Logger
+	// owners are this node's tokens: a call is taken only with its
+	// owner's proof (proof.go).
+	owners  *Owners
+	log     *slog.Logger
+	refused *refusals
 
 	mu       sync.Mutex
 	m        *Member
@@ -46,14 +50,15 @@ type Host struct {
 }
 
 // NewHost makes the host of hub's sessions, whose cwds must be in roots
-// (none: any); Kind goes to Start, then Watch with the Member Start
-// returned. hub's runtime must run in the member's actor system
-// (app.Options.System).
-func NewHost(hub *protocol.Hub, roots []string, log *slog.Logger) *Host {
+// (none: any), for the clients of owners' tokens; Kind goes to Start,
+// then Watch with the Member Start returned. hub's runtime must run in
+// the member's actor system (app.Options.System).
+func NewHost(hub *protocol.Hub, roots []string, owners *Owners, log *slog.Logger) *Host {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Host{hub: hub, roots: roots, log: log, links: map[string]*link{}, gone: map[string]time.Time{}}
+	return &Host{hub: hub, roots: roots, owners: owners, log: log, refused: &refusals{log: log},
+		links: map[string]*link{}, gone: map[string]time.Time{}}
 }
 
 // Kind is the session kind for Options.Kinds: its actors are the
@@ -131,16 +136,22 @@ func (h *Host) isDraining() bool {
 	return h.draining
 }
 
-// link returns the link here of call's client, made on its first call;
-// nil when that connection is gone.
-func (h *Host) link(sys *actor.ActorSystem, call *grainspb.Call) *link {
-	key := connKey(call.Conn)
+// link returns the link here of call's client, made on its first call
+// with key, the key of its connection (its proof checked); nil when that
+// connection is gone, or when its link here has another owner (the
+// client's node names each connection once: no owner's proof is made for
+// another's connection).
+func (h *Host) link(sys *actor.ActorSystem, call *grainspb.Call, key *secret) *link {
+	ck := connKey(call.Conn)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if l := h.links[key]; l != nil {
+	if l := h.links[ck]; l != nil {
+		if l.owner != call.Owner {
+			return nil
+		}
 		return l
 	}
-	if _, gone := h.gone[key]; gone {
+	if _, gone := h.gone[ck]; gone {
 		return nil
 	}
 	for k, t := range h.gone {
@@ -148,8 +159,8 @@ func (h *Host) link(sys *actor.ActorSystem, call *grainspb.Call) *link {
 			delete(h.gone, k)
 		}
 	}
-	l := h.newLink(sys, key, call)
-	h.links[key] = l
+	l := h.newLink(sys, ck, key, call)
+	h.links[ck] = l
 	return l
 }
 
@@ -217,7 +228,7 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *grainspb.Call:
 		g.call(ctx, m)
 	case *grainspb.Cancel:
-		g.cancel(m)
+		g.cancel(ctx, m)
 	default:
 		g.s.Receive(ctx)
 	}
@@ -235,8 +246,17 @@ var (
 )
 
 func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
-	key := connKey(c.Conn)
 	node := ctx.ActorSystem().Address()
+	// Nothing of a call is taken before its proof checks: its owner, its
+	// connection, its session, its params.
+	pk, why := g.check(c)
+	if why != "" {
+		// What the call says is quoted: it may come from anyone.
+		g.h.refused.say(fmt.Sprintf("%q of session %q from %q: %s", c.Method, c.SessionId, c.Conn.GetAddress(), why))
+		ctx.Respond(&grainspb.Accepted{Node: node, Refused: fmt.Sprintf("mm node %s refused %q: %s", node, c.Method, why)})
+		return
+	}
+	key := connKey(c.Conn)
 	self := &grainspb.Conn{Address: ctx.Self().Address, Id: ctx.Self().Id}
 	if c.Seq <= g.last[key] {
 		a := &grainspb.Accepted{Node: node, Session: self}
@@ -251,7 +271,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		return
 	}
 	g.last[key] = c.Seq
-	l := g.h.link(ctx.ActorSystem(), c)
+	l := g.h.link(ctx.ActorSystem(), c, pk)
 	if l == nil {
 		ctx.Respond(&grainspb.Accepted{Node: node})
 		return // the client is gone
@@ -286,12 +306,40 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 	l.c.Serve(c.Method, id, p, c.SessionId)
 }
 
+// check says why call is not to be taken ("" if it is), and returns the
+// key of its connection: its owner must have a token here, its proof
+// must check with that token, and it must be for this grain's session.
+// The key of a connection that has a link here is the link's.
+func (g *grain) check(c *grainspb.Call) (key *secret, why string) {
+	l := g.h.known(c.Conn)
+	if l != nil && l.owner == c.Owner {
+		key = l.k
+	} else {
+		key = g.h.owners.key(c.Owner, c.Conn)
+	}
+	switch {
+	case key == nil:
+		return nil, fmt.Sprintf("no token of this node's names the owner %q (the nodes of a cluster share serve.tokens)", c.Owner)
+	case !key.checks(nil, c):
+		return nil, fmt.Sprintf("the proof of the owner %q does not check: the call was not made with %q's token (a member without that token, or nodes whose serve.tokens differ)", c.Owner, c.Owner)
+	case c.SessionId != g.sid:
+		return nil, fmt.Sprintf("it is for session %q, and this is session %s's actor", c.SessionId, g.sid)
+	case l != nil && l.owner != c.Owner:
+		return nil, fmt.Sprintf("its connection is the owner %q's, not %q's", l.owner, c.Owner)
+	}
+	return key, ""
+}
+
 // cancel serves a cancel sent straight to the session's actor, ahead of
 // its mailbox (grainspb.Cancel): every call before it was accepted here.
-func (g *grain) cancel(m *grainspb.Cancel) {
+func (g *grain) cancel(ctx actor.Context, m *grainspb.Cancel) {
 	l := g.h.known(m.Conn)
 	if l == nil {
 		return // the client is gone: its turns were cancelled then
+	}
+	if m.SessionId != g.sid || !l.k.checks(ctx.Self(), m) {
+		g.h.refused.say(fmt.Sprintf("a cancel of session %q from %q: its proof does not check (made without the key of the connection it names)", m.SessionId, m.Conn.GetAddress()))
+		return
 	}
 	if len(m.RequestId) > 0 {
 		l.c.CancelRequest(m.RequestId)

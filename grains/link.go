@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
@@ -20,9 +21,9 @@ import (
 // sessions, the connection itself being on another node (or on this one:
 // a connection reaches every session through its grain, wherever the
 // cluster placed it). It is the client as those sessions know it — a
-// protocol.Caller, whose owner the client's node vouched for (it checked
-// the token; it is a member: cluster.tls), and whose roots are this
-// node's own (serve.roots) —
+// protocol.Caller, whose owner the client's calls prove (made with the
+// owner's token, checked here: proof.go), and whose roots are this node's
+// own (serve.roots) —
 // and the way back to the client: what the sessions write goes to the
 // client's edge actor as typed Out messages, in each session's order
 // (actors sending to one actor keep their order, on a node and across
@@ -30,8 +31,14 @@ import (
 // answers to the sessions' questions, the credits of the output the edge
 // has written, the markers it has reached, and the client's end.
 type link struct {
-	h    *Host
-	key  string
+	h   *Host
+	key string
+	// owner is the client's, and k the key of its connection: what the
+	// client's edge sends here carries a proof made with it, and so does
+	// what goes back (proof.go).
+	owner string
+	k     *secret
+
 	edge *actor.PID // the client's edge actor
 	sys  *actor.ActorSystem
 	self *actor.PID
@@ -68,10 +75,10 @@ type delivery struct {
 	msg any
 }
 
-// newLink makes the link of the client connection call comes from, with
-// its actor and its Caller on hub.
-func (h *Host) newLink(sys *actor.ActorSystem, key string, call *grainspb.Call) *link {
-	l := &link{h: h, key: key, edge: actor.NewPID(call.Conn.Address, call.Conn.Id), sys: sys, node: sys.Address(),
+// newLink makes the link of the client connection call comes from, whose
+// key is k, with its actor and its Caller on hub.
+func (h *Host) newLink(sys *actor.ActorSystem, key string, k *secret, call *grainspb.Call) *link {
+	l := &link{h: h, key: key, owner: call.Owner, k: k, edge: actor.NewPID(call.Conn.Address, call.Conn.Id), sys: sys, node: sys.Address(),
 		debts: map[string]*debt{}, delivers: map[uint64]delivery{}, asks: map[uint64]chan *grainspb.Answer{}}
 	l.self = sys.Root.Spawn(h.hub.Runtime().Props(l.receive))
 	l.me = &grainspb.Conn{Address: l.self.Address, Id: l.self.Id}
@@ -83,7 +90,15 @@ func (h *Host) newLink(sys *actor.ActorSystem, key string, call *grainspb.Call) 
 }
 
 // receive takes what the client's edge sends back; it never waits.
+// Nothing is taken whose proof does not check with the connection's key.
 func (l *link) receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *grainspb.Answer, *grainspb.Credit, *grainspb.Delivered, *grainspb.Gone:
+		if !l.k.checks(ctx.Self(), m.(proto.Message)) {
+			l.h.refused.say(fmt.Sprintf("a %T for the link of %s's connection %s: its proof does not check (made without the key of the connection)", m, l.owner, l.edge))
+			return
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *grainspb.Answer:
 		l.mu.Lock()
@@ -147,9 +162,11 @@ func (l *link) close() {
 // errLinkClosed fails a session's question once its client is gone.
 var errLinkClosed = errors.New("the client's connection is closed")
 
-// send sends one thing a session wrote to the client's edge.
+// send sends one thing a session wrote to the client's edge, with its
+// proof.
 func (l *link) send(sid string, out *grainspb.Out) {
 	out.Link, out.Node, out.SessionId = l.me, l.node, sid
+	out.Proof = l.k.prove(l.edge, out)
 	l.sys.Root.Send(l.edge, out)
 }
 
@@ -260,7 +277,9 @@ func (l *link) ask(ctx context.Context, sid, method string, params any) (json.Ra
 		l.mu.Lock()
 		delete(l.asks, k)
 		l.mu.Unlock()
-		l.sys.Root.Send(l.edge, &grainspb.Abandon{Link: l.me, Number: k})
+		a := &grainspb.Abandon{Link: l.me, Number: k}
+		a.Proof = l.k.prove(l.edge, a)
+		l.sys.Root.Send(l.edge, a)
 		return nil, ctx.Err()
 	}
 }

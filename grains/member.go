@@ -127,18 +127,17 @@ func Start(o Options) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster.advertise: %w", err)
 	}
-	var tlsc *nodeTLS
-	if cfg.TLS.Enabled() {
-		server, client, err := clustertls.Load(cfg.TLS)
-		if err != nil {
-			return nil, err
-		}
-		tlsc = &nodeTLS{server: server, client: client}
-	} else if !configs.LoopbackHost(host) {
-		// configs refuses such a config; a Config built in code is held to
-		// the same rule.
-		return nil, fmt.Errorf("cluster.tls: needed: advertise %q is not a loopback address (docs/cluster.md)", cfg.Advertise)
+	// configs refuses a cluster without cluster.tls; a Config built in
+	// code is held to the same rule: on loopback too, every program of
+	// the machine (a tenant's command among them) reaches the port.
+	if !cfg.TLS.Enabled() {
+		return nil, errors.New("cluster.tls: " + configs.ClusterTLSNeeded)
 	}
+	server, client, err := clustertls.Load(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	tlsc := &nodeTLS{server: server, client: client}
 	m := &Member{cfg: cfg, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), gone: make(chan struct{})}
 	for _, k := range o.Kinds {
 		m.kinds = append(m.kinds, k.Kind)
@@ -169,16 +168,12 @@ func Start(o Options) (*Member, error) {
 			}
 		})
 	}}
-	var remoteOpts []remote.ConfigOption
-	if tlsc != nil {
-		// Nodes authenticate each other before any message is read:
-		// the remote's gRPC server takes only a client certificate the
-		// cluster's CA signed, and a node dials only a server with one.
-		remoteOpts = append(remoteOpts,
-			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(tlsc.server))),
-			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(tlsc.client))))
-	}
-	rc := remote.Configure(host, port, remoteOpts...)
+	// Nodes authenticate each other before any message is read: the
+	// remote's gRPC server takes only a client certificate the cluster's
+	// CA signed, and a node dials only a server with one.
+	rc := remote.Configure(host, port,
+		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(tlsc.server))),
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(tlsc.client))))
 	// The remote tries to connect to a member this many times, 2 s apart,
 	// before it gives the endpoint up, blocking that endpoint (and a
 	// leave) meanwhile: as long as the failure timeout, and no longer.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/clustertls"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/logs"
 )
@@ -38,8 +41,20 @@ func TestMain(m *testing.M) {
 	} {
 		ignore = append(ignore, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/"+f))
 	}
-	goleak.VerifyTestMain(m, ignore...)
+	// The test members' mutual TLS: one set of `mm cluster-certs`' files.
+	dir, err := os.MkdirTemp("", "grains-certs-")
+	if err != nil {
+		panic(err)
+	}
+	if err := clustertls.Generate(dir, time.Hour); err != nil {
+		panic(err)
+	}
+	testTLS = configs.ClusterTLS{Cert: filepath.Join(dir, clustertls.CertFile), Key: filepath.Join(dir, clustertls.KeyFile), CA: filepath.Join(dir, clustertls.CAFile)}
+	goleak.VerifyTestMain(m, append(ignore, goleak.Cleanup(func(int) { _ = os.RemoveAll(dir) }))...)
 }
+
+// testTLS is cluster.tls of the test members.
+var testTLS configs.ClusterTLS
 
 // freePorts returns n ports free on 127.0.0.1 a moment ago.
 func freePorts(t *testing.T, n int) []int {
@@ -87,7 +102,7 @@ func echoKind() *cluster.Kind {
 // endpoint on health, polling peers.
 func config(health int, peers ...string) configs.Cluster {
 	return configs.Cluster{Name: "test", Provider: "automanaged", Advertise: "127.0.0.1:0",
-		Peers: peers, HealthPort: health, FailureTimeout: 2 * time.Second}
+		Peers: peers, HealthPort: health, FailureTimeout: 2 * time.Second, TLS: testTLS}
 }
 
 // TestMember: one member joins itself, hosts grains and counts them, tells
@@ -254,7 +269,7 @@ func TestTwoMembers(t *testing.T) {
 }
 
 // TestStartFails: a port taken fails Start with an error that names it,
-// and leaves nothing running.
+// and leaves nothing running; so does a config without cluster.tls.
 func TestStartFails(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -267,6 +282,12 @@ func TestStartFails(t *testing.T) {
 	cfg := config(port, fmt.Sprintf("127.0.0.1:%d", port))
 	if _, err := Start(Options{Config: cfg}); err == nil || !strings.Contains(err.Error(), "cluster.healthPort") {
 		t.Errorf("health port taken: %v", err)
+	}
+	// Without cluster.tls, on loopback too.
+	cfg = config(health, fmt.Sprintf("127.0.0.1:%d", health))
+	cfg.TLS = configs.ClusterTLS{}
+	if _, err := Start(Options{Config: cfg}); err == nil || !strings.Contains(err.Error(), "cluster.tls: is needed") {
+		t.Errorf("no cluster.tls: %v", err)
 	}
 	cfg = config(health, fmt.Sprintf("127.0.0.1:%d", health))
 	cfg.Advertise = taken.Addr().String()

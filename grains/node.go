@@ -43,12 +43,13 @@ func NewNode(log *slog.Logger) *Node {
 // (app.Options.System): the sessions' actors are the cluster's grains.
 func (n *Node) System() *actor.ActorSystem { return n.sys.ActorSystem }
 
-// Join makes the node, which hosts hub's sessions (their cwds in roots,
-// whoever their client is), a member; that takes
-// protoactor a second or more; the node is ready once it sees itself
-// among the members.
-func (n *Node) Join(hub *protocol.Hub, roots []string, cfg *configs.Config, reg prometheus.Registerer) error {
-	n.host = NewHost(hub, roots, n.log)
+// Join makes the node, which hosts hub's sessions (their cwds in roots)
+// for the clients of tokens (owner → token: serve.tokens, the same on
+// every node), a member; that takes protoactor a second or more; the node
+// is ready once it sees itself among the members.
+func (n *Node) Join(hub *protocol.Hub, roots []string, tokens map[string]string, cfg *configs.Config, reg prometheus.Registerer) error {
+	owners := NewOwners(tokens)
+	n.host = NewHost(hub, roots, owners, n.log)
 	m, err := Start(Options{Config: cfg.Cluster, Kinds: []*cluster.Kind{n.host.Kind()}, Log: n.log, Registry: reg, System: n.sys})
 	if err != nil {
 		return err
@@ -76,7 +77,7 @@ func (n *Node) Join(hub *protocol.Hub, roots []string, cfg *configs.Config, reg 
 	// A request is tried until a lost node has left the membership and a
 	// leaving one has drained and gone: then its session has a new place.
 	budget := cfg.Cluster.FailureTimeout + cfg.Serve.DrainTimeout + 10*time.Second
-	n.edge.Store(NewEdge(m, hub, budget, n.log))
+	n.edge.Store(NewEdge(m, hub, owners, budget, n.log))
 	n.m.Store(m)
 	return nil
 }

@@ -36,6 +36,9 @@ rules:
     steps: [{sleep: 1h}] # never answers: only a cancel ends its turn
 `
 
+// testOwners are the test clusters' tokens: alice's and bob's.
+var testOwners = NewOwners(map[string]string{"alice": "alice-token-0123456789", "bob": "bob-token-0123456789"})
+
 // node is one member of an in-process test cluster: its hub, its host and
 // its edge.
 type node struct {
@@ -80,10 +83,10 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 		if err != nil {
 			t.Fatal(err)
 		}
-		host := NewHost(hub, nil, log)
+		host := NewHost(hub, nil, testOwners, log)
 		m, err := Start(Options{
 			Config: configs.Cluster{Name: "test", Provider: "automanaged", Advertise: "127.0.0.1:0",
-				Peers: peers, HealthPort: health[i], FailureTimeout: 2 * time.Second},
+				Peers: peers, HealthPort: health[i], FailureTimeout: 2 * time.Second, TLS: testTLS},
 			Kinds:  []*cluster.Kind{host.Kind()},
 			Log:    log,
 			System: sys,
@@ -94,7 +97,7 @@ func testCluster(t *testing.T, n int, out *syncBuffer) ([]*node, *llmtest.Server
 		host.Watch(m)
 		// The edge's budget bounds a hang: a request is tried until its
 		// session's node is reached or counted out.
-		nodes = append(nodes, &node{hub: hub, host: host, m: m, edge: NewEdge(m, hub, testwait.Hang, log)})
+		nodes = append(nodes, &node{hub: hub, host: host, m: m, edge: NewEdge(m, hub, testOwners, testwait.Hang, log)})
 	}
 	t.Cleanup(func() {
 		for _, nd := range nodes {

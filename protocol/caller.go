@@ -133,7 +133,8 @@ type Link interface {
 	Answer(sessionID string, r actors.Reply, result any, rerr *acp.RequestError)
 }
 
-// CallerOptions are a remote client as its node vouched for it.
+// CallerOptions are a remote client as its calls proved it (its owner's
+// token made their proofs: grains/proof.go).
 type CallerOptions struct {
 	Log *slog.Logger
 	// Owner and Roots are the client's, as ConnOptions says.

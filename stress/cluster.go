@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mm-agent/mm/internal/clustertls"
 )
 
 // A cluster of served mm (-serve MMBIN -nodes N): N `mm serve` processes
@@ -19,8 +21,10 @@ import (
 // automanaged provider, each naming every node's health endpoint on a port
 // picked here, its remote on a free port). They share the run's folder as
 // their dir and serve.roots, as the nodes of a real cluster share a
-// volume: the sessions' cwds and their files. Each has its own config
-// (node<i>.yaml); all have the run's token. The run's connections go
+// volume: the sessions' cwds and their files, and the cluster's
+// certificates (cluster.tls, made for the run as `mm cluster-certs` makes
+// them, in cluster-certs). Each has its own config (node<i>.yaml); all
+// have the run's token. The run's connections go
 // round-robin to the nodes, but for the one -kill-node kills, the last:
 // it only hosts the grains the cluster places there, so that its death
 // loses turns but no connection.
@@ -53,13 +57,19 @@ func startServeProcs(ctx context.Context, c *Config, dir, marker, token string) 
 	for _, p := range health {
 		peers = append(peers, strconv.Quote(net.JoinHostPort("127.0.0.1", strconv.Itoa(p))))
 	}
+	certs := filepath.Join(dir, "cluster-certs")
+	if err := clustertls.Generate(certs, 24*time.Hour); err != nil {
+		return nil, fmt.Errorf("the cluster's certificates: %w", err)
+	}
+	tls := fmt.Sprintf("  tls:\n    cert: %q\n    key: %q\n    ca: %q\n", filepath.Join(certs, clustertls.CertFile),
+		filepath.Join(certs, clustertls.KeyFile), filepath.Join(certs, clustertls.CAFile))
 	base := mmConfig(c, filepath.Join(dir, "script.yaml")) + serveConfig(c, dir)
 	procs := make([]*serveProc, c.Nodes)
 	errs := make([]error, c.Nodes)
 	var wg sync.WaitGroup
 	for i := range c.Nodes {
-		cluster := fmt.Sprintf("cluster:\n  name: %s\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n",
-			clusterName, strings.Join(peers, ", "), health[i], c.FailureTimeout)
+		cluster := fmt.Sprintf("cluster:\n  name: %s\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
+			clusterName, strings.Join(peers, ", "), health[i], c.FailureTimeout, tls)
 		cfgPath := filepath.Join(dir, fmt.Sprintf("node%d.yaml", i))
 		if err := os.WriteFile(cfgPath, []byte(base+cluster), 0o644); err != nil {
 			return nil, err

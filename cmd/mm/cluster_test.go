@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -26,7 +29,8 @@ const testFailureTimeout = 5 * time.Second
 // node is one `mm serve` of a test cluster.
 type node struct {
 	*served
-	health int // port of its automanaged health endpoint
+	health int    // port of its automanaged health endpoint
+	certs  string // the folder of the cluster's certificates (cluster.tls)
 	// readyAtStart is what /readyz answered as soon as the node listened,
 	// while it was joining, and joinedAtStart whether /metrics, asked
 	// next, had the cluster's figures: they are there once the membership
@@ -38,7 +42,8 @@ type node struct {
 // startCluster runs n `mm serve` processes on loopback as one cluster
 // (cluster.name test, automanaged, each naming the others' health
 // endpoints on ports picked here, the remote on a free port,
-// failureTimeout testFailureTimeout), extra config text appended to each
+// failureTimeout testFailureTimeout, cluster.tls a set of `mm
+// cluster-certs` made for it), extra config text appended to each
 // (top-level sections other than cluster), and returns once every node is
 // ready and counts n members. Their token is serveToken; each node's
 // process ends with the test. The nodes share one folder (HOME, the
@@ -62,6 +67,7 @@ func startClusterScript(t testing.TB, n int, model, script, extra string) []*nod
 	t.Helper()
 	testwait.Short(t, "the cluster tests (a cluster of mm serve processes)")
 	dir := t.TempDir()
+	certs := clusterCerts(t)
 	health := freePorts(t, n)
 	nodes := make([]*node, n)
 	for i := range n {
@@ -71,11 +77,11 @@ func startClusterScript(t testing.TB, n int, model, script, extra string) []*nod
 				peers = append(peers, fmt.Sprintf("%q", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))))
 			}
 		}
-		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n",
-			strings.Join(peers, ", "), health[i], testFailureTimeout)
+		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
+			strings.Join(peers, ", "), health[i], testFailureTimeout, tlsLines(certs))
 		s := startServeModel(t, clusterBin, dir, fmt.Sprintf("node%d.yaml", i), model, script, cluster+extra, "MM_SERVE_TOKEN="+serveToken, "GORACE=exitcode=0")
 		ready := s.readyz(t)
-		nodes[i] = &node{served: s, health: health[i], readyAtStart: ready, joinedAtStart: strings.Contains(s.metricsOf(t), "mm_cluster_members")}
+		nodes[i] = &node{served: s, health: health[i], certs: certs, readyAtStart: ready, joinedAtStart: strings.Contains(s.metricsOf(t), "mm_cluster_members")}
 	}
 	for i, nd := range nodes {
 		waitUntil(t, fmt.Sprintf("node %d ready with %d members", i, n), func() bool {
@@ -251,7 +257,7 @@ func TestClusterStartFails(t *testing.T) {
 	}
 	defer taken.Close()
 	port := taken.Addr().(*net.TCPAddr).Port
-	s := startServe(t, fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [\"127.0.0.1:%d\"]\n  healthPort: %d\n", port, port))
+	s := startServe(t, fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [\"127.0.0.1:%d\"]\n  healthPort: %d\n%s", port, port, tlsLines(clusterCerts(t))))
 	_ = s.waitExit(t, "a node that cannot join")
 	if code := s.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(s.stderr.String(), "cluster.healthPort") {
 		t.Errorf("exit %d:\n%s", code, s.stderr.String())
@@ -294,5 +300,48 @@ func TestClusterStopsAtOnce(t *testing.T) {
 		if strings.Contains(nd.stderr.String(), "failed while stopping") {
 			t.Logf("node %d: protoactor's remote panicked while stopping; the node left anyway", i)
 		}
+	}
+}
+
+// TestClusterRefusesToStart: a node whose config the others could not
+// trust refuses to start, says which key and what to do, and exits 1: one
+// without cluster.tls, on loopback too (any program of the machine would
+// reach its port), and one with no token configured (a token of its own
+// would prove no owner to the others).
+func TestClusterRefusesToStart(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(serveScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	certs := tlsLines(clusterCerts(t))
+	cluster := "cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [\"127.0.0.1:1\"]\n  healthPort: 2\n"
+	for _, tc := range []struct {
+		name, config string
+		env          []string
+		want         []string
+	}{
+		{"no tls on loopback", cluster, []string{"MM_SERVE_TOKEN=" + serveToken}, []string{"cluster.tls: is needed", "mm cluster-certs DIR"}},
+		{"no token", cluster + certs, nil, []string{"cluster.name is set, and no token is configured", "serve.tokens (or MM_SERVE_TOKEN)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, "node.yaml")
+			if err := os.WriteFile(cfg, []byte(scriptedModel+tc.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.CommandContext(testwait.Context(t), clusterBin, "serve", "-listen", "127.0.0.1:0", "-config", cfg)
+			cmd.Dir = dir
+			cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, tc.env...)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || strings.Contains(string(out), "listening") {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("the error does not say %q:\n%s", w, out)
+				}
+			}
+		})
 	}
 }

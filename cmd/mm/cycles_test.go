@@ -24,6 +24,7 @@ import (
 func TestClusterNodeCycles(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
 	dir := t.TempDir()
+	certs := tlsLines(clusterCerts(t))
 	health, remote := freePorts(t, 3), freePorts(t, 3)
 	extra := fmt.Sprintf("sessions:\n  enabled: true\nstore:\n  url: %q\nserve:\n  drainTimeout: 5s\n", pg.URL(t))
 	start := func(i int) *node {
@@ -33,8 +34,8 @@ func TestClusterNodeCycles(t *testing.T) {
 				peers = append(peers, fmt.Sprintf("%q", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))))
 			}
 		}
-		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:%d\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n",
-			remote[i], strings.Join(peers, ", "), health[i], testFailureTimeout)
+		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:%d\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
+			remote[i], strings.Join(peers, ", "), health[i], testFailureTimeout, certs)
 		s := startServeModel(t, clusterBin, dir, fmt.Sprintf("node%d.yaml", i), scriptedModel, serveScript, cluster+extra, "MM_SERVE_TOKEN="+serveToken, "GORACE=exitcode=0")
 		return &node{served: s, health: health[i]}
 	}

@@ -20,7 +20,7 @@ import (
 // what to do, and exits 1.
 func TestServeClusterHandOff(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "node.yaml")
-	if err := os.WriteFile(cfg, []byte("cluster:\n  name: t\n  advertise: 127.0.0.1:1\n  peers: [127.0.0.1:2]\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("cluster:\n  name: t\n  advertise: 127.0.0.1:1\n  peers: [127.0.0.1:2]\n"+tlsLines(clusterCerts(t))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	serve := func(t *testing.T, dir string) (string, int) {
@@ -91,12 +91,12 @@ func TestServeClusterHandOff(t *testing.T) {
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
 		node := filepath.Join(t.TempDir(), "node.yaml")
-		if err := os.WriteFile(node, []byte(fmt.Sprintf("cluster:\n  name: t\n  advertise: 127.0.0.1:%d\n  peers: [127.0.0.1:%d]\n", port, port+1)), 0o644); err != nil {
+		if err := os.WriteFile(node, []byte(fmt.Sprintf("cluster:\n  name: t\n  advertise: 127.0.0.1:%d\n  peers: [127.0.0.1:%d]\n%s", port, port+1, tlsLines(clusterCerts(t)))), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		ctx := testwait.Context(t)
 		cmd := exec.CommandContext(ctx, mmBin, "serve", "-listen", "127.0.0.1:0", "-config", node)
-		cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+		cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "MM_SERVE_TOKEN=" + serveToken}
 		stderr, _ := cmd.StderrPipe()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

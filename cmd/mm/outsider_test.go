@@ -25,10 +25,23 @@ import (
 // the cluster: block startCluster writes).
 func clusterTLS(t *testing.T) string {
 	t.Helper()
+	return tlsLines(clusterCerts(t))
+}
+
+// clusterCerts makes a set of cluster certificates (`mm cluster-certs`) in
+// a folder of the test's, and returns the folder.
+func clusterCerts(t testing.TB) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "cluster")
 	if err := clustertls.Generate(dir, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// tlsLines are the config lines that give a node the certificates in dir
+// (they continue the cluster: block startCluster writes).
+func tlsLines(dir string) string {
 	return fmt.Sprintf("  tls:\n    cert: %q\n    key: %q\n    ca: %q\n",
 		filepath.Join(dir, clustertls.CertFile), filepath.Join(dir, clustertls.KeyFile), filepath.Join(dir, clustertls.CAFile))
 }
@@ -76,22 +89,15 @@ func attack(t *testing.T, address, cwd string) grainstest.Result {
 
 // TestClusterOutsider: a program that reaches a node's cluster port, with
 // no token and no certificate of the cluster's CA, ran bash through it and
-// read the answer (issue 28). On loopback without cluster.tls it still can
-// — that is what the test peer does, and why anything but loopback needs
-// cluster.tls — and with cluster.tls it is refused before any message is
-// read, also when it takes a stopped member's address and answers that
-// member's health endpoint: it never becomes a member, and no session is
-// placed on it.
+// read the answer (issue 28). A cluster has cluster.tls (a node without
+// it does not start: TestClusterRefusesToStart), and the program is
+// refused before any message is read, also when it takes a stopped
+// member's address and answers that member's health endpoint: it never
+// becomes a member, and no session is placed on it.
 func TestClusterOutsider(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
-	t.Run("loopback without tls", func(t *testing.T) {
-		nodes := startCluster(t, 2, "")
-		if r := attack(t, nodes[0].address(t), nodes[0].project(t)); r.Err != "" || !strings.Contains(r.Text, "ran-in-bash") {
-			t.Fatalf("the test peer did not get in where nothing stops it (%s): %q; it was written:\n%s", r.Err, r.Text, strings.Join(r.Items, "\n"))
-		}
-	})
 	t.Run("tls", func(t *testing.T) {
-		nodes := startCluster(t, 2, clusterTLS(t))
+		nodes := startCluster(t, 2, "")
 		for i, nd := range nodes {
 			r := attack(t, nd.address(t), nd.project(t))
 			if r.Err == "" || r.Text != "" || len(r.Answered) > 0 {
@@ -113,8 +119,7 @@ func TestClusterOutsider(t *testing.T) {
 		}
 	})
 	t.Run("tls, a stolen member's address", func(t *testing.T) {
-		certs := clusterTLS(t)
-		nodes := startCluster(t, 2, certs)
+		nodes := startCluster(t, 2, "")
 		c := &testCluster{nodes: nodes}
 		stolen := nodes[1].address(t)
 		_ = nodes[1].cmd.Process.Signal(syscall.SIGKILL)
@@ -156,4 +161,66 @@ func TestClusterOutsider(t *testing.T) {
 			t.Errorf("the outsider: %+v", r)
 		}
 	})
+}
+
+// touchScript is serveScript and "touch", whose bash leaves a file in the
+// session's folder: a sign that a turn ran there.
+const touchScript = serveScript + `  - match: "^touch$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "touch touched-by-a-turn"}}]
+      - {text: "touched"}
+`
+
+// TestClusterMemberIsNoOwner: a program that holds the cluster's
+// certificate (a tenant's command that read node-key.pem) but no token
+// speaks to a node as a member would: it asks for the session of a client
+// of the cluster, naming that client's owner, and opens a session of its
+// own as an owner no token has, then prompts it. The node refuses every
+// call and says so in its log: no history is replayed to it, no session
+// is made for it, and no command runs.
+func TestClusterMemberIsNoOwner(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
+	nodes := startClusterScript(t, 2, scriptedModel, touchScript, "sessions:\n  enabled: true\n")
+	certs := nodes[0].certs
+	c := &testCluster{nodes: nodes}
+	w := nodes[0].wire(t)
+	ctx := testwait.Context(t)
+	cwd := nodes[0].project(t)
+	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.ask(ctx, res.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the client's turn: %v %v", r, err)
+	}
+	h := c.hosts(res.SessionId)
+	if h < 0 {
+		t.Fatal("no node says it created the session")
+	}
+	_, _, out := outsider(t, "member", "OUTSIDER_NODE="+nodes[h].address(t), "OUTSIDER_TLS="+certs,
+		"OUTSIDER_SESSION="+string(res.SessionId), "OUTSIDER_OWNER=default", "OUTSIDER_CWD="+cwd)
+	r := result(t, out)
+	t.Logf("the member without a token got: %s", r.Err)
+	if r.Text != "" || len(r.Answered) > 0 || strings.Count(r.Err, "refused") < 3 {
+		t.Errorf("node %d took the calls of a member without a token: %+v", h, r)
+	}
+	for _, item := range r.Items {
+		if strings.Contains(item, `"text":"pong"`) || strings.Contains(item, `"text":"ping"`) {
+			t.Errorf("the member was sent the client's history: %s", item)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "touched-by-a-turn")); err == nil {
+		t.Error("a turn of the member's session ran bash")
+	}
+	log := nodes[h].stderr.String()
+	if strings.Contains(log, "mallory") && !strings.Contains(log, "refused") || strings.Count(log, " created") > 1 {
+		t.Errorf("node %d made a session for the member:\n%s", h, log)
+	}
+	if !strings.Contains(log, "refused") {
+		t.Errorf("node %d does not say it refused the member's calls:\n%s", h, log)
+	}
+	// The client's session is untouched: its next turn runs as before.
+	if r, err := w.ask(ctx, res.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the client's turn after the member's calls: %v %v", r, err)
+	}
 }

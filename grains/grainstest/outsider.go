@@ -1,10 +1,13 @@
 // Package grainstest holds a peer for the tests of mm's cluster written to
 // hurt it: an outsider that speaks protoactor's remote, and mm's own
 // messages, to a node as any program that reaches the cluster's port
-// could — no certificate of the cluster's CA, and no token.
+// could — no certificate of the cluster's CA, and no token; or, given the
+// cluster's certificate (a tenant's command that read node-key.pem), a
+// member that holds no token.
 package grainstest
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -14,6 +17,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,8 +27,12 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
+	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/grains/grainspb"
+	"github.com/mm-agent/mm/internal/clustertls"
 )
 
 // Outsider is a protoactor system with a remote of its own, and an edge
@@ -40,8 +49,10 @@ type Outsider struct {
 }
 
 // NewOutsider starts an outsider whose remote listens on listen
-// (host:port; port 0 picks one), without TLS.
-func NewOutsider(listen string) (*Outsider, error) {
+// (host:port; port 0 picks one): without TLS when tlsDir is empty, else
+// with the cluster's mutual TLS and the certificate in tlsDir (the files
+// of `mm cluster-certs`), as a member.
+func NewOutsider(listen, tlsDir string) (*Outsider, error) {
 	host, portText, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, err
@@ -55,7 +66,17 @@ func NewOutsider(listen string) (*Outsider, error) {
 	o := &Outsider{sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))}
-	o.r = remote.NewRemote(o.sys, remote.Configure(host, port))
+	var opts []remote.ConfigOption
+	if tlsDir != "" {
+		server, client, err := clustertls.Load(configs.ClusterTLS{Cert: filepath.Join(tlsDir, clustertls.CertFile),
+			Key: filepath.Join(tlsDir, clustertls.KeyFile), CA: filepath.Join(tlsDir, clustertls.CAFile)})
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))))
+	}
+	o.r = remote.NewRemote(o.sys, remote.Configure(host, port, opts...))
 	started := make(chan error, 1)
 	go func() {
 		defer func() {
@@ -146,8 +167,12 @@ func (o *Outsider) Call(grain *actor.PID, seq uint64, owner, method, id string, 
 	if err != nil {
 		return err
 	}
-	if _, ok := res.(*grainspb.Accepted); !ok {
+	a, ok := res.(*grainspb.Accepted)
+	if !ok {
 		return fmt.Errorf("the grain answered %T", res)
+	}
+	if a.Refused != "" {
+		return errors.New(a.Refused)
 	}
 	return nil
 }
@@ -185,7 +210,9 @@ func (o *Outsider) Close() {
 
 // Env, set in a test binary's environment, makes Main play the outsider:
 // "attack" (Attack on OUTSIDER_NODE with OUTSIDER_CWD, its result as JSON
-// on stdout) or "steal" (ServeHealth: a remote on OUTSIDER_LISTEN and a
+// on stdout), "member" (Member on OUTSIDER_NODE with the certificate in
+// OUTSIDER_TLS, against the session OUTSIDER_SESSION of OUTSIDER_OWNER in
+// OUTSIDER_CWD) or "steal" (ServeHealth: a remote on OUTSIDER_LISTEN and a
 // health endpoint on OUTSIDER_HEALTH answering over HTTPS with
 // OUTSIDER_CERT and OUTSIDER_KEY, "ready" on stdout, until stdin ends,
 // then what it was written as JSON).
@@ -211,6 +238,8 @@ func Main() {
 	switch mode {
 	case "attack":
 		r = attackFrom(os.Getenv("OUTSIDER_NODE"), os.Getenv("OUTSIDER_CWD"))
+	case "member":
+		r = memberFrom(os.Getenv("OUTSIDER_NODE"), os.Getenv("OUTSIDER_TLS"), os.Getenv("OUTSIDER_SESSION"), os.Getenv("OUTSIDER_OWNER"), os.Getenv("OUTSIDER_CWD"))
 	case "steal":
 		r = steal(os.Getenv("OUTSIDER_LISTEN"), os.Getenv("OUTSIDER_HEALTH"), os.Getenv("OUTSIDER_CERT"), os.Getenv("OUTSIDER_KEY"))
 	default:
@@ -221,7 +250,7 @@ func Main() {
 }
 
 func attackFrom(node, cwd string) Result {
-	o, err := NewOutsider("127.0.0.1:0")
+	o, err := NewOutsider("127.0.0.1:0", "")
 	if err != nil {
 		return Result{Err: err.Error()}
 	}
@@ -235,8 +264,23 @@ func attackFrom(node, cwd string) Result {
 	return r
 }
 
+func memberFrom(node, tlsDir, sid, owner, cwd string) Result {
+	o, err := NewOutsider("127.0.0.1:0", tlsDir)
+	if err != nil {
+		return Result{Err: err.Error()}
+	}
+	defer o.Close()
+	err = o.Member(node, sid, owner, cwd, 5*time.Second, time.Minute)
+	text, ids := o.Written()
+	r := Result{Text: text, Answered: ids, Items: o.Items()}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
 func steal(listen, health, certFile, keyFile string) Result {
-	o, err := NewOutsider(listen)
+	o, err := NewOutsider(listen, "")
 	if err != nil {
 		return Result{Err: err.Error()}
 	}
@@ -289,4 +333,53 @@ func (o *Outsider) Attack(address, cwd string, call, wait time.Duration) error {
 		}
 	}
 	return errors.New("the prompt was not answered")
+}
+
+// Member is what a tenant's command that read the cluster's key did
+// (issue 42), as a member that holds no token: on the node at address, it
+// asks the grain of owner's session sid to load it (in cwd) as owner,
+// without a proof, then with a wrong one, then opens a session of its own in cwd as an owner no token has ("mallory")
+// and prompts it "touch". Each call is bounded by call; a call taken is
+// waited for, at most wait, until it is answered. It returns what each
+// step met.
+func (o *Outsider) Member(address, sid, owner, cwd string, call, wait time.Duration) error {
+	var errs []error
+	step := func(what string, grain *actor.PID, seq uint64, owner, method, id, sid string, params func(*grainspb.Call)) bool {
+		if err := o.Call(grain, seq, owner, method, id, sid, params, call); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			return false
+		}
+		for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if _, ids := o.Written(); slices.Contains(ids, id) {
+				return true
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: taken, and not answered in %v", what, wait))
+		return false
+	}
+	grain, err := o.Activate(address, sid, call)
+	if err != nil {
+		return fmt.Errorf("activation: %w", err)
+	}
+	open := func(c *grainspb.Call) {
+		c.Params = &grainspb.Call_Open{Open: &grainspb.Open{SessionId: sid, Cwd: cwd, McpServers: []byte("[]")}}
+	}
+	step("session/load as "+owner, grain, 1, owner, "session/load", "1", sid, open)
+	step("session/load as "+owner+" with a wrong proof", grain, 4, owner, "session/load", "4", sid, func(c *grainspb.Call) {
+		open(c)
+		c.Proof = make([]byte, 32)
+		_, _ = rand.Read(c.Proof)
+	})
+	mine := fmt.Sprintf("20261203-000001-%08x", time.Now().UnixNano()&0xffffffff)
+	if grain, err = o.Activate(address, mine, call); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("activation: %w", err))...)
+	}
+	if step("session/new as mallory", grain, 2, "mallory", "session/new", "2", mine, func(c *grainspb.Call) {
+		c.Params = &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}
+	}) {
+		step("session/prompt as mallory", grain, 3, "mallory", "session/prompt", "3", mine, func(c *grainspb.Call) {
+			c.Params = &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "touch"}}}}}}
+		})
+	}
+	return errors.Join(errs...)
 }

@@ -28,9 +28,9 @@ type Node interface {
 	// System is the node's actor system, which its hub's runtime runs in:
 	// the sessions' actors are the cluster's grains.
 	System() *actor.ActorSystem
-	// Join makes the node, hosting hub's sessions, a member; it is Ready
-	// once it sees itself.
-	Join(hub *protocol.Hub, roots []string, cfg *configs.Config, reg prometheus.Registerer) error
+	// Join makes the node, hosting hub's sessions for the clients of
+	// tokens (owner → token), a member; it is Ready once it sees itself.
+	Join(hub *protocol.Hub, roots []string, tokens map[string]string, cfg *configs.Config, reg prometheus.Registerer) error
 	Ready() bool
 	// Forward makes the Forwarder of a connection of owner.
 	Forward(owner string) protocol.NewForwarder

@@ -76,6 +76,12 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 		log.Error(err.Error())
 		return 1
 	}
+	if made != "" && cfg.Cluster.Enabled() {
+		// A node proves its clients' owners to the others with their
+		// tokens: a token of this run alone would prove nothing to them.
+		log.Error("cluster.name is set, and no token is configured: the nodes of a cluster share serve.tokens (or MM_SERVE_TOKEN), with which each proves its clients' owners to the others; configure the same tokens on every node (docs/cluster.md)")
+		return 1
+	}
 	addr := cfg.Serve.Listen
 	if *listen != "" {
 		addr = *listen
@@ -201,7 +207,11 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	drained := make(chan struct{})
 	if node != nil {
-		if err := node.Join(hub, roots, cfg, reg); err != nil {
+		owners := make(map[string]string, len(tokens))
+		for _, t := range tokens {
+			owners[t.Name] = t.Secret
+		}
+		if err := node.Join(hub, roots, owners, cfg, reg); err != nil {
 			log.Error(err.Error())
 			cancelServe()
 			<-served

@@ -119,7 +119,8 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 		}
 		compressed, kept := t.cut-1, len(s.history)-t.cut
 		s.history = history.Compacted(s.history, t.cut, summary)
-		s.lastUsed = 0 // the history changed: the last measure no longer holds
+		s.sys.shown = nil // the results that showed subfolders' instructions may be gone
+		s.lastUsed = 0    // the history changed: the last measure no longer holds
 		s.prov.CompressionDepth++
 		if t.auto {
 			t.histStart = len(s.history) - 1 // the current question is the last message

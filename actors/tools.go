@@ -55,6 +55,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		repeat: t.repeats,
 		agents: s.agents,
 		budget: s.budget,
+		nested: s.nested(),
 	}
 	if s.mcp != nil {
 		w.env.MCP = s.mcp
@@ -213,7 +214,7 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 		s.setPlan(m.Plan)
 	}
 	s.history = append(s.history, history.Message{
-		Role: history.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: m.Output,
+		Role: history.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: s.withNested(m.Output, m.Instructions),
 		CallRef: m.CallID, Title: t.toolTitle, Kind: string(t.toolKind), RawInput: t.toolInput, Failed: m.Failed,
 	})
 	if m.Ran {

@@ -173,17 +173,15 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 		s.slashCompact(ctx, t)
 	default:
 		t.histStart = len(s.history)
-		named := mayNameSkill(t.text)
-		if !named && !history.HasMentions(t.text) {
-			s.begin(ctx, t)
-			return
-		}
-		// The file system may be slow (a network mount): skills and
-		// @mentions are looked up on a work goroutine, in the turn's
-		// place in the session's order.
+		// The file system may be slow (a network mount): skills, @mentions
+		// and the project's instructions are looked up on a work
+		// goroutine, in the turn's place in the session's order; the first
+		// turn also waits there for the environment (system.go).
 		t.state = turnPreparing
 		root, self, id, text, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log, s.skillDirs
+		named, mentions := mayNameSkill(text), history.HasMentions(text)
 		within := tools.Env{Roots: s.roots}.Within
+		finder, sysRoot, files, waitEnv := s.finder(), s.sys.root, s.sys.files, s.waitEnv()
 		turnID := t.id
 		s.rt.goWork(func() {
 			var set *skills.Set
@@ -191,16 +189,25 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 				set = skills.Load(dirs)
 				text = withSkills(text, set)
 			}
-			full, left := attach(text, cwd, within, func(path string) {
-				log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
-			})
-			root.Send(self, &promptReady{Turn: turnID, Text: full, Skills: set, MentionsLeft: left})
+			left := 0
+			if mentions {
+				text, left = attach(text, cwd, within, func(path string) {
+					log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
+				})
+			}
+			files = finder.Discover(sysRoot, cwd, files)
+			waitEnv()
+			root.Send(self, &promptReady{Turn: turnID, Text: text, Skills: set, MentionsLeft: left, Instructions: files})
 		})
 	}
 }
 
 func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 	s.useSkills(m.Skills)
+	s.useInstructions(m.Instructions)
+	if !s.modelBusy() {
+		s.applySystem()
+	}
 	if t := s.cur; t != nil && t.id == m.Turn && t.state == turnPreparing {
 		t.text = m.Text
 		if m.MentionsLeft > 0 {
@@ -267,8 +274,15 @@ func (s *session) onSlot(ctx actor.Context, id uint64) {
 	}
 }
 
+// modelBusy says whether a model call of the session is in flight: its
+// request shares the history's first message, which must not change then.
+func (s *session) modelBusy() bool {
+	return s.cur != nil && s.cur.live["model"] != nil
+}
+
 // callModel sends the turn's next model call to the session's model actor.
 func (s *session) callModel(ctx actor.Context, t *turn) {
+	s.applySystem()
 	t.calls++
 	t.answer.Reset()
 	id := NewMessageID()

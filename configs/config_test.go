@@ -180,9 +180,26 @@ func TestEnvOverrides(t *testing.T) {
 	}
 }
 
-func TestSystemPrompt(t *testing.T) {
-	if p := SystemPrompt("/w/x"); !strings.Contains(p, "/w/x") || strings.Contains(p, "{{cwd}}") {
-		t.Error(p)
+// TestSystemPromptSections: the full prompt holds each section a model
+// acts on, the compact one the same rules in fewer words, and both stay
+// within their token budgets (four bytes a token, as mm estimates).
+func TestSystemPromptSections(t *testing.T) {
+	full, compact := SystemPrompt(false), SystemPrompt(true)
+	for _, h := range []string{"# Finish the task", "# Workflow", "# Editing files", "# Using the tools", "# When something fails", "# Git and safety", "# Communication"} {
+		if !strings.Contains(full, "\n"+h+"\n") {
+			t.Errorf("the full prompt has no section %q", h)
+		}
+	}
+	for _, rule := range []string{"Keep going", "`plan`", "`edit_file`", "`rg`", "narrowest", "Never repeat", "uncommitted work", "path:line"} {
+		if !strings.Contains(compact, rule) || !strings.Contains(full, rule) {
+			t.Errorf("a prompt lacks %q", rule)
+		}
+	}
+	if n := len(full) / 4; n > 1500 {
+		t.Errorf("the full prompt is about %d tokens, over its budget of 1,500", n)
+	}
+	if n := len(compact) / 4; n > 400 {
+		t.Errorf("the compact prompt is about %d tokens, over its budget of 400", n)
 	}
 }
 

@@ -12,7 +12,8 @@
 //     types cannot express, checked once at load, each failure wrapping
 //     ErrConfig;
 //   - Bytes, a size written as a number or with a unit (512KiB, 64MiB);
-//   - the system prompt (system.md) and, beside the package, the commented
+//   - mm's system prompt (system.md, and system-compact.md for small
+//     windows) and, beside the package, the commented
 //     example configs in configs/examples.
 //
 // Concurrency: Load and Parse build a new *Config on each call and may run

@@ -22,6 +22,8 @@ import (
 func (s *session) nextTool(ctx actor.Context, t *turn) {
 	if len(t.pending) == 0 {
 		if t.calls >= s.rt.cfg.Turns.MaxModelCalls {
+			// Only with a budget of one call: a larger one ends with a
+			// call without tools (callModel), which runs none.
 			s.finish(ctx, t, acp.StopReasonMaxTurnRequests, "")
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
@@ -60,6 +61,9 @@ type turn struct {
 
 	histStart int // len(history) before the user message was appended
 	calls     int // model calls made
+	// last is set for the turn's last model call (turns.maxModelCalls),
+	// made without tools.
+	last bool
 	// messageID names the model's reply to the current call: every chunk
 	// of it, thoughts and text, carries it (ACP's messageId).
 	messageID *string
@@ -308,6 +312,16 @@ func (s *session) callModel(ctx actor.Context, t *turn) {
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
 	}
+	if max := s.rt.cfg.Turns.MaxModelCalls; t.calls >= max && max > 1 {
+		// The turn's last call: no tools, and a note that asks for where
+		// the work stands, so that a long task ends with a report rather
+		// than in silence. The note is for this request alone.
+		t.last = true
+		req.ToolsOff = true
+		note := history.Message{Role: history.RoleUser, Content: strings.ReplaceAll(strings.TrimSpace(configs.LastCallNote()), "{{calls}}", fmt.Sprint(max))}
+		req.Messages = append(msgs[:len(msgs):len(msgs)], note)
+		s.rt.log.Info(fmt.Sprintf("[acp] session %s: call %d of %d (turns.maxModelCalls): the last, without tools", s.id, t.calls, max))
+	}
 	s.runModel(ctx, t, &runModel{Turn: t.id, Call: t.calls, Model: s.modelID, Req: req})
 }
 
@@ -400,6 +414,11 @@ func (s *session) onModelDone(ctx actor.Context, m *modelDone) {
 	switch {
 	case r.FinishReason == llm.FinishLength:
 		s.finish(ctx, t, acp.StopReasonMaxTokens, "")
+	case t.last:
+		// The summary call: a tool it asked for anyway is not run.
+		t.pending = calls
+		s.answerPending(t, "[not run: this turn used its model calls (turns.maxModelCalls)]")
+		s.finish(ctx, t, acp.StopReasonMaxTurnRequests, "")
 	case len(calls) > 0:
 		t.pending = calls
 		s.nextTool(ctx, t)

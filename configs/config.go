@@ -588,13 +588,19 @@ func (m Model) APIKey() string {
 	return os.Getenv(m.APIKeyEnv)
 }
 
-// mm's system prompt in its two sizes (docs/models.md). The tests of
-// package prompt keep a golden copy of the system message they make.
+// What the model reads that is mm's own (docs/models.md): the system
+// prompt in its two sizes, the request for a compaction summary, and the
+// note of a turn's last model call. The tests of package prompt keep a
+// golden copy of the system message they make.
 var (
 	//go:embed system.md
 	systemPrompt string
 	//go:embed system-compact.md
 	systemCompact string
+	//go:embed compact.md
+	compactRequest string
+	//go:embed last-call.md
+	lastCallNote string
 )
 
 // SystemPrompt returns mm's system prompt: the compact one for a small
@@ -605,3 +611,12 @@ func SystemPrompt(compact bool) string {
 	}
 	return systemPrompt
 }
+
+// CompactRequest returns the request for a compaction summary, with
+// {{plan}} (the session's plan, or nothing) and {{words}} (the length
+// budget) to fill in. It starts with the words scripts match on.
+func CompactRequest() string { return compactRequest }
+
+// LastCallNote returns the note of a turn's last model call, with
+// {{calls}} to fill in.
+func LastCallNote() string { return lastCallNote }

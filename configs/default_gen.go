@@ -46,7 +46,7 @@ func generatedDefault() *Config {
 		},
 		Turns: Turns{
 			Concurrency:   1,
-			MaxModelCalls: 50,
+			MaxModelCalls: 200,
 			MaxRepeats:    3,
 		},
 		Tools: Tools{

@@ -79,7 +79,7 @@ func (m *openAIModel) Stream(ctx context.Context, req Request, emit func(Delta))
 		return nil
 	}
 	opts := []llms.CallOption{llms.WithStreamingReasoningFunc(onChunk)}
-	if len(req.Tools) > 0 {
+	if len(req.Tools) > 0 && !req.ToolsOff {
 		opts = append(opts, llms.WithTools(langchainTools(req.Tools)))
 	}
 	if temperature >= 0 {

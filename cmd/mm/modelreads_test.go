@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/acp-go-sdk"
+
 	"github.com/mm-agent/mm/protocol/acptest"
 )
 
@@ -16,7 +18,8 @@ import (
 // the HTTP test server recording each request (docs/models.md, "What the
 // model reads").
 
-// readsScript greets and reads two files of a subfolder.
+// readsScript reads two files of a subfolder, works past a budget, keeps
+// a plan and summarises.
 const readsScript = `
 rules:
   - match: "^hello$"
@@ -26,6 +29,22 @@ rules:
       - toolCalls: [{name: read_file, args: {path: "sub/a.txt"}}]
       - toolCalls: [{name: read_file, args: {path: "sub/b.txt"}}]
       - {text: "read both"}
+  - match: "^work$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "echo 1"}}]
+      - toolCalls: [{name: bash, args: {command: "echo 2"}}]
+      - toolCalls: [{name: bash, args: {command: "echo 3"}}]
+      - toolCalls: [{name: bash, args: {command: "echo 4"}}]
+      - toolCalls: [{name: bash, args: {command: "echo 5"}}]
+      - toolCalls: [{name: bash, args: {command: "echo 6"}}]
+  - match: "^\\[mm: this turn has used its"
+    steps: [{text: "Done: echoed 1 to 4. Left: 5 and 6. Next: run echo 5."}]
+  - match: "^plan$"
+    steps:
+      - toolCalls: [{name: plan, args: {action: set, entries: [{content: "write the parser", status: completed}, {content: "test the parser", status: in_progress}]}}]
+      - {text: "planned"}
+  - match: "^Summarise the conversation below"
+    steps: [{text: "SUMMARY"}]
 usage: true
 `
 
@@ -165,6 +184,80 @@ func TestNestedInstructionsOnce(t *testing.T) {
 		if tu := u.ToolCallUpdate; tu != nil && tu.RawOutput != nil && strings.Contains(fmt.Sprint(tu.RawOutput), "SUB-RULES") {
 			t.Errorf("the instructions were shown to the user as the tool's output: %v", tu.RawOutput)
 		}
+	}
+}
+
+// TestLastCallSummarises: with turns.maxModelCalls 5, a model that keeps
+// calling tools gets a fifth call without tools that asks where the work
+// stands; the user reads its answer and the turn ends max_turn_requests.
+func TestLastCallSummarises(t *testing.T) {
+	conn, _, srv := startMMScript(t, readsScript, "  contextWindow: 100000\nturns:\n  maxModelCalls: 5\n")
+	ctx, _, sess := openSession(t, conn)
+	before := srv.Requests()
+	res, err := conn.Ask(ctx, sess.SessionId, "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != acp.StopReasonMaxTurnRequests {
+		t.Errorf("stop reason %s, want max_turn_requests", res.StopReason)
+	}
+	if n := srv.Requests() - before; n != 5 {
+		t.Errorf("%d model calls, want 5", n)
+	}
+	last := srv.LastRequest()
+	if tools, ok := last["tools"]; ok {
+		t.Errorf("the last call offers tools: %v", tools)
+	}
+	msgs := messages(t, last)
+	if c, _ := msgs[len(msgs)-1]["content"].(string); msgs[len(msgs)-1]["role"] != "user" || !strings.HasPrefix(c, "[mm: this turn has used its 5 model calls (turns.maxModelCalls)") ||
+		!strings.Contains(c, "what is done") || !strings.Contains(c, "what is left") || !strings.Contains(c, "next command") {
+		t.Errorf("the last call does not end with the note: %v", msgs[len(msgs)-1])
+	}
+	if text := acptest.Text(conn.Client.Updates(sess.SessionId)); !strings.Contains(text, "Done: echoed 1 to 4. Left: 5 and 6.") {
+		t.Errorf("the user did not get the summary: %q", text)
+	}
+	// The history stays one the server accepts, and the note is not in it.
+	if _, err := conn.Ask(ctx, sess.SessionId, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range messages(t, srv.LastRequest()) {
+		if c, _ := m["content"].(string); strings.HasPrefix(c, "[mm: this turn has used") {
+			t.Error("the last call's note stayed in the history")
+		}
+	}
+}
+
+// TestCompactRequestKeepsTheTask: /compact asks for a hand-off with the
+// sections the next model needs and the current plan, and the summary
+// comes back framed as context, not as a request.
+func TestCompactRequestKeepsTheTask(t *testing.T) {
+	conn, _, srv := startMMScript(t, readsScript, "  contextWindow: 100000\ncontext:\n  keepLastTurns: 1\n")
+	ctx, _, sess := openSession(t, conn)
+	for _, p := range []string{"plan", "hello", "hello"} {
+		if _, err := conn.Ask(ctx, sess.SessionId, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Ask(ctx, sess.SessionId, "/compact"); err != nil {
+		t.Fatal(err)
+	}
+	msgs := messages(t, srv.LastRequest())
+	ask, _ := msgs[1]["content"].(string)
+	for _, want := range []string{
+		"Summarise the conversation below", "## Goal", "## Constraints and preferences", "## Done", "## In progress",
+		"## Next steps", "## Files", "## Commands and errors", "- [completed] write the parser", "- [in_progress] test the parser",
+		"Write at most 3000 words.",
+	} {
+		if !strings.Contains(ask, want) {
+			t.Errorf("the compaction request lacks %q:\n%.3000s", want, ask)
+		}
+	}
+	if _, err := conn.Ask(ctx, sess.SessionId, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := messages(t, srv.LastRequest())[1]["content"].(string); !strings.HasPrefix(c, "[The summary below replaces the earlier part of this conversation") ||
+		!strings.Contains(c, "not a new request from the user") || !strings.HasSuffix(c, "SUMMARY") {
+		t.Errorf("the summary is not framed as context: %q", c)
 	}
 }
 

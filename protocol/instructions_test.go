@@ -74,3 +74,30 @@ rules:
 		t.Errorf("the command's result shows the wrong instructions:\n%s", result)
 	}
 }
+
+// TestEnvironmentFollowsTheMode: the environment block says whether calls
+// wait for the user's approval, and says it anew once the user switches
+// the session's mode; the rest of the block stays as it was gathered.
+func TestEnvironmentFollowsTheMode(t *testing.T) {
+	e := newSessEnv(t, `rules: [{match: "^hi$", steps: [{text: "hello"}]}]`, nil)
+	conn := e.agent()
+	sid := e.newSession(conn)
+	system := func() string {
+		e.ask(conn, sid, "hi")
+		msgs := e.server.LastRequest()["messages"].([]any)
+		return msgs[0].(map[string]any)["content"].(string)
+	}
+	yolo := system()
+	if !strings.Contains(yolo, "- Approval: edits and commands run without asking (yolo)") {
+		t.Fatalf("a yolo session's block:\n%s", yolo)
+	}
+	if _, err := conn.SetSessionMode(e.ctx, acp.SetSessionModeRequest{SessionId: sid, ModeId: "ask"}); err != nil {
+		t.Fatal(err)
+	}
+	ask := system()
+	want := strings.Replace(yolo, "- Approval: edits and commands run without asking (yolo), except calls that touch sensitive files such as .env and keys\n",
+		"- Approval: the user approves each edit and command before it runs; a call they reject comes back saying so, and is not to be tried again unchanged\n", 1)
+	if ask != want {
+		t.Errorf("after set_mode ask, the system message is:\n%s\nwant:\n%s", ask, want)
+	}
+}

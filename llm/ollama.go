@@ -101,7 +101,7 @@ func ollamaMessages(msgs []history.Message) []llms.MessageContent {
 	for i := range msgs {
 		m := &msgs[i]
 		role := llms.ChatMessageTypeHuman
-		text := m.Content
+		text := history.ModelText(m) // a summary framed as context
 		switch m.Role {
 		case history.RoleSystem:
 			role = llms.ChatMessageTypeSystem

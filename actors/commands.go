@@ -22,6 +22,7 @@ func (s *session) slashNew(ctx actor.Context, t *turn) {
 		}
 	}
 	s.history = s.history[:1:1]
+	s.sys.shown = nil // the subfolders' instructions went with the conversation
 	s.lastUsed = 0
 	s.compactFails, s.compactWait = 0, 0
 	if len(s.plan) > 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 )
@@ -27,6 +28,30 @@ type compactDone struct {
 // CompactPrompt opens the request that asks for a summary; scripts for the
 // scripted model match on it.
 const CompactPrompt = "Summarise the conversation below"
+
+// compactSystem is the system message of a compaction call.
+const compactSystem = "You write the hand-off summary of a conversation between a user and a coding agent, so that another agent can carry on the work from it alone. Keep every fact that work needs; write plain Markdown, with no preamble."
+
+// compactRequest is the request for a summary (configs/compact.md): the
+// sections to write, the plan to carry over, and a length budget of a
+// tenth of the model's window (between 300 and 3,000 words; 1,500 when
+// the window is unknown).
+func compactRequest(plan []history.PlanEntry, window int) string {
+	words := 1500
+	if window > 0 {
+		words = min(max(window/10*3/4, 300), 3000)
+	}
+	var p strings.Builder
+	if len(plan) > 0 {
+		p.WriteString("The agent's current plan, to carry over under In progress and Next steps with each step's status:\n")
+		for _, e := range plan {
+			fmt.Fprintf(&p, "- [%s] %s\n", e.Status, e.Content)
+		}
+		p.WriteString("\n")
+	}
+	r := strings.ReplaceAll(configs.CompactRequest(), "{{plan}}", p.String())
+	return strings.TrimRight(strings.ReplaceAll(r, "{{words}}", fmt.Sprint(words)), "\n")
+}
 
 // split is history.Split of the session's history.
 func (s *session) split(keep int) (older, cut int) { return history.Split(s.history, keep) }
@@ -68,16 +93,15 @@ func (s *session) startCompaction(ctx actor.Context, t *turn) {
 		t.compactionID = fmt.Sprintf("compaction-%d", s.compactions)
 		s.out.UpdateRaw(s.id, CompactionUpdate(t.compactionID, "in_progress", "", ""))
 	}
-	const system = "You compress conversations between a user and a coding agent so that the agent can go on with the work. Keep every fact it will need: goals, decisions, file paths, commands run and their outcomes, errors, what is left to do. Write plain text, no preamble."
-	const ask = CompactPrompt + " in at most a few hundred words.\n\n"
+	ask := compactRequest(s.plan, s.rt.windowFor(s.modelID))
 	limit := 0 // no cap: the window is unknown
 	if l := s.requestLimit(); l > 0 {
-		limit = max(l-len(system)-len(ask)-8, 1)
+		limit = max(l-len(compactSystem)-len(ask)-8, 1)
 	}
 	req := llm.Request{
 		Messages: []history.Message{
-			{Role: history.RoleSystem, Content: system},
-			{Role: history.RoleUser, Content: ask + history.Transcript(s.history[1:cut], limit)},
+			{Role: history.RoleSystem, Content: compactSystem},
+			{Role: history.RoleUser, Content: ask + "\n\n" + history.Transcript(s.history[1:cut], limit)},
 		},
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
@@ -119,7 +143,8 @@ func (s *session) onCompactDone(ctx actor.Context, m *compactDone) {
 		}
 		compressed, kept := t.cut-1, len(s.history)-t.cut
 		s.history = history.Compacted(s.history, t.cut, summary)
-		s.lastUsed = 0 // the history changed: the last measure no longer holds
+		s.sys.shown = nil // the results that showed subfolders' instructions may be gone
+		s.lastUsed = 0    // the history changed: the last measure no longer holds
 		s.prov.CompressionDepth++
 		if t.auto {
 			t.histStart = len(s.history) - 1 // the current question is the last message

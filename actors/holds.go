@@ -81,6 +81,7 @@ func (s *session) onReloaded(ctx actor.Context, m *reloaded) {
 	if st.Mode != "" {
 		s.mode = st.Mode
 	}
+	s.sys.dirty = true // the stored system message is the other copy's
 	s.startPersistence(ctx)
 	s.rt.log.Info(fmt.Sprintf("[acp] session %s: read again from %s at version %d (%d message(s))", s.id, m.Where, st.Rev, len(s.history)-1))
 	s.goOn(ctx, m.Turn, m.Replay)

@@ -5,6 +5,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/prompt"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools/skills"
 )
@@ -216,6 +217,9 @@ type promptReady struct {
 	// MentionsLeft is how many @mentions past history.MaxMentions were not
 	// looked up.
 	MentionsLeft int
+	// Instructions are the project's instruction files as the lookup
+	// found them (system.go).
+	Instructions []prompt.File
 }
 
 // modelDone ends model call Call of turn Turn. Err is "" on success.

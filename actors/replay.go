@@ -98,6 +98,7 @@ func (s *session) onSetMode(ctx actor.Context, m *SetMode) {
 		return
 	}
 	s.mode = m.Mode
+	s.sys.dirty = true // the environment block says whether calls ask
 	s.out.Update(s.id, acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: acp.SessionModeId(m.Mode)}})
 	s.save(ctx, false)
 	s.answer(m.Reply, s.outcome())
@@ -109,6 +110,7 @@ func (s *session) onSetModel(ctx actor.Context, m *SetModel) {
 		return
 	}
 	s.modelID = m.ID
+	s.sys.fixed = false // the prompt's size follows the new model's window
 	s.rt.warm(m.ID)
 	s.save(ctx, false)
 	s.answer(m.Reply, s.outcome())

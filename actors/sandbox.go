@@ -163,6 +163,7 @@ func (s *session) onSetSandbox(m *SetSandbox) {
 	}
 	if mode != s.sandboxMode {
 		s.sandboxMode = mode
+		s.sys.dirty = true
 		s.logPolicy()
 	}
 	s.answer(m.Reply, s.outcome())
@@ -178,6 +179,7 @@ func (s *session) onSetNetwork(m *SetNetwork) {
 	}
 	if m.On != s.network {
 		s.network = m.On
+		s.sys.dirty = true
 		s.logPolicy()
 	}
 	s.answer(m.Reply, s.outcome())

@@ -67,6 +67,8 @@ type session struct {
 	// read from them (skills.go).
 	skillDirs []string
 	skills    *skills.Set
+	// sys is what its system message is made of (system.go).
+	sys sysState
 	// tempDir is the session's temporary folder under Landlock (sandbox.go).
 	tempDir string
 	// net is the session's own network for its confined commands, made
@@ -224,13 +226,10 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	if _, ok := rt.models[s.modelID]; !ok {
 		s.modelID = "default"
 	}
-	// The stored system prompt is always replaced by the current one.
-	system := history.Message{Role: history.RoleSystem, Content: systemPrompt(s.cwd, s.skills)}
-	if len(s.history) > 0 && s.history[0].Role == history.RoleSystem {
-		s.history = append([]history.Message{system}, s.history[1:]...)
-	} else {
-		s.history = append([]history.Message{system}, s.history...)
-	}
+	// The stored system prompt is always replaced by the current one, in
+	// a slice of the session's own.
+	s.history = append([]history.Message(nil), s.history...)
+	s.openSystem()
 	return s
 }
 

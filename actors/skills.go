@@ -7,7 +7,6 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/tools/skills"
 )
@@ -24,22 +23,6 @@ import (
 func (rt *Runtime) skillDirs(cwd string) []string {
 	home, _ := os.UserHomeDir()
 	return skills.Dirs(rt.cfg.Skills.Dirs, cwd, home)
-}
-
-// systemPrompt is the session's system prompt: the configured one, then
-// the skills the model may read.
-func systemPrompt(cwd string, set *skills.Set) string {
-	p := configs.SystemPrompt(cwd)
-	if set == nil || len(set.Skills) == 0 {
-		return p
-	}
-	var b strings.Builder
-	b.WriteString(strings.TrimRight(p, "\n"))
-	b.WriteString("\n\nSkills are procedures written for this project or this user. When a message names one as $name, call read_skill with that name first and follow what it says; use one yourself when it fits the task. The skills:\n")
-	for _, k := range set.Skills {
-		fmt.Fprintf(&b, "- %s: %s\n", k.Name, k.Description)
-	}
-	return b.String()
 }
 
 // Commands lists what session/prompt handles: the slash commands it
@@ -118,14 +101,14 @@ func isAlnumByte(c byte) bool {
 }
 
 // useSkills makes set the session's catalog: the system prompt names its
-// skills, and the client hears the new commands when it already had the
-// old ones.
+// skills (made again at the next safe point, system.go), and the client
+// hears the new commands when it already had the old ones.
 func (s *session) useSkills(set *skills.Set) {
 	if set == nil || s.skills.Same(set) {
 		return
 	}
 	s.skills = set
-	s.history[0].Content = systemPrompt(s.cwd, set)
+	s.sys.dirty = true // the system message lists them
 	if s.announced {
 		s.announced = false
 		s.announce()

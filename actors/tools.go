@@ -22,6 +22,8 @@ import (
 func (s *session) nextTool(ctx actor.Context, t *turn) {
 	if len(t.pending) == 0 {
 		if t.calls >= s.rt.cfg.Turns.MaxModelCalls {
+			// Only with a budget of one call: a larger one ends with a
+			// call without tools (callModel), which runs none.
 			s.finish(ctx, t, acp.StopReasonMaxTurnRequests, "")
 			return
 		}
@@ -55,6 +57,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		repeat: t.repeats,
 		agents: s.agents,
 		budget: s.budget,
+		nested: s.nested(),
 	}
 	if s.mcp != nil {
 		w.env.MCP = s.mcp
@@ -213,7 +216,7 @@ func (s *session) onToolFinished(ctx actor.Context, m *toolFinished) {
 		s.setPlan(m.Plan)
 	}
 	s.history = append(s.history, history.Message{
-		Role: history.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: m.Output,
+		Role: history.RoleTool, ToolCallID: t.tool.ID, Name: m.Tool, Content: s.withNested(m.Output, m.Instructions),
 		CallRef: m.CallID, Title: t.toolTitle, Kind: string(t.toolKind), RawInput: t.toolInput, Failed: m.Failed,
 	})
 	if m.Ran {

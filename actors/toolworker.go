@@ -11,6 +11,7 @@ import (
 	"github.com/mm-agent/mm/agents"
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/hooks"
+	"github.com/mm-agent/mm/prompt"
 	"github.com/mm-agent/mm/tools"
 )
 
@@ -110,6 +111,9 @@ type toolWorker struct {
 	repeat int
 	// agents are the session's asked agents (ask_agent).
 	agents *agents.Pool
+	// nested finds the instructions of the subfolders the call touches
+	// (system.go); nil: none looked for.
+	nested *nestedLookup
 	// budget is the session's stream budget: a live view of a command's
 	// output is shown only when it fits, so a client that stops reading
 	// gets fewer views, not more memory held for it.
@@ -192,6 +196,9 @@ type toolFinished struct {
 	OldText  *string
 	NewText  string
 	DiffPath string
+	// Instructions are the instruction files of the subfolders the call
+	// touched that the model has not seen (system.go).
+	Instructions []prompt.File
 }
 
 // toolProceed is the session's go-ahead: delivered after the pending
@@ -277,6 +284,7 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 		return w.askAgent(ctx, root, parent, agent, question)
 	}
 	res := w.rt.runTool(ctx, env, call)
+	fin.Instructions = w.nested.find(ctx, append(call.Locations[:len(call.Locations):len(call.Locations)], call.Named...))
 	fin.Ran = true
 	fin.Output, fin.Failed, fin.Plan, fin.Media, fin.Edits = res.Output, res.Failed, res.Plan, res.Media, res.Edits
 	if res.Diff != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
@@ -60,6 +61,9 @@ type turn struct {
 
 	histStart int // len(history) before the user message was appended
 	calls     int // model calls made
+	// last is set for the turn's last model call (turns.maxModelCalls),
+	// made without tools.
+	last bool
 	// messageID names the model's reply to the current call: every chunk
 	// of it, thoughts and text, carries it (ACP's messageId).
 	messageID *string
@@ -173,17 +177,15 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 		s.slashCompact(ctx, t)
 	default:
 		t.histStart = len(s.history)
-		named := mayNameSkill(t.text)
-		if !named && !history.HasMentions(t.text) {
-			s.begin(ctx, t)
-			return
-		}
-		// The file system may be slow (a network mount): skills and
-		// @mentions are looked up on a work goroutine, in the turn's
-		// place in the session's order.
+		// The file system may be slow (a network mount): skills, @mentions
+		// and the project's instructions are looked up on a work
+		// goroutine, in the turn's place in the session's order; the first
+		// turn also waits there for the environment (system.go).
 		t.state = turnPreparing
 		root, self, id, text, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log, s.skillDirs
+		named, mentions := mayNameSkill(text), history.HasMentions(text)
 		within := tools.Env{Roots: s.roots, Foreign: s.foreign()}.Mentionable
+		finder, sysRoot, files, waitEnv := s.finder(), s.sys.root, s.sys.files, s.waitEnv()
 		turnID := t.id
 		s.rt.goWork(func() {
 			var set *skills.Set
@@ -191,16 +193,25 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 				set = skills.Load(dirs)
 				text = withSkills(text, set)
 			}
-			full, left := attach(text, cwd, within, func(path string) {
-				log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
-			})
-			root.Send(self, &promptReady{Turn: turnID, Text: full, Skills: set, MentionsLeft: left})
+			left := 0
+			if mentions {
+				text, left = attach(text, cwd, within, func(path string) {
+					log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
+				})
+			}
+			files = finder.Discover(sysRoot, cwd, files)
+			waitEnv()
+			root.Send(self, &promptReady{Turn: turnID, Text: text, Skills: set, MentionsLeft: left, Instructions: files})
 		})
 	}
 }
 
 func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 	s.useSkills(m.Skills)
+	s.useInstructions(m.Instructions)
+	if !s.modelBusy() {
+		s.applySystem()
+	}
 	if t := s.cur; t != nil && t.id == m.Turn && t.state == turnPreparing {
 		t.text = m.Text
 		if m.MentionsLeft > 0 {
@@ -267,8 +278,15 @@ func (s *session) onSlot(ctx actor.Context, id uint64) {
 	}
 }
 
+// modelBusy says whether a model call of the session is in flight: its
+// request shares the history's first message, which must not change then.
+func (s *session) modelBusy() bool {
+	return s.cur != nil && s.cur.live["model"] != nil
+}
+
 // callModel sends the turn's next model call to the session's model actor.
 func (s *session) callModel(ctx actor.Context, t *turn) {
+	s.applySystem()
 	t.calls++
 	t.answer.Reset()
 	id := NewMessageID()
@@ -293,6 +311,16 @@ func (s *session) callModel(ctx actor.Context, t *turn) {
 		Tools:       s.toolDefs,
 		MaxTokens:   s.rt.cfg.Model.MaxTokens,
 		Temperature: s.rt.cfg.Model.Temperature,
+	}
+	if max := s.rt.cfg.Turns.MaxModelCalls; t.calls >= max && max > 1 {
+		// The turn's last call: no tools, and a note that asks for where
+		// the work stands, so that a long task ends with a report rather
+		// than in silence. The note is for this request alone.
+		t.last = true
+		req.ToolsOff = true
+		note := history.Message{Role: history.RoleUser, Content: strings.ReplaceAll(strings.TrimSpace(configs.LastCallNote()), "{{calls}}", fmt.Sprint(max))}
+		req.Messages = append(msgs[:len(msgs):len(msgs)], note)
+		s.rt.log.Info(fmt.Sprintf("[acp] session %s: call %d of %d (turns.maxModelCalls): the last, without tools", s.id, t.calls, max))
 	}
 	s.runModel(ctx, t, &runModel{Turn: t.id, Call: t.calls, Model: s.modelID, Req: req})
 }
@@ -386,6 +414,11 @@ func (s *session) onModelDone(ctx actor.Context, m *modelDone) {
 	switch {
 	case r.FinishReason == llm.FinishLength:
 		s.finish(ctx, t, acp.StopReasonMaxTokens, "")
+	case t.last:
+		// The summary call: a tool it asked for anyway is not run.
+		t.pending = calls
+		s.answerPending(t, "[not run: this turn used its model calls (turns.maxModelCalls)]")
+		s.finish(ctx, t, acp.StopReasonMaxTurnRequests, "")
 	case len(calls) > 0:
 		t.pending = calls
 		s.nextTool(ctx, t)

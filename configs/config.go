@@ -22,18 +22,20 @@ func DefaultYAML() []byte { return defaultYAML }
 // Config is the whole configuration. Its yaml tags are the keys of
 // default.yaml; a key that has no field here is rejected.
 type Config struct {
-	ACP      ACP      `yaml:"acp"`
-	Model    Model    `yaml:"model"`
-	Prompt   Prompt   `yaml:"prompt"`
-	Yolo     bool     `yaml:"yolo"`
-	Sessions Sessions `yaml:"sessions"`
-	Store    Store    `yaml:"store"`
-	Context  Context  `yaml:"context"`
-	Turns    Turns    `yaml:"turns"`
-	Tools    Tools    `yaml:"tools"`
-	Sandbox  Sandbox  `yaml:"sandbox"`
-	Skills   Skills   `yaml:"skills"`
-	Hooks    Hooks    `yaml:"hooks"`
+	ACP    ACP    `yaml:"acp"`
+	Model  Model  `yaml:"model"`
+	Prompt Prompt `yaml:"prompt"`
+	// Instructions are the project's instruction files (AGENTS.md).
+	Instructions Instructions `yaml:"instructions"`
+	Yolo         bool         `yaml:"yolo"`
+	Sessions     Sessions     `yaml:"sessions"`
+	Store        Store        `yaml:"store"`
+	Context      Context      `yaml:"context"`
+	Turns        Turns        `yaml:"turns"`
+	Tools        Tools        `yaml:"tools"`
+	Sandbox      Sandbox      `yaml:"sandbox"`
+	Skills       Skills       `yaml:"skills"`
+	Hooks        Hooks        `yaml:"hooks"`
 	// Agents are the ACP agents ask_agent, /ask and mm --ask can reach.
 	Agents []Agent `yaml:"agents"`
 	MCP    MCP     `yaml:"mcp"`
@@ -105,6 +107,26 @@ type Prompt struct {
 	// what the user typed plus what its embedded resources inline (each
 	// already cut at MaxResourceBytes). A larger prompt is refused whole.
 	MaxTextBytes Bytes `yaml:"maxTextBytes"`
+	// SystemFile is the user's own Markdown for the system prompt, ""
+	// for none; Load makes it absolute, as model.script.
+	SystemFile string `yaml:"systemFile"`
+	// SystemMode says what SystemFile does: "extend" (it follows mm's
+	// prompt) or "replace" (it takes its place).
+	SystemMode string `yaml:"systemMode"`
+	// CompactBelow is the context window, in tokens, below which a
+	// session gets mm's compact prompt; 0 means never.
+	CompactBelow int `yaml:"compactBelow"`
+}
+
+// Instructions configures the project instructions read into the system
+// prompt (AGENTS.md and the like).
+type Instructions struct {
+	// Files are the names looked for in each folder, the first present
+	// taken.
+	Files []string `yaml:"files"`
+	// MaxBytes bounds the instructions of the system prompt, all files
+	// together, and each subfolder's file; 0 reads none.
+	MaxBytes Bytes `yaml:"maxBytes"`
 }
 
 // NamedModel is one entry of models: an id and a model block. Empty
@@ -582,10 +604,35 @@ func (m Model) APIKey() string {
 	return os.Getenv(m.APIKeyEnv)
 }
 
-//go:embed system.md
-var systemPrompt string
+// What the model reads that is mm's own (docs/models.md): the system
+// prompt in its two sizes, the request for a compaction summary, and the
+// note of a turn's last model call. The tests of package prompt keep a
+// golden copy of the system message they make.
+var (
+	//go:embed system.md
+	systemPrompt string
+	//go:embed system-compact.md
+	systemCompact string
+	//go:embed compact.md
+	compactRequest string
+	//go:embed last-call.md
+	lastCallNote string
+)
 
-// SystemPrompt returns the system prompt for a session working in cwd.
-func SystemPrompt(cwd string) string {
-	return strings.ReplaceAll(systemPrompt, "{{cwd}}", cwd)
+// SystemPrompt returns mm's system prompt: the compact one for a small
+// context window, else the full one.
+func SystemPrompt(compact bool) string {
+	if compact {
+		return systemCompact
+	}
+	return systemPrompt
 }
+
+// CompactRequest returns the request for a compaction summary, with
+// {{plan}} (the session's plan, or nothing) and {{words}} (the length
+// budget) to fill in. It starts with the words scripts match on.
+func CompactRequest() string { return compactRequest }
+
+// LastCallNote returns the note of a turn's last model call, with
+// {{calls}} to fill in.
+func LastCallNote() string { return lastCallNote }

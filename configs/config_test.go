@@ -15,7 +15,7 @@ func TestDefaults(t *testing.T) {
 	c := Default()
 	if c.ACP.Name != "bob" || c.ACP.Title != "Bob (bash-first agent)" || c.Model.Provider != "openai" ||
 		c.Model.BaseURL != "http://127.0.0.1:8080/v1" || !c.Yolo || c.Turns.Concurrency != 1 ||
-		c.Turns.MaxModelCalls != 50 || c.Context.Threshold != 0.8 || c.Context.KeepLastTurns != 2 ||
+		c.Turns.MaxModelCalls != 200 || c.Context.Threshold != 0.8 || c.Context.KeepLastTurns != 2 ||
 		c.Tools.Bash.Timeout != 10*time.Minute || c.Sessions.Dir != ".mm/sessions" || len(c.Tools.Sensitive) != 9 ||
 		c.LSP.Timeout != 30*time.Second {
 		t.Errorf("defaults = %+v", c)
@@ -71,7 +71,7 @@ func TestLayering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Model.Provider != "scripted" || c.Turns.Concurrency != 4 || c.Model.BaseURL != "http://127.0.0.1:8080/v1" || c.Turns.MaxModelCalls != 50 {
+	if c.Model.Provider != "scripted" || c.Turns.Concurrency != 4 || c.Model.BaseURL != "http://127.0.0.1:8080/v1" || c.Turns.MaxModelCalls != 200 {
 		t.Errorf("layered = %+v", c)
 	}
 }
@@ -182,9 +182,29 @@ func TestEnvOverrides(t *testing.T) {
 	}
 }
 
-func TestSystemPrompt(t *testing.T) {
-	if p := SystemPrompt("/w/x"); !strings.Contains(p, "/w/x") || strings.Contains(p, "{{cwd}}") {
-		t.Error(p)
+// TestSystemPromptSections: the full prompt holds each section a model
+// acts on, the compact one the same rules in fewer words, and both stay
+// within their token budgets (four bytes a token, as mm estimates).
+func TestSystemPromptSections(t *testing.T) {
+	full, compact := SystemPrompt(false), SystemPrompt(true)
+	for _, h := range []string{"# Finish the task", "# Workflow", "# Editing files", "# Using the tools", "# When something fails", "# Git and safety", "# Communication"} {
+		if !strings.Contains(full, "\n"+h+"\n") {
+			t.Errorf("the full prompt has no section %q", h)
+		}
+	}
+	for _, rule := range []string{"Keep going", "`plan`", "`edit_file`", "`rg`", "narrowest", "Never repeat", "uncommitted work", "path:line"} {
+		if !strings.Contains(compact, rule) || !strings.Contains(full, rule) {
+			t.Errorf("a prompt lacks %q", rule)
+		}
+	}
+	if n := len(full) / 4; n > 1500 {
+		t.Errorf("the full prompt is about %d tokens, over its budget of 1,500", n)
+	}
+	if n := len(compact) / 4; n > 400 {
+		t.Errorf("the compact prompt is about %d tokens, over its budget of 400", n)
+	}
+	if !strings.HasPrefix(CompactRequest(), "Summarise the conversation below") {
+		t.Error("the compaction request must start with the words scripts match on")
 	}
 }
 

@@ -28,6 +28,12 @@ func generatedDefault() *Config {
 		Prompt: Prompt{
 			MaxResourceBytes: Bytes(524288),
 			MaxTextBytes:     Bytes(4194304),
+			SystemMode:       "extend",
+			CompactBelow:     16384,
+		},
+		Instructions: Instructions{
+			Files:    []string{"AGENTS.md", "CLAUDE.md"},
+			MaxBytes: Bytes(32768),
 		},
 		Yolo: true,
 		Sessions: Sessions{
@@ -40,7 +46,7 @@ func generatedDefault() *Config {
 		},
 		Turns: Turns{
 			Concurrency:   1,
-			MaxModelCalls: 50,
+			MaxModelCalls: 200,
 			MaxRepeats:    3,
 		},
 		Tools: Tools{

@@ -12,8 +12,10 @@
 //     types cannot express, checked once at load, each failure wrapping
 //     ErrConfig;
 //   - Bytes, a size written as a number or with a unit (512KiB, 64MiB);
-//   - the system prompt (system.md) and, beside the package, the commented
-//     example configs in configs/examples.
+//   - what the model reads that is mm's own: the system prompt (system.md,
+//     and system-compact.md for small windows), the compaction request
+//     (compact.md) and the note of a turn's last call (last-call.md); and,
+//     beside the package, the commented example configs in configs/examples.
 //
 // Concurrency: Load and Parse build a new *Config on each call and may run
 // from any goroutine. A loaded *Config is read-only: nothing changes it after

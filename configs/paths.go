@@ -34,6 +34,9 @@ func resolvePaths(c *Config, file string) error {
 			return err
 		}
 	}
+	if err := resolve("prompt.systemFile", &c.Prompt.SystemFile); err != nil {
+		return err
+	}
 	if err := resolve("serve.tls.cert", &c.Serve.TLS.Cert); err != nil {
 		return err
 	}

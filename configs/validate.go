@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +63,22 @@ func (c *Config) validate() error {
 	}
 	if c.Prompt.MaxTextBytes < 1<<10 {
 		return bad("prompt.maxTextBytes", "must be at least 1KiB")
+	}
+	switch c.Prompt.SystemMode {
+	case "extend", "replace":
+	default:
+		return bad("prompt.systemMode", fmt.Sprintf("unknown mode %q (extend, replace)", c.Prompt.SystemMode))
+	}
+	if c.Prompt.CompactBelow < 0 {
+		return bad("prompt.compactBelow", "must not be negative (0 = always the full prompt)")
+	}
+	if c.Instructions.MaxBytes < 0 {
+		return bad("instructions.maxBytes", "must not be negative (0 = none read)")
+	}
+	for _, n := range c.Instructions.Files {
+		if n == "" || n != filepath.Base(n) || n == "." || n == ".." {
+			return bad("instructions.files", fmt.Sprintf("%q is not a file name (a name without a folder)", n))
+		}
 	}
 	if c.Model.IdleTimeout < 0 {
 		return bad("model.idleTimeout", "must not be negative (0 = never)")

@@ -30,6 +30,20 @@ func Split(h []Message, keep int) (older, cut int) {
 	return cut - 1, cut
 }
 
+// SummaryFrame opens a compaction summary where the model reads it: the
+// summary is stored as written (the user sees it so), and framed for the
+// model as context handed over, not as a new request of the user's.
+const SummaryFrame = "[The summary below replaces the earlier part of this conversation, which was compacted to save room. It is context handed over to you, not a new request from the user: carry on the work from where it stands, without redoing what it says is done.]\n\n"
+
+// ModelText is what the model reads of m: its content, a summary framed
+// by SummaryFrame.
+func ModelText(m *Message) string {
+	if m.Summary {
+		return SummaryFrame + m.Content
+	}
+	return m.Content
+}
+
 // Compacted is h once the messages between the system prompt and cut are
 // replaced by summary: the system prompt, the summary (a user message
 // marked Summary) and h[cut:]. h is not modified.

@@ -22,6 +22,9 @@ func Chars(m *Message) int { return ContentChars(m) + 4 }
 // calls' names and arguments, and 4×ImageTokens an image.
 func ContentChars(m *Message) int {
 	n := len(m.Content) + 4*ImageTokens*len(m.Images)
+	if m.Summary {
+		n += len(SummaryFrame)
+	}
 	for _, c := range m.ToolCalls {
 		n += len(c.Name) + len(c.Arguments)
 	}

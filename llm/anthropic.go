@@ -27,7 +27,7 @@ type anthropicModel struct {
 
 func newAnthropic(c Config) (Model, error) {
 	base := c.baseURL(anthropicBaseURL)
-	g := &guard{baseURL: base, sse: true, finished: anthropicFinished, temperaturePath: "temperature",
+	g := &guard{baseURL: base, local: isLoopback(base), start: "the proxy that serves this URL", sse: true, finished: anthropicFinished, temperaturePath: "temperature",
 		lineLimit: sseLineLimit, split: splitAnthropic,
 		canned: anthropicCanned, cannedType: "text/event-stream"}
 	client, err := anthropic.New(

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/mm-agent/mm/history"
 )
 
 func TestServerErrIsOneBoundedLine(t *testing.T) {
@@ -194,5 +198,27 @@ func TestRehearsal(t *testing.T) {
 		requests.Store(0)
 		hostUse.Delete(srv.URL)
 		hostUse.Delete(srv.URL + "/v1")
+	}
+}
+
+// TestSummaryFramed: every provider hands the model a compaction summary
+// after the frame that presents it as context handed over, not as the
+// user's request; other user messages go as they are.
+func TestSummaryFramed(t *testing.T) {
+	msgs := []history.Message{
+		{Role: history.RoleSystem, Content: "sys"},
+		{Role: history.RoleUser, Content: "the summary", Summary: true},
+		{Role: history.RoleUser, Content: "go on"},
+	}
+	text := func(mc llms.MessageContent) string { return mc.Parts[0].(llms.TextContent).Text }
+	for name, out := range map[string][]llms.MessageContent{
+		"openai": langchainMessages(msgs, imageURL), "anthropic": anthropicMessages(msgs), "ollama": ollamaMessages(msgs),
+	} {
+		if got := text(out[1]); got != history.SummaryFrame+"the summary" {
+			t.Errorf("%s: the summary reads %q", name, got)
+		}
+		if got := text(out[2]); got != "go on" {
+			t.Errorf("%s: a user message reads %q", name, got)
+		}
 	}
 }

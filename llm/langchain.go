@@ -73,9 +73,10 @@ func langchainMessages(msgs []history.Message, image func(history.Image) llms.Co
 	return out
 }
 
-// userMessage is a user message's text, then its images.
+// userMessage is a user message's text, then its images; a compaction
+// summary is framed as context handed over (history.ModelText).
 func userMessage(m *history.Message, image func(history.Image) llms.ContentPart) llms.MessageContent {
-	mc := llms.TextParts(llms.ChatMessageTypeHuman, m.Content)
+	mc := llms.TextParts(llms.ChatMessageTypeHuman, history.ModelText(m))
 	for _, im := range m.Images {
 		mc.Parts = append(mc.Parts, image(im))
 	}

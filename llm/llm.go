@@ -17,8 +17,13 @@ type ToolDef struct {
 
 // Request is one model call.
 type Request struct {
-	Messages    []history.Message
-	Tools       []ToolDef
+	Messages []history.Message
+	Tools    []ToolDef
+	// ToolsOff asks for an answer without tool calls (a turn's last call):
+	// the tools are not offered. Anthropic's API refuses a history of
+	// tool calls without their definitions, so there they are still sent,
+	// and the request's own words must say that none may be called.
+	ToolsOff    bool
 	MaxTokens   int     // 0 = provider default
 	Temperature float64 // < 0 = provider default
 }

@@ -40,7 +40,7 @@ func newOllama(c Config) (Model, error) {
 	if u, err := url.Parse(base); err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("llm: ollama: invalid base URL %q", base)
 	}
-	g := &guard{baseURL: base, finished: ollamaFinished, temperaturePath: "options.temperature",
+	g := &guard{baseURL: base, local: isLoopback(base), start: "`ollama serve`", finished: ollamaFinished, temperaturePath: "options.temperature",
 		lineLimit: ollamaLineLimit, split: splitOllama,
 		canned: ollamaCanned, cannedType: "application/x-ndjson"}
 	client, err := ollama.New(
@@ -101,7 +101,7 @@ func ollamaMessages(msgs []history.Message) []llms.MessageContent {
 	for i := range msgs {
 		m := &msgs[i]
 		role := llms.ChatMessageTypeHuman
-		text := m.Content
+		text := history.ModelText(m) // a summary framed as context
 		switch m.Role {
 		case history.RoleSystem:
 			role = llms.ChatMessageTypeSystem

@@ -35,7 +35,7 @@ func newOpenAI(c Config) (Model, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("llm: openai: invalid base URL %q", base)
 	}
-	g := &guard{baseURL: base, sse: true, finished: openAIFinished, temperaturePath: "temperature",
+	g := &guard{baseURL: base, local: isLoopback(base), start: "for example `llama-server -m MODEL.gguf --port PORT`", sse: true, finished: openAIFinished, temperaturePath: "temperature",
 		lineLimit: sseLineLimit, split: splitOpenAI,
 		canned: openAICanned, cannedType: "text/event-stream"}
 	client, err := openai.New(
@@ -79,7 +79,7 @@ func (m *openAIModel) Stream(ctx context.Context, req Request, emit func(Delta))
 		return nil
 	}
 	opts := []llms.CallOption{llms.WithStreamingReasoningFunc(onChunk)}
-	if len(req.Tools) > 0 {
+	if len(req.Tools) > 0 && !req.ToolsOff {
 		opts = append(opts, llms.WithTools(langchainTools(req.Tools)))
 	}
 	if temperature >= 0 {

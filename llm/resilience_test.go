@@ -547,7 +547,10 @@ func TestNoRetriesByDefault(t *testing.T) {
 	})
 }
 
+// TestRetryConnectionRefused: a remote server that refuses the connection
+// (restarting, say) is tried again, each wait told.
 func TestRetryConnectionRefused(t *testing.T) {
+	t.Cleanup(llm.TakeLoopbackForRemote())
 	forEachWire(t, func(t *testing.T, wr wire) {
 		url := strings.TrimSuffix(closedPortURL(t), "/v1") + wr.apiRoot
 		got := stream(t.Context(), wr.modelAt(t, url, llm.Config{Retries: 2, RetryBackoff: time.Millisecond}), prompt)
@@ -563,6 +566,34 @@ func TestRetryConnectionRefused(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRefusedLoopbackFailsAtOnce: a server on this machine that refuses
+// the connection is not running, and waiting will not start it: the call
+// fails at once, whatever model.retries says, with the URL and how to
+// start a server or point mm at one.
+func TestRefusedLoopbackFailsAtOnce(t *testing.T) {
+	forEachWire(t, func(t *testing.T, wr wire) {
+		url := strings.TrimSuffix(closedPortURL(t), "/v1") + wr.apiRoot
+		start := time.Now()
+		got := stream(t.Context(), wr.modelAt(t, url, llm.Config{Retries: 3, RetryBackoff: time.Minute}), prompt)
+		t.Logf("failed after %v", time.Since(start))
+		checkOneLine(t, got.err, "model server: connection refused ("+url+"): no model server is running there. Start one (", "set model.baseURL")
+		if ns := notices(got.deltas); len(ns) != 0 {
+			t.Errorf("notices %q: a refused loopback server is not retried", ns)
+		}
+	})
+	for _, tc := range []struct{ provider, url, want string }{
+		{llm.ProviderOpenAI, "http://127.0.0.1:%s/v1", "llama-server -m MODEL.gguf --port "},
+		{llm.ProviderOllama, "http://localhost:%s", "`ollama serve`"},
+	} {
+		port := strings.TrimSuffix(strings.TrimPrefix(closedPortURL(t), "http://127.0.0.1:"), "/v1")
+		m, err := llm.New(llm.Config{Provider: tc.provider, BaseURL: fmt.Sprintf(tc.url, port), Name: "x", Retries: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOneLine(t, stream(t.Context(), m, llm.Request{Messages: user("hi"), Temperature: -1}).err, tc.want)
+	}
 }
 
 func TestCancelDuringRetryWait(t *testing.T) {

@@ -206,6 +206,11 @@ func (c *call) result(err error, where string) error {
 // stream as it is read, and strips the temperature on request.
 type guard struct {
 	baseURL string // shown in connection errors; the key of hostUse
+	// local says baseURL is on this machine (a loopback address): a
+	// refused connection there means no server runs, and fails at once
+	// with start, how to start one (absent).
+	local bool
+	start string
 	// sse says the response is a server-sent event stream to validate;
 	// otherwise it is newline-delimited JSON (Ollama).
 	sse bool
@@ -266,6 +271,9 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
+			}
+			if refused(err) && g.local {
+				return nil, c.fail(absent(g.baseURL, g.start))
 			}
 			if refused(err) && attempt < c.retries {
 				if err := c.wait(ctx, backoff(c.backoff, attempt), "model server unreachable (connection refused)", attempt); err != nil {

@@ -210,11 +210,19 @@ func TestBadToolArgumentsAreResultsForTheModel(t *testing.T) {
 	}
 }
 
+// TestMaxModelCalls: a turn that would go on past its budget ends with a
+// last call made without tools, whose answer the user reads, then with
+// max_turn_requests; a turn within the budget ends as usual.
 func TestMaxModelCalls(t *testing.T) {
-	e := newToolEnv(t, func(c *configs.Config) { c.Turns.MaxModelCalls = 2 })
+	e := newToolEnv(t, func(c *configs.Config) { c.Turns.MaxModelCalls = 3 })
 	sid := e.newSession()
 	if res := e.ask(sid, "loop"); res.StopReason != acp.StopReasonMaxTurnRequests {
 		t.Errorf("stopReason = %s", res.StopReason)
+	}
+	// The scripted model echoes the last call's note: the user sees the
+	// answer to it.
+	if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, "You said: [mm: this turn has used its 3 model calls") {
+		t.Errorf("the last call's answer is not shown: %q", text)
 	}
 	// The history stays valid: the next turn works.
 	if res := e.ask(sid, "echo"); res.StopReason != acp.StopReasonEndTurn {

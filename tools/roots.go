@@ -111,6 +111,17 @@ func (env Env) inSandbox(path string, writes bool) error {
 	return nil
 }
 
+// Readable says why mm may not read path for the session (nil when it
+// may): outside env.Roots, or hidden by its sandbox. mm reads files of its
+// own for the session (its instruction files) under the rules its file
+// tools obey.
+func (env Env) Readable(path string) error {
+	if !env.Within(path) {
+		return fmt.Errorf("[outside the folders this server serves (serve.roots: %s): %s]", strings.Join(env.Roots, ", "), path)
+	}
+	return env.inSandbox(path, false)
+}
+
 // Within says whether path, an absolute one, is in one of env.Roots once
 // links are followed (always, without roots).
 func (env Env) Within(path string) bool {

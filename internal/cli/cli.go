@@ -224,6 +224,15 @@ func banner(log *slog.Logger, cfg *configs.Config) {
 	for _, w := range set.Warnings {
 		log.Warn(w)
 	}
+	if f := cfg.Prompt.SystemFile; f != "" {
+		// Read again by each session as it opens; a file missing now is
+		// most likely a typo, said before the first session finds out.
+		if _, err := os.Stat(f); err != nil {
+			log.Warn(fmt.Sprintf("prompt.systemFile: %v; sessions use mm's prompt alone until it exists", err))
+		} else {
+			log.Info(fmt.Sprintf("system prompt: %s (%s)", f, cfg.Prompt.SystemMode))
+		}
+	}
 }
 
 // sandboxFor finds how this machine confines commands when mode asks for

@@ -280,3 +280,63 @@ func copyTo(t *testing.T, bin string) string {
 	}
 	return dst
 }
+
+// TestWallsHookRunsConfined: an operator's preToolCall hook runs `git
+// status` in the tenant's folder, where the tenant has set git's
+// core.fsmonitor to a program of its own. The hook runs confined as the
+// tenant's commands are, so that the tenant's program cannot write outside
+// its folder nor read mm's config, as it could if the hook ran as mm.
+func TestWallsHookRunsConfined(t *testing.T) {
+	testwait.Short(t, "mm serve with bubblewrap and a hook")
+	sandboxtest.Bubblewrap(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	base, err := os.UserHomeDir()
+	if err != nil || os.Geteuid() == 0 {
+		base = "/var/lib"
+	}
+	dir, err := os.MkdirTemp(base, "mm-hook-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	escaped := filepath.Join(dir, "escaped")
+	project := filepath.Join(dir, "project")
+	if err := os.Mkdir(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	monitor := fmt.Sprintf("#!/bin/sh\nid -u > %s\ncat %s >> %s\n", escaped, filepath.Join(dir, "serve.yaml"), escaped)
+	setup := fmt.Sprintf("git init -q && echo %s | base64 -d > .monitor && chmod +x .monitor && git config core.fsmonitor \"$PWD/.monitor\" && echo armed",
+		base64.StdEncoding.EncodeToString([]byte(monitor)))
+	script := serveScript + fmt.Sprintf("  - match: \"^arm$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", setup)
+	// safe.directory as the image sets it system-wide (Dockerfile): git
+	// run by root would otherwise refuse a repository root does not own.
+	hooks := "hooks:\n  preToolCall: [\"git -c safe.directory='*' status --porcelain >/dev/null 2>&1; true\"]\n"
+	sandboxtest.Own(t, dir)
+	s := startServeModel(t, mmBin, dir, "serve.yaml", scriptedModel, script, hooks, "MM_SERVE_TOKEN="+serveToken)
+	ctx := testwait.Context(t)
+	w := s.wire(t)
+	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first call arms the monitor (its hook ran before it, when there
+	// was no repository); the second's hook runs git status in it.
+	for i := 0; i < 2; i++ {
+		if r, err := w.ask(ctx, res.SessionId, "arm"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+			t.Fatalf("arm: %v %v", r, err)
+		}
+	}
+	if text := acptest.Text(w.rec.Updates(res.SessionId)); !strings.Contains(text, "armed") {
+		t.Fatalf("the tenant did not set its monitor: %q", text)
+	}
+	if b, err := os.ReadFile(escaped); err == nil {
+		t.Errorf("the tenant's core.fsmonitor, run by the hook, wrote outside its folder: %q", b)
+	}
+	// The same monitor, started by the tenant's own git in its folder,
+	// shows it would run: the hook did run it, confined.
+	if _, err := os.Stat(filepath.Join(project, ".monitor")); err != nil {
+		t.Errorf("the monitor is not there: %v", err)
+	}
+}

@@ -28,23 +28,6 @@ const bashSchema = `{
   "additionalProperties": false
 }`
 
-// These grace periods bound how long Run waits once the command is over.
-// Processes left in the background (or that escaped the process group) may
-// hold the output pipe open forever, and Run must not wait on them.
-const (
-	// drainAfterExit is the wait for the pipe's end after bash exits by
-	// itself: long enough for a writer that is just finishing, short
-	// enough not to be felt.
-	drainAfterExit = 100 * time.Millisecond
-	// reapAfterKill bounds the wait, after the group was killed, for the
-	// pipe's end and for the group's members to be dead. A killed process
-	// dies as soon as the kernel schedules it, so this is normally a
-	// matter of microseconds; the bound matters when a member is stuck in
-	// an uninterruptible sleep (a hung NFS read), when a process that left
-	// the group holds the pipe, or when /proc is missing.
-	reapAfterKill = 500 * time.Millisecond
-)
-
 type bashTool struct{}
 
 func (bashTool) Name() string            { return "bash" }
@@ -70,15 +53,6 @@ func (bashTool) prepare(env Env, c *Call) error {
 	return nil
 }
 
-// bashEnd says how a command ended.
-type bashEnd int
-
-const (
-	bashExited bashEnd = iota
-	bashTimedOut
-	bashCancelled
-)
-
 func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	command := strArg(c.Args, "command")
 	timeout := env.BashTimeout
@@ -94,14 +68,6 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 		timeout = time.Duration(secs * float64(time.Second))
 	}
 
-	// The output goes to a pipe that this function owns, rather than to an
-	// io.Writer that os/exec would copy from: exec's Wait would then wait
-	// for every holder of the pipe, including grandchildren left in the
-	// background, and never return.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return Result{Output: fmt.Sprintf("[cannot run bash: %v]", err), Failed: true}
-	}
 	cmd := procs.Bash(command)
 	cmd.Dir = env.Cwd
 	if env.SessionID != "" {
@@ -109,31 +75,9 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 	}
 	if env.Confine != nil {
 		if err := env.Confine(cmd); err != nil {
-			pr.Close()
-			pw.Close()
 			return Result{Output: fmt.Sprintf("[not run: %v]", err), Failed: true}
 		}
 	}
-	cmd.Stdin = nil // os/exec connects a nil Stdin to /dev/null.
-	cmd.Stdout = pw
-	cmd.Stderr = pw
-	// Its own group (a job object on Windows) lets a cancel kill the
-	// command with every child and grandchild at once.
-	group := procs.NewGroup(cmd)
-	if err := group.Start(); err != nil {
-		pr.Close()
-		pw.Close()
-		if errors.Is(err, procs.ErrNoBash) {
-			return Result{Output: "[" + err.Error() + "]", Failed: true}
-		}
-		return Result{Output: fmt.Sprintf("[cannot run bash in %s: %v]", env.Cwd, err), Failed: true}
-	}
-	// The parent's copy of the write end must go, or the pipe would never
-	// reach end-of-file.
-	pw.Close()
-	defer group.Close()
-	env.started()
-
 	out := newHeadTail(MaxOutputBytes)
 	var sink io.Writer = out
 	if env.Progress != nil {
@@ -141,50 +85,22 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 		sink = io.MultiWriter(out, live)
 		defer showLive(live, env.Progress)()
 	}
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		procs.CopyPipe(pr, sink)
-	}()
-	waitDone := make(chan error, 1)
-	go func() {
-		err := cmd.Wait()
-		procs.Done(cmd)
-		waitDone <- err
-	}()
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	end := bashExited
-	var waitErr error
-	select {
-	case waitErr = <-waitDone:
-	case <-ctx.Done():
-		end = bashCancelled
-		group.Kill()
-		waitErr = <-waitDone
-	case <-timer.C:
-		end = bashTimedOut
-		group.Kill()
-		waitErr = <-waitDone
-	}
-	deadline := finishOutput(pr, out, readDone, end)
-	if end != bashExited {
-		// SIGKILL is delivered asynchronously: a member may still be on
-		// its way out, its end of the pipe already closed, when bash is
-		// reaped. Run returns once no member is alive (or the deadline
-		// has passed), so that a caller that checks finds nothing left.
-		group.WaitGone(deadline)
+	end, err := procs.Run(ctx, cmd, procs.IO{Stdout: sink, Timeout: timeout, Started: env.started})
+	if err != nil {
+		if errors.Is(err, procs.ErrNoBash) {
+			return Result{Output: "[" + err.Error() + "]", Failed: true}
+		}
+		return Result{Output: fmt.Sprintf("[cannot run bash in %s: %v]", env.Cwd, err), Failed: true}
 	}
 
 	text := withNewline(out.String())
-	switch end {
-	case bashCancelled:
+	switch end.End {
+	case procs.Cancelled:
 		return Result{Output: text + "[cancelled]", Failed: true}
-	case bashTimedOut:
+	case procs.TimedOut:
 		return Result{Output: text + fmt.Sprintf("[timed out after %s; the command and its child processes were killed]", formatDuration(timeout)), Failed: true}
 	}
-	return Result{Output: text + exitLine(cmd.ProcessState, waitErr)}
+	return Result{Output: text + exitLine(end.State, end.WaitErr)}
 }
 
 // exitLine renders the last line of a bash output. It always carries an
@@ -206,16 +122,4 @@ func withNewline(text string) string {
 		text += "\n"
 	}
 	return text
-}
-
-// finishOutput reads what is left in the pipe once bash is reaped, waiting
-// for its end a grace period at most, whose end it returns.
-func finishOutput(pr *os.File, out *headTail, readDone <-chan struct{}, end bashEnd) (deadline time.Time) {
-	grace := drainAfterExit
-	if end != bashExited {
-		grace = reapAfterKill
-	}
-	deadline = time.Now().Add(grace)
-	procs.FinishPipe(pr, out, readDone, deadline)
-	return deadline
 }

@@ -18,48 +18,43 @@ import (
 //go:embed bash.md
 var bashDescription string
 
-const bashSchema = `{
-  "type": "object",
-  "properties": {
-    "command": {"type": "string", "description": "The command line, run with bash -c in the working directory."},
-    "timeout": {"type": "number", "description": "Seconds before the command is killed. Defaults to the configured limit (10 minutes unless changed)."}
-  },
-  "required": ["command"],
-  "additionalProperties": false
-}`
+// bashArgs are bash's parameters.
+type bashArgs struct {
+	Command string  `json:"command" alias:"cmd" jsonschema:"The command line, run with bash -c in the working directory."`
+	Timeout float64 `json:"timeout,omitempty" min:"0.001" jsonschema:"Seconds before the command is killed. Defaults to the configured limit (10 minutes unless changed)."`
+}
+
+var bashSpec = specFor[bashArgs]("bash")
 
 type bashTool struct{}
 
 func (bashTool) Name() string            { return "bash" }
 func (bashTool) Description() string     { return bashDescription }
-func (bashTool) Schema() json.RawMessage { return json.RawMessage(bashSchema) }
+func (bashTool) Schema() json.RawMessage { return bashSpec.schemaCopy() }
 func (bashTool) Kind() Kind              { return KindExecute }
 
-func (bashTool) params() []param {
-	return []param{
-		{name: "command", typ: argString, required: true},
-		{name: "timeout", typ: argNumber, min: 0.001},
-	}
-}
+func (bashTool) spec() *spec { return bashSpec }
 
 func (bashTool) prepare(env Env, c *Call) error {
-	cmd := strings.TrimSpace(strArg(c.Args, "command"))
+	a := argsOf[bashArgs](c)
+	cmd := strings.TrimSpace(a.Command)
 	if cmd == "" {
 		return errors.New(`bash: argument "command" is empty; give the command line to run`)
 	}
-	c.Title = "bash: " + strArg(c.Args, "command")
+	c.Title = "bash: " + a.Command
 	c.Mutating = true
 	c.Named = commandPaths(env.Cwd, cmd)
 	return nil
 }
 
 func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
-	command := strArg(c.Args, "command")
+	a := argsOf[bashArgs](c)
+	command := a.Command
 	timeout := env.BashTimeout
 	if timeout <= 0 {
 		timeout = DefaultBashTimeout
 	}
-	if secs, ok := numArg(c.Args, "timeout"); ok {
+	if secs := a.Timeout; secs > 0 {
 		// Durations past ~290 years overflow; such a timeout means "no
 		// practical limit", which the cap keeps.
 		if secs > 1e9 {

@@ -27,7 +27,7 @@ func runBash(t *testing.T, ctx context.Context, env Env, args string) Result {
 	return Run(ctx, env, c)
 }
 
-func bashArgs(command string, timeout ...float64) string {
+func bashCall(command string, timeout ...float64) string {
 	m := fmt.Sprintf(`{"command":%s`, strconv.Quote(command))
 	if len(timeout) > 0 {
 		m += fmt.Sprintf(`,"timeout":%v`, timeout[0])
@@ -55,7 +55,7 @@ func TestBashOutputAndExitCode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runBash(t, context.Background(), env, bashArgs(tt.command))
+			r := runBash(t, context.Background(), env, bashCall(tt.command))
 			if r.Failed || r.Output != tt.want {
 				t.Errorf("got %+v, want output %q", r, tt.want)
 			}
@@ -68,7 +68,7 @@ func TestBashOutputAndExitCode(t *testing.T) {
 
 func TestBashBadCwd(t *testing.T) {
 	env := Env{Cwd: filepath.Join(t.TempDir(), "gone")}
-	r := runBash(t, context.Background(), env, bashArgs("true"))
+	r := runBash(t, context.Background(), env, bashCall("true"))
 	if !r.Failed || !strings.Contains(r.Output, "cannot run bash in") {
 		t.Errorf("got %+v", r)
 	}
@@ -81,7 +81,7 @@ func TestBashBadCwd(t *testing.T) {
 func TestBashTimeout(t *testing.T) {
 	env := Env{Cwd: t.TempDir()}
 	start := time.Now()
-	r := runBash(t, context.Background(), env, bashArgs("sleep 1000 & echo $! > bg; echo started; sleep 1000", 0.3))
+	r := runBash(t, context.Background(), env, bashCall("sleep 1000 & echo $! > bg; echo started; sleep 1000", 0.3))
 	t.Logf("the timeout returned after %v", time.Since(start))
 	marker := "[timed out after 300ms; the command and its child processes were killed]"
 	if !r.Failed || (r.Output != "started\n"+marker && r.Output != marker) {
@@ -97,7 +97,7 @@ func TestBashTimeout(t *testing.T) {
 	}
 	// The environment's default applies when the call gives none.
 	env.BashTimeout = 200 * time.Millisecond
-	r = runBash(t, context.Background(), env, bashArgs("sleep 1000"))
+	r = runBash(t, context.Background(), env, bashCall("sleep 1000"))
 	if !r.Failed || !strings.Contains(r.Output, "[timed out after 200ms;") {
 		t.Errorf("default timeout: %+v", r)
 	}
@@ -123,7 +123,7 @@ sleep 1000`
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan Result, 1)
-	c, err := Prepare(env, "bash", bashArgs(command))
+	c, err := Prepare(env, "bash", bashCall(command))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestBashDoesNotWaitForEscapedProcesses(t *testing.T) {
 	env := Env{Cwd: dir}
 	t.Run("exit", func(t *testing.T) {
 		start := time.Now()
-		r := runBashBounded(t, context.Background(), env, bashArgs("setsid sleep 1000 & echo $! > escaped; echo bye"))
+		r := runBashBounded(t, context.Background(), env, bashCall("setsid sleep 1000 & echo $! > escaped; echo bye"))
 		t.Logf("Run took %v", time.Since(start))
 		killRecorded(t, filepath.Join(dir, "escaped"))
 		if r.Failed || r.Output != "bye\n[exit code: 0]" {
@@ -199,7 +199,7 @@ func TestBashDoesNotWaitForEscapedProcesses(t *testing.T) {
 			}
 		}()
 		start := time.Now()
-		r := runBashBounded(t, ctx, env, bashArgs("setsid sleep 1000 & echo $! > escaped2; sleep 1000"))
+		r := runBashBounded(t, ctx, env, bashCall("setsid sleep 1000 & echo $! > escaped2; sleep 1000"))
 		t.Logf("Run took %v", time.Since(start))
 		killRecorded(t, filepath.Join(dir, "escaped2"))
 		if !r.Failed || r.Output != "[cancelled]" {
@@ -232,7 +232,7 @@ func runBashBounded(t *testing.T, ctx context.Context, env Env, args string) Res
 func TestBashBackgroundJobOutlivesCommand(t *testing.T) {
 	dir := t.TempDir()
 	env := Env{Cwd: dir}
-	r := runBash(t, context.Background(), env, bashArgs("sleep 30 > /dev/null 2>&1 & echo $! > bg; echo started"))
+	r := runBash(t, context.Background(), env, bashCall("sleep 30 > /dev/null 2>&1 & echo $! > bg; echo started"))
 	if r.Failed || r.Output != "started\n[exit code: 0]" {
 		t.Errorf("got %+v", r)
 	}
@@ -262,7 +262,7 @@ func TestBashReadsOutputLeftInThePipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	for try, deadline := 1, time.Now().Add(testwait.Hang); ; try++ {
-		r := runBashBounded(t, context.Background(), env, bashArgs(`(read -r _ < done; echo late) & head -c 100000 /dev/zero | tr '\0' x; echo; echo early; : > done`))
+		r := runBashBounded(t, context.Background(), env, bashCall(`(read -r _ < done; echo late) & head -c 100000 /dev/zero | tr '\0' x; echo; echo early; : > done`))
 		switch r.Output {
 		case burst + "late\n[exit code: 0]":
 			t.Logf("the late line was kept on try %d", try)
@@ -284,7 +284,7 @@ func TestBashReadsOutputLeftInThePipe(t *testing.T) {
 func TestBashTruncation(t *testing.T) {
 	env := Env{Cwd: t.TempDir()}
 	// 600000 bytes between two markers: the head and the tail are kept.
-	r := runBash(t, context.Background(), env, bashArgs(`printf START; head -c 600000 /dev/zero | tr '\0' a; printf END`))
+	r := runBash(t, context.Background(), env, bashCall(`printf START; head -c 600000 /dev/zero | tr '\0' a; printf END`))
 	if r.Failed {
 		t.Fatalf("failed: %.200s", r.Output)
 	}
@@ -301,7 +301,7 @@ func TestBashTruncation(t *testing.T) {
 		t.Errorf("output is %d bytes", len(r.Output))
 	}
 	// Exactly the limit is not cut.
-	r = runBash(t, context.Background(), env, bashArgs(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' b`, MaxOutputBytes)))
+	r = runBash(t, context.Background(), env, bashCall(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' b`, MaxOutputBytes)))
 	if strings.Contains(r.Output, "truncated") || len(r.Output) != MaxOutputBytes+len("\n[exit code: 0]") {
 		t.Errorf("output of exactly the limit was cut: %d bytes", len(r.Output))
 	}
@@ -328,7 +328,7 @@ func TestBashConcurrentRuns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := Prepare(env, "bash", bashArgs(fmt.Sprintf("echo %d", i)))
+			c, err := Prepare(env, "bash", bashCall(fmt.Sprintf("echo %d", i)))
 			if err != nil {
 				t.Error(err)
 				return

@@ -12,45 +12,37 @@ import (
 //go:embed edit_file.md
 var editFileDescription string
 
-const editFileSchema = `{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string", "description": "The file to edit: absolute, relative to the working directory, or starting with ~."},
-    "old_text": {"type": "string", "description": "The exact text to replace, copied from the file, whitespace and indentation included."},
-    "new_text": {"type": "string", "description": "The text to put in its place; empty to delete old_text."},
-    "replace_all": {"type": "boolean", "description": "Replace every occurrence of old_text rather than exactly one. Default false."}
-  },
-  "required": ["path", "old_text", "new_text"],
-  "additionalProperties": false
-}`
+// editFileArgs are edit_file's parameters.
+type editFileArgs struct {
+	Path       string `json:"path" alias:"file_path,filePath,file" jsonschema:"The file to edit: absolute, relative to the working directory, or starting with ~."`
+	OldText    string `json:"old_text" alias:"old_string,oldString,oldText" jsonschema:"The exact text to replace, copied from the file, whitespace and indentation included."`
+	NewText    string `json:"new_text" alias:"new_string,newString,newText" jsonschema:"The text to put in its place; empty to delete old_text."`
+	ReplaceAll bool   `json:"replace_all,omitempty" alias:"replaceAll" jsonschema:"Replace every occurrence of old_text rather than exactly one. Default false."`
+}
+
+var editFileSpec = specFor[editFileArgs]("edit_file")
 
 type editFileTool struct{}
 
 func (editFileTool) Name() string            { return "edit_file" }
 func (editFileTool) Description() string     { return editFileDescription }
-func (editFileTool) Schema() json.RawMessage { return json.RawMessage(editFileSchema) }
+func (editFileTool) Schema() json.RawMessage { return editFileSpec.schemaCopy() }
 func (editFileTool) Kind() Kind              { return KindEdit }
 
-func (editFileTool) params() []param {
-	return []param{
-		{name: "path", typ: argString, required: true},
-		{name: "old_text", typ: argString, required: true},
-		{name: "new_text", typ: argString, required: true},
-		{name: "replace_all", typ: argBool},
-	}
-}
+func (editFileTool) spec() *spec { return editFileSpec }
 
 // prepare computes the edit from the file as it is now, so that the
 // permission request shows the change before it happens; an edit that
 // cannot apply fails here, before anyone is asked about it.
 func (editFileTool) prepare(env Env, c *Call) error {
-	p, err := pathArg("edit_file", env, c)
+	a := argsOf[editFileArgs](c)
+	p, err := pathArg("edit_file", env, c, a.Path)
 	if err != nil {
 		return err
 	}
 	c.Locations = []string{p}
 	c.Mutating = true
-	old, updated, _, err := computeEdit(p, c.Args)
+	old, updated, _, err := computeEdit(p, a)
 	if err != nil {
 		return err
 	}
@@ -59,11 +51,12 @@ func (editFileTool) prepare(env Env, c *Call) error {
 }
 
 func (editFileTool) run(ctx context.Context, env Env, c *Call) Result {
-	p := Resolve(env.Cwd, strArg(c.Args, "path"))
+	a := argsOf[editFileArgs](c)
+	p := Resolve(env.Cwd, a.Path)
 	// The file is read again: it may have changed since Prepare, while the
 	// user was deciding. The edit applies to the file as it is now, and
 	// fails if old_text is no longer there.
-	old, updated, n, err := computeEdit(p, c.Args)
+	old, updated, n, err := computeEdit(p, a)
 	if err != nil {
 		return Result{Output: "[" + err.Error() + "]", Failed: true}
 	}
@@ -86,10 +79,8 @@ func (editFileTool) run(ctx context.Context, env Env, c *Call) Result {
 // computeEdit reads the file and applies the replacement in memory. It
 // returns the current text, the new text and the number of replacements,
 // or an error worded for the model.
-func computeEdit(p string, args map[string]any) (old, updated string, n int, err error) {
-	oldText := strArg(args, "old_text")
-	newText := strArg(args, "new_text")
-	replaceAll := boolArg(args, "replace_all")
+func computeEdit(p string, a *editFileArgs) (old, updated string, n int, err error) {
+	oldText, newText, replaceAll := a.OldText, a.NewText, a.ReplaceAll
 	if oldText == "" {
 		return "", "", 0, errors.New(`old_text is empty; give the exact text to replace, or use write_file to create or overwrite a whole file`)
 	}

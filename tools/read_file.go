@@ -18,16 +18,14 @@ import (
 //go:embed read_file.md
 var readFileDescription string
 
-const readFileSchema = `{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string", "description": "The file to read: absolute, relative to the working directory, or starting with ~."},
-    "offset": {"type": "integer", "minimum": 1, "description": "The first line to show, counting from 1. Default 1."},
-    "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show at most. Default: the whole file, up to 256 KiB."}
-  },
-  "required": ["path"],
-  "additionalProperties": false
-}`
+// readFileArgs are read_file's parameters.
+type readFileArgs struct {
+	Path   string `json:"path" alias:"file_path,filePath,file" jsonschema:"The file to read: absolute, relative to the working directory, or starting with ~."`
+	Offset int    `json:"offset,omitempty" min:"1" jsonschema:"The first line to show, counting from 1. Default 1."`
+	Limit  int    `json:"limit,omitempty" min:"1" jsonschema:"How many lines to show at most. Default: the whole file, up to 256 KiB."`
+}
+
+var readFileSpec = specFor[readFileArgs]("read_file")
 
 // binarySniff is how much of a file's head is searched for a NUL byte to
 // tell a binary file from text, as git and grep do.
@@ -41,19 +39,13 @@ type readFileTool struct{}
 
 func (readFileTool) Name() string            { return "read_file" }
 func (readFileTool) Description() string     { return readFileDescription }
-func (readFileTool) Schema() json.RawMessage { return json.RawMessage(readFileSchema) }
+func (readFileTool) Schema() json.RawMessage { return readFileSpec.schemaCopy() }
 func (readFileTool) Kind() Kind              { return KindRead }
 
-func (readFileTool) params() []param {
-	return []param{
-		{name: "path", typ: argString, required: true},
-		{name: "offset", typ: argInteger, min: 1},
-		{name: "limit", typ: argInteger, min: 1},
-	}
-}
+func (readFileTool) spec() *spec { return readFileSpec }
 
 func (readFileTool) prepare(env Env, c *Call) error {
-	p, err := pathArg("read_file", env, c)
+	p, err := pathArg("read_file", env, c, argsOf[readFileArgs](c).Path)
 	if err != nil {
 		return err
 	}
@@ -61,9 +53,9 @@ func (readFileTool) prepare(env Env, c *Call) error {
 	return nil
 }
 
-// pathArg checks the "path" argument, sets the title, and resolves the path.
-func pathArg(tool string, env Env, c *Call) (string, error) {
-	given := strArg(c.Args, "path")
+// pathArg checks the "path" argument, given, sets the title, and resolves
+// the path.
+func pathArg(tool string, env Env, c *Call, given string) (string, error) {
 	c.Title = tool + ": " + given
 	if strings.TrimSpace(given) == "" {
 		return "", fmt.Errorf(`%s: argument "path" is empty; give the file's path`, tool)
@@ -71,23 +63,10 @@ func pathArg(tool string, env Env, c *Call) (string, error) {
 	return Resolve(env.Cwd, given), nil
 }
 
-// intArg reads an integer argument, clamped so that an absurd value cannot
-// overflow an int.
-func intArg(args map[string]any, name string, def int) int {
-	f, ok := numArg(args, name)
-	if !ok {
-		return def
-	}
-	if f > 1<<40 {
-		return 1 << 40
-	}
-	return int(f)
-}
-
 func (readFileTool) run(ctx context.Context, env Env, c *Call) Result {
-	p := Resolve(env.Cwd, strArg(c.Args, "path"))
-	offset := intArg(c.Args, "offset", 1)
-	limit := intArg(c.Args, "limit", 0)
+	a := argsOf[readFileArgs](c)
+	p := Resolve(env.Cwd, a.Path)
+	offset, limit := max(a.Offset, 1), a.Limit
 
 	f, err := os.Open(p)
 	if err != nil {

@@ -138,6 +138,8 @@ type Call struct {
 	lspText string
 	// Questions are an ask_user call's questions, validated by prepare.
 	Questions []Question
+	// params are the arguments as the tool's struct (argsOf).
+	params any
 	// plan is the plan a plan call makes, computed by prepare.
 	plan []history.PlanEntry
 	// skill is the skill a read_skill call reads.
@@ -199,11 +201,13 @@ type Tool interface {
 // prepared and run.
 type builtin interface {
 	Tool
-	// params lists the arguments, for validation and error messages.
-	params() []param
+	// spec is the tool's parameters, from its struct (args.go): the
+	// schema, the checks and the errors.
+	spec() *spec
 	// prepare fills the call's Title, Locations, Mutating and Proposal
-	// from c.Args, which have already been checked against params. It
-	// returns an error worded for the model when the call cannot go ahead.
+	// from its arguments (argsOf), which have already been checked at the
+	// top level. It returns an error worded for the model when the call
+	// cannot go ahead.
 	prepare(env Env, c *Call) error
 	// run executes the call. It may assume c.Args passed validation.
 	run(ctx context.Context, env Env, c *Call) Result
@@ -248,12 +252,19 @@ func Prepare(env Env, name, rawArgs string) (*Call, error) {
 	}
 	b := t.(builtin)
 	c := &Call{Tool: t, Title: name, Kind: t.Kind()}
-	args, err := decodeArgs(name, rawArgs, b.params())
+	sp := b.spec()
+	args, err := decodeArgs(sp, rawArgs)
 	c.Args = args
 	if err != nil {
 		return c, err
 	}
+	c.params = sp.decodeInto(args)
 	if err := b.prepare(env, c); err != nil {
+		return c, err
+	}
+	// The tool's own checks word the common mistakes best; the schema
+	// has the last word on the rest.
+	if err := sp.validate(args); err != nil {
 		return c, err
 	}
 	if err := env.confine(c); err != nil {
@@ -291,8 +302,15 @@ func Run(ctx context.Context, env Env, c *Call) (res Result) {
 	}
 	// The arguments are checked again because a Call may have been built
 	// by hand rather than by Prepare; a tool's run relies on them.
-	if err := checkArgs(c.Tool.Name(), c.Args, b.params()); err != nil {
+	sp := b.spec()
+	if err := sp.checkArgs(c.Args); err != nil {
 		return Result{Output: err.Error(), Failed: true}
+	}
+	if err := sp.validate(c.Args); err != nil {
+		return Result{Output: err.Error(), Failed: true}
+	}
+	if c.params == nil {
+		c.params = sp.decodeInto(c.Args)
 	}
 	if ctx.Err() != nil {
 		return Result{Output: "[cancelled]", Failed: true}

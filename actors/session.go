@@ -182,7 +182,6 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		// fork's is news to the client, told after its first turn.
 		s.title = history.Title(st.History)
 	}
-	s.toolDefs = rt.toolDefs
 	s.mcpServers = rt.mcpServers(st.MCP)
 	// newSession runs off the actor (on the edge's goroutine for
 	// SpawnSession, a worker's for OpenSession), where reading the
@@ -200,6 +199,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		}
 		s.agents = agents.NewPool(cfgs, s.cwd, s.id, rt.log)
 	}
+	s.useTools()
 	if s.created.IsZero() {
 		s.created = time.Now()
 	}

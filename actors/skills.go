@@ -125,6 +125,7 @@ func (s *session) useSkills(set *skills.Set) {
 		return
 	}
 	s.skills = set
+	s.useTools()
 	s.history[0].Content = systemPrompt(s.cwd, set)
 	if s.announced {
 		s.announced = false

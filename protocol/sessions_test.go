@@ -321,9 +321,9 @@ func TestCompactFailureKeepsHistory(t *testing.T) {
 
 func TestAutoCompaction(t *testing.T) {
 	e := newSessEnv(t, sessionScript, func(c *configs.Config) {
-		// Tokens: the tool definitions (about 3,600), the system prompt
-		// and a few turns fill it.
-		c.Model.ContextWindow = 4400
+		// Tokens: the tool definitions offered (about 2,750), the system
+		// prompt and a few turns fill it.
+		c.Model.ContextWindow = 3400
 		c.Context.Threshold = 0.85
 		c.Context.KeepLastTurns = 1
 	})

@@ -88,4 +88,6 @@ func TestDefinitionsGolden(t *testing.T) {
 	}
 	n, tokens := definitionsSize(Builtin())
 	t.Logf("all built-in tool definitions: %d bytes, about %d tokens", n, tokens)
+	n, tokens = definitionsSize(Offered(Has{}))
+	t.Logf("offered with no agent, language server or skill: %d bytes, about %d tokens", n, tokens)
 }

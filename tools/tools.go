@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,10 @@ type Env struct {
 	// Cwd is the session's absolute working directory. Relative paths in
 	// tool arguments resolve against it, and bash runs in it.
 	Cwd string
+	// Offered, when not nil, are the names of the built-in tools offered
+	// to the model (Offered): a call to another one is an unknown tool.
+	// nil offers every built-in.
+	Offered []string
 	// Roots, when set, are the only folders mm's own file tools (read_file,
 	// write_file, edit_file, fetch_content's output, lsp) may open, links
 	// followed (mm serve's serve.roots); a path outside is a result the
@@ -219,6 +224,43 @@ func Builtin() []Tool {
 	return []Tool{bashTool{}, readFileTool{}, writeFileTool{}, editFileTool{}, readSkillTool{}, planTool{}, askUserTool{}, askAgentTool{}, fetchContentTool{}, lspTool{}}
 }
 
+// Has says what a session has that some tools need to work.
+type Has struct {
+	// Agents: agents are configured for ask_agent.
+	Agents bool
+	// LSP: language servers are configured for lsp.
+	LSP bool
+	// Skills: the session's catalog holds at least one skill (read_skill).
+	Skills bool
+}
+
+// Offered returns the built-in tools that can work in a session that has
+// has, in the order of Builtin: ask_agent only with agents configured, lsp
+// only with language servers, read_skill only with skills. A tool that
+// cannot work is not offered, so that the model neither reads its
+// description on every request nor calls it to learn that it fails.
+func Offered(has Has) []Tool {
+	out := Builtin()[:0:0]
+	for _, t := range Builtin() {
+		switch t.Name() {
+		case "ask_agent":
+			if !has.Agents {
+				continue
+			}
+		case "lsp":
+			if !has.LSP {
+				continue
+			}
+		case "read_skill":
+			if !has.Skills {
+				continue
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
 // Lookup returns the built-in tool with the given name.
 func Lookup(name string) (Tool, bool) {
 	for _, t := range Builtin() {
@@ -243,10 +285,12 @@ func Prepare(env Env, name, rawArgs string) (*Call, error) {
 		return prepareMCP(env, name, rawArgs)
 	}
 	t, ok := Lookup(name)
-	if !ok {
-		names := make([]string, 0, 4)
-		for _, b := range Builtin() {
-			names = append(names, b.Name())
+	if !ok || (env.Offered != nil && !slices.Contains(env.Offered, name)) {
+		names := env.Offered
+		if names == nil {
+			for _, b := range Builtin() {
+				names = append(names, b.Name())
+			}
 		}
 		return nil, fmt.Errorf("unknown tool %q; the available tools are: %s", name, strings.Join(names, ", "))
 	}

@@ -76,10 +76,11 @@ type Policy struct {
 	// may read but not change; Wrap looks for them when the command starts.
 	// bubblewrap only (Landlock cannot narrow a writable folder).
 	Protected []string
-	// Readable are folders a command may read even where the mode would
-	// hide them (under the private /tmp of bubblewrap): what mm keeps for
-	// the session that its commands may search, such as the whole output
-	// of a tool whose result was cut. Links are followed.
+	// Readable are folders a command may read even where the mode or
+	// Hidden would hide them (under the private /tmp of bubblewrap, inside
+	// a hidden folder): what mm keeps for the session that its commands
+	// may search, such as the whole output of a tool whose result was cut.
+	// Links are followed.
 	Readable []string
 	// Temp is the session's own temporary folder, which Landlock lets a
 	// command write and names in TMPDIR, made (0700) when the command starts
@@ -236,9 +237,6 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy) error {
 		for _, w := range resolved(p.Writable) {
 			args = append(args, bind, w, w)
 		}
-		for _, r := range resolved(p.Readable) {
-			args = append(args, "--ro-bind", r, r)
-		}
 		if p.Mode == WorkspaceWrite {
 			for _, r := range resolved(protected(p.Writable, p.Protected)) {
 				args = append(args, "--ro-bind", r, r)
@@ -250,20 +248,28 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy) error {
 			args = append(args, "--ro-bind", exe[0], exe[0])
 		}
 	}
-	writable := resolved(p.Writable)
+	writable, readable := resolved(p.Writable), resolved(p.Readable)
 	for _, h := range resolved(p.Hidden) {
 		if slices.ContainsFunc(writable, func(w string) bool { return within(h, w) }) {
 			continue // hiding it would hide the session's own folder
 		}
 		fi, err := os.Stat(h)
-		if err != nil {
-			continue
-		}
-		if fi.IsDir() {
-			args = append(args, "--tmpfs", h, "--remount-ro", h)
-		} else {
+		switch {
+		case err != nil:
+		case !fi.IsDir():
 			args = append(args, "--ro-bind", "/dev/null", h)
+		case slices.ContainsFunc(readable, func(r string) bool { return within(h, r) }):
+			// Left writable, the empty folder takes the mount point of
+			// the readable one below (its writes stay in the sandbox).
+			args = append(args, "--tmpfs", h)
+		default:
+			args = append(args, "--tmpfs", h, "--remount-ro", h)
 		}
+	}
+	// Mounted last, so that neither the private /tmp nor a hidden folder
+	// covers them.
+	for _, r := range readable {
+		args = append(args, "--ro-bind", r, r)
 	}
 	if !p.Network {
 		args = append(args, "--unshare-net")

@@ -127,6 +127,12 @@ func restrict(p Policy) error {
 	if err := readAllBut("/", hiddenFrom(p), base, allow); err != nil {
 		return err
 	}
+	// A readable folder inside a hidden one is granted on its own.
+	for _, r := range resolved(p.Readable) {
+		if err := allow(r, fsRead, true); err != nil {
+			return err
+		}
+	}
 	for _, w := range write {
 		if err := allow(w, all, true); err != nil {
 			return err

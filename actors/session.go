@@ -69,6 +69,9 @@ type session struct {
 	skills    *skills.Set
 	// tempDir is the session's temporary folder under Landlock (sandbox.go).
 	tempDir string
+	// outputDir is the session's folder of whole outputs (tools.Output),
+	// "" when none are kept.
+	outputDir string
 	// sandboxMode is the session's sandbox mode: the runtime's, or one no
 	// wider set over ACP (sandbox.go).
 	sandboxMode sandbox.Mode
@@ -161,6 +164,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		sandboxMode: rt.sandboxMode,
 		network:     rt.cfg.Sandbox.Network,
 		tempDir:     landlockTemp(rt),
+		outputDir:   outputDir(rt, st.ID),
 		mode:        st.Mode,
 		modelID:     st.Model,
 		history:     st.History,

@@ -51,7 +51,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		callID:  callID,
 		name:    t.tool.Name,
 		args:    t.tool.Arguments,
-		env: tools.Env{Cwd: s.cwd, Roots: s.roots, Offered: s.offered(), BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id,
+		env: tools.Env{Cwd: s.cwd, Roots: s.roots, Offered: s.offered(), Output: s.output(callID), BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id,
 			Plan: s.plan, SkillDirs: s.skillDirs, HTTP: s.rt.http, Fetch: s.rt.fetchLimits(), Confine: s.confine(), Sandbox: s.policy()},
 		policy: toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
 		repeat: t.repeats,

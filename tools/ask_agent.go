@@ -56,5 +56,5 @@ func (askAgentTool) run(ctx context.Context, env Env, c *Call) Result {
 	case err != nil:
 		return Result{Output: withNewline(answer) + "[error: " + err.Error() + "]", Failed: true}
 	}
-	return Result{Output: answer}
+	return Result{Output: env.Output.fit(answer, documentHead)}
 }

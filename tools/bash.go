@@ -73,7 +73,7 @@ func (bashTool) run(ctx context.Context, env Env, c *Call) Result {
 			return Result{Output: fmt.Sprintf("[not run: %v]", err), Failed: true}
 		}
 	}
-	out := newHeadTail(MaxOutputBytes)
+	out := newCapture(env.Output, commandHead)
 	var sink io.Writer = out
 	if env.Progress != nil {
 		live := &liveTail{}

@@ -83,7 +83,7 @@ func (fetchContentTool) run(ctx context.Context, env Env, c *Call) Result {
 	}
 	head += "]"
 	if len(c.Locations) == 0 {
-		return Result{Output: head + "\n" + truncateHead(page.Text, MaxOutputBytes)}
+		return Result{Output: head + "\n" + env.Output.fit(page.Text, documentHead)}
 	}
 	p := c.Locations[0]
 	old, err := currentText(p)

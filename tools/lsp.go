@@ -105,7 +105,7 @@ func (lspTool) run(ctx context.Context, env Env, c *Call) Result {
 	case err != nil:
 		return Result{Output: "[" + err.Error() + "]", Failed: true}
 	}
-	return Result{Output: truncateHead(res.Text, MaxOutputBytes)}
+	return Result{Output: env.Output.fit(res.Text, documentHead)}
 }
 
 // applyEdits writes a rename's files, all or none: each must still hold

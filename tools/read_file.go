@@ -85,14 +85,14 @@ func (readFileTool) run(ctx context.Context, env Env, c *Call) Result {
 	if !st.Mode().IsRegular() {
 		return Result{Output: fmt.Sprintf("[cannot read %s: not a regular file (%s)]", p, st.Mode().Type()), Failed: true}
 	}
-	return readLines(ctx, f, p, offset, limit, st.Size())
+	return readLines(ctx, f, p, offset, limit, st.Size(), env.Output.budget())
 }
 
 // readLines streams the file, keeping only the lines asked for and within
 // MaxOutputBytes, while counting every line so that the marker can tell
 // the model how much more there is. A large file costs no more memory
 // than the output.
-func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, sizeHint int64) Result {
+func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, sizeHint int64, budget int) Result {
 	// The buffers are sized from the file's size so that the common small
 	// file costs little; files in /proc report 0 and get the minimum.
 	br := bufio.NewReaderSize(f, int(min(max(sizeHint+1, 2*binarySniff), 64<<10)))
@@ -118,7 +118,7 @@ func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, si
 		chunks    = 0
 	)
 	if offset == 1 {
-		out.Grow(int(min(sizeHint, MaxOutputBytes)))
+		out.Grow(int(min(sizeHint, int64(budget))))
 	}
 	for {
 		chunk, err := br.ReadSlice('\n')
@@ -129,14 +129,14 @@ func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, si
 				if firstShow == 0 {
 					firstShow = line
 				}
-				if out.Len()+len(chunk) <= MaxOutputBytes {
+				if out.Len()+len(chunk) <= budget {
 					out.Write(chunk)
 				} else {
 					full = true
 					if line == firstShow {
 						// A single line longer than the limit: show its head
 						// rather than nothing.
-						room := MaxOutputBytes - out.Len()
+						room := budget - out.Len()
 						out.Write(chunk[:validPrefix(string(chunk), room)])
 						cutLine = true
 					} else {
@@ -205,7 +205,7 @@ func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, si
 	}
 	text := out.String()
 	if cutLine {
-		return Result{Output: text + fmt.Sprintf("\n[line %d of %d is longer than 256 KiB; only its first %d bytes are shown. Use bash (e.g. `cut -c`, `fold`) to see the rest]", firstShow, total, len(text))}
+		return Result{Output: text + fmt.Sprintf("\n[line %d of %d is longer than the output limit of %s; only its first %d bytes are shown. Use bash (e.g. `cut -c`, `fold`) to see the rest]", firstShow, total, count(int64(budget), "byte"), len(text))}
 	}
 	if firstShow == 1 && lastShown == total {
 		return Result{Output: text}
@@ -218,7 +218,7 @@ func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, si
 	case lastShown == total:
 		text += fmt.Sprintf("[lines %d-%d of %d]", firstShow, lastShown, total)
 	case full:
-		text += fmt.Sprintf("[lines %d-%d of %d; output limit of 256 KiB reached, %d more bytes; use offset=%d to read more]", firstShow, lastShown, total, more, lastShown+1)
+		text += fmt.Sprintf("[lines %d-%d of %d; output limit of %s reached, %d more bytes; use offset=%d to read more]", firstShow, lastShown, total, count(int64(budget), "byte"), more, lastShown+1)
 	default:
 		text += fmt.Sprintf("[lines %d-%d of %d; %d more bytes; use offset=%d to read more]", firstShow, lastShown, total, more, lastShown+1)
 	}

@@ -107,13 +107,13 @@ func TestReadFileBigDirectoryListingIsCut(t *testing.T) {
 
 func TestReadFileTruncation(t *testing.T) {
 	cwd := t.TempDir()
-	env := Env{Cwd: cwd}
+	env := Env{Cwd: cwd, Output: Output{Budget: MaxOutputBytes}}
 	// 100-byte lines: 2621 lines fit in 256 KiB, the file has 5000.
 	line := strings.Repeat("x", 99) + "\n"
 	mustWrite(t, filepath.Join(cwd, "big.txt"), strings.Repeat(line, 5000))
 	r := runTool(t, env, "read_file", `{"path":"big.txt"}`)
 	fit := MaxOutputBytes / len(line)
-	marker := fmt.Sprintf("[lines 1-%d of 5000; output limit of 256 KiB reached, %d more bytes; use offset=%d to read more]", fit, (5000-fit)*len(line), fit+1)
+	marker := fmt.Sprintf("[lines 1-%d of 5000; output limit of 262,144 bytes reached, %d more bytes; use offset=%d to read more]", fit, (5000-fit)*len(line), fit+1)
 	if r.Failed || !strings.HasSuffix(r.Output, "\n"+marker) {
 		t.Errorf("marker missing; output ends %q", r.Output[len(r.Output)-200:])
 	}
@@ -131,14 +131,14 @@ func TestReadFileTruncation(t *testing.T) {
 	l2, l3 := strings.Repeat("b", 200000)+"\n", strings.Repeat("c", 100000)+"\n"
 	mustWrite(t, filepath.Join(cwd, "wide.txt"), "a\n"+l2+l3+"z\n")
 	r = runTool(t, env, "read_file", `{"path":"wide.txt"}`)
-	if want := "a\n" + l2 + fmt.Sprintf("[lines 1-2 of 4; output limit of 256 KiB reached, %d more bytes; use offset=3 to read more]", len(l3)+2); r.Output != want {
+	if want := "a\n" + l2 + fmt.Sprintf("[lines 1-2 of 4; output limit of 262,144 bytes reached, %d more bytes; use offset=3 to read more]", len(l3)+2); r.Output != want {
 		t.Errorf("wide lines: got %d bytes ending %q", len(r.Output), r.Output[len(r.Output)-120:])
 	}
 
 	// A single line longer than the limit shows its head.
 	mustWrite(t, filepath.Join(cwd, "long.txt"), "short\n"+strings.Repeat("é", MaxOutputBytes)+"\nafter\n")
 	r = runTool(t, env, "read_file", `{"path":"long.txt","offset":2}`)
-	if r.Failed || !strings.HasSuffix(r.Output, fmt.Sprintf("\n[line 2 of 3 is longer than 256 KiB; only its first %d bytes are shown. Use bash (e.g. `cut -c`, `fold`) to see the rest]", MaxOutputBytes)) {
+	if r.Failed || !strings.HasSuffix(r.Output, fmt.Sprintf("\n[line 2 of 3 is longer than the output limit of 262,144 bytes; only its first %d bytes are shown. Use bash (e.g. `cut -c`, `fold`) to see the rest]", MaxOutputBytes)) {
 		t.Errorf("long line ends %q", r.Output[len(r.Output)-200:])
 	}
 	if strings.ContainsRune(r.Output, '\uFFFD') {

@@ -50,7 +50,7 @@ func (readSkillTool) prepare(env Env, c *Call) error {
 	return nil
 }
 
-func (readSkillTool) run(_ context.Context, _ Env, c *Call) Result {
+func (readSkillTool) run(_ context.Context, env Env, c *Call) Result {
 	body, err := c.skill.Body()
 	if err != nil {
 		return Result{Output: fmt.Sprintf("read_skill: cannot read %s: %v", c.skill.Path, err), Failed: true}
@@ -68,5 +68,5 @@ func (readSkillTool) run(_ context.Context, _ Env, c *Call) Result {
 			b.WriteString("- " + f + "\n")
 		}
 	}
-	return Result{Output: truncateHead(b.String(), MaxOutputBytes)}
+	return Result{Output: env.Output.fit(b.String(), documentHead)}
 }

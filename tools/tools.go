@@ -31,7 +31,8 @@ const (
 )
 
 // MaxOutputBytes is the most that any tool output given to the model may
-// hold. Longer outputs are cut, with a marker saying how much was left out.
+// hold, whatever its window: the bound of tools.output.maxBytes. Each
+// call's own budget (Env.Output) is usually far less.
 const MaxOutputBytes = 256 << 10
 
 // DefaultBashTimeout is the per-command limit used when Env.BashTimeout is
@@ -47,6 +48,9 @@ type Env struct {
 	// to the model (Offered): a call to another one is an unknown tool.
 	// nil offers every built-in.
 	Offered []string
+	// Output sizes the call's result to the model's window and says where
+	// a cut output is kept whole (budget.go).
+	Output Output
 	// Roots, when set, are the only folders mm's own file tools (read_file,
 	// write_file, edit_file, fetch_content's output, lsp) may open, links
 	// followed (mm serve's serve.roots); a path outside is a result the
@@ -367,13 +371,16 @@ func Run(ctx context.Context, env Env, c *Call) (res Result) {
 		env.started()
 	}
 	res = b.run(ctx, env, c)
-	// Each tool keeps its output within MaxOutputBytes plus its own
-	// markers; this net catches whatever does not (a huge panic value, a
-	// bug), so that no output can flood the model's context.
-	res.Output = truncateHead(res.Output, MaxOutputBytes+outputSlack)
+	// Each tool keeps its output within its budget plus its own lines
+	// (an exit code, a heading); this net catches whatever does not (a
+	// bug, a tool that forgot), so that no output can flood the model's
+	// context.
+	if len(res.Output) > env.Output.budget()+outputSlack {
+		res.Output = env.Output.fit(res.Output, documentHead)
+	}
 	return res
 }
 
-// outputSlack is the room left above MaxOutputBytes for the markers and
-// the exit-code line that tools add to an output already cut to the limit.
+// outputSlack is the room left above the budget for the lines that tools
+// add to an output already cut to it.
 const outputSlack = 1024

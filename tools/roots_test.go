@@ -51,13 +51,13 @@ func TestRootsConfineFileTools(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(outside, "made.txt")); err == nil {
 		t.Error("a file was made outside")
 	}
-	if res := runTool(t, env, "read_file", `{"path":"in.txt"}`); res.Failed || res.Output != "inside\n" {
+	if res := runTool(t, env, "read_file", `{"path":"in.txt"}`); res.Failed || res.Output != "     1\tinside\n" {
 		t.Errorf("inside: %+v", res)
 	}
 	if res := runTool(t, env, "write_file", `{"path":"sub/new.txt","content":"made\n"}`); res.Failed {
 		t.Errorf("a new file inside: %+v", res)
 	}
-	if res := runTool(t, Env{Cwd: root}, "read_file", `{"path":"door/secret.txt"}`); res.Failed || res.Output != "secret\n" {
+	if res := runTool(t, Env{Cwd: root}, "read_file", `{"path":"door/secret.txt"}`); res.Failed || res.Output != "     1\tsecret\n" {
 		t.Errorf("without roots: %+v", res)
 	}
 }
@@ -75,7 +75,7 @@ func TestOwnOutputsReadable(t *testing.T) {
 	mustMkdir(t, root)
 	env := Env{Cwd: root, Roots: []string{root}, Output: Output{Dir: mine},
 		Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite, Writable: []string{root}, Hidden: []string{outputs}, Readable: []string{mine}}}
-	if res := runTool(t, env, "read_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(mine, "call_1.out"))); res.Failed || res.Output != "whole\n" {
+	if res := runTool(t, env, "read_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(mine, "call_1.out"))); res.Failed || res.Output != "     1\twhole\n" {
 		t.Errorf("the session's own output: %+v", res)
 	}
 	if _, err := Prepare(env, "read_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(outputs, "other", "call_2.out"))); err == nil {

@@ -149,6 +149,9 @@ type Call struct {
 	Questions []Question
 	// params are the arguments as the tool's struct (argsOf).
 	params any
+	// edit is the change an edit_file call makes, as prepare computed it
+	// (the Proposal the user approves).
+	edit *edit
 	// plan is the plan a plan call makes, computed by prepare.
 	plan []history.PlanEntry
 	// skill is the skill a read_skill call reads.

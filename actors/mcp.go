@@ -5,7 +5,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/mcpclient"
 )
 
@@ -69,13 +68,7 @@ func (s *session) onMCPChanged() {
 	if s.mcp == nil {
 		return
 	}
-	tools := s.mcp.Tools()
-	defs := make([]llm.ToolDef, 0, len(s.rt.toolDefs)+len(tools))
-	defs = append(defs, s.rt.toolDefs...)
-	for _, t := range tools {
-		defs = append(defs, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Schema})
-	}
-	s.toolDefs = defs
+	s.useTools()
 }
 
 func (s *session) onMCPWarning(m *mcpWarning) {

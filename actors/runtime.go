@@ -209,6 +209,8 @@ func NewRuntime(o Options) *Runtime {
 	rt.mailboxes = newDispatcher()
 	rt.http = fetch.NewClient(rt.fetchLimits())
 	rt.turns = rt.spawnTurns(o.Config.Turns.Concurrency)
+	// What an mm killed before its sessions ended left of their outputs.
+	rt.goWork(tools.SweepOutputs)
 	rt.warm("default")
 	return rt
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mm-agent/mm/sandbox"
+	"github.com/mm-agent/mm/tools"
 )
 
 // policy is what the session's commands may touch (package sandbox), as
@@ -32,7 +33,15 @@ func (s *session) policy() sandbox.Policy {
 		}
 		hidden = append(hidden, dir)
 	}
+	if s.outputDir != "" {
+		// Every session's outputs are hidden, but for its own, which its
+		// results name.
+		hidden = append(hidden, tools.OutputsRoot())
+	}
 	p := sandbox.Policy{Mode: s.sandboxMode, Network: s.network, Writable: append([]string{s.cwd}, s.dirs...), Hidden: hidden}
+	if s.outputDir != "" {
+		p.Readable = []string{s.outputDir}
+	}
 	if p.Mode == sandbox.WorkspaceWrite {
 		p.Protected = s.rt.cfg.Tools.Sensitive
 		if s.rt.cfg.Sandbox.ProtectGit {
@@ -56,13 +65,34 @@ func landlockTemp(rt *Runtime) string {
 	return filepath.Join(os.TempDir(), "mm-session-"+rand.Text())
 }
 
-// removeTemp removes the session's temporary folder, off the actor, and
-// ends its own network.
-func (s *session) removeTemp() {
-	if d := s.tempDir; d != "" {
-		s.tempDir = ""
-		s.rt.goWork(func() { _ = os.RemoveAll(d) })
+// outputDir names a session's folder of whole outputs: "" when
+// tools.output.keepBytes keeps none.
+func outputDir(rt *Runtime, id string) string {
+	if rt.cfg.Tools.Output.KeepBytes <= 0 {
+		return ""
 	}
+	return tools.NewOutputDir(id)
+}
+
+// output is how the result of the session's call callID is sized (a
+// share of its model's window) and where it is kept whole when cut.
+func (s *session) output(callID string) tools.Output {
+	o := s.rt.cfg.Tools.Output
+	return tools.Output{
+		Budget: tools.OutputBudget(s.rt.windowFor(s.modelID), int(o.MinBytes), int(o.MaxBytes)),
+		Dir:    s.outputDir, Name: callID + ".out", Keep: int64(o.KeepBytes),
+	}
+}
+
+// removeTemp removes the session's temporary folder and its folder of
+// whole outputs, off the actor, and ends its own network.
+func (s *session) removeTemp() {
+	for _, d := range []string{s.tempDir, s.outputDir} {
+		if d != "" {
+			s.rt.goWork(func() { _ = os.RemoveAll(d) })
+		}
+	}
+	s.tempDir, s.outputDir = "", ""
 	if n := s.net; n != nil {
 		s.net = nil
 		s.rt.goWork(n.Close)

@@ -74,6 +74,9 @@ type session struct {
 	// net is the session's own network for its confined commands, made
 	// when the first of them needs it (sandbox.go); nil: none yet.
 	net *sandbox.Network
+	// outputDir is the session's folder of whole outputs (tools.Output),
+	// "" when none are kept.
+	outputDir string
 	// sandboxMode is the session's sandbox mode: the runtime's, or one no
 	// wider set over ACP (sandbox.go).
 	sandboxMode sandbox.Mode
@@ -166,6 +169,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		sandboxMode: rt.sandboxMode,
 		network:     rt.cfg.Sandbox.Network,
 		tempDir:     landlockTemp(rt),
+		outputDir:   outputDir(rt, st.ID),
 		mode:        st.Mode,
 		modelID:     st.Model,
 		history:     st.History,
@@ -187,7 +191,6 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		// fork's is news to the client, told after its first turn.
 		s.title = history.Title(st.History)
 	}
-	s.toolDefs = rt.toolDefs
 	s.mcpServers = rt.mcpServers(st.MCP)
 	// newSession runs off the actor (on the edge's goroutine for
 	// SpawnSession, a worker's for OpenSession), where reading the
@@ -205,6 +208,7 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		}
 		s.agents = agents.NewPool(cfgs, s.cwd, s.id, rt.log)
 	}
+	s.useTools()
 	if s.created.IsZero() {
 		s.created = time.Now()
 	}

@@ -108,6 +108,7 @@ func (s *session) useSkills(set *skills.Set) {
 		return
 	}
 	s.skills = set
+	s.useTools()
 	s.sys.dirty = true // the system message lists them
 	if s.announced {
 		s.announced = false

@@ -3,6 +3,7 @@ package actors
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/tools"
 )
 
@@ -51,7 +53,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		callID:  callID,
 		name:    t.tool.Name,
 		args:    t.tool.Arguments,
-		env: tools.Env{Cwd: s.cwd, Roots: s.roots, BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id,
+		env: tools.Env{Cwd: s.cwd, Roots: s.roots, Offered: s.offered(), Output: s.output(callID), BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id,
 			Plan: s.plan, SkillDirs: s.skillDirs, HTTP: s.rt.http, Fetch: s.rt.fetchLimits(), Confine: s.confine(), Sandbox: s.policy(), Foreign: s.foreign()},
 		policy: toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
 		repeat: t.repeats,
@@ -252,6 +254,39 @@ func toolDefs() []llm.ToolDef {
 		out = append(out, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
 	}
 	return out
+}
+
+// offered are the names of the built-in tools that can work in the
+// session (tools.Offered): ask_agent with agents, lsp with language
+// servers, read_skill with skills in its catalog.
+func (s *session) offered() []string {
+	has := tools.Has{Agents: s.agents != nil, LSP: s.lsp != nil, Skills: s.skills != nil && len(s.skills.Names()) > 0}
+	var names []string
+	for _, t := range tools.Offered(has) {
+		names = append(names, t.Name())
+	}
+	return names
+}
+
+// useTools makes the session's tool list what it can use now: the
+// built-in tools offered, then its MCP servers' tools. It is called when
+// the session starts, when its MCP tools change and when its skills do.
+func (s *session) useTools() {
+	offered := s.offered()
+	var mcp []mcpclient.Tool
+	if s.mcp != nil {
+		mcp = s.mcp.Tools()
+	}
+	defs := make([]llm.ToolDef, 0, len(offered)+len(mcp))
+	for _, d := range s.rt.toolDefs {
+		if slices.Contains(offered, d.Name) {
+			defs = append(defs, d)
+		}
+	}
+	for _, t := range mcp {
+		defs = append(defs, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Schema})
+	}
+	s.toolDefs = defs
 }
 
 // mediaContent shows the images and resources a tool returned.

@@ -230,9 +230,19 @@ type Hooks struct {
 
 // Tools configures the built-in tools.
 type Tools struct {
-	Bash      Bash     `yaml:"bash"`
-	Fetch     Fetch    `yaml:"fetch"`
-	Sensitive []string `yaml:"sensitive"`
+	Bash      Bash       `yaml:"bash"`
+	Fetch     Fetch      `yaml:"fetch"`
+	Output    ToolOutput `yaml:"output"`
+	Sensitive []string   `yaml:"sensitive"`
+}
+
+// ToolOutput sizes what the model reads of a tool's result: a tenth of the
+// context window, within MinBytes and MaxBytes; a longer output is cut,
+// and kept whole in the session's folder, which holds KeepBytes at most.
+type ToolOutput struct {
+	MinBytes  Bytes `yaml:"minBytes"`
+	MaxBytes  Bytes `yaml:"maxBytes"`
+	KeepBytes Bytes `yaml:"keepBytes"`
 }
 
 // Sandbox is what the commands mm starts for a session may touch

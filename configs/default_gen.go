@@ -58,6 +58,11 @@ func generatedDefault() *Config {
 				MaxRedirects: 5,
 				MaxBytes:     Bytes(5242880),
 			},
+			Output: ToolOutput{
+				MinBytes:  Bytes(4096),
+				MaxBytes:  Bytes(49152),
+				KeepBytes: Bytes(268435456),
+			},
 			Sensitive: []string{".env", ".env.*", "id_rsa*", "id_ed25519*", "*.pem", "*.key", ".ssh/**", ".aws/**", ".netrc"},
 		},
 		Sandbox: Sandbox{

@@ -107,6 +107,9 @@ func (c *Config) validate() error {
 	if c.Tools.Fetch.Timeout <= 0 || c.Tools.Fetch.MaxBytes <= 0 || c.Tools.Fetch.MaxRedirects < 0 {
 		return bad("tools.fetch", "timeout and maxBytes must be positive, maxRedirects not negative")
 	}
+	if o := c.Tools.Output; o.MinBytes < 1<<10 || o.MaxBytes < o.MinBytes || o.MaxBytes > 256<<10 || o.KeepBytes < 0 {
+		return bad("tools.output", "minBytes must be at least 1KiB, maxBytes at least minBytes and at most 256KiB, keepBytes not negative")
+	}
 	if c.LSP.Timeout <= 0 {
 		return bad("lsp.timeout", "must be positive")
 	}

@@ -27,22 +27,6 @@ const (
 	excerptBytes = 200
 )
 
-// These grace periods bound how long a run waits for the hook's pipes once
-// the hook itself is over. Processes a hook left in the background may hold
-// its stdout or stderr open forever, and the turn must not wait on them.
-const (
-	// drainAfterExit is the wait for the pipes' end after the hook exits
-	// by itself: long enough for a writer that is just finishing, short
-	// enough not to be felt.
-	drainAfterExit = 100 * time.Millisecond
-	// reapAfterKill bounds the wait, after the group was killed, for the
-	// pipes' end and for the group's members to be dead. A killed process
-	// dies as soon as the kernel schedules it; the bound matters only for
-	// a member stuck in an uninterruptible sleep, or a process that left
-	// the group and still holds a pipe.
-	reapAfterKill = 500 * time.Millisecond
-)
-
 // result is how one hook line went.
 type result struct {
 	// output is the hook's stdout, trimmed; it is valid JSON or empty
@@ -54,135 +38,46 @@ type result struct {
 	cancelled bool
 }
 
-// end says how a hook's process ended.
-type end int
-
-const (
-	exited end = iota
-	timedOut
-	cancelled
-)
-
 // run runs one hook line with stdin as its input and waits for it, for the
 // runner's timeout at most.
 func (r *Runner) run(ctx context.Context, line, sessionID, cwd string, stdin []byte, confine Confine) result {
 	if ctx.Err() != nil {
 		return result{cancelled: true}
 	}
-	// The pipes are made here, rather than handed to os/exec as readers and
-	// writers that it would copy: exec's Wait would then wait for every
-	// holder of the pipes, including grandchildren left in the background,
-	// and never return.
-	var ends [6]*os.File // stdin r/w, stdout r/w, stderr r/w
-	for i := 0; i < len(ends); i += 2 {
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			closeAll(ends[:i])
-			return result{failure: "cannot start: " + err.Error()}
-		}
-		ends[i], ends[i+1] = pr, pw
-	}
-	inR, inW, outR, outW, errR, errW := ends[0], ends[1], ends[2], ends[3], ends[4], ends[5]
-
 	cmd := procs.Bash(line)
 	cmd.Dir = cwd
 	// The mark lets the session's end (procs.KillSession) find whatever
 	// the hook leaves behind, wherever it moved.
 	cmd.Env = append(os.Environ(), procs.SessionEnv(sessionID))
-	started := func() {}
+	// Confined as the session's commands are: the hook runs in the
+	// tenant's folder, where git's config is the tenant's to write.
 	if confine != nil {
-		var err error
-		if started, err = confine(cmd); err != nil {
-			closeAll(ends[:])
+		started, err := confine(cmd)
+		if err != nil {
 			return result{failure: "cannot confine it: " + err.Error()}
 		}
+		defer started()
 	}
-	cmd.Stdin = inR
-	cmd.Stdout = outW
-	cmd.Stderr = errW
-	// Its own group (a job object on Windows) lets a timeout or a cancel
-	// kill the hook with every child and grandchild at once.
-	group := procs.NewGroup(cmd)
-	err := group.Start()
-	started()
-	if err != nil {
-		closeAll(ends[:])
-		return result{failure: "cannot start: " + err.Error()}
-	}
-	defer group.Close()
-	// The parent's copies of the child's ends must go: otherwise the
-	// output pipes would never reach their end, and a hook reading its
-	// stdin to the end would wait forever.
-	closeAll([]*os.File{inR, outW, errW})
-
-	// The event is written from a goroutine: a large tool input does not
-	// fit in the pipe, and a hook that never reads its stdin must not
-	// block the run.
-	stdinDone := make(chan struct{})
-	go func() {
-		defer close(stdinDone)
-		_, _ = inW.Write(stdin) // EPIPE when the hook does not read: fine
-		inW.Close()
-	}()
 	stdout := &capped{}
 	stderr := &capped{tail: true}
-	outDone := make(chan struct{})
-	errDone := make(chan struct{})
-	go func() { defer close(outDone); procs.CopyPipe(outR, stdout) }()
-	go func() { defer close(errDone); procs.CopyPipe(errR, stderr) }()
-	waitDone := make(chan error, 1)
-	go func() {
-		err := cmd.Wait()
-		procs.Done(cmd)
-		waitDone <- err
-	}()
-
 	timeout := r.timeout()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	how := exited
-	var waitErr error
-	select {
-	case waitErr = <-waitDone:
-	case <-ctx.Done():
-		how = cancelled
-		group.Kill()
-		waitErr = <-waitDone
-	case <-timer.C:
-		how = timedOut
-		group.Kill()
-		waitErr = <-waitDone
+	if stdin == nil {
+		stdin = []byte{} // the event, even empty, rather than /dev/null
 	}
-
-	// A write still pending is to a pipe that some leftover process holds
-	// and does not read: give it up. Closing the pipe ends the write on
-	// every system; Windows's pipes take no deadline.
-	inW.Close()
-	<-stdinDone
-	grace := drainAfterExit
-	if how != exited {
-		grace = reapAfterKill
-	}
-	deadline := time.Now().Add(grace)
-	procs.FinishPipe(outR, stdout, outDone, deadline)
-	procs.FinishPipe(errR, stderr, errDone, deadline)
-	if how != exited {
-		// SIGKILL is delivered asynchronously: a member may still be on
-		// its way out when the hook's shell is reaped. The run returns
-		// once none is alive (or the deadline has passed), so that no
-		// hook outlives the turn that timed it out or cancelled it.
-		group.WaitGone(deadline)
+	end, err := procs.Run(ctx, cmd, procs.IO{Stdin: stdin, Stdout: stdout, Stderr: stderr, Timeout: timeout})
+	if err != nil {
+		return result{failure: "cannot start: " + err.Error()}
 	}
 
 	switch {
-	case how == cancelled || ctx.Err() != nil:
+	case end.End == procs.Cancelled || ctx.Err() != nil:
 		// The turn is over; whatever the hook said no longer matters,
 		// and a cancel is not the hook's fault.
 		return result{cancelled: true}
-	case how == timedOut:
+	case end.End == procs.TimedOut:
 		return result{failure: "timed out after " + formatDuration(timeout)}
-	case waitErr != nil:
-		return result{failure: exitFailure(cmd.ProcessState, waitErr, stderr.bytes())}
+	case end.WaitErr != nil:
+		return result{failure: exitFailure(end.State, end.WaitErr, stderr.bytes())}
 	case stdout.overflow:
 		return result{failure: fmt.Sprintf("printed more than %d KiB", maxOutput>>10)}
 	}
@@ -264,14 +159,6 @@ func formatDuration(d time.Duration) string {
 		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 	}
 	return d.String()
-}
-
-func closeAll(files []*os.File) {
-	for _, f := range files {
-		if f != nil {
-			f.Close()
-		}
-	}
 }
 
 // capped keeps at most maxOutput bytes of what is written to it: the first

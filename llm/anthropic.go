@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
 
@@ -28,7 +30,7 @@ type anthropicModel struct {
 func newAnthropic(c Config) (Model, error) {
 	base := c.baseURL(anthropicBaseURL)
 	g := &guard{baseURL: base, local: isLoopback(base), start: "the proxy that serves this URL", sse: true, finished: anthropicFinished, temperaturePath: "temperature",
-		lineLimit: sseLineLimit, split: splitAnthropic,
+		lineLimit: sseLineLimit, split: splitAnthropic, markFailed: markAnthropicErrors,
 		canned: anthropicCanned, cannedType: "text/event-stream"}
 	client, err := anthropic.New(
 		anthropic.WithToken(c.apiKey()),
@@ -46,6 +48,7 @@ func (m *anthropicModel) Stream(ctx context.Context, req Request, emit func(Delt
 	temperature := m.cfg.temperature(req)
 	ctx, c := beginCall(ctx, m.cfg, temperature < 0)
 	defer c.end()
+	c.failed = failedCalls(req.Messages)
 	// The time emit takes is the caller's, not the server's silence. relay
 	// calls it on this goroutine while langchaingo's reader waits in send,
 	// so the hold covers the whole time the caller keeps a delta.
@@ -100,6 +103,45 @@ func (m *anthropicModel) Stream(ctx context.Context, req Request, emit func(Delt
 	})
 	out.FinishReason = finishReason(first.StopReason, len(out.ToolCalls) > 0)
 	return out, nil
+}
+
+// failedCalls are the ids of the tool calls whose results failed (nil when
+// none did).
+func failedCalls(msgs []history.Message) map[string]bool {
+	var out map[string]bool
+	for i := range msgs {
+		if m := &msgs[i]; m.Role == history.RoleTool && m.Failed && m.ToolCallID != "" {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[m.ToolCallID] = true
+		}
+	}
+	return out
+}
+
+// markAnthropicErrors sets is_error on the tool_result blocks of the
+// failed calls, which langchaingo cannot send: Claude models read a failed
+// tool as one, not only from the words of its result. Every other byte of
+// the body stays as it was.
+func markAnthropicErrors(body []byte, failed map[string]bool) ([]byte, error) {
+	var paths []string
+	gjson.GetBytes(body, "messages").ForEach(func(i, msg gjson.Result) bool {
+		msg.Get("content").ForEach(func(j, block gjson.Result) bool {
+			if block.Get("type").String() == "tool_result" && failed[block.Get("tool_use_id").String()] {
+				paths = append(paths, fmt.Sprintf("messages.%d.content.%d.is_error", i.Int(), j.Int()))
+			}
+			return true
+		})
+		return true
+	})
+	var err error
+	for _, p := range paths {
+		if body, err = sjson.SetBytes(body, p, true); err != nil {
+			return nil, err
+		}
+	}
+	return body, nil
 }
 
 // anthropicVersion is the API version langchaingo's client sends.

@@ -212,6 +212,36 @@ func TestAnthropicStreams(t *testing.T) {
 	}
 }
 
+// TestAnthropicFailedToolResults: a tool result that failed reaches
+// Anthropic flagged is_error (langchaingo has no such field), and only
+// that one.
+func TestAnthropicFailedToolResults(t *testing.T) {
+	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		flushLines(w, "text/event-stream", anthropicStream...)
+	})
+	m, err := llm.New(llm.Config{Provider: llm.ProviderAnthropic, BaseURL: srv.URL + "/v1", Name: "claude-test", Temperature: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := append([]history.Message(nil), toolTurn...)
+	msgs[len(msgs)-1].Failed = true // pwd failed
+	if got := stream(t.Context(), m, llm.Request{Messages: msgs, Temperature: -1}); got.err != nil {
+		t.Fatal(got.err)
+	}
+	sent, _ := srv.last()
+	flags := map[string]any{}
+	for _, msg := range sent["messages"].([]any) {
+		for _, b := range msg.(map[string]any)["content"].([]any) {
+			if b := b.(map[string]any); b["type"] == "tool_result" {
+				flags[b["tool_use_id"].(string)] = b["is_error"]
+			}
+		}
+	}
+	if flags["c2"] != true || flags["c1"] != nil || len(flags) != 2 {
+		t.Errorf("tool results sent with is_error %v, want only c2's true", flags)
+	}
+}
+
 func TestAnthropicCancelAndErrors(t *testing.T) {
 	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		flushLines(w, "text/event-stream", anthropicStream[:3]...)

@@ -35,10 +35,13 @@ var sharedTransport = sync.OnceValue(func() *http.Transport {
 // call returns. Only the end of the parent is the caller's cancel.
 type call struct {
 	omitTemperature bool
-	parent          context.Context
-	cancel          context.CancelCauseFunc // nil for a call made outside Stream
-	retries         int
-	backoff         time.Duration
+	// failed are the ids of the tool calls whose results failed, for a
+	// provider that flags them (guard.markFailed).
+	failed  map[string]bool
+	parent  context.Context
+	cancel  context.CancelCauseFunc // nil for a call made outside Stream
+	retries int
+	backoff time.Duration
 	// notify tells the user about the call (a retry wait); nil when no one
 	// listens. It is called on the goroutine that makes the HTTP request,
 	// and is set before that request starts.
@@ -225,6 +228,10 @@ type guard struct {
 	split     splitter
 	// temperaturePath is where the request body holds the temperature.
 	temperaturePath string
+	// markFailed flags the results of the call's failed tools in the
+	// request body, as the provider's API says (Anthropic's is_error);
+	// nil for a provider without such a flag.
+	markFailed func(body []byte, failed map[string]bool) ([]byte, error)
 	// canned is the provider's complete answer to a rehearsal (warm.go),
 	// of type cannedType.
 	canned, cannedType string
@@ -243,6 +250,13 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if c.omitTemperature {
 		r, err := withoutKey(req, g.temperaturePath)
+		if err != nil {
+			return nil, c.fail(serverErr("cannot rewrite request: %v", err))
+		}
+		req = r
+	}
+	if len(c.failed) > 0 && g.markFailed != nil {
+		r, err := withRewrittenBody(req, func(body []byte) ([]byte, error) { return g.markFailed(body, c.failed) })
 		if err != nil {
 			return nil, c.fail(serverErr("cannot rewrite request: %v", err))
 		}
@@ -368,12 +382,17 @@ func withBody(req *http.Request, body []byte) *http.Request {
 
 // withoutKey returns a copy of req whose JSON body lacks the key at path.
 func withoutKey(req *http.Request, path string) (*http.Request, error) {
+	return withRewrittenBody(req, func(body []byte) ([]byte, error) { return deleteJSONKey(body, path) })
+}
+
+// rewritten returns a copy of req whose body is edit's rewrite of it.
+func withRewrittenBody(req *http.Request, edit func([]byte) ([]byte, error)) (*http.Request, error) {
 	body, err := io.ReadAll(req.Body)
 	req.Body.Close()
 	if err != nil {
 		return nil, err
 	}
-	if body, err = deleteJSONKey(body, path); err != nil {
+	if body, err = edit(body); err != nil {
 		return nil, err
 	}
 	return withBody(req, body), nil

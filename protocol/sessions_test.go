@@ -323,9 +323,9 @@ func TestCompactFailureKeepsHistory(t *testing.T) {
 
 func TestAutoCompaction(t *testing.T) {
 	e := newSessEnv(t, sessionScript, func(c *configs.Config) {
-		// Tokens: the tool definitions (about 3,600), the system prompt
-		// (about 450, the compact one and the environment) and a few
-		// turns fill it.
+		// Tokens: the tool definitions offered (about 3,000), the system
+		// prompt (about 450, the compact one and the environment) and a
+		// few turns fill it.
 		c.Model.ContextWindow = 4800
 		c.Context.Threshold = 0.85
 		c.Context.KeepLastTurns = 1

@@ -70,29 +70,38 @@ func (s *Sandbox) wrapBubblewrap(cmd *exec.Cmd, p Policy, netPid int, net *Netwo
 		for _, w := range resolved(p.Writable) {
 			args = append(tmpParents(args, w, made), bind, w, w)
 		}
-		for _, r := range resolved(p.Readable) {
-			args = append(tmpParents(args, r, made), "--ro-bind", r, r)
-		}
 		if p.Mode == WorkspaceWrite {
 			for _, r := range resolved(protected(p.Writable, p.Protected)) {
 				args = append(args, "--ro-bind", r, r)
 			}
 		}
 	}
-	writable := resolved(p.Writable)
+	writable, readable := resolved(p.Writable), resolved(p.Readable)
 	for _, h := range outermost(resolved(p.Hidden)) {
 		if slices.ContainsFunc(writable, func(w string) bool { return within(h, w) }) {
 			continue // hiding it would hide the session's own folder
 		}
 		fi, err := os.Stat(h)
-		if err != nil {
-			continue
-		}
-		if fi.IsDir() {
-			args = append(args, "--tmpfs", h, "--remount-ro", h)
-		} else {
+		switch {
+		case err != nil:
+		case !fi.IsDir():
 			args = append(args, "--ro-bind", "/dev/null", h)
+		case slices.ContainsFunc(readable, func(r string) bool { return within(h, r) }):
+			// Left writable, the empty folder takes the mount point of
+			// the readable one below (its writes stay in the sandbox).
+			args = append(args, "--tmpfs", h)
+		default:
+			args = append(args, "--tmpfs", h, "--remount-ro", h)
 		}
+	}
+	// Mounted last, so that neither the private /tmp nor a hidden folder
+	// covers them.
+	made := map[string]bool{}
+	for _, r := range readable {
+		if p.Mode != Full {
+			args = tmpParents(args, r, made) // in the private /tmp
+		}
+		args = append(args, "--ro-bind", r, r)
 	}
 	if net != nil && netPid > 0 && net.resolv != "" && p.Mode != Full {
 		args = append(args, "--ro-bind", net.resolv, "/etc/resolv.conf")
@@ -111,7 +120,6 @@ func (s *Sandbox) wrapBubblewrap(cmd *exec.Cmd, p Policy, netPid int, net *Netwo
 		if len(drop) > 0 {
 			exes = append(exes, drop[0])
 		}
-		made := map[string]bool{}
 		for _, r := range resolved(exes) {
 			if within("/tmp", r) || within("/var/tmp", r) {
 				args = append(tmpParents(args, r, made), "--ro-bind", r, r)

@@ -117,3 +117,10 @@ func TestLandlockHides(t *testing.T) {
 		t.Errorf("full: the rest is writable: %v %q", ok, out)
 	}
 }
+
+// TestLandlockReadableInHidden: as TestReadableInHidden, with Landlock.
+func TestLandlockReadableInHidden(t *testing.T) {
+	s := landlocked(t)
+	hidden, mine, other := readableInHidden(t)
+	checkReadableInHidden(t, s, hidden, mine, other)
+}

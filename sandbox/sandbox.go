@@ -76,10 +76,11 @@ type Policy struct {
 	// may read but not change; Wrap looks for them when the command starts.
 	// bubblewrap only (Landlock cannot narrow a writable folder).
 	Protected []string
-	// Readable are folders a command may read even where the mode would
-	// hide them (under the private /tmp of bubblewrap): what mm keeps for
-	// the session that its commands may search, such as the whole output
-	// of a tool whose result was cut. Links are followed.
+	// Readable are folders a command may read even where the mode or
+	// Hidden would hide them (under the private /tmp of bubblewrap, inside
+	// a hidden folder): what mm keeps for the session that its commands
+	// may search, such as the whole output of a tool whose result was cut.
+	// Links are followed.
 	Readable []string
 	// Temp is the session's own temporary folder, which Landlock lets a
 	// command write and names in TMPDIR, made (0700) when the command starts

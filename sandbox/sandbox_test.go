@@ -259,3 +259,46 @@ func TestReadOnlyInsideTheWorkspace(t *testing.T) {
 		t.Errorf("the rest of the workspace: %v %q", ok, out)
 	}
 }
+
+// readableInHidden makes a hidden folder holding a readable one and a
+// sibling: what the sessions of one mm keep of their cut outputs.
+func readableInHidden(t *testing.T) (hidden, mine, other string) {
+	t.Helper()
+	hidden = filepath.Join(t.TempDir(), "outputs")
+	mine, other = filepath.Join(hidden, "mine"), filepath.Join(hidden, "other")
+	for dir, data := range map[string]string{mine: "MINE", other: "OTHER"} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "call_1.out"), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hidden, mine, other
+}
+
+// checkReadableInHidden runs a command under p in every mode: it reads the
+// readable folder, not its hidden sibling, and writes neither.
+func checkReadableInHidden(t *testing.T, s *Sandbox, hidden, mine, other string) {
+	t.Helper()
+	cwd := t.TempDir()
+	for _, mode := range Modes {
+		p := Policy{Mode: mode, Network: true, Writable: []string{cwd}, Hidden: []string{hidden}, Readable: []string{mine}, Temp: filepath.Join(t.TempDir(), "tmp")}
+		out, _ := run(t, s, p, cwd, "cat "+filepath.Join(mine, "call_1.out")+"; echo; cat "+filepath.Join(other, "call_1.out")+"; echo x > "+filepath.Join(mine, "new"))
+		if !strings.HasPrefix(out, "MINE\n") || strings.Contains(out, "OTHER") {
+			t.Errorf("%s: want the readable folder read and its hidden sibling not: %q", mode, out)
+		}
+		if _, err := os.Stat(filepath.Join(mine, "new")); err == nil {
+			t.Errorf("%s: the readable folder was written", mode)
+			os.Remove(filepath.Join(mine, "new"))
+		}
+	}
+}
+
+// TestReadableInHidden: a readable folder inside a hidden one (the
+// session's outputs among every session's) is read, its siblings are not.
+func TestReadableInHidden(t *testing.T) {
+	s := confining(t)
+	hidden, mine, other := readableInHidden(t)
+	checkReadableInHidden(t, s, hidden, mine, other)
+}

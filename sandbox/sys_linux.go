@@ -136,6 +136,12 @@ func ruleset(p Policy) (int, error) {
 		base = all // everything, but for the hidden paths
 	}
 	err := readAllBut("/", hiddenFrom(p), base, allow)
+	// A readable folder inside a hidden one is granted on its own.
+	for _, r := range resolved(p.Readable) {
+		if err == nil {
+			err = allow(r, fsRead, true)
+		}
+	}
 	for _, w := range write {
 		if err == nil {
 			err = allow(w, all, true)

@@ -11,15 +11,13 @@ import (
 //go:embed ask_agent.md
 var askAgentDescription string
 
-const askAgentSchema = `{
-  "type": "object",
-  "properties": {
-    "agent": {"type": "string", "description": "The agent to ask, by its configured name."},
-    "question": {"type": "string", "description": "The question, with the context it needs."}
-  },
-  "required": ["agent", "question"],
-  "additionalProperties": false
-}`
+// askAgentArgs are ask_agent's parameters.
+type askAgentArgs struct {
+	Agent    string `json:"agent" jsonschema:"The agent to ask, by its configured name."`
+	Question string `json:"question" alias:"prompt" jsonschema:"The question, with the context it needs."`
+}
+
+var askAgentSpec = specFor[askAgentArgs]("ask_agent")
 
 // AgentAsker asks a configured agent a question and returns its answer.
 type AgentAsker func(ctx context.Context, agent, question string) (string, error)
@@ -28,23 +26,19 @@ type askAgentTool struct{}
 
 func (askAgentTool) Name() string            { return "ask_agent" }
 func (askAgentTool) Description() string     { return askAgentDescription }
-func (askAgentTool) Schema() json.RawMessage { return json.RawMessage(askAgentSchema) }
+func (askAgentTool) Schema() json.RawMessage { return askAgentSpec.schemaCopy() }
 func (askAgentTool) Kind() Kind              { return KindOther }
 
-func (askAgentTool) params() []param {
-	return []param{
-		{name: "agent", typ: argString, required: true},
-		{name: "question", typ: argString, required: true},
-	}
-}
+func (askAgentTool) spec() *spec { return askAgentSpec }
 
 func (askAgentTool) prepare(_ Env, c *Call) error {
-	agent := strings.TrimSpace(strArg(c.Args, "agent"))
+	a := argsOf[askAgentArgs](c)
+	agent := strings.TrimSpace(a.Agent)
 	c.Title = "ask_agent: " + agent
 	switch {
 	case agent == "":
 		return errors.New(`ask_agent: argument "agent" is empty; give the agent's name`)
-	case strings.TrimSpace(strArg(c.Args, "question")) == "":
+	case strings.TrimSpace(a.Question) == "":
 		return errors.New(`ask_agent: argument "question" is empty`)
 	}
 	return nil
@@ -54,12 +48,13 @@ func (askAgentTool) run(ctx context.Context, env Env, c *Call) Result {
 	if env.AskAgent == nil {
 		return Result{Output: "ask_agent: no agent can be asked from here", Failed: true}
 	}
-	answer, err := env.AskAgent(ctx, strings.TrimSpace(strArg(c.Args, "agent")), strArg(c.Args, "question"))
+	a := argsOf[askAgentArgs](c)
+	answer, err := env.AskAgent(ctx, strings.TrimSpace(a.Agent), a.Question)
 	switch {
 	case ctx.Err() != nil:
 		return Result{Output: withNewline(answer) + "[cancelled]", Failed: true}
 	case err != nil:
 		return Result{Output: withNewline(answer) + "[error: " + err.Error() + "]", Failed: true}
 	}
-	return Result{Output: answer}
+	return Result{Output: env.Output.fit(answer, documentHead)}
 }

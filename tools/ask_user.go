@@ -15,23 +15,20 @@ import (
 //go:embed ask_user.md
 var askUserDescription string
 
-const askUserSchema = `{
-  "type": "object",
-  "properties": {
-    "questions": {"type": "array", "minItems": 1, "description": "The questions, asked together.", "items": {
-      "type": "object",
-      "properties": {
-        "question": {"type": "string"},
-        "type": {"type": "string", "enum": ["choice", "multi", "text", "confirm"]},
-        "options": {"type": "array", "items": {"type": "string"}, "description": "choice and multi: the options."},
-        "default": {"description": "An option, a list of options (multi), a text, or true/false (confirm)."}
-      },
-      "required": ["question", "type"]
-    }}
-  },
-  "required": ["questions"],
-  "additionalProperties": false
-}`
+// askUserArgs are ask_user's parameters. prepare reads the questions from
+// the call's arguments as sent, to word what is wrong with one (question).
+type askUserArgs struct {
+	Questions []questionArgs `json:"questions" minItems:"1" jsonschema:"The questions, asked together."`
+}
+
+type questionArgs struct {
+	Question string   `json:"question" jsonschema:"The question, as the user reads it."`
+	Type     string   `json:"type" enum:"choice,multi,text,confirm" jsonschema:"choice: one of the options; multi: any of them; text: free text; confirm: yes or no."`
+	Options  []string `json:"options,omitempty" jsonschema:"choice and multi: the options."`
+	Default  any      `json:"default,omitempty" jsonschema:"An option, a list of options (multi), a text, or true/false (confirm)."`
+}
+
+var askUserSpec = specFor[askUserArgs]("ask_user")
 
 // maxQuestions bounds one form: a person answers it.
 const maxQuestions = 10
@@ -67,16 +64,14 @@ type askUserTool struct{}
 
 func (askUserTool) Name() string            { return "ask_user" }
 func (askUserTool) Description() string     { return askUserDescription }
-func (askUserTool) Schema() json.RawMessage { return json.RawMessage(askUserSchema) }
+func (askUserTool) Schema() json.RawMessage { return askUserSpec.schemaCopy() }
 func (askUserTool) Kind() Kind              { return KindOther }
 
-func (askUserTool) params() []param {
-	return []param{{name: "questions", typ: argArray, required: true}}
-}
+func (askUserTool) spec() *spec { return askUserSpec }
 
 func (askUserTool) prepare(_ Env, c *Call) error {
 	c.Title = "ask_user"
-	raw := arrayArg(c.Args, "questions")
+	raw, _ := c.Args["questions"].([]any)
 	if len(raw) == 0 {
 		return errors.New(`ask_user: "questions" is empty; give at least one {"question", "type"}`)
 	}

@@ -40,7 +40,7 @@ func TestConfinedBashStreamsAndCancels(t *testing.T) {
 	command := "sleep " + marker + " & setsid sleep " + marker + " & echo ready; sleep " + marker
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := Prepare(env, "bash", bashArgs(command))
+	c, err := Prepare(env, "bash", bashCall(command))
 	if err != nil {
 		t.Fatal(err)
 	}

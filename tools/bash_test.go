@@ -3,10 +3,13 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +30,7 @@ func runBash(t *testing.T, ctx context.Context, env Env, args string) Result {
 	return Run(ctx, env, c)
 }
 
-func bashArgs(command string, timeout ...float64) string {
+func bashCall(command string, timeout ...float64) string {
 	m := fmt.Sprintf(`{"command":%s`, strconv.Quote(command))
 	if len(timeout) > 0 {
 		m += fmt.Sprintf(`,"timeout":%v`, timeout[0])
@@ -55,7 +58,7 @@ func TestBashOutputAndExitCode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runBash(t, context.Background(), env, bashArgs(tt.command))
+			r := runBash(t, context.Background(), env, bashCall(tt.command))
 			if r.Failed || r.Output != tt.want {
 				t.Errorf("got %+v, want output %q", r, tt.want)
 			}
@@ -68,7 +71,7 @@ func TestBashOutputAndExitCode(t *testing.T) {
 
 func TestBashBadCwd(t *testing.T) {
 	env := Env{Cwd: filepath.Join(t.TempDir(), "gone")}
-	r := runBash(t, context.Background(), env, bashArgs("true"))
+	r := runBash(t, context.Background(), env, bashCall("true"))
 	if !r.Failed || !strings.Contains(r.Output, "cannot run bash in") {
 		t.Errorf("got %+v", r)
 	}
@@ -81,7 +84,7 @@ func TestBashBadCwd(t *testing.T) {
 func TestBashTimeout(t *testing.T) {
 	env := Env{Cwd: t.TempDir()}
 	start := time.Now()
-	r := runBash(t, context.Background(), env, bashArgs("sleep 1000 & echo $! > bg; echo started; sleep 1000", 0.3))
+	r := runBash(t, context.Background(), env, bashCall("sleep 1000 & echo $! > bg; echo started; sleep 1000", 0.3))
 	t.Logf("the timeout returned after %v", time.Since(start))
 	marker := "[timed out after 300ms; the command and its child processes were killed]"
 	if !r.Failed || (r.Output != "started\n"+marker && r.Output != marker) {
@@ -97,7 +100,7 @@ func TestBashTimeout(t *testing.T) {
 	}
 	// The environment's default applies when the call gives none.
 	env.BashTimeout = 200 * time.Millisecond
-	r = runBash(t, context.Background(), env, bashArgs("sleep 1000"))
+	r = runBash(t, context.Background(), env, bashCall("sleep 1000"))
 	if !r.Failed || !strings.Contains(r.Output, "[timed out after 200ms;") {
 		t.Errorf("default timeout: %+v", r)
 	}
@@ -123,7 +126,7 @@ sleep 1000`
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan Result, 1)
-	c, err := Prepare(env, "bash", bashArgs(command))
+	c, err := Prepare(env, "bash", bashCall(command))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +180,7 @@ func TestBashDoesNotWaitForEscapedProcesses(t *testing.T) {
 	env := Env{Cwd: dir}
 	t.Run("exit", func(t *testing.T) {
 		start := time.Now()
-		r := runBashBounded(t, context.Background(), env, bashArgs("setsid sleep 1000 & echo $! > escaped; echo bye"))
+		r := runBashBounded(t, context.Background(), env, bashCall("setsid sleep 1000 & echo $! > escaped; echo bye"))
 		t.Logf("Run took %v", time.Since(start))
 		killRecorded(t, filepath.Join(dir, "escaped"))
 		if r.Failed || r.Output != "bye\n[exit code: 0]" {
@@ -199,7 +202,7 @@ func TestBashDoesNotWaitForEscapedProcesses(t *testing.T) {
 			}
 		}()
 		start := time.Now()
-		r := runBashBounded(t, ctx, env, bashArgs("setsid sleep 1000 & echo $! > escaped2; sleep 1000"))
+		r := runBashBounded(t, ctx, env, bashCall("setsid sleep 1000 & echo $! > escaped2; sleep 1000"))
 		t.Logf("Run took %v", time.Since(start))
 		killRecorded(t, filepath.Join(dir, "escaped2"))
 		if !r.Failed || r.Output != "[cancelled]" {
@@ -232,7 +235,7 @@ func runBashBounded(t *testing.T, ctx context.Context, env Env, args string) Res
 func TestBashBackgroundJobOutlivesCommand(t *testing.T) {
 	dir := t.TempDir()
 	env := Env{Cwd: dir}
-	r := runBash(t, context.Background(), env, bashArgs("sleep 30 > /dev/null 2>&1 & echo $! > bg; echo started"))
+	r := runBash(t, context.Background(), env, bashCall("sleep 30 > /dev/null 2>&1 & echo $! > bg; echo started"))
 	if r.Failed || r.Output != "started\n[exit code: 0]" {
 		t.Errorf("got %+v", r)
 	}
@@ -256,13 +259,13 @@ func TestBashBackgroundJobOutlivesCommand(t *testing.T) {
 // has made it once, which a loaded machine does within a few tries and code
 // with no grace period never does.
 func TestBashReadsOutputLeftInThePipe(t *testing.T) {
-	env := Env{Cwd: t.TempDir()}
+	env := Env{Cwd: t.TempDir(), Output: Output{Budget: MaxOutputBytes}}
 	burst := strings.Repeat("x", 100000) + "\nearly\n"
 	if err := syscall.Mkfifo(filepath.Join(env.Cwd, "done"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for try, deadline := 1, time.Now().Add(testwait.Hang); ; try++ {
-		r := runBashBounded(t, context.Background(), env, bashArgs(`(read -r _ < done; echo late) & head -c 100000 /dev/zero | tr '\0' x; echo; echo early; : > done`))
+		r := runBashBounded(t, context.Background(), env, bashCall(`(read -r _ < done; echo late) & head -c 100000 /dev/zero | tr '\0' x; echo; echo early; : > done`))
 		switch r.Output {
 		case burst + "late\n[exit code: 0]":
 			t.Logf("the late line was kept on try %d", try)
@@ -281,43 +284,45 @@ func TestBashReadsOutputLeftInThePipe(t *testing.T) {
 	}
 }
 
-func TestBashTruncation(t *testing.T) {
-	env := Env{Cwd: t.TempDir()}
-	// 600000 bytes between two markers: the head and the tail are kept.
-	r := runBash(t, context.Background(), env, bashArgs(`printf START; head -c 600000 /dev/zero | tr '\0' a; printf END`))
+// TestBashOutputSizedToTheBudget: seq 1 300000 with a 4 KiB budget gives
+// the model its first and last lines within the budget, a line naming the
+// file that holds the whole output, and that file holds all of it.
+func TestBashOutputSizedToTheBudget(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "outputs")
+	env := Env{Cwd: t.TempDir(), Output: Output{Budget: 4096, Dir: dir, Name: "call_7.out"}}
+	r := runBash(t, context.Background(), env, bashCall(`seq 1 300000`))
 	if r.Failed {
 		t.Fatalf("failed: %.200s", r.Output)
 	}
-	if !strings.HasPrefix(r.Output, "STARTaaa") || !strings.HasSuffix(r.Output, "aaaEND\n[exit code: 0]") {
+	exit := "[exit code: 0]"
+	if len(r.Output) > 4096+len(exit) {
+		t.Errorf("the model reads %d bytes, over the budget of 4096", len(r.Output))
+	}
+	if !strings.HasPrefix(r.Output, "1\n2\n3\n") || !strings.HasSuffix(r.Output, "299999\n300000\n"+exit) {
 		t.Errorf("head or tail lost: %.40q … %q", r.Output, r.Output[len(r.Output)-40:])
 	}
-	total := 600000 + len("START") + len("END")
-	dropped := total - MaxOutputBytes
-	marker := fmt.Sprintf("[output truncated: %d bytes left out of the middle; the first %d and the last %d bytes are shown]", dropped, MaxOutputBytes/2, MaxOutputBytes/2)
-	if !strings.Contains(r.Output, "\n"+marker+"\n") {
-		t.Errorf("marker %q missing", marker)
+	file := filepath.Join(dir, "call_7.out")
+	marker := regexp.MustCompile(`\n\[… ([0-9,]+) lines \(([0-9,]+) bytes\) left out of 300,000 lines \(1,988,895 bytes\) to fit the context window; the whole output is in ` + regexp.QuoteMeta(file) + `: search it with rg or grep, or read parts with read_file offset/limit\]\n`)
+	m := marker.FindStringSubmatch(r.Output)
+	if m == nil {
+		t.Fatalf("no marker naming the file in %q", r.Output)
 	}
-	if len(r.Output) > MaxOutputBytes+200 {
-		t.Errorf("output is %d bytes", len(r.Output))
+	// Every line is whole: shown or counted as left out.
+	head, tail, _ := strings.Cut(r.Output, m[0])
+	shown := strings.Count(head, "\n") + 1 + strings.Count(strings.TrimSuffix(tail, exit), "\n")
+	if left := strings.ReplaceAll(m[1], ",", ""); left != strconv.Itoa(300000-shown) {
+		t.Errorf("%s lines said left out, %d shown of 300000", m[1], shown)
 	}
-	// Exactly the limit is not cut.
-	r = runBash(t, context.Background(), env, bashArgs(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' b`, MaxOutputBytes)))
-	if strings.Contains(r.Output, "truncated") || len(r.Output) != MaxOutputBytes+len("\n[exit code: 0]") {
-		t.Errorf("output of exactly the limit was cut: %d bytes", len(r.Output))
+	want, _ := exec.Command("seq", "1", "300000").Output()
+	if got, err := os.ReadFile(file); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the file holds %d bytes (%v), want the whole output, %d", len(got), err, len(want))
 	}
-}
 
-func TestHeadTailKeepsCharactersWhole(t *testing.T) {
-	h := newHeadTail(10)
-	h.Write([]byte("ééééééééééééééééééé")) // 2 bytes each, odd cut points
-	s := h.String()
-	if !strings.HasPrefix(s, "éé\n") || !strings.HasSuffix(s, "]\néé") {
-		t.Errorf("got %q", s)
-	}
-	for _, r := range s {
-		if r == '\uFFFD' {
-			t.Fatalf("broken character in %q", s)
-		}
+	// An output of exactly the budget is not cut, and makes no file.
+	r = runBash(t, context.Background(), Env{Cwd: t.TempDir(), Output: Output{Budget: 4096, Dir: filepath.Join(t.TempDir(), "none")}},
+		bashCall(`head -c 4096 /dev/zero | tr '\0' b`))
+	if strings.Contains(r.Output, "left out") || len(r.Output) != 4096+len("\n"+exit) {
+		t.Errorf("output of exactly the budget was cut: %d bytes", len(r.Output))
 	}
 }
 
@@ -328,7 +333,7 @@ func TestBashConcurrentRuns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := Prepare(env, "bash", bashArgs(fmt.Sprintf("echo %d", i)))
+			c, err := Prepare(env, "bash", bashCall(fmt.Sprintf("echo %d", i)))
 			if err != nil {
 				t.Error(err)
 				return

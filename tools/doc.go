@@ -1,5 +1,6 @@
-// Package tools owns mm's built-in tools: for each one its JSON schema, the
-// description the model reads, its ACP kind, the title and locations shown to
+// Package tools owns mm's built-in tools: for each one its parameters (a Go
+// struct whose JSON schema jsonschema-go infers, and against which every
+// call is validated: args.go), the description the model reads, its ACP kind, the title and locations shown to
 // the user, its permission class, and its execution. It also owns the path
 // rules that the tools and the permission layer share: Windows/WSL path
 // translation, resolution against a session's cwd, the sensitive-path globs

@@ -15,29 +15,22 @@ import (
 //go:embed fetch_content.md
 var fetchContentDescription string
 
-const fetchContentSchema = `{
-  "type": "object",
-  "properties": {
-    "url": {"type": "string", "description": "The http:// or https:// address."},
-    "output": {"type": "string", "description": "Save the content to this file instead of returning it."}
-  },
-  "required": ["url"],
-  "additionalProperties": false
-}`
+// fetchContentArgs are fetch_content's parameters.
+type fetchContentArgs struct {
+	URL    string `json:"url" alias:"uri" jsonschema:"The http:// or https:// address."`
+	Output string `json:"output,omitempty" jsonschema:"Save the content to this file instead of returning it."`
+}
+
+var fetchContentSpec = specFor[fetchContentArgs]("fetch_content")
 
 type fetchContentTool struct{}
 
 func (fetchContentTool) Name() string            { return "fetch_content" }
 func (fetchContentTool) Description() string     { return fetchContentDescription }
-func (fetchContentTool) Schema() json.RawMessage { return json.RawMessage(fetchContentSchema) }
+func (fetchContentTool) Schema() json.RawMessage { return fetchContentSpec.schemaCopy() }
 func (fetchContentTool) Kind() Kind              { return KindFetch }
 
-func (fetchContentTool) params() []param {
-	return []param{
-		{name: "url", typ: argString, required: true},
-		{name: "output", typ: argString},
-	}
-}
+func (fetchContentTool) spec() *spec { return fetchContentSpec }
 
 // prepare: reading a page changes nothing and never asks; saving it is a
 // write like write_file's, with its permission and its sensitive and
@@ -46,12 +39,13 @@ func (fetchContentTool) params() []param {
 // absolute path and whether an existing file is replaced: the user
 // approves a write, and the URL alone does not say where it goes.
 func (fetchContentTool) prepare(env Env, c *Call) error {
-	u := strings.TrimSpace(strArg(c.Args, "url"))
+	a := argsOf[fetchContentArgs](c)
+	u := strings.TrimSpace(a.URL)
 	c.Title = "fetch_content: " + u
 	if u == "" {
 		return errors.New(`fetch_content: argument "url" is empty; give an http:// or https:// address`)
 	}
-	if out := strings.TrimSpace(strArg(c.Args, "output")); out != "" {
+	if out := strings.TrimSpace(a.Output); out != "" {
 		p := Resolve(env.Cwd, out)
 		c.Title += " → " + out
 		c.Mutating = true
@@ -69,7 +63,7 @@ func (fetchContentTool) prepare(env Env, c *Call) error {
 }
 
 func (fetchContentTool) run(ctx context.Context, env Env, c *Call) Result {
-	page, err := fetch.Get(ctx, env.HTTP, strings.TrimSpace(strArg(c.Args, "url")), env.Fetch)
+	page, err := fetch.Get(ctx, env.HTTP, strings.TrimSpace(argsOf[fetchContentArgs](c).URL), env.Fetch)
 	switch {
 	case ctx.Err() != nil:
 		return Result{Output: "[cancelled]", Failed: true}
@@ -89,7 +83,7 @@ func (fetchContentTool) run(ctx context.Context, env Env, c *Call) Result {
 	}
 	head += "]"
 	if len(c.Locations) == 0 {
-		return Result{Output: head + "\n" + truncateHead(page.Text, MaxOutputBytes)}
+		return Result{Output: head + "\n" + env.Output.fit(page.Text, documentHead)}
 	}
 	p := c.Locations[0]
 	old, err := currentText(p)

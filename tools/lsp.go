@@ -13,18 +13,16 @@ import (
 //go:embed lsp.md
 var lspDescription string
 
-const lspSchema = `{
-  "type": "object",
-  "properties": {
-    "action": {"type": "string", "enum": ["definition", "references", "hover", "symbols", "rename"], "description": "What to ask the language server."},
-    "path": {"type": "string", "description": "The file."},
-    "line": {"type": "integer", "minimum": 1, "description": "The symbol's line, from 1."},
-    "column": {"type": "integer", "minimum": 1, "description": "The symbol's column, from 1, in characters."},
-    "new_name": {"type": "string", "description": "rename: the new name."}
-  },
-  "required": ["action", "path"],
-  "additionalProperties": false
-}`
+// lspArgs are lsp's parameters.
+type lspArgs struct {
+	Action  string `json:"action" enum:"definition,references,hover,symbols,rename" jsonschema:"What to ask the language server."`
+	Path    string `json:"path" alias:"file_path,filePath,file" jsonschema:"The file."`
+	Line    int    `json:"line,omitempty" min:"1" jsonschema:"The symbol's line, from 1."`
+	Column  int    `json:"column,omitempty" min:"1" alias:"character" jsonschema:"The symbol's column, from 1, in characters."`
+	NewName string `json:"new_name,omitempty" alias:"newName" jsonschema:"rename: the new name."`
+}
+
+var lspSpec = specFor[lspArgs]("lsp")
 
 // LSP is a session's language servers.
 type LSP interface {
@@ -35,23 +33,16 @@ type lspTool struct{}
 
 func (lspTool) Name() string            { return "lsp" }
 func (lspTool) Description() string     { return lspDescription }
-func (lspTool) Schema() json.RawMessage { return json.RawMessage(lspSchema) }
+func (lspTool) Schema() json.RawMessage { return lspSpec.schemaCopy() }
 func (lspTool) Kind() Kind              { return KindRead }
 
-func (lspTool) params() []param {
-	return []param{
-		{name: "action", typ: argString, required: true},
-		{name: "path", typ: argString, required: true},
-		{name: "line", typ: argInteger, min: 1},
-		{name: "column", typ: argInteger, min: 1},
-		{name: "new_name", typ: argString},
-	}
-}
+func (lspTool) spec() *spec { return lspSpec }
 
 func lspRequest(env Env, c *Call) lsp.Request {
+	a := argsOf[lspArgs](c)
 	return lsp.Request{
-		Action: strArg(c.Args, "action"), Path: Resolve(env.Cwd, strArg(c.Args, "path")),
-		Line: intArg(c.Args, "line", 0), Column: intArg(c.Args, "column", 0), NewName: strings.TrimSpace(strArg(c.Args, "new_name")),
+		Action: a.Action, Path: Resolve(env.Cwd, a.Path),
+		Line: a.Line, Column: a.Column, NewName: strings.TrimSpace(a.NewName),
 	}
 }
 
@@ -59,7 +50,7 @@ func lspRequest(env Env, c *Call) lsp.Request {
 // that the user approves the changes they see (each file's diff).
 func (lspTool) prepare(env Env, c *Call) error {
 	r := lspRequest(env, c)
-	c.Title = fmt.Sprintf("lsp: %s %s", r.Action, strArg(c.Args, "path"))
+	c.Title = fmt.Sprintf("lsp: %s %s", r.Action, argsOf[lspArgs](c).Path)
 	if r.Action != "symbols" {
 		c.Title += fmt.Sprintf(":%d:%d", r.Line, r.Column)
 	}
@@ -104,7 +95,7 @@ func (lspTool) prepare(env Env, c *Call) error {
 }
 
 func (lspTool) run(ctx context.Context, env Env, c *Call) Result {
-	if len(c.Edits) > 0 || strArg(c.Args, "action") == "rename" {
+	if len(c.Edits) > 0 || argsOf[lspArgs](c).Action == "rename" {
 		return applyEdits(c.Edits, c.lspText)
 	}
 	res, err := env.LSP.Do(ctx, lspRequest(env, c))
@@ -114,7 +105,7 @@ func (lspTool) run(ctx context.Context, env Env, c *Call) Result {
 	case err != nil:
 		return Result{Output: "[" + err.Error() + "]", Failed: true}
 	}
-	return Result{Output: truncateHead(res.Text, MaxOutputBytes)}
+	return Result{Output: env.Output.fit(res.Text, documentHead)}
 }
 
 // applyEdits writes a rename's files, all or none: each must still hold

@@ -108,5 +108,5 @@ func runMCP(ctx context.Context, env Env, c *Call) Result {
 	if res.IsError && out == "" {
 		out = "[the tool failed without saying why]"
 	}
-	return Result{Output: truncateHead(out, MaxOutputBytes), Failed: res.IsError, Media: media}
+	return Result{Output: env.Output.fit(out, commandHead), Failed: res.IsError, Media: media}
 }

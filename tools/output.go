@@ -58,63 +58,6 @@ func validSuffixStart(s string, n int) int {
 	return i
 }
 
-// headTail captures a command's output in bounded memory: it keeps the
-// first headMax bytes and the last tailMax bytes, and counts the rest. A
-// command that prints gigabytes costs headMax+2*tailMax bytes at most.
-// It is written by one goroutine and read after that goroutine is done, so
-// it needs no lock.
-type headTail struct {
-	headMax, tailMax int
-	head, tail       []byte
-	total            int64
-}
-
-func newHeadTail(limit int) *headTail {
-	return &headTail{headMax: limit / 2, tailMax: limit - limit/2}
-}
-
-func (h *headTail) Write(p []byte) (int, error) {
-	n := len(p)
-	h.total += int64(n)
-	if room := h.headMax - len(h.head); room > 0 {
-		k := min(room, len(p))
-		h.head = append(h.head, p[:k]...)
-		p = p[k:]
-	}
-	if len(p) == 0 {
-		return n, nil
-	}
-	h.tail = append(h.tail, p...)
-	// The tail is compacted only once it is twice its size, so that the
-	// copying stays amortised O(1) per byte.
-	if len(h.tail) > 2*h.tailMax {
-		h.tail = append(h.tail[:0], h.tail[len(h.tail)-h.tailMax:]...)
-	}
-	return n, nil
-}
-
-// String renders the capture: everything when it fits, else the head, a
-// marker with the number of bytes left out of the middle, and the tail.
-func (h *headTail) String() string {
-	if h.total <= int64(h.headMax+h.tailMax) {
-		return string(h.head) + string(h.tail)
-	}
-	head := string(h.head)
-	head = head[:completeLen(head)]
-	tail := string(h.tail)
-	tail = tail[validSuffixStart(tail, h.tailMax):]
-	dropped := h.total - int64(len(head)) - int64(len(tail))
-	var b strings.Builder
-	b.Grow(len(head) + len(tail) + 80)
-	b.WriteString(head)
-	if !strings.HasSuffix(head, "\n") {
-		b.WriteByte('\n')
-	}
-	fmt.Fprintf(&b, "[output truncated: %d bytes left out of the middle; the first %d and the last %d bytes are shown]\n", dropped, len(head), len(tail))
-	b.WriteString(tail)
-	return b.String()
-}
-
 // formatDuration renders a duration for a marker: "10m", "1m30s", "2.5s",
 // "300ms", never Go's "10m0s".
 func formatDuration(d time.Duration) string {

@@ -14,25 +14,22 @@ import (
 //go:embed plan.md
 var planDescription string
 
-const planSchema = `{
-  "type": "object",
-  "properties": {
-    "action": {"type": "string", "enum": ["set", "update", "clear"], "description": "set replaces the plan, update changes one entry's status, clear removes the plan."},
-    "entries": {"type": "array", "description": "set: the plan's entries, in order.", "items": {
-      "type": "object",
-      "properties": {
-        "content": {"type": "string", "description": "What the step does."},
-        "priority": {"type": "string", "enum": ["high", "medium", "low"]},
-        "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
-      },
-      "required": ["content"]
-    }},
-    "index": {"type": "integer", "minimum": 1, "description": "update: the entry to change, counting from 1."},
-    "status": {"type": "string", "enum": ["pending", "in_progress", "completed"], "description": "update: its new status."}
-  },
-  "required": ["action"],
-  "additionalProperties": false
-}`
+// planArgs are plan's parameters. prepare reads the entries from the
+// call's arguments as sent, to word what is wrong with one (planEntry).
+type planArgs struct {
+	Action  string          `json:"action" enum:"set,update,clear" jsonschema:"set replaces the plan, update changes one entry's status, clear removes the plan."`
+	Entries []planEntryArgs `json:"entries,omitempty" jsonschema:"set: the plan's entries, in order."`
+	Index   int             `json:"index,omitempty" min:"1" jsonschema:"update: the entry to change, counting from 1."`
+	Status  string          `json:"status,omitempty" enum:"pending,in_progress,completed" jsonschema:"update: its new status."`
+}
+
+type planEntryArgs struct {
+	Content  string `json:"content" jsonschema:"What the step does."`
+	Priority string `json:"priority,omitempty" enum:"high,medium,low" jsonschema:"Default medium."`
+	Status   string `json:"status,omitempty" enum:"pending,in_progress,completed" jsonschema:"Default pending."`
+}
+
+var planSpec = specFor[planArgs]("plan")
 
 // maxPlanEntries bounds a plan: it is for the user to follow at a glance.
 const maxPlanEntries = 50
@@ -41,29 +38,23 @@ type planTool struct{}
 
 func (planTool) Name() string            { return "plan" }
 func (planTool) Description() string     { return planDescription }
-func (planTool) Schema() json.RawMessage { return json.RawMessage(planSchema) }
+func (planTool) Schema() json.RawMessage { return planSpec.schemaCopy() }
 func (planTool) Kind() Kind              { return KindOther }
 
-func (planTool) params() []param {
-	return []param{
-		{name: "action", typ: argString, required: true},
-		{name: "entries", typ: argArray},
-		{name: "index", typ: argInteger, min: 1},
-		{name: "status", typ: argString},
-	}
-}
+func (planTool) spec() *spec { return planSpec }
 
 // prepare checks the action against the plan as it stands (Env.Plan) and
 // computes the plan it makes; every action changes the plan, so each one
 // asks permission when the session is not in yolo mode.
 func (planTool) prepare(env Env, c *Call) error {
 	c.Mutating = true
-	action := strArg(c.Args, "action")
+	a := argsOf[planArgs](c)
+	action := a.Action
 	c.Title = "plan: " + action
 	var next []history.PlanEntry
 	switch action {
 	case "set":
-		raw := arrayArg(c.Args, "entries")
+		raw, _ := c.Args["entries"].([]any)
 		if raw == nil {
 			return errors.New(`plan: "set" needs "entries", a list of {"content", "priority"?, "status"?}`)
 		}
@@ -80,15 +71,14 @@ func (planTool) prepare(env Env, c *Call) error {
 		}
 		c.Title = fmt.Sprintf("plan: set %d entr%s", len(next), plural(len(next), "y", "ies"))
 	case "update":
-		n, ok := numArg(c.Args, "index")
-		if !ok {
+		i := a.Index
+		if i == 0 {
 			return errors.New(`plan: "update" needs "index" (the entry, counting from 1) and "status"`)
 		}
-		i := int(n)
 		if i > len(env.Plan) {
 			return fmt.Errorf("plan: there is no entry %d; the plan has %d entr%s", i, len(env.Plan), plural(len(env.Plan), "y", "ies"))
 		}
-		status := strArg(c.Args, "status")
+		status := a.Status
 		if !validStatus(status) {
 			return fmt.Errorf(`plan: "status" must be pending, in_progress or completed, got %q`, status)
 		}

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/mm-agent/mm/history"
 )
 
 func TestBuiltinAndLookup(t *testing.T) {
@@ -34,10 +36,10 @@ func TestBuiltinAndLookup(t *testing.T) {
 	}
 }
 
-// TestSchemasMatchParams keeps each tool's JSON schema, which the model
-// reads, in step with the params that validation enforces.
-func TestSchemasMatchParams(t *testing.T) {
-	typeNames := map[argType]string{argString: "string", argNumber: "number", argInteger: "integer", argBool: "boolean", argArray: "array"}
+// TestSchemasFromStructs: each tool's schema, which the model reads, is the
+// one inferred from its parameters' struct, a closed object whose every
+// property is described, and the checks read the same struct.
+func TestSchemasFromStructs(t *testing.T) {
 	for _, tool := range Builtin() {
 		t.Run(tool.Name(), func(t *testing.T) {
 			var schema struct {
@@ -52,16 +54,16 @@ func TestSchemasMatchParams(t *testing.T) {
 			if schema.Type != "object" || schema.AdditionalProperties == nil || *schema.AdditionalProperties {
 				t.Errorf("schema must be a closed object: %s", tool.Schema())
 			}
-			params := tool.(builtin).params()
+			sp := tool.(builtin).spec()
 			var required []string
-			for _, p := range params {
+			for _, p := range sp.params {
 				prop, ok := schema.Properties[p.name]
 				if !ok {
 					t.Errorf("param %q missing from the schema", p.name)
 					continue
 				}
-				if prop["type"] != typeNames[p.typ] {
-					t.Errorf("param %q: schema type %v, want %s", p.name, prop["type"], typeNames[p.typ])
+				if prop["type"] != p.typ {
+					t.Errorf("param %q: schema type %v, want %s", p.name, prop["type"], p.typ)
 				}
 				if d, _ := prop["description"].(string); d == "" {
 					t.Errorf("param %q has no description", p.name)
@@ -70,8 +72,8 @@ func TestSchemasMatchParams(t *testing.T) {
 					required = append(required, p.name)
 				}
 			}
-			if len(schema.Properties) != len(params) {
-				t.Errorf("schema has %d properties, params %d", len(schema.Properties), len(params))
+			if len(schema.Properties) != len(sp.params) {
+				t.Errorf("schema has %d properties, params %d", len(schema.Properties), len(sp.params))
 			}
 			sort.Strings(required)
 			sort.Strings(schema.Required)
@@ -105,7 +107,7 @@ func TestPrepareBadArguments(t *testing.T) {
 		{"bash", `{"command":null}`, []string{`missing required argument "command"`}},
 		{"bash", `{"command":42}`, []string{`argument "command" must be a string, got number 42`}},
 		{"bash", `{"command":"  "}`, []string{`"command" is empty`}},
-		{"bash", `{"command":"ls","timeout":"10"}`, []string{`"timeout" must be a number, got string "10"`}},
+		{"bash", `{"command":"ls","timeout":"ten"}`, []string{`"timeout" must be a number, got string "ten"`}},
 		{"bash", `{"command":"ls","timeout":0}`, []string{`"timeout" must be at least 0.001`}},
 		{"bash", `{"command":"ls","cwd":"/tmp"}`, []string{`unknown argument "cwd"`}},
 		{"read_file", `{}`, []string{`missing required argument "path"`}},
@@ -119,6 +121,11 @@ func TestPrepareBadArguments(t *testing.T) {
 		{"edit_file", `{"path":"a","old_text":"x"}`, []string{`missing required argument "new_text"`}},
 		{"edit_file", `{"path":"a","old_text":"x","new_text":"y","replace_all":"yes"}`, []string{`"replace_all" must be a boolean`}},
 		{"edit_file", `{"path":"a","old_text":"x","new_text":"y"}`, []string{"does not exist; use write_file"}},
+		{"edit_file", `{"path":"a","file_path":"b","old_text":"x","new_text":"y"}`, []string{`"file_path" and "path" are the same argument; give "path" only`}},
+		{"read_file", `{"path":"a","offset":"ten"}`, []string{`"offset" must be an integer, got string "ten"`}},
+		{"plan", `{"action":"update","index":1,"status":"done"}`, []string{`there is no entry 1`}},
+		{"plan", `{"action":"set","entries":[{"content":"x","priority":"urgent"}]}`, []string{`entry 1: "priority" must be high, medium or low, got "urgent"`}},
+		{"lsp", `{"action":"jump","path":"a.go"}`, []string{`"action" must be definition, references, hover, symbols or rename, got "jump"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool+" "+tt.args, func(t *testing.T) {
@@ -221,7 +228,9 @@ func (foreignTool) Kind() Kind              { return KindOther }
 // for Run's recovery.
 type panicTool struct{ foreignTool }
 
-func (panicTool) params() []param                { return nil }
+var noArgsSpec = specFor[struct{}]("foreign")
+
+func (panicTool) spec() *spec                    { return noArgsSpec }
 func (panicTool) prepare(env Env, c *Call) error { return nil }
 func (panicTool) run(ctx context.Context, env Env, c *Call) Result {
 	var m map[string]int
@@ -244,10 +253,10 @@ func (hugeTool) run(ctx context.Context, env Env, c *Call) Result {
 }
 
 func TestRunCapsEveryOutput(t *testing.T) {
-	r := Run(context.Background(), Env{}, &Call{Tool: hugeTool{}})
-	want := fmt.Sprintf("\n[output truncated: %d more bytes]", 2*MaxOutputBytes-(MaxOutputBytes+outputSlack))
-	if !strings.HasSuffix(r.Output, want) || len(r.Output) != MaxOutputBytes+outputSlack+len(want) {
-		t.Errorf("got %d bytes ending %q", len(r.Output), r.Output[len(r.Output)-60:])
+	dir := t.TempDir()
+	r := Run(context.Background(), Env{Output: Output{Budget: 8192, Dir: dir, Name: "call_1.out"}}, &Call{Tool: hugeTool{}})
+	if len(r.Output) > 8192 || !strings.HasPrefix(r.Output, "zzz") || !strings.Contains(r.Output, "the whole output is in "+filepath.Join(dir, "call_1.out")) {
+		t.Errorf("got %d bytes: %.100q…", len(r.Output), r.Output)
 	}
 	if got := truncateHead("ab✓", 3); got != "ab\n[output truncated: 3 more bytes]" {
 		t.Errorf("truncateHead cut a character: %q", got)
@@ -279,5 +288,66 @@ func TestFetchContentSaveNamesTheFile(t *testing.T) {
 	}
 	if _, err := Prepare(env, "fetch_content", `{"url":"https://x.test/a","output":"."}`); err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("a directory as output: %v", err)
+	}
+}
+
+// TestArgumentsModelsSend: the names other agents' tools use and numbers
+// or booleans written as strings are taken as the schema's own; what the
+// tool receives is the same as for the canonical call.
+func TestArgumentsModelsSend(t *testing.T) {
+	cwd := t.TempDir()
+	mustWrite(t, filepath.Join(cwd, "a.txt"), "one\ntwo\nthree\n")
+	env := Env{Cwd: cwd}
+	tests := []struct {
+		tool, args string
+		want       map[string]any // the arguments as the call holds them
+	}{
+		{"edit_file", `{"file_path":"a.txt","old_string":"two","new_string":"2"}`,
+			map[string]any{"path": "a.txt", "old_text": "two", "new_text": "2"}},
+		{"edit_file", `{"filePath":"a.txt","oldString":"two","newString":"2","replaceAll":"true"}`,
+			map[string]any{"path": "a.txt", "old_text": "two", "new_text": "2", "replace_all": true}},
+		{"read_file", `{"path":"a.txt","offset":"2","limit":" 1 "}`, map[string]any{"path": "a.txt", "offset": 2.0, "limit": 1.0}},
+		{"read_file", `{"file_path":"a.txt","limit":null}`, map[string]any{"path": "a.txt"}},
+		{"read_file", `{"path":"a.txt","limit":1e300}`, map[string]any{"path": "a.txt", "limit": float64(maxInteger)}},
+		{"bash", `{"cmd":"echo hi","timeout":"30"}`, map[string]any{"command": "echo hi", "timeout": 30.0}},
+		{"write_file", `{"file_path":"b.txt","contents":"x"}`, map[string]any{"path": "b.txt", "content": "x"}},
+		{"plan", `{"action":"update","index":"1","status":"completed"}`, map[string]any{"action": "update", "index": 1.0, "status": "completed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool+" "+tt.args, func(t *testing.T) {
+			env := env
+			env.Plan = []history.PlanEntry{{Content: "x", Priority: "medium", Status: "pending"}}
+			c, err := Prepare(env, tt.tool, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.Args, tt.want) {
+				t.Errorf("args %v, want %v", c.Args, tt.want)
+			}
+		})
+	}
+	// The struct the tool reads holds them.
+	c, err := Prepare(env, "read_file", `{"filePath":"a.txt","offset":"2","limit":"1"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := argsOf[readFileArgs](c); a.Path != "a.txt" || a.Offset != 2 || a.Limit != 1 {
+		t.Errorf("read_file reads %+v", a)
+	}
+	if r := Run(context.Background(), env, c); r.Failed || !strings.Contains(r.Output, "two") || strings.Contains(r.Output, "three") {
+		t.Errorf("read_file with string numbers: %+v", r)
+	}
+}
+
+// TestSchemaHasTheLastWord: what the tool's own checks let through is
+// still checked against the schema, with jsonschema-go, and worded with
+// where it is.
+func TestSchemaHasTheLastWord(t *testing.T) {
+	_, err := Prepare(Env{Cwd: t.TempDir()}, "ask_user", `{"questions":[{"question":"Which?","type":"text","options":["a",3]}]}`)
+	if err == nil || !strings.Contains(err.Error(), `"options" must be a list of non-empty strings`) {
+		t.Errorf("a bad option: %v", err)
+	}
+	if got := schemaError(askUserSpec.resolved.Validate(map[string]any{"questions": []any{map[string]any{"question": "q", "type": "odd"}}})); !strings.Contains(got, "questions[].type:") || !strings.Contains(got, "odd") {
+		t.Errorf("schemaError = %q", got)
 	}
 }

@@ -18,16 +18,14 @@ import (
 //go:embed read_file.md
 var readFileDescription string
 
-const readFileSchema = `{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string", "description": "The file to read: absolute, relative to the working directory, or starting with ~."},
-    "offset": {"type": "integer", "minimum": 1, "description": "The first line to show, counting from 1. Default 1."},
-    "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show at most. Default: the whole file, up to 256 KiB."}
-  },
-  "required": ["path"],
-  "additionalProperties": false
-}`
+// readFileArgs are read_file's parameters.
+type readFileArgs struct {
+	Path   string `json:"path" alias:"file_path,filePath,file" jsonschema:"The file to read: absolute, relative to the working directory, or starting with ~."`
+	Offset int    `json:"offset,omitempty" min:"1" jsonschema:"The first line to show, counting from 1. Default 1."`
+	Limit  int    `json:"limit,omitempty" min:"1" jsonschema:"How many lines to show at most. Default 2000, fewer when they do not fit the context window."`
+}
+
+var readFileSpec = specFor[readFileArgs]("read_file")
 
 // binarySniff is how much of a file's head is searched for a NUL byte to
 // tell a binary file from text, as git and grep do.
@@ -41,19 +39,13 @@ type readFileTool struct{}
 
 func (readFileTool) Name() string            { return "read_file" }
 func (readFileTool) Description() string     { return readFileDescription }
-func (readFileTool) Schema() json.RawMessage { return json.RawMessage(readFileSchema) }
+func (readFileTool) Schema() json.RawMessage { return readFileSpec.schemaCopy() }
 func (readFileTool) Kind() Kind              { return KindRead }
 
-func (readFileTool) params() []param {
-	return []param{
-		{name: "path", typ: argString, required: true},
-		{name: "offset", typ: argInteger, min: 1},
-		{name: "limit", typ: argInteger, min: 1},
-	}
-}
+func (readFileTool) spec() *spec { return readFileSpec }
 
 func (readFileTool) prepare(env Env, c *Call) error {
-	p, err := pathArg("read_file", env, c)
+	p, err := pathArg("read_file", env, c, argsOf[readFileArgs](c).Path)
 	if err != nil {
 		return err
 	}
@@ -61,9 +53,9 @@ func (readFileTool) prepare(env Env, c *Call) error {
 	return nil
 }
 
-// pathArg checks the "path" argument, sets the title, and resolves the path.
-func pathArg(tool string, env Env, c *Call) (string, error) {
-	given := strArg(c.Args, "path")
+// pathArg checks the "path" argument, given, sets the title, and resolves
+// the path.
+func pathArg(tool string, env Env, c *Call, given string) (string, error) {
 	c.Title = tool + ": " + given
 	if strings.TrimSpace(given) == "" {
 		return "", fmt.Errorf(`%s: argument "path" is empty; give the file's path`, tool)
@@ -71,23 +63,10 @@ func pathArg(tool string, env Env, c *Call) (string, error) {
 	return Resolve(env.Cwd, given), nil
 }
 
-// intArg reads an integer argument, clamped so that an absurd value cannot
-// overflow an int.
-func intArg(args map[string]any, name string, def int) int {
-	f, ok := numArg(args, name)
-	if !ok {
-		return def
-	}
-	if f > 1<<40 {
-		return 1 << 40
-	}
-	return int(f)
-}
-
 func (readFileTool) run(ctx context.Context, env Env, c *Call) Result {
-	p := Resolve(env.Cwd, strArg(c.Args, "path"))
-	offset := intArg(c.Args, "offset", 1)
-	limit := intArg(c.Args, "limit", 0)
+	a := argsOf[readFileArgs](c)
+	p := Resolve(env.Cwd, a.Path)
+	offset, limit := max(a.Offset, 1), a.Limit
 
 	f, err := os.Open(p)
 	if err != nil {
@@ -106,77 +85,105 @@ func (readFileTool) run(ctx context.Context, env Env, c *Call) Result {
 	if !st.Mode().IsRegular() {
 		return Result{Output: fmt.Sprintf("[cannot read %s: not a regular file (%s)]", p, st.Mode().Type()), Failed: true}
 	}
-	return readLines(ctx, f, p, offset, limit, st.Size())
+	return readLines(ctx, f, p, offset, limit, st.Size(), env.Output.budget())
 }
 
-// readLines streams the file, keeping only the lines asked for and within
-// MaxOutputBytes, while counting every line so that the marker can tell
-// the model how much more there is. A large file costs no more memory
-// than the output.
-func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, sizeHint int64) Result {
+// What read_file shows by default, and how: each line with its number
+// (cat -n's form, the number right-aligned in six columns and a tab), at
+// most DefaultReadLines lines, each cut after MaxLineBytes.
+const (
+	DefaultReadLines = 2000
+	MaxLineBytes     = 2000
+)
+
+// numberLine writes line n of a file as read_file shows it, its text
+// without its newline.
+func numberLine(b *strings.Builder, n int, text []byte, cut int64) {
+	if cut == 0 {
+		text = bytes.TrimSuffix(text, []byte("\r")) // a CRLF file's lines read as any
+	}
+	fmt.Fprintf(b, "%6d\t", n)
+	b.Write(text)
+	if cut > 0 {
+		fmt.Fprintf(b, " [… %s more in this line]", count(cut, "byte"))
+	}
+	b.WriteByte('\n')
+}
+
+// readLines streams the file, numbering the lines asked for (limit 0:
+// DefaultReadLines) and keeping them within budget bytes, while counting
+// every line so that the last line can tell the model how much more there
+// is. A large file costs no more memory than the output.
+func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, sizeHint int64, budget int) Result {
 	// The buffers are sized from the file's size so that the common small
 	// file costs little; files in /proc report 0 and get the minimum.
 	br := bufio.NewReaderSize(f, int(min(max(sizeHint+1, 2*binarySniff), 64<<10)))
 	if head, _ := br.Peek(binarySniff); bytes.IndexByte(head, 0) >= 0 {
 		return Result{Output: fmt.Sprintf("[%s is a binary file; read_file shows text only. Use bash (e.g. `file`, `xxd | head`) to inspect it]", p), Failed: true}
 	}
-	last := offset + limit - 1 // last line wanted; limit 0 means no limit
-	if limit == 0 || last < offset {
+	if limit <= 0 {
+		limit = DefaultReadLines
+	}
+	last := offset + limit - 1 // the last line wanted
+	if last < offset {
 		last = int(^uint(0) >> 1)
 	}
+	// A line is cut short enough that one always fits the budget with its
+	// number and its note.
+	lineCap := min(MaxLineBytes, max(budget/2, 64))
 
 	var (
 		out       strings.Builder
-		line      = 1   // the line the next chunk belongs to
-		partial   bool  // the current line has started but not ended
-		size      int64 // bytes read so far
-		shownEnd  int64 // size at the end of the last line shown
-		firstShow = 0   // first line shown, 0 if none yet
-		lastShown = 0   // last complete line shown
-		full      bool  // the byte limit stopped the output
-		cutLine   bool  // the first shown line alone was over the limit
-		lineStart = 0   // length of out when the current line began
+		line      = 1    // the line the next chunk belongs to
+		text      []byte // what is kept of the current line
+		lineLen   int64  // the current line's length, its newline aside
+		partial   bool   // the current line has started but not ended
+		size      int64  // bytes read so far
+		shownEnd  int64  // size at the end of the last line shown
+		firstShow = 0    // first line shown, 0 if none yet
+		lastShown = 0    // last line shown
+		full      bool   // the budget stopped the output
 		chunks    = 0
 	)
 	if offset == 1 {
-		out.Grow(int(min(sizeHint, MaxOutputBytes)))
+		out.Grow(int(min(sizeHint+sizeHint/4, int64(budget))))
+	}
+	// show adds the current line if it is wanted and fits.
+	show := func() {
+		if line < offset || line > last || full {
+			return
+		}
+		kept := text[:completeLen(string(text))]
+		var b strings.Builder
+		numberLine(&b, line, kept, lineLen-int64(len(kept)))
+		if out.Len()+b.Len() > budget && firstShow != 0 {
+			full = true
+			return
+		}
+		out.WriteString(b.String())
+		if firstShow == 0 {
+			firstShow = line
+		}
+		lastShown, shownEnd = line, size
 	}
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(chunk) > 0 {
 			size += int64(len(chunk))
 			partial = true
-			if line >= offset && line <= last && !full {
-				if firstShow == 0 {
-					firstShow = line
-				}
-				if out.Len()+len(chunk) <= MaxOutputBytes {
-					out.Write(chunk)
-				} else {
-					full = true
-					if line == firstShow {
-						// A single line longer than the limit: show its head
-						// rather than nothing.
-						room := MaxOutputBytes - out.Len()
-						out.Write(chunk[:validPrefix(string(chunk), room)])
-						cutLine = true
-					} else {
-						// Drop the partly written line, so that the output
-						// ends on a whole line and offset can resume it.
-						s := out.String()[:lineStart]
-						out.Reset()
-						out.WriteString(s)
-					}
-				}
+			ended := chunk[len(chunk)-1] == '\n'
+			content := chunk
+			if ended {
+				content = chunk[:len(chunk)-1]
 			}
-			if chunk[len(chunk)-1] == '\n' {
-				if line >= offset && line <= last && !full {
-					lastShown = line
-					shownEnd = size
-					lineStart = out.Len()
-				}
+			lineLen += int64(len(content))
+			if line >= offset && line <= last && !full {
+				text = append(text, content[:min(len(content), max(lineCap-len(text), 0))]...)
+			}
+			if ended {
+				show()
 				line++
-				partial = false
+				text, lineLen, partial = text[:0], 0, false
 			}
 		}
 		if err != nil {
@@ -208,12 +215,8 @@ func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, si
 		}
 	}
 	if partial {
-		// The last line has no final newline; it still counts, and if it
-		// was within the window it was shown whole.
-		if line >= offset && line <= last && !full {
-			lastShown = line
-			shownEnd = size
-		}
+		// The last line has no final newline; it still counts.
+		show()
 		line++
 	}
 	total := line - 1
@@ -224,26 +227,20 @@ func readLines(ctx context.Context, f io.Reader, p string, offset, limit int, si
 	if offset > total {
 		return Result{Output: fmt.Sprintf("[offset %d is past the end of %s, which has %d lines]", offset, p, total), Failed: true}
 	}
-	text := out.String()
-	if cutLine {
-		return Result{Output: text + fmt.Sprintf("\n[line %d of %d is longer than 256 KiB; only its first %d bytes are shown. Use bash (e.g. `cut -c`, `fold`) to see the rest]", firstShow, total, len(text))}
-	}
+	body := out.String()
 	if firstShow == 1 && lastShown == total {
-		return Result{Output: text}
-	}
-	if !strings.HasSuffix(text, "\n") {
-		text += "\n"
+		return Result{Output: body}
 	}
 	more := size - shownEnd
 	switch {
 	case lastShown == total:
-		text += fmt.Sprintf("[lines %d-%d of %d]", firstShow, lastShown, total)
+		body += fmt.Sprintf("[lines %d-%d of %d]", firstShow, lastShown, total)
 	case full:
-		text += fmt.Sprintf("[lines %d-%d of %d; output limit of 256 KiB reached, %d more bytes; use offset=%d to read more]", firstShow, lastShown, total, more, lastShown+1)
+		body += fmt.Sprintf("[lines %d-%d of %d; output limit of %s reached, %d more bytes; use offset=%d to read more]", firstShow, lastShown, total, count(int64(budget), "byte"), more, lastShown+1)
 	default:
-		text += fmt.Sprintf("[lines %d-%d of %d; %d more bytes; use offset=%d to read more]", firstShow, lastShown, total, more, lastShown+1)
+		body += fmt.Sprintf("[lines %d-%d of %d; %d more bytes; use offset=%d to read more]", firstShow, lastShown, total, more, lastShown+1)
 	}
-	return Result{Output: text}
+	return Result{Output: body}
 }
 
 // openError words a failure to open a file for the model.

@@ -13,30 +13,26 @@ import (
 //go:embed read_skill.md
 var readSkillDescription string
 
-const readSkillSchema = `{
-  "type": "object",
-  "properties": {
-    "name": {"type": "string", "description": "The skill's name, without the $."}
-  },
-  "required": ["name"],
-  "additionalProperties": false
-}`
+// readSkillArgs are read_skill's parameters.
+type readSkillArgs struct {
+	Name string `json:"name" alias:"skill" jsonschema:"The skill's name, without the $."`
+}
+
+var readSkillSpec = specFor[readSkillArgs]("read_skill")
 
 type readSkillTool struct{}
 
 func (readSkillTool) Name() string            { return "read_skill" }
 func (readSkillTool) Description() string     { return readSkillDescription }
-func (readSkillTool) Schema() json.RawMessage { return json.RawMessage(readSkillSchema) }
+func (readSkillTool) Schema() json.RawMessage { return readSkillSpec.schemaCopy() }
 func (readSkillTool) Kind() Kind              { return KindRead }
 
-func (readSkillTool) params() []param {
-	return []param{{name: "name", typ: argString, required: true}}
-}
+func (readSkillTool) spec() *spec { return readSkillSpec }
 
 // prepare finds the skill in the session's catalog, read afresh (a skill
 // added since the session started is found).
 func (readSkillTool) prepare(env Env, c *Call) error {
-	name := strings.TrimPrefix(strings.TrimSpace(strArg(c.Args, "name")), "$")
+	name := strings.TrimPrefix(strings.TrimSpace(argsOf[readSkillArgs](c).Name), "$")
 	c.Title = "read_skill: " + name
 	if name == "" {
 		return fmt.Errorf(`read_skill: argument "name" is empty; give the skill's name`)
@@ -54,7 +50,7 @@ func (readSkillTool) prepare(env Env, c *Call) error {
 	return nil
 }
 
-func (readSkillTool) run(_ context.Context, _ Env, c *Call) Result {
+func (readSkillTool) run(_ context.Context, env Env, c *Call) Result {
 	body, err := c.skill.Body()
 	if err != nil {
 		return Result{Output: fmt.Sprintf("read_skill: cannot read %s: %v", c.skill.Path, err), Failed: true}
@@ -72,5 +68,5 @@ func (readSkillTool) run(_ context.Context, _ Env, c *Call) Result {
 			b.WriteString("- " + f + "\n")
 		}
 	}
-	return Result{Output: truncateHead(b.String(), MaxOutputBytes)}
+	return Result{Output: env.Output.fit(b.String(), documentHead)}
 }

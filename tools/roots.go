@@ -26,7 +26,12 @@ func (env Env) confine(c *Call) error {
 			return fmt.Errorf("[%v]", err)
 		}
 	}
+	reads := !c.Mutating && c.Effect == ""
 	for _, p := range c.Locations {
+		if reads && env.ownOutput(p) {
+			// The session's own cut outputs, which its results name.
+			continue
+		}
 		if !env.Within(p) {
 			return fmt.Errorf("[outside the folders this server serves (serve.roots: %s): %s]", strings.Join(env.Roots, ", "), p)
 		}
@@ -85,6 +90,13 @@ func (env Env) inSandbox(path string, writes bool) error {
 		}
 		return false
 	}
+	if !writes {
+		for _, r := range p.Readable {
+			if Inside(real, RealPath(r)) {
+				return nil
+			}
+		}
+	}
 	for _, h := range p.Hidden {
 		if Inside(real, RealPath(h)) && !inWritable(h) {
 			return fmt.Errorf("[outside the sandbox: %s is hidden from this session's tools]", path)
@@ -119,7 +131,22 @@ func (env Env) Readable(path string) error {
 	if !env.Within(path) {
 		return fmt.Errorf("[outside the folders this server serves (serve.roots: %s): %s]", strings.Join(env.Roots, ", "), path)
 	}
+	if env.Foreign != nil {
+		foreign, err := env.Foreign()
+		if err != nil {
+			return fmt.Errorf("[%v]", err)
+		}
+		if inAny(RealPath(path), foreign) {
+			return fmt.Errorf("[outside the sandbox: %s is hidden from this session's tools]", path)
+		}
+	}
 	return env.inSandbox(path, false)
+}
+
+// ownOutput says whether path is in the session's folder of whole
+// outputs (Output.Dir), links followed.
+func (env Env) ownOutput(path string) bool {
+	return env.Output.Dir != "" && Inside(RealPath(path), RealPath(env.Output.Dir))
 }
 
 // Within says whether path, an absolute one, is in one of env.Roots once

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mm-agent/mm/sandbox"
 )
 
 // TestRootsConfineFileTools: with roots (mm serve's serve.roots), mm's own
@@ -49,13 +51,41 @@ func TestRootsConfineFileTools(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(outside, "made.txt")); err == nil {
 		t.Error("a file was made outside")
 	}
-	if res := runTool(t, env, "read_file", `{"path":"in.txt"}`); res.Failed || res.Output != "inside\n" {
+	if res := runTool(t, env, "read_file", `{"path":"in.txt"}`); res.Failed || res.Output != "     1\tinside\n" {
 		t.Errorf("inside: %+v", res)
 	}
 	if res := runTool(t, env, "write_file", `{"path":"sub/new.txt","content":"made\n"}`); res.Failed {
 		t.Errorf("a new file inside: %+v", res)
 	}
-	if res := runTool(t, Env{Cwd: root}, "read_file", `{"path":"door/secret.txt"}`); res.Failed || res.Output != "secret\n" {
+	if res := runTool(t, Env{Cwd: root}, "read_file", `{"path":"door/secret.txt"}`); res.Failed || res.Output != "     1\tsecret\n" {
 		t.Errorf("without roots: %+v", res)
+	}
+}
+
+// TestOwnOutputsReadable: the file a cut output names is read by read_file
+// whatever confines the file tools — serve.roots, a sandbox that hides
+// every session's outputs but lets the session read its own — and is not
+// written.
+func TestOwnOutputsReadable(t *testing.T) {
+	base := t.TempDir()
+	root, outputs := filepath.Join(base, "root"), filepath.Join(base, "outputs")
+	mine := filepath.Join(outputs, "mine")
+	mustWrite(t, filepath.Join(mine, "call_1.out"), "whole\n")
+	mustWrite(t, filepath.Join(outputs, "other", "call_2.out"), "theirs\n")
+	mustMkdir(t, root)
+	env := Env{Cwd: root, Roots: []string{root}, Output: Output{Dir: mine},
+		Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite, Writable: []string{root}, Hidden: []string{outputs}, Readable: []string{mine}}}
+	if res := runTool(t, env, "read_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(mine, "call_1.out"))); res.Failed || res.Output != "     1\twhole\n" {
+		t.Errorf("the session's own output: %+v", res)
+	}
+	if _, err := Prepare(env, "read_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(outputs, "other", "call_2.out"))); err == nil {
+		t.Error("another session's output was read")
+	}
+	if _, err := Prepare(env, "write_file", fmt.Sprintf(`{"path":%q,"content":"x"}`, filepath.Join(mine, "call_1.out"))); err == nil {
+		t.Error("the session's output folder was written")
+	}
+	env.Roots = nil // the sandbox alone
+	if res := runTool(t, env, "read_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(mine, "call_1.out"))); res.Failed {
+		t.Errorf("the session's own output, sandbox only: %+v", res)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,7 +31,8 @@ const (
 )
 
 // MaxOutputBytes is the most that any tool output given to the model may
-// hold. Longer outputs are cut, with a marker saying how much was left out.
+// hold, whatever its window: the bound of tools.output.maxBytes. Each
+// call's own budget (Env.Output) is usually far less.
 const MaxOutputBytes = 256 << 10
 
 // DefaultBashTimeout is the per-command limit used when Env.BashTimeout is
@@ -42,6 +44,13 @@ type Env struct {
 	// Cwd is the session's absolute working directory. Relative paths in
 	// tool arguments resolve against it, and bash runs in it.
 	Cwd string
+	// Offered, when not nil, are the names of the built-in tools offered
+	// to the model (Offered): a call to another one is an unknown tool.
+	// nil offers every built-in.
+	Offered []string
+	// Output sizes the call's result to the model's window and says where
+	// a cut output is kept whole (budget.go).
+	Output Output
 	// Roots, when set, are the only folders mm's own file tools (read_file,
 	// write_file, edit_file, fetch_content's output, lsp) may open, links
 	// followed (mm serve's serve.roots); a path outside is a result the
@@ -144,6 +153,11 @@ type Call struct {
 	lspText string
 	// Questions are an ask_user call's questions, validated by prepare.
 	Questions []Question
+	// params are the arguments as the tool's struct (argsOf).
+	params any
+	// edit is the change an edit_file call makes, as prepare computed it
+	// (the Proposal the user approves).
+	edit *edit
 	// plan is the plan a plan call makes, computed by prepare.
 	plan []history.PlanEntry
 	// skill is the skill a read_skill call reads.
@@ -205,11 +219,13 @@ type Tool interface {
 // prepared and run.
 type builtin interface {
 	Tool
-	// params lists the arguments, for validation and error messages.
-	params() []param
+	// spec is the tool's parameters, from its struct (args.go): the
+	// schema, the checks and the errors.
+	spec() *spec
 	// prepare fills the call's Title, Locations, Mutating and Proposal
-	// from c.Args, which have already been checked against params. It
-	// returns an error worded for the model when the call cannot go ahead.
+	// from its arguments (argsOf), which have already been checked at the
+	// top level. It returns an error worded for the model when the call
+	// cannot go ahead.
 	prepare(env Env, c *Call) error
 	// run executes the call. It may assume c.Args passed validation.
 	run(ctx context.Context, env Env, c *Call) Result
@@ -219,6 +235,43 @@ type builtin interface {
 // model. Each call returns a new slice.
 func Builtin() []Tool {
 	return []Tool{bashTool{}, readFileTool{}, writeFileTool{}, editFileTool{}, readSkillTool{}, planTool{}, askUserTool{}, askAgentTool{}, fetchContentTool{}, lspTool{}}
+}
+
+// Has says what a session has that some tools need to work.
+type Has struct {
+	// Agents: agents are configured for ask_agent.
+	Agents bool
+	// LSP: language servers are configured for lsp.
+	LSP bool
+	// Skills: the session's catalog holds at least one skill (read_skill).
+	Skills bool
+}
+
+// Offered returns the built-in tools that can work in a session that has
+// has, in the order of Builtin: ask_agent only with agents configured, lsp
+// only with language servers, read_skill only with skills. A tool that
+// cannot work is not offered, so that the model neither reads its
+// description on every request nor calls it to learn that it fails.
+func Offered(has Has) []Tool {
+	out := Builtin()[:0:0]
+	for _, t := range Builtin() {
+		switch t.Name() {
+		case "ask_agent":
+			if !has.Agents {
+				continue
+			}
+		case "lsp":
+			if !has.LSP {
+				continue
+			}
+		case "read_skill":
+			if !has.Skills {
+				continue
+			}
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // Lookup returns the built-in tool with the given name.
@@ -245,21 +298,30 @@ func Prepare(env Env, name, rawArgs string) (*Call, error) {
 		return prepareMCP(env, name, rawArgs)
 	}
 	t, ok := Lookup(name)
-	if !ok {
-		names := make([]string, 0, 4)
-		for _, b := range Builtin() {
-			names = append(names, b.Name())
+	if !ok || (env.Offered != nil && !slices.Contains(env.Offered, name)) {
+		names := env.Offered
+		if names == nil {
+			for _, b := range Builtin() {
+				names = append(names, b.Name())
+			}
 		}
 		return nil, fmt.Errorf("unknown tool %q; the available tools are: %s", name, strings.Join(names, ", "))
 	}
 	b := t.(builtin)
 	c := &Call{Tool: t, Title: name, Kind: t.Kind()}
-	args, err := decodeArgs(name, rawArgs, b.params())
+	sp := b.spec()
+	args, err := decodeArgs(sp, rawArgs)
 	c.Args = args
 	if err != nil {
 		return c, err
 	}
+	c.params = sp.decodeInto(args)
 	if err := b.prepare(env, c); err != nil {
+		return c, err
+	}
+	// The tool's own checks word the common mistakes best; the schema
+	// has the last word on the rest.
+	if err := sp.validate(args); err != nil {
 		return c, err
 	}
 	if err := env.confine(c); err != nil {
@@ -297,8 +359,15 @@ func Run(ctx context.Context, env Env, c *Call) (res Result) {
 	}
 	// The arguments are checked again because a Call may have been built
 	// by hand rather than by Prepare; a tool's run relies on them.
-	if err := checkArgs(c.Tool.Name(), c.Args, b.params()); err != nil {
+	sp := b.spec()
+	if err := sp.checkArgs(c.Args); err != nil {
 		return Result{Output: err.Error(), Failed: true}
+	}
+	if err := sp.validate(c.Args); err != nil {
+		return Result{Output: err.Error(), Failed: true}
+	}
+	if c.params == nil {
+		c.params = sp.decodeInto(c.Args)
 	}
 	if ctx.Err() != nil {
 		return Result{Output: "[cancelled]", Failed: true}
@@ -311,13 +380,16 @@ func Run(ctx context.Context, env Env, c *Call) (res Result) {
 		env.started()
 	}
 	res = b.run(ctx, env, c)
-	// Each tool keeps its output within MaxOutputBytes plus its own
-	// markers; this net catches whatever does not (a huge panic value, a
-	// bug), so that no output can flood the model's context.
-	res.Output = truncateHead(res.Output, MaxOutputBytes+outputSlack)
+	// Each tool keeps its output within its budget plus its own lines
+	// (an exit code, a heading); this net catches whatever does not (a
+	// bug, a tool that forgot), so that no output can flood the model's
+	// context.
+	if len(res.Output) > env.Output.budget()+outputSlack {
+		res.Output = env.Output.fit(res.Output, documentHead)
+	}
 	return res
 }
 
-// outputSlack is the room left above MaxOutputBytes for the markers and
-// the exit-code line that tools add to an output already cut to the limit.
+// outputSlack is the room left above the budget for the lines that tools
+// add to an output already cut to it.
 const outputSlack = 1024

@@ -18,32 +18,26 @@ import (
 //go:embed write_file.md
 var writeFileDescription string
 
-const writeFileSchema = `{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string", "description": "The file to write: absolute, relative to the working directory, or starting with ~. Missing parent directories are created."},
-    "content": {"type": "string", "description": "The whole new content of the file."}
-  },
-  "required": ["path", "content"],
-  "additionalProperties": false
-}`
+// writeFileArgs are write_file's parameters.
+type writeFileArgs struct {
+	Path    string `json:"path" alias:"file_path,filePath,file" jsonschema:"The file to write: absolute, relative to the working directory, or starting with ~. Missing parent directories are created."`
+	Content string `json:"content" alias:"contents,text" jsonschema:"The whole new content of the file."`
+}
+
+var writeFileSpec = specFor[writeFileArgs]("write_file")
 
 type writeFileTool struct{}
 
 func (writeFileTool) Name() string            { return "write_file" }
 func (writeFileTool) Description() string     { return writeFileDescription }
-func (writeFileTool) Schema() json.RawMessage { return json.RawMessage(writeFileSchema) }
+func (writeFileTool) Schema() json.RawMessage { return writeFileSpec.schemaCopy() }
 func (writeFileTool) Kind() Kind              { return KindEdit }
 
-func (writeFileTool) params() []param {
-	return []param{
-		{name: "path", typ: argString, required: true},
-		{name: "content", typ: argString, required: true},
-	}
-}
+func (writeFileTool) spec() *spec { return writeFileSpec }
 
 func (writeFileTool) prepare(env Env, c *Call) error {
-	p, err := pathArg("write_file", env, c)
+	a := argsOf[writeFileArgs](c)
+	p, err := pathArg("write_file", env, c, a.Path)
 	if err != nil {
 		return err
 	}
@@ -53,13 +47,14 @@ func (writeFileTool) prepare(env Env, c *Call) error {
 	if err != nil {
 		return err
 	}
-	c.Proposal = &Diff{Path: p, OldText: old, NewText: strArg(c.Args, "content")}
+	c.Proposal = &Diff{Path: p, OldText: old, NewText: a.Content}
 	return nil
 }
 
 func (writeFileTool) run(ctx context.Context, env Env, c *Call) Result {
-	p := Resolve(env.Cwd, strArg(c.Args, "path"))
-	content := strArg(c.Args, "content")
+	a := argsOf[writeFileArgs](c)
+	p := Resolve(env.Cwd, a.Path)
+	content := a.Content
 	// The old text is read again rather than taken from the Proposal: the
 	// diff shown when done must be the change really made.
 	old, err := currentText(p)

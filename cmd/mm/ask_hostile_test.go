@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,11 +152,18 @@ func askHostile(t *testing.T, mode string) string {
 
 // TestAskAgentBurst: an asked agent that streams 100,000 updates at once is
 // read to its end: acp-go-sdk's queue of 1,024 notifications would close
-// the connection, and the answer would be "peer disconnected".
+// the connection, and the answer would be "peer disconnected". The model
+// reads the answer's head and tail, within its budget, and the file its
+// result names holds the whole of it.
 func TestAskAgentBurst(t *testing.T) {
 	text := askHostile(t, agenttest.Burst+":100000")
-	if n := strings.Count(text, "a "); n != 100000 {
-		t.Errorf("the model read %d of the 100,000 pieces: %.200q", n, text)
+	m := regexp.MustCompile(`the whole output is in (\S+\.out):`).FindStringSubmatch(text)
+	if m == nil || !strings.HasPrefix(text, "a a ") || !strings.HasSuffix(text, "a a ") {
+		t.Fatalf("the model read %.200q … %q", text, text[max(len(text)-200, 0):])
+	}
+	whole, err := os.ReadFile(m[1])
+	if n := strings.Count(string(whole), "a "); err != nil || n != 100000 {
+		t.Errorf("the answer's file holds %d of the 100,000 pieces (%v)", n, err)
 	}
 }
 

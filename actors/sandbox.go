@@ -80,7 +80,7 @@ func (s *session) output(callID string) tools.Output {
 	o := s.rt.cfg.Tools.Output
 	return tools.Output{
 		Budget: tools.OutputBudget(s.rt.windowFor(s.modelID), int(o.MinBytes), int(o.MaxBytes)),
-		Dir:    s.outputDir, Name: callID + ".out", Keep: int64(o.KeepBytes),
+		Dir:    s.outputDir, Name: callID + ".out", Keep: int64(o.KeepBytes), Owner: s.policy().User,
 	}
 }
 

@@ -274,6 +274,7 @@ func readableInHidden(t *testing.T) (hidden, mine, other string) {
 			t.Fatal(err)
 		}
 	}
+	own(t, hidden) // so that only the sandbox keeps the tenant from other
 	return hidden, mine, other
 }
 
@@ -281,7 +282,7 @@ func readableInHidden(t *testing.T) (hidden, mine, other string) {
 // readable folder, not its hidden sibling, and writes neither.
 func checkReadableInHidden(t *testing.T, s *Sandbox, hidden, mine, other string) {
 	t.Helper()
-	cwd := t.TempDir()
+	cwd := workDir(t)
 	for _, mode := range Modes {
 		p := Policy{Mode: mode, Network: true, Writable: []string{cwd}, Hidden: []string{hidden}, Readable: []string{mine}, Temp: filepath.Join(t.TempDir(), "tmp")}
 		out, _ := run(t, s, p, cwd, "cat "+filepath.Join(mine, "call_1.out")+"; echo; cat "+filepath.Join(other, "call_1.out")+"; echo x > "+filepath.Join(mine, "new"))

@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"github.com/mm-agent/mm/sandbox"
+
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -63,6 +65,10 @@ type Output struct {
 	// for a new one, and a file that alone would outgrow it is cut. 0 is
 	// DefaultKeepBytes.
 	Keep int64
+	// Owner, when set, is given Dir and its files (mm run by root, whose
+	// confined commands run as another user: sandbox.user), so that the
+	// session's commands can read what the model is told is there.
+	Owner *sandbox.Ident
 }
 
 func (o Output) budget() int {
@@ -244,7 +250,7 @@ func openSpill(o Output) *spill {
 	if o.Dir == "" {
 		return &spill{err: errors.New("no folder keeps outputs here")}
 	}
-	if err := makeOutputDir(o.Dir); err != nil {
+	if err := makeOutputDir(o.Dir, o.Owner); err != nil {
 		return &spill{err: err}
 	}
 	name := o.Name
@@ -257,6 +263,11 @@ func openSpill(o Output) *spill {
 	}
 	path := filepath.Join(o.Dir, filepath.Base(name))
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil && o.Owner != nil {
+		if err = f.Chown(int(o.Owner.UID), int(o.Owner.GID)); err != nil {
+			f.Close()
+		}
+	}
 	if err != nil {
 		return &spill{err: err}
 	}
@@ -266,12 +277,19 @@ func openSpill(o Output) *spill {
 // makeOutputDir makes dir. Under OutputsRoot, in a temporary folder that
 // every user writes, the root must be this user's own (not a link, not
 // another user's, writable by no one else): another user who made it
-// first could read what it holds.
-func makeOutputDir(dir string) error {
+// first could read what it holds. Given an owner (mm run by root), dir is
+// the owner's, and the folders above it only searchable by others: the
+// owner's commands reach their own folder, and list none.
+func makeOutputDir(dir string, owner *sandbox.Ident) error {
 	root := OutputsRoot()
 	if Inside(dir, root) {
 		if err := os.Mkdir(root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
+		}
+		if owner != nil {
+			if err := os.Chmod(root, 0o711); err != nil {
+				return err
+			}
 		}
 		fi, err := os.Lstat(root)
 		if err != nil {
@@ -281,7 +299,13 @@ func makeOutputDir(dir string) error {
 			return fmt.Errorf("%s is not this user's own folder", root)
 		}
 	}
-	return os.MkdirAll(dir, 0o700)
+	if err := os.MkdirAll(dir, 0o700); err != nil || owner == nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		return err
+	}
+	return os.Chown(dir, int(owner.UID), int(owner.GID))
 }
 
 // write appends p to the file, making room in the folder as it grows: the

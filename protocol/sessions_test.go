@@ -32,6 +32,10 @@ rules:
     steps:
       - {text: "Running it.", toolCalls: [{name: bash, args: {command: "echo hi"}}]}
       - {text: "model read: {{last_tool_output}}"}
+  - match: "^grow$"
+    steps:
+      - {text: "Running it.", toolCalls: [{name: bash, args: {command: "seq 1000 1060"}}]}
+      - {text: "model read: {{last_tool_output}}"}
   - match: "^slow$"
     steps: [{sleep: 1h}] # never answers: only a cancel ends its turn
   - match: "^bash$"
@@ -324,16 +328,18 @@ func TestCompactFailureKeepsHistory(t *testing.T) {
 func TestAutoCompaction(t *testing.T) {
 	e := newSessEnv(t, sessionScript, func(c *configs.Config) {
 		// Tokens: the tool definitions offered (about 3,000), the system
-		// prompt (about 450, the compact one and the environment) and a
+		// prompt (about 600, the compact one and the environment) and a
 		// few turns fill it.
-		c.Model.ContextWindow = 4800
+		c.Model.ContextWindow = 5600
 		c.Context.Threshold = 0.85
 		c.Context.KeepLastTurns = 1
 	})
 	conn := e.agent()
 	sid := e.newSession(conn)
-	for i := 0; i < 6; i++ {
-		e.ask(conn, sid, "echo")
+	// Enough turns to fill the window whatever the exact size of what the
+	// model reads besides them (which changes with the prompt and tools).
+	for i := 0; i < 16 && !strings.Contains(conn.Stderr.String(), "auto-compact"); i++ {
+		e.ask(conn, sid, "grow")
 	}
 	if !strings.Contains(acptest.Text(conn.Client.Updates(sid)), "🗜️ compressed ") || !strings.Contains(conn.Stderr.String(), "auto-compact — 🗜️ compressed") {
 		t.Fatalf("no automatic compression:\n%s", conn.Stderr.String())

@@ -26,7 +26,7 @@ func (w *toolWorker) askAgent(ctx context.Context, root *actor.RootContext, pare
 		return answer, err
 	}
 	return w.rt.hooks.PostAsk(ctx, hooks.PostAskEvent{
-		SessionID: w.session, Cwd: w.env.Cwd, Agent: agent, Question: question, Answer: answer, Confine: w.env.Confine,
+		SessionID: w.session, Cwd: w.env.Cwd, Agent: agent, Question: question, Answer: answer, Confine: w.hookConfine,
 	}), nil
 }
 

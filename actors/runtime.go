@@ -76,11 +76,15 @@ type Options struct {
 	// SandboxUser is whom confined commands run as (sandbox.user, when mm
 	// runs as root); nil: mm's own user.
 	SandboxUser *sandbox.Ident
-	// OwnNetwork gives each session's confined commands, with the network
-	// on, a network of their own (sandbox.Network), which reaches the
-	// outside and not this machine's loopback: a shared server's tenants
-	// must not reach its ports or its store. false: the machine's network.
-	OwnNetwork bool
+	// Shared says that the sessions are the tenants' of a shared server
+	// (mm serve): each session's confined commands, with the network on,
+	// get a network of their own (sandbox.Network), which reaches the
+	// outside and not this machine's loopback (mm's ports, the store); and
+	// the hooks run confined like them, in the tenant's folder where the
+	// tenant's files (git's config) would otherwise run as mm. false (mm
+	// -acp, its user's own commands): the machine's network, hooks as they
+	// are.
+	Shared bool
 	// OthersFolders lists the folders recorded as owned by another token
 	// than owner (the store's, on mm serve: folders have owners): a
 	// session's confined commands see them empty and its file tools
@@ -132,7 +136,7 @@ type Runtime struct {
 	sandbox     *sandbox.Sandbox
 	sandboxMode sandbox.Mode
 	sandboxUser *sandbox.Ident
-	ownNetwork  bool
+	shared      bool
 	hidden      []string
 	others      func(owner string) ([]string, error)
 	// selfStopped is Options.SelfStopped.
@@ -190,7 +194,7 @@ func NewRuntime(o Options) *Runtime {
 	}
 	rt.store, rt.selfStopped = o.Store, o.SelfStopped
 	rt.sandbox, rt.sandboxMode, rt.hidden, rt.others = o.Sandbox, o.SandboxMode, o.Hidden, o.OthersFolders
-	rt.sandboxUser, rt.ownNetwork = o.SandboxUser, o.OwnNetwork
+	rt.sandboxUser, rt.shared = o.SandboxUser, o.Shared
 	if rt.store == nil {
 		rt.store = store.NewFileStore(o.Config.Sessions.Dir, &store.Reader{Key: o.Key, MaxBytes: int64(o.Config.Sessions.MaxFileBytes)}, nil, nil)
 	}

@@ -111,7 +111,7 @@ func (s *session) confine() func(*exec.Cmd) (func(), error) {
 	if !p.Confined() || s.rt.sandbox.Kind() == sandbox.Unconfined {
 		return nil
 	}
-	if p.Network && s.rt.ownNetwork && s.net == nil {
+	if p.Network && s.rt.shared && s.net == nil {
 		s.net = sandbox.NewNetwork(p.User)
 	}
 	sb, net, foreign := s.rt.sandbox, s.net, s.foreign()
@@ -129,6 +129,15 @@ func (s *session) confine() func(*exec.Cmd) (func(), error) {
 		}
 		return sb.Wrap(cmd, p, net)
 	}
+}
+
+// hookConfine is how the session's hooks run: confined like its commands
+// on a shared server (Options.Shared), as they are otherwise.
+func (s *session) hookConfine(confine func(*exec.Cmd) (func(), error)) func(*exec.Cmd) (func(), error) {
+	if !s.rt.shared {
+		return nil
+	}
+	return confine
 }
 
 // foreign returns what lists the folders other tokens own, for the

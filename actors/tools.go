@@ -45,6 +45,7 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		t.lastCall, t.repeats = key, 1
 	}
 	callID := fmt.Sprintf("call_%d", s.rt.nextCall.Add(1))
+	confine := s.confine()
 	w := &toolWorker{
 		rt:      s.rt,
 		client:  s.client,
@@ -54,12 +55,13 @@ func (s *session) nextTool(ctx actor.Context, t *turn) {
 		name:    t.tool.Name,
 		args:    t.tool.Arguments,
 		env: tools.Env{Cwd: s.cwd, Roots: s.roots, Offered: s.offered(), Output: s.output(callID), BashTimeout: s.rt.cfg.Tools.Bash.Timeout, SessionID: s.id,
-			Plan: s.plan, SkillDirs: s.skillDirs, HTTP: s.rt.http, Fetch: s.rt.fetchLimits(), Confine: s.confine(), Sandbox: s.policy(), Foreign: s.foreign()},
-		policy: toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
-		repeat: t.repeats,
-		agents: s.agents,
-		budget: s.budget,
-		nested: s.nested(),
+			Plan: s.plan, SkillDirs: s.skillDirs, HTTP: s.rt.http, Fetch: s.rt.fetchLimits(), Confine: confine, Sandbox: s.policy(), Foreign: s.foreign()},
+		hookConfine: s.hookConfine(confine),
+		policy:      toolPolicy{yolo: s.mode == ModeYolo, always: s.allowAlways[t.tool.Name], never: s.never[t.tool.Name]},
+		repeat:      t.repeats,
+		agents:      s.agents,
+		budget:      s.budget,
+		nested:      s.nested(),
 	}
 	if s.mcp != nil {
 		w.env.MCP = s.mcp

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
@@ -105,7 +106,10 @@ type toolWorker struct {
 	name    string
 	args    string
 	env     tools.Env
-	policy  toolPolicy
+	// hookConfine confines the call's hooks (session.hookConfine); nil:
+	// they run as they are.
+	hookConfine func(*exec.Cmd) (func(), error)
+	policy      toolPolicy
 	// repeat is how many times in a row this turn has called the tool
 	// with these arguments, this call included.
 	repeat int
@@ -262,7 +266,7 @@ func (w *toolWorker) work(ctx context.Context, root *actor.RootContext, parent *
 		return
 	}
 	if denied, reason := w.rt.hooks.PreToolCall(ctx, hooks.PreToolCallEvent{
-		SessionID: w.session, Cwd: w.env.Cwd, Tool: w.name, Input: call.Args, Confine: w.env.Confine,
+		SessionID: w.session, Cwd: w.env.Cwd, Tool: w.name, Input: call.Args, Confine: w.hookConfine,
 	}); denied {
 		fin.Output, fin.Denied = "[denied by a hook: "+reason+"]", true
 		return

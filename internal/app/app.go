@@ -56,8 +56,8 @@ type Options struct {
 	// (actors.Options); nil or sandbox.Off: unconfined.
 	Sandbox     *sandbox.Sandbox
 	SandboxMode sandbox.Mode
-	// OwnNetwork is actors.Options.OwnNetwork: mm serve's.
-	OwnNetwork bool
+	// Shared is actors.Options.Shared: mm serve's.
+	Shared bool
 	// System is the actor system the runtime runs in
 	// (actors.Options.System): a cluster node's; nil makes one.
 	System *actor.ActorSystem
@@ -109,7 +109,7 @@ func NewHub(o Options) (*protocol.Hub, error) {
 				Hooks: &hooks.Runner{PreToolCallLines: cfg.Hooks.PreToolCall, PostAskLines: cfg.Hooks.PostAsk, Timeout: cfg.Hooks.Timeout, Log: log},
 				Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: backend,
 				SelfStopped: selfStopped, System: o.System,
-				Sandbox: o.Sandbox, SandboxMode: o.SandboxMode, SandboxUser: user, OwnNetwork: o.OwnNetwork, Hidden: hiddenPaths(cfg, o.StateDir), OthersFolders: others,
+				Sandbox: o.Sandbox, SandboxMode: o.SandboxMode, SandboxUser: user, Shared: o.Shared, Hidden: hiddenPaths(cfg, o.StateDir), OthersFolders: others,
 			})
 		},
 	}), nil

@@ -118,7 +118,7 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 	hub, err = app.NewHub(app.Options{
 		Config: cfg, Model: model, Models: models, Log: log, Metrics: metrics,
 		ContextWindow: cfg.Model.ContextWindow, Probe: probe(cfg), StateDir: store.StateDir(), System: sys,
-		Sandbox: sb, SandboxMode: mode, OwnNetwork: true,
+		Sandbox: sb, SandboxMode: mode, Shared: true,
 		Limits: protocol.Limits{SessionsPerToken: cfg.Serve.MaxSessionsPerToken, MCPPerToken: cfg.Serve.MaxMCPProcessesPerToken, DetachedIdle: cfg.Serve.DetachedIdle},
 	})
 	if err != nil {

@@ -88,6 +88,39 @@ func TestServeConfinesCommands(t *testing.T) {
 	}
 }
 
+// TestServeConfinesWithTheDefaultConfig: mm serve's config at its default
+// place, ~/.config/mm/config.yaml, inside ~/.config/mm, both hidden from
+// confined commands: with bubblewrap, bash runs (the file's mount inside
+// the folder hidden read-only made every command fail), and sees neither.
+func TestServeConfinesWithTheDefaultConfig(t *testing.T) {
+	testwait.Short(t, "mm serve with bubblewrap")
+	sandboxtest.Bubblewrap(t)
+	dir := sandboxtest.Own(t, t.TempDir())
+	config := filepath.Join(dir, defaultConfig)
+	command := fmt.Sprintf("cat %s; ls -A %s; echo ran", config, filepath.Dir(config))
+	script := serveScript + fmt.Sprintf("  - match: \"^look$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", command)
+	s := startServeModel(t, mmBin, dir, defaultConfig, scriptedModel, script, "serve:\n  roots: [\"~\"]\n", "MM_SERVE_TOKEN="+serveToken)
+	if !strings.Contains(s.stderr.String(), "config "+config) {
+		t.Fatalf("mm serve did not read the config at its default place:\n%s", s.stderr.String())
+	}
+	ctx := testwait.Context(t)
+	w := s.wire(t)
+	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.ask(ctx, res.SessionId, "look"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("look: %v %v", r, err)
+	}
+	text := acptest.Text(w.rec.Updates(res.SessionId))
+	if !strings.Contains(text, "ran") {
+		t.Fatalf("bash did not run: %q", text)
+	}
+	if strings.Contains(text, "provider: scripted") || strings.Contains(text, "script.yaml") {
+		t.Errorf("the command read mm's config folder: %q", text)
+	}
+}
+
 // TestServeSandboxOption: the session's sandbox is a config option over
 // ACP, with the modes no wider than the server's (read-only and
 // workspace-write by default), its policy in the response's _meta. Set to

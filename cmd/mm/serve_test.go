@@ -114,11 +114,21 @@ func startServeModel(t testing.TB, bin, dir, name, model, script, extra string, 
 	return startServeIn(t, nil, bin, dir, name, model, script, extra, env...)
 }
 
+// defaultConfig is where mm looks for its config in HOME.
+const defaultConfig = ".config/mm/config.yaml"
+
 // startServeIn is startServeModel with the command run through prefix
 // (`ip netns exec NS`: a node in a network namespace of the test's).
+//
+// The config is written to name, in dir; the model's script beside it. A
+// name of defaultConfig is where mm looks without -config (dir is HOME),
+// and mm serve is given none.
 func startServeIn(t testing.TB, prefix []string, bin, dir, name, model, script, extra string, env ...string) *served {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o644); err != nil {
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.Dir(name), "script.yaml"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := model + "skills:\n  dirs: []\n" + extra
@@ -128,6 +138,9 @@ func startServeIn(t testing.TB, prefix []string, bin, dir, name, model, script, 
 	// The config's path as many write it, relative to where mm serve
 	// starts: what mm hides of it from its tenants must be the file.
 	argv := append(slices.Clone(prefix), bin, "serve", "-listen", "127.0.0.1:0", "-config", name)
+	if name == defaultConfig {
+		argv = argv[:len(argv)-2]
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)

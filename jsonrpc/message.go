@@ -46,6 +46,11 @@ type Message struct {
 	// read to its end and dropped; Line is then its first HeadBytes, not
 	// parsed (LineTooLong answers it).
 	TooLong int `json:"-"`
+
+	// Tag is the transport's own note of where the message came from (a
+	// streamable HTTP POST's stream), handed back with the answer to a
+	// request (Out.Tag); nil for a stream of lines.
+	Tag any `json:"-"`
 }
 
 // ErrNotObject is Parse's error for JSON that is not an object.

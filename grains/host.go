@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/protocol"
@@ -238,12 +239,11 @@ func (g *grain) Receive(ctx actor.Context) {
 	}
 }
 
-// opens are the requests that open a session; starts, those that start
-// work. A draining node sends both back.
-var (
-	opens  = []string{acp.AgentMethodSessionNew, acp.AgentMethodSessionLoad, acp.AgentMethodSessionResume, acp.AgentMethodSessionFork}
-	starts = []string{acp.AgentMethodSessionPrompt, acp.AgentMethodSessionSetMode, acp.AgentMethodSessionSetConfigOption}
-)
+// opens and starts are the requests that open a session and those that
+// start work, as the one method table says: a draining node sends both
+// back.
+func opens(m acpmethod.Method) bool  { return m.Opens }
+func starts(m acpmethod.Method) bool { return m.Starts }
 
 func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 	node := ctx.ActorSystem().Address()
@@ -266,7 +266,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		ctx.Respond(a)
 		return
 	}
-	if g.h.isDraining() && (slices.Contains(opens, c.Method) || slices.Contains(starts, c.Method)) {
+	if g.h.isDraining() && (acpmethod.Is(c.Method, opens) || acpmethod.Is(c.Method, starts)) {
 		ctx.Respond(&grainspb.Accepted{Node: node, Again: true})
 		return
 	}
@@ -287,7 +287,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		l.c.CancelRequest(c.GetRequestId())
 		return
 	}
-	if slices.Contains(starts, c.Method) || c.Method == acp.AgentMethodSessionClose {
+	if acpmethod.Is(c.Method, starts) || c.Method == acp.AgentMethodSessionClose {
 		// The session was on a node that is gone: it comes back here,
 		// from the store, before the request that needs it.
 		if p, ok := reopenOf(c); ok && l.c.Reopen(c.SessionId, p) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/internal/rpcerr"
 )
@@ -57,6 +58,8 @@ func (c *Caller) encode(r actors.Reply, res any) (any, *acp.RequestError) {
 		switch r.Method {
 		case acp.AgentMethodSessionSetMode:
 			return acp.SetSessionModeResponse{}, nil
+		case acpmethod.SetModel:
+			return struct{}{}, nil
 		case acp.AgentMethodSessionSetConfigOption:
 			return acp.SetSessionConfigOptionResponse{Meta: c.runtime().SandboxMeta(v.Sandbox, v.Network), ConfigOptions: c.configOptions(v.Model, v.Sandbox, v.Network)}, nil
 		case acp.AgentMethodSessionLoad:

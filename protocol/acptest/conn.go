@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -30,8 +29,6 @@ type Conn struct {
 	// failed is why the reader stopped where acp-go-sdk's would have
 	// (source), once it has.
 	failed error
-	// parsed counts the agent's messages read (Parsed).
-	parsed atomic.Uint64
 
 	Client *Client
 	// Stdout holds a copy of every byte the agent wrote on its stdout

@@ -1,6 +1,8 @@
 package acptest
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,36 +35,38 @@ const maxInFlight = 1 << 16
 // serve/servetest, or pipes).
 func Dial(client *Client, w io.Writer, r io.Reader) *Conn {
 	c := &Conn{Client: client}
-	c.rpc = jsonrpc.New(&source{lines: jsonrpc.Lines(r, sdkMaxLine-1), c: c}, jsonrpc.NewLineWriter(w), jsonrpc.Options{
+	c.rpc = jsonrpc.New(&source{r: bufio.NewReaderSize(r, 64<<10), c: c}, jsonrpc.NewLineWriter(w), jsonrpc.Options{
 		Handler: jsonrpc.HandlerFunc(c.serve), Max: maxInFlight,
 	})
 	go func() { _ = c.rpc.Run() }()
 	return c
 }
 
-// source is the agent's output as acp-go-sdk's reader reads it: a line
-// that is not JSON is dropped (the SDK logs it), a line over sdkMaxLine
-// ends the connection.
+// source is the agent's output as acp-go-sdk's reader reads it, and not
+// as mm's own reader does (jsonrpc.Lines): each line decoded by
+// encoding/json into the message's members, as the SDK decodes it, so that
+// a line mm's reader would take and the SDK's would not fails the test,
+// and the parses a test counts (jsonrpc.Parses) are mm's alone. A line
+// that is not a JSON object is dropped (the SDK logs it); a line over
+// sdkMaxLine ends the connection.
 type source struct {
-	lines jsonrpc.Source
-	c     *Conn
+	r *bufio.Reader
+	c *Conn
 }
 
 func (s *source) Next() (jsonrpc.Message, error) {
 	for {
-		m, err := s.lines.Next()
-		switch {
-		case m.TooLong > 0:
+		line, _, size, err := jsonrpc.ReadLine(s.r, sdkMaxLine-1)
+		if size >= sdkMaxLine {
 			// Set before the read loop ends, and read once it has (Done).
-			s.c.failed = fmt.Errorf("acptest: the agent wrote a line of %d bytes, over the %d acp-go-sdk reads", m.TooLong, sdkMaxLine)
+			s.c.failed = fmt.Errorf("acptest: the agent wrote a line of %d bytes, over the %d acp-go-sdk reads", size, sdkMaxLine)
 			return jsonrpc.Message{}, s.c.failed
-		case m.Line != nil:
-			s.c.parsed.Add(1)
-			if m.Err == nil {
+		}
+		if body := bytes.TrimSpace(line); len(body) > 0 {
+			m := jsonrpc.Message{Line: body}
+			if json.Unmarshal(body, &m) == nil && body[0] == '{' {
 				return m, err
 			}
-		case m.Err == nil:
-			return m, err
 		}
 		if err != nil {
 			return jsonrpc.Message{}, err
@@ -215,11 +219,6 @@ func (c *Conn) closed() bool {
 		return false
 	}
 }
-
-// Parsed is how many of the agent's messages the client has read, each
-// split once by jsonrpc.Parse (a test that counts mm's own parses in this
-// process leaves these out).
-func (c *Conn) Parsed() uint64 { return c.parsed.Load() }
 
 // Done is closed once the connection has ended: the agent's output ended,
 // or the reader stopped it.

@@ -9,12 +9,12 @@
 //
 // An asked agent may write anything (conn.go): the Conn reads each line
 // whole up to maxLine, drops what is not JSON and answers what breaks
-// JSON-RPC's rules; a longer line is left out, saying so (an update leaves a note in the answer, a response
-// fails the request it answers, a request is refused); the updates are
-// delivered in the order read, each before what follows it; at most
-// maxRequests of the agent's requests are answered at once, the others
-// refused; the answer kept is bounded too (maxAnswer). A question that
-// fails says why in one line.
+// JSON-RPC's rules; a longer line is left out, saying so (an update leaves
+// a note in the answer, a response fails the request it answers, a
+// request is refused); the updates are delivered in the order read, each
+// before what follows it; at most maxRequests of the agent's requests are
+// answered at once, the others refused; the answer kept is bounded too
+// (maxAnswer). A question that fails says why in one line.
 //
 // Concurrency: an Agent serves one question at a time (Ask holds it); a
 // Pool is safe for concurrent use. The Conn's read loop delivers the

@@ -109,23 +109,27 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 			return b.fail(err)
 		case err := <-downc:
 			if b.stdinClosed() {
-				// What was sent is answered, or the server ended it.
-				ws, _ := b.current()
-				_ = ws.CloseNow()
+				// What was sent is answered, or the server ended it, or
+				// the editor is gone (stdout failed).
+				var oe stdoutError
+				if errors.As(err, &oe) {
+					b.leave(editorGone(err))
+				} else {
+					ws, _ := b.current()
+					_ = ws.CloseNow()
+				}
 				return nil
 			}
 			return b.fail(err)
 		case <-b.drained:
-			ws, _ := b.current()
-			_ = ws.Close(websocket.StatusNormalClosure, "")
+			b.leave(b.stdinGone())
 			return nil
 		case <-drain:
 			b.mu.Lock()
 			n := len(b.asked)
 			b.mu.Unlock()
 			fmt.Fprintf(b.stderr, "mm connect: %d request(s) unanswered %v after stdin closed; closing\n", n, Drain)
-			ws, _ := b.current()
-			_ = ws.Close(websocket.StatusNormalClosure, "")
+			b.leave(b.stdinGone())
 			return nil
 		case <-signalled:
 			// As mm -acp on SIGINT or SIGTERM: the prompts in flight are
@@ -139,11 +143,51 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) error {
 	}
 }
 
-// fail closes the socket and says in one line why the connection ended.
+// fail closes the socket and says in one line why the connection ended:
+// an editor gone (stdin or stdout failed) is said to the server with a
+// close frame, as its leaving; a socket that failed is dropped.
 func (b *bridge) fail(err error) error {
-	ws, _ := b.current()
-	_ = ws.CloseNow()
+	var (
+		oe stdoutError
+		ie stdinError
+	)
+	if errors.As(err, &oe) || errors.As(err, &ie) {
+		b.leave(editorGone(err))
+	} else {
+		ws, _ := b.current()
+		_ = ws.CloseNow()
+	}
 	return errors.New(endReason(err))
+}
+
+// leave closes the socket as the client's leaving: a close frame, 1000
+// (normal closure), with why, so that mm serve ends the connection at
+// once rather than keep it for a resume, as it keeps one whose socket
+// vanished (a network drop).
+func (b *bridge) leave(why string) {
+	if len(why) > maxCloseReason {
+		why = why[:maxCloseReason]
+	}
+	ws, _ := b.current()
+	_ = ws.Close(websocket.StatusNormalClosure, why)
+}
+
+// maxCloseReason is the longest reason a close frame carries (RFC 6455:
+// 125 bytes of payload, 2 of them the code).
+const maxCloseReason = 123
+
+// stdinGone is the reason of the close at the end of stdin, or on a
+// signal.
+func (b *bridge) stdinGone() string {
+	if b.stopping() {
+		return "mm connect was stopped (a signal)"
+	}
+	return "the editor closed mm connect's stdin"
+}
+
+// editorGone is the reason of the close when the editor's pipes failed.
+func editorGone(err error) string {
+	return "the editor is gone: " + err.Error()
 }
 
 // endReason is why a connection that was open ended.

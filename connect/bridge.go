@@ -188,13 +188,16 @@ func (b *bridge) run() error {
 }
 
 // end stops what still waits on the socket once run has returned: a send
-// at the gate, a resume; the socket is closed already, or now.
+// at the gate or in a write, a resume. The socket is closed already (run
+// closed it as it ended), or now; so is one a resume put in place
+// meanwhile.
 func (b *bridge) end() {
 	b.mu.Lock()
 	b.ending = true
 	b.cond.Broadcast()
 	b.mu.Unlock()
 	b.cancel()
+	_ = b.current().CloseNow()
 	b.wg.Wait()
 	_ = b.current().CloseNow()
 }

@@ -35,7 +35,10 @@ type editor struct {
 }
 
 // bridged runs connect.Run between a test editor and a test peer.
-func bridged(t *testing.T) (*editor, *peer) {
+func bridged(t *testing.T) (*editor, *peer) { return bridgedMax(t, 1<<20) }
+
+// bridgedMax is bridged with acp.maxLineBytes max.
+func bridgedMax(t *testing.T, max int) (*editor, *peer) {
 	t.Helper()
 	ctx := testwait.Context(t)
 	accepted := make(chan *websocket.Conn, 1)
@@ -67,7 +70,7 @@ func bridged(t *testing.T) (*editor, *peer) {
 		close(e.lines)
 	}()
 	go func() {
-		e.err = Run(ctx, Options{URL: u, MaxLine: 1 << 20, Stdin: inR, Stdout: outW, Stderr: e.stderr})
+		e.err = Run(ctx, Options{URL: u, MaxLine: max, Stdin: inR, Stdout: outW, Stderr: e.stderr})
 		outW.Close()
 		close(e.ran)
 	}()
@@ -237,4 +240,30 @@ func asClose(err error, ce *websocket.CloseError) bool {
 		err = u.Unwrap()
 	}
 	return false
+}
+
+// TestFrameTooLong: a frame longer than mm connect reads (twice
+// acp.maxLineBytes, at least minFrame) is dropped, saying so on stderr,
+// and the editor's request it answered is answered with an error; the
+// connection goes on.
+func TestFrameTooLong(t *testing.T) {
+	defer func(m int) { minFrame = m }(minFrame)
+	minFrame = 2 << 10
+	e, p := bridgedMax(t, 1<<10)
+	initialized(t, e, p)
+	e.send(t, `{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}`)
+	p.read(t)
+	p.write(t, `{"jsonrpc":"2.0","id":5,"result":{"sessions":[],"pad":"`+strings.Repeat("x", 3<<10)+`"}}`)
+	got := e.next(t)
+	if m := gjson.GetMany(got, "id", "error.code", "error.message"); m[0].Int() != 5 || m[1].Int() != -32603 ||
+		!strings.Contains(m[2].String(), "longer than mm connect reads (2KiB, twice acp.maxLineBytes); it was dropped") {
+		t.Errorf("the request whose answer was too long got %s", got)
+	}
+	if !strings.Contains(e.stderr.String(), "the server sent a message of 3") {
+		t.Errorf("stderr: %s", e.stderr.String())
+	}
+	p.write(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"a"}}`)
+	if got := e.next(t); !strings.Contains(got, "session/update") {
+		t.Errorf("after the long frame: %s", got)
+	}
 }

@@ -23,8 +23,8 @@ import (
 
 // minFrame is the least bound of a frame read from the server: a frame
 // is read whole, up to twice acp.maxLineBytes (a session/load replays the
-// editor's prompts) and no less than this.
-const minFrame = 64 << 20
+// editor's prompts) and no less than this. (A variable: a test lowers it.)
+var minFrame = 64 << 20
 
 // frames is the source of the server's connection: the text frames of
 // the current socket, each read whole and parsed, its line breaks made
@@ -91,7 +91,7 @@ func readFrame(r io.Reader, max int) (data, head []byte, size int, err error) {
 	if err != nil || len(data) <= max {
 		return data, nil, len(data), err
 	}
-	head = data[:jsonrpc.HeadBytes]
+	head = data[:min(len(data), jsonrpc.HeadBytes)]
 	n, err := io.Copy(io.Discard, r)
 	return nil, head, len(data) + int(n), err
 }

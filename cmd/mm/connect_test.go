@@ -580,7 +580,9 @@ func TestConnectEditorGone(t *testing.T) {
 			case <-time.After(testwait.Hang):
 				t.Fatalf("mm connect did not exit %v after its editor went", testwait.Hang)
 			}
-			waitUntil(t, "the connection closed on the server", func() bool { return strings.Contains(s.stderr.String(), "connection of ") && strings.Contains(s.stderr.String(), " closed: ") })
+			waitUntil(t, "the connection closed on the server", func() bool {
+				return strings.Contains(s.stderr.String(), "connection of ") && strings.Contains(s.stderr.String(), " closed: ")
+			})
 			t.Logf("the server closed the connection %v after the editor went", time.Since(start).Round(time.Millisecond))
 			log := s.stderr.String()
 			if strings.Contains(log, "dropped; the connection waits") || !strings.Contains(log, "closed: the client left") {

@@ -15,19 +15,15 @@ import (
 
 // TestWebSocketClientLeaves: a client that said it will resume (mm
 // connect: Acp-Resume: 1) and then closes its socket with a close frame,
-// 1000, in the middle of a turn, has left: the connection
-// ends at once, its turn with it, and a resume finds nothing (404). Only a
-// socket that ends without the client's close frame is a drop the
-// connection waits serve.resumeTimeout for. mm connect closes so when its
-// editor goes away (cmd/mm's TestConnectEditorGone).
+// 1000, in the middle of a turn, has left: the connection ends at once,
+// its turn with it, and a resume finds nothing (404). Only a socket that
+// ends without the client's close frame is a drop the connection waits
+// serve.resumeTimeout for. mm connect closes so when its editor goes away
+// (cmd/mm's TestConnectEditorGone). The cancelled turn's answer, written
+// after the close, fails: its writer deadlocked (wsConn.failed, called by
+// writeFrame under wsOut.mu, took wsOut.mu again), as TestMain's leak
+// check found, and the connection never ended when the close came first.
 func TestWebSocketClientLeaves(t *testing.T) {
-	// The server ends the connection as it should; but the cancelled
-	// turn's answer, written after the close, fails on the socket, and
-	// the writer deadlocks: wsOut.Write holds wsOut.mu around
-	// wsConn.writeFrame, whose failure calls wsConn.failed, which takes
-	// wsOut.mu again (isResumable). TestMain's leak check finds the
-	// outbox's goroutine stuck there.
-	t.Skip("serve: wsConn.failed, called under wsOut.mu by wsOut.Write, takes wsOut.mu again (isResumable): a write that fails on a resumable connection deadlocks its writer")
 	e := newEnv(t, func(o *serve.Options, _ *configs.Config) { o.ResumeTimeout = testwait.Hang })
 	ctx := testwait.Context(t)
 	h := http.Header{}

@@ -61,8 +61,8 @@ type bridge struct {
 	drained   chan struct{} // closed once eof and nothing is unanswered
 	drainOnce sync.Once
 	endOnce   sync.Once
-	failed    chan error // the first failure of a side: stdout, or a send
-	wg        sync.WaitGroup
+	failed    chan error     // the first failure of a side: stdout, or a send
+	wg        sync.WaitGroup // a resume or reopen, the cancels at the end of stdin
 }
 
 // linkState is where the socket stands.

@@ -256,7 +256,7 @@ func TestFrameTooLong(t *testing.T) {
 	p.write(t, `{"jsonrpc":"2.0","id":5,"result":{"sessions":[],"pad":"`+strings.Repeat("x", 3<<10)+`"}}`)
 	got := e.next(t)
 	if m := gjson.GetMany(got, "id", "error.code", "error.message"); m[0].Int() != 5 || m[1].Int() != -32603 ||
-		!strings.Contains(m[2].String(), "longer than mm connect reads (2KiB, twice acp.maxLineBytes); it was dropped") {
+		!strings.Contains(m[2].String(), "longer than mm connect reads (2KiB: twice acp.maxLineBytes, 2KiB at least); it was dropped") {
 		t.Errorf("the request whose answer was too long got %s", got)
 	}
 	if !strings.Contains(e.stderr.String(), "the server sent a message of 3") {

@@ -100,8 +100,8 @@ func readFrame(r io.Reader, max int) (data, head []byte, size int, err error) {
 // editor's request it answered, if its first bytes name one, is answered
 // with an error.
 func (b *bridge) frameTooLong(head []byte, size, limit int) {
-	why := fmt.Sprintf("mm connect: the server sent a message of %d bytes, longer than mm connect reads (%s, twice acp.maxLineBytes); it was dropped",
-		size, configs.Bytes(limit))
+	why := fmt.Sprintf("mm connect: the server sent a message of %d bytes, longer than mm connect reads (%s: twice acp.maxLineBytes, %s at least); it was dropped",
+		size, configs.Bytes(limit), configs.Bytes(minFrame))
 	fmt.Fprintln(b.stderr, why)
 	if id, ok := jsonrpc.IDOf(jsonrpc.HeadID(head)); ok && !b.server.Awaits(id) {
 		if b.editor.Respond(id, nil, jsonrpc.Internal(why, nil)) {

@@ -401,12 +401,14 @@ func (t *wsConn) reply(b []byte) { t.c.ws.reply(b) }
 // last one was written) into one write to the socket, as the lines of a
 // batch go to a pipe: the WebSocket library flushes each message, and a
 // write per frame cost mm serve about a quarter of its CPU under load.
+// It is called with wsOut.mu held (Write, resume), which failed takes: a
+// failure is handled once the lock is given back.
 func (t *wsConn) writeFrame(b []byte) {
 	if t.broken.Load() {
 		return
 	}
 	if err := t.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
-		t.failed(err)
+		go t.failed(err)
 	}
 }
 

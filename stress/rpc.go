@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/coder/acp-go-sdk"
 	"github.com/tidwall/gjson"
@@ -148,7 +149,7 @@ func (c *rpc) Serve(r *jsonrpc.Request) {
 	case r.Method == "session/request_permission" && r.IsCall():
 		var opt string
 		if c.onPermission != nil {
-			opt = c.onPermission(r.Session, gjson.GetBytes(r.Params, "toolCall.toolCallId").Str)
+			opt = c.onPermission(r.Session, gjson.Get(inPlace(r.Params), "toolCall.toolCallId").Str)
 		}
 		res := acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}
 		if opt != "" {
@@ -161,10 +162,12 @@ func (c *rpc) Serve(r *jsonrpc.Request) {
 }
 
 // readUpdate reads the members of params.update the checks use; a member
-// of another type than the checks expect is read as absent.
+// of another type than the checks expect is read as absent. It reads
+// params in place: the strings it returns share the message's bytes, which
+// the read loop never reuses (a line is read into a buffer of its own).
 func readUpdate(params json.RawMessage) update {
 	var u update
-	gjson.GetBytes(params, "update").ForEach(func(k, v gjson.Result) bool {
+	gjson.Get(inPlace(params), "update").ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "sessionUpdate":
 			u.Kind = v.Str
@@ -173,14 +176,24 @@ func readUpdate(params json.RawMessage) update {
 		case "status":
 			u.Status = v.Str
 		case "content":
-			if v.IsObject() {
-				u.Content = chunkContent{Type: v.Get("type").Str, Text: v.Get("text").Str}
-			}
+			v.ForEach(func(k, v gjson.Result) bool {
+				switch k.Str {
+				case "type":
+					u.Content.Type = v.Str
+				case "text":
+					u.Content.Text = v.Str
+				}
+				return true
+			})
 		}
 		return true
 	})
 	return u
 }
+
+// inPlace is b as a string, without a copy: b must not change while the
+// string is in use.
+func inPlace(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // call sends a request and waits for its result. A call whose ctx ends
 // stays registered (Await): its late answer is not taken for an extra
@@ -264,5 +277,5 @@ func (c *rpc) prompt(ctx context.Context, sessionID, text string) (string, error
 	if len(res) == 0 || res[0] != '{' {
 		return "", errors.New("session/prompt: bad response")
 	}
-	return gjson.GetBytes(res, "stopReason").Str, nil
+	return gjson.Get(inPlace(res), "stopReason").Str, nil
 }

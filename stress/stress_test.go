@@ -2,6 +2,7 @@ package stress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/mm-agent/mm/internal/mmbuild"
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // bins is where mm, mm-node (which mm serve runs for a cluster) and
@@ -426,3 +428,49 @@ func TestRPCDispatch(t *testing.T) {
 		t.Errorf("%d extra answers", n)
 	}
 }
+
+// BenchmarkRPCReadUpdates: the harness's cost of one answer chunk read
+// from a stream, parsed, checked and handed to its session's handler.
+func BenchmarkRPCReadUpdates(b *testing.B) {
+	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"20260101-000000-00000000","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"re: ping s12 t3 w1 w2 w3 w4 w5 w6 w7 w8"}}}}` + "\n"
+	stream := bytes.Repeat([]byte(chunk), b.N)
+	n := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	c := newRPC(transport{src: jsonrpc.Lines(bytes.NewReader(stream), maxMessage), w: jsonrpc.NewLineWriter(io.Discard),
+		close: func() error { return nil }}, func(string, *update) { n++ }, nil)
+	<-c.done
+	if n != b.N {
+		b.Fatalf("%d updates of %d", n, b.N)
+	}
+}
+
+// BenchmarkRPCPrompt: the harness's cost of a prompt, sent, answered and
+// its stop reason read, against a peer that answers at once.
+func BenchmarkRPCPrompt(b *testing.B) {
+	pr, pw := io.Pipe()
+	ids := make(chan jsonrpc.ID, 1)
+	c := newRPC(transport{src: jsonrpc.Lines(pr, maxMessage), w: outFunc(func(o jsonrpc.Out) error { ids <- o.ID; return nil }),
+		close: func() error { return nil }}, nil, nil)
+	go func() {
+		for id := range ids {
+			_, _ = io.WriteString(pw, `{"jsonrpc":"2.0","id":`+id.String()+`,"result":{"stopReason":"end_turn"}}`+"\n")
+		}
+		pw.Close()
+	}()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if stop, err := c.prompt(ctx, "20260101-000000-00000000", "ping s12 t3"); err != nil || stop != "end_turn" {
+			b.Fatal(stop, err)
+		}
+	}
+	b.StopTimer()
+	close(ids)
+	<-c.done
+}
+
+type outFunc func(jsonrpc.Out) error
+
+func (f outFunc) Write(o jsonrpc.Out) error { return f(o) }

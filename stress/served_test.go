@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/testwait"
 )
 
@@ -110,5 +111,26 @@ func TestParseMetrics(t *testing.T) {
 	noRSS := strings.Replace(all, "process_resident_memory_bytes 2.3199744e+07\n", "", 1)
 	if _, err := parseMetrics(strings.NewReader(noRSS)); err == nil {
 		t.Error("without the memory: no error")
+	}
+}
+
+// TestServeConfigTakesTheRun: the config a served mm gets (-serve,
+// -write-config) takes every connection and every session of the run,
+// all under the run's one token: the standard run opens 1,000 sessions,
+// past serve.maxSessionsPerToken's default.
+func TestServeConfigTakesTheRun(t *testing.T) {
+	c := Defaults()
+	c.Conns = 300
+	path, err := WriteServeConfig(c, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Serve.MaxSessionsPerToken < c.Sessions || cfg.Serve.MaxConnections < c.Conns {
+		t.Errorf("serve: %d sessions per token, %d connections; the run opens %d and %d",
+			cfg.Serve.MaxSessionsPerToken, cfg.Serve.MaxConnections, c.Sessions, c.Conns)
 	}
 }

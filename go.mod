@@ -20,7 +20,6 @@ require (
 	github.com/tidwall/gjson v1.20.2
 	github.com/tidwall/sjson v1.2.9
 	github.com/tmc/langchaingo v0.1.14
-	github.com/valyala/fastjson v1.6.10
 	go.etcd.io/etcd/client/v3 v3.5.10
 	go.lsp.dev/jsonrpc2 v0.10.0
 	go.lsp.dev/protocol v0.12.0

@@ -16,6 +16,7 @@ import (
 	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/protocol"
 )
 
@@ -284,7 +285,9 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		l.c.CancelSession(c.SessionId)
 		return
 	case "$/cancel_request":
-		l.c.CancelRequest(c.GetRequestId())
+		if id, ok := jsonrpc.IDOf(c.GetRequestId()); ok {
+			l.c.CancelRequest(id)
+		}
 		return
 	}
 	if acpmethod.Is(c.Method, starts) || c.Method == acp.AgentMethodSessionClose {
@@ -294,9 +297,13 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 			g.h.log.Info(fmt.Sprintf("cluster: session %s reactivated on this node", c.SessionId))
 		}
 	}
-	id := nullable(c.Id)
-	if id == nil {
+	if len(c.Id) == 0 {
 		return // a session's notification is a cancel
+	}
+	id, ok := jsonrpc.IDOf(c.Id)
+	if !ok {
+		g.h.refused.say(fmt.Sprintf("%q of session %q from %q: its id is neither a string nor a number", c.Method, c.SessionId, c.Conn.GetAddress()))
+		return
 	}
 	p, err := decodeParams(c)
 	if err != nil {
@@ -342,7 +349,9 @@ func (g *grain) cancel(ctx actor.Context, m *grainspb.Cancel) {
 		return
 	}
 	if len(m.RequestId) > 0 {
-		l.c.CancelRequest(m.RequestId)
+		if id, ok := jsonrpc.IDOf(m.RequestId); ok {
+			l.c.CancelRequest(id)
+		}
 		return
 	}
 	l.c.CancelSession(m.SessionId)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,11 @@ type Conn struct {
 	cond *sync.Cond
 	// incoming are the peer's requests read and not answered yet.
 	incoming map[ID]Incoming
+	// answering counts the requests taken for their answer (Take) whose
+	// answer is not written yet (Written): they keep their places, so
+	// that a peer that reads nothing has no more answers queued for it
+	// than Max.
+	answering int
 	// outgoing are this side's calls waiting for their answers.
 	outgoing map[ID]chan Response
 	next     uint64
@@ -96,6 +102,11 @@ type Request struct {
 	Session string
 	// Tag is the transport's tag of the message (Message.Tag).
 	Tag any
+	// Seq is the process's number for a request (NextSeq), which its
+	// answer names with its id (TakeSeq): a peer may use an id again once
+	// it is answered, and a late answer to the first must not answer the
+	// second.
+	Seq uint64
 }
 
 // IsCall says whether r expects an answer.
@@ -107,7 +118,17 @@ type Incoming struct {
 	Method  string
 	Session string
 	Tag     any
+	Seq     uint64
+	// Note is what the handler keeps of the request while it is in flight
+	// (Annotate): a prompt's turn, which $/cancel_request cancels.
+	Note any
 }
+
+// seqs numbers the requests of every Conn of the process.
+var seqs atomic.Uint64
+
+// NextSeq is the process's next number for a request.
+func NextSeq() uint64 { return seqs.Add(1) }
 
 // Response is the answer to one of this side's calls.
 type Response struct {
@@ -232,34 +253,105 @@ func (c *Conn) route(m *Message) {
 }
 
 // accept takes a place in the table for r, waiting while it is full: the
-// read loop stops reading, and the peer is pushed back.
+// read loop stops reading, and the peer is pushed back. A Source that can
+// tell the peer's stream has ended without being read (Ended: serve's
+// transports) ends the wait: the requests that hold the places may wait for
+// an answer of the peer's that will never be read, and r is then refused.
 func (c *Conn) accept(r *Request) *Error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for len(c.incoming) >= c.opts.Max && !c.closed {
+	if c.inFlight() >= c.opts.Max && !c.closed {
+		if e, ok := c.src.(interface{ Ended() <-chan struct{} }); ok {
+			ended := e.Ended()
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				select {
+				case <-ended:
+					c.mu.Lock()
+					c.cond.Broadcast()
+					c.mu.Unlock()
+				case <-stop:
+				}
+			}()
+			for c.inFlight() >= c.opts.Max && !c.closed {
+				select {
+				case <-ended:
+					return Internal("the connection ended before this request could be served", map[string]any{"method": r.Method})
+				default:
+				}
+				c.cond.Wait()
+			}
+		}
+	}
+	for c.inFlight() >= c.opts.Max && !c.closed {
 		c.cond.Wait()
 	}
 	if _, dup := c.incoming[r.ID]; dup {
 		return ErrInvalidRequest.With(fmt.Sprintf("the id %s is the id of a request not answered yet", r.ID))
 	}
-	c.incoming[r.ID] = Incoming{Method: r.Method, Session: r.Session, Tag: r.Tag}
+	r.Seq = NextSeq()
+	c.incoming[r.ID] = Incoming{Method: r.Method, Session: r.Session, Tag: r.Tag, Seq: r.Seq}
 	return nil
 }
 
+// Annotate keeps note with the request id of number seq while it is in
+// flight; false when it is not (answered already).
+func (c *Conn) Annotate(id ID, seq uint64, note any) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.incoming[id]
+	if !ok || in.Seq != seq {
+		return false
+	}
+	in.Note = note
+	c.incoming[id] = in
+	return true
+}
+
+// Lookup is the request id in flight, if it is.
+func (c *Conn) Lookup(id ID) (Incoming, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.incoming[id]
+	return in, ok
+}
+
+// inFlight is the places taken: requests not answered, and answers not
+// written. c.mu is held.
+func (c *Conn) inFlight() int { return len(c.incoming) + c.answering }
+
 // Take takes the request id out of the table, for its answer: true the
-// first time only, so that a request is answered once whoever answers it;
-// its place is free again. The caller then writes the answer (Write).
-func (c *Conn) Take(id ID) (Incoming, bool) {
+// first time only, so that a request is answered once whoever answers it.
+// Its place stays taken until its answer is written: the caller writes it
+// (Write), then says so (Written).
+func (c *Conn) Take(id ID) (Incoming, bool) { return c.TakeSeq(id, 0) }
+
+// Written gives back the places of n answers taken and now written.
+func (c *Conn) Written(n int) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.answering = max(0, c.answering-n)
+	c.answered += uint64(n)
+	c.mu.Unlock()
+	c.cond.Broadcast()
+}
+
+// TakeSeq is Take for the request of number seq only (0: whichever has
+// the id).
+func (c *Conn) TakeSeq(id ID, seq uint64) (Incoming, bool) {
 	c.mu.Lock()
 	in, ok := c.incoming[id]
+	if ok && seq != 0 && in.Seq != seq {
+		ok = false
+	}
 	if ok {
 		delete(c.incoming, id)
-		c.answered++
+		c.answering++
 	}
 	c.mu.Unlock()
-	if ok {
-		c.cond.Broadcast()
-	}
 	return in, ok
 }
 
@@ -274,15 +366,17 @@ func (c *Conn) Respond(id ID, result any, err *Error) bool {
 	if encErr != nil {
 		data, _ = EncodeResponse(id, nil, Internal("the answer could not be encoded: "+encErr.Error(), nil))
 	}
-	_ = c.Write(Out{Data: data, Response: true, ID: id, Session: in.Session, Tag: in.Tag})
+	_ = c.Write(Out{Data: data, Response: true, ID: id, Session: in.Session, Tag: in.Tag, Method: in.Method})
+	c.Written(1)
 	return true
 }
 
-// Pending is the number of the peer's requests read and not answered.
+// Pending is the number of the peer's requests read whose answer is not
+// written yet.
 func (c *Conn) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.incoming)
+	return c.inFlight()
 }
 
 // Write writes one message, whole (the writes of all goroutines are
@@ -291,6 +385,22 @@ func (c *Conn) Write(o Out) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.w.Write(o)
+}
+
+// WriteBatch writes messages in order, in one write where the Writer can
+// (a BatchWriter: a stream of lines), each whole.
+func (c *Conn) WriteBatch(outs []Out) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if bw, ok := c.w.(BatchWriter); ok {
+		return bw.WriteBatch(outs)
+	}
+	for _, o := range outs {
+		if err := c.w.Write(o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeError answers a message that goes no further: rawID when it had a
@@ -352,7 +462,7 @@ func (c *Conn) Call(ctx context.Context, method string, params any, session stri
 		c.forget(id)
 		return nil, err
 	}
-	if err := c.Write(Out{Data: data, ID: id, Session: session}); err != nil {
+	if err := c.Write(Out{Data: data, ID: id, Session: session, Method: method}); err != nil {
 		c.forget(id)
 		return nil, err
 	}
@@ -382,7 +492,7 @@ func (c *Conn) Notify(method string, params any, session string) error {
 	if err != nil {
 		return err
 	}
-	return c.Write(Out{Data: data, Session: session})
+	return c.Write(Out{Data: data, Session: session, Method: method})
 }
 
 // answer delivers a response to the call it answers: false when none
@@ -439,7 +549,7 @@ func (c *Conn) Drain(stuck func() bool, hang time.Duration) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	quiet := time.Duration(0)
-	for len(c.incoming) > 0 {
+	for c.inFlight() > 0 {
 		if c.waitProgress(c.answered, time.Second) {
 			quiet = 0
 			continue
@@ -457,7 +567,7 @@ func (c *Conn) Drain(stuck func() bool, hang time.Duration) int {
 // waitProgress waits up to idle for an answer after seen; c.mu is held.
 func (c *Conn) waitProgress(seen uint64, idle time.Duration) bool {
 	deadline := time.Now().Add(idle)
-	for len(c.incoming) > 0 && c.answered == seen {
+	for c.inFlight() > 0 && c.answered == seen {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return false

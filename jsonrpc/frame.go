@@ -23,6 +23,12 @@ type Writer interface {
 	Write(Out) error
 }
 
+// BatchWriter is a Writer that takes several messages in one write (a
+// stream of lines), in order, each whole.
+type BatchWriter interface {
+	WriteBatch([]Out) error
+}
+
 // Out is a message on its way out, encoded, with what a transport needs
 // to know of it without reading it again: whether it answers a request of
 // the peer's, its id, its session, and the tag of the request it answers
@@ -41,6 +47,9 @@ type Out struct {
 	Session string
 	// Tag is the Tag of the request a response answers (Message.Tag).
 	Tag any
+	// Method is the message's method, or that of the request a response
+	// answers.
+	Method string
 }
 
 // LineFramer is the framing of newline-delimited JSON on a byte stream:
@@ -61,6 +70,21 @@ type LineWriter struct {
 
 // NewLineWriter writes lines to w.
 func NewLineWriter(w io.Writer) *LineWriter { return &LineWriter{w: w} }
+
+// WriteBatch writes each message as a line, all in one write.
+func (f *LineWriter) WriteBatch(outs []Out) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.buf = f.buf[:0]
+	for _, o := range outs {
+		f.buf = append(append(f.buf, o.Data...), '\n')
+	}
+	_, err := f.w.Write(f.buf)
+	if cap(f.buf) > 1<<20 {
+		f.buf = nil
+	}
+	return err
+}
 
 // Write writes o's message as one line.
 func (f *LineWriter) Write(o Out) error {

@@ -25,7 +25,9 @@ func (s *fromEditor) Next() (jsonrpc.Message, error) {
 		if isResponse(&m) {
 			if id, ok := jsonrpc.IDOf(m.ID); ok {
 				if in, ok := s.b.server.Take(id); ok {
-					if serr := s.b.send(jsonrpc.Out{Data: m.Line, Response: true, ID: id, Session: in.Session}, nil); serr != nil {
+					serr := s.b.send(jsonrpc.Out{Data: m.Line, Response: true, ID: id, Session: in.Session}, nil)
+					s.b.server.Written(1)
+					if serr != nil {
 						s.b.failure(serr)
 					}
 					if err != nil {

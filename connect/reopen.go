@@ -197,7 +197,9 @@ func (b *bridge) failInFlight() int {
 		}
 	}
 	for id := range b.server.Requests() {
-		b.server.Take(id)
+		if _, ok := b.server.Take(id); ok {
+			b.server.Written(1)
+		}
 	}
 	b.checkDrained()
 	return n

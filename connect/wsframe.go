@@ -138,6 +138,7 @@ func (s *fromServer) Next() (jsonrpc.Message, error) {
 				if in, ok := b.editor.Take(id); ok {
 					b.noteAnswer(in, m.Result)
 					_ = b.editor.Write(jsonrpc.Out{Data: m.Line, Response: true, ID: id, Session: in.Session})
+					b.editor.Written(1)
 					b.checkDrained()
 					continue
 				}

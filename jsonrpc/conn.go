@@ -309,14 +309,6 @@ func (c *Conn) Annotate(id ID, seq uint64, note any) bool {
 	return true
 }
 
-// Lookup is the request id in flight, if it is.
-func (c *Conn) Lookup(id ID) (Incoming, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.incoming[id]
-	return in, ok
-}
-
 // inFlight is the places taken: requests not answered, and answers not
 // written. c.mu is held.
 func (c *Conn) inFlight() int { return len(c.incoming) + c.answering }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -54,8 +55,11 @@ type wsOut struct {
 	window int           // serve.resumeWindowBytes
 	wait   time.Duration // serve.resumeTimeout
 
+	// resumable is read without mu: a write that fails, with mu held,
+	// asks it (wsConn.failed).
+	resumable atomic.Bool
+
 	mu        sync.Mutex
-	resumable bool
 	sock      *wsConn  // the socket that carries the connection; nil while none does
 	kept      [][]byte // the last frames written, kept for a resume (resumable only)
 	first     uint64   // the number of kept[0]
@@ -115,7 +119,7 @@ func (o *wsOut) reply(b []byte) { _, _ = o.Write(append(b, '\n')) }
 // the oldest past the window. Called with mu held.
 func (o *wsOut) keep(line []byte) {
 	o.next++
-	if !o.resumable {
+	if !o.resumable.Load() {
 		o.first = o.next
 		return
 	}
@@ -168,9 +172,7 @@ func (o *wsOut) initializing(key string) {
 // makeResumable keeps the frames from now on (the client said it will
 // resume), the first frame, initialize's answer, among them.
 func (o *wsOut) makeResumable() {
-	o.mu.Lock()
-	o.resumable = true
-	o.mu.Unlock()
+	o.resumable.Store(true)
 }
 
 // took counts a client frame taken (not initialize).
@@ -192,7 +194,7 @@ func (o *wsOut) detach(t *wsConn, onPurpose bool) bool {
 	if o.sock != t {
 		return t.superseded // a resume took the connection from this socket
 	}
-	if !o.resumable || onPurpose || o.timedOut {
+	if !o.resumable.Load() || onPurpose || o.timedOut {
 		return false
 	}
 	o.sock = nil
@@ -250,7 +252,7 @@ func (o *wsOut) takeOver(cursor uint64, within time.Duration) (uint64, error) {
 		ending = true
 	default:
 	}
-	if o.timedOut || !o.resumable || ending {
+	if o.timedOut || !o.resumable.Load() || ending {
 		o.mu.Unlock()
 		return 0, &errResume{http.StatusNotFound, "no such connection to resume"}
 	}
@@ -366,8 +368,7 @@ func (s *Server) serveResume(w http.ResponseWriter, r *http.Request, owner, id s
 	t.serve(true)
 }
 
-func (o *wsOut) isResumable() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.resumable
-}
+// isResumable may be called with mu held or not: a frame's write fails
+// with it held (issue 42: it took mu again, and the connection's writer
+// waited for itself for ever).
+func (o *wsOut) isResumable() bool { return o.resumable.Load() }

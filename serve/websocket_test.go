@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/acp-go-sdk"
 	"github.com/coder/websocket"
 	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/serve"
 	"github.com/mm-agent/mm/serve/servetest"
 )
@@ -133,4 +135,34 @@ func TestWebSocketNoInitialize(t *testing.T) {
 		}
 		return err == nil
 	})
+}
+
+// TestWebSocketClientLeavesMidTurn: a client that closes its socket while
+// a turn streams leaves mm's last writes nowhere to go: they are dropped
+// at once, and the connection ends. (Issue 42: the first write that
+// failed took the connection's lock a second time, and mm's writer waited
+// for itself for ever: the connection ended only when mm gave up on a
+// client that "did not read", its goroutines never; a reader or a resume
+// that came for the lock then waited for ever too, and a SIGTERM'd server
+// drained with no connection left.)
+func TestWebSocketClientLeavesMidTurn(t *testing.T) {
+	for range 3 {
+		e := newEnv(t, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+		c := e.dial(serve.WebSocket, token)
+		sid := c.start(t, ctx)
+		go func() { _, _ = c.ask(ctx, sid, "slow") }()
+		if err := c.rec.WaitUpdate(ctx, sid, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.stream.Close() // the turn's cancelled answer is written after
+		waitFor(t, func() bool { return strings.Contains(e.stderr.String(), "connection of alice closed: the client left") })
+		if err := e.stop(testwait.Hang); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		cancel()
+		if log := e.stderr.String(); strings.Contains(log, "did not read the last updates") {
+			t.Fatalf("mm's writer waited on a client that had left:\n%s", log)
+		}
+	}
 }

@@ -27,7 +27,11 @@ import (
 //     with a member twice, and a request whose id is null, which no answer
 //     could name;
 //   - a request takes a place in pending first (pending.go): when too many
-//     are unanswered, the ingress waits, and stops reading;
+//     are unanswered, the ingress waits, and stops reading — until the
+//     client's stream ends, when the source can say so unread (serve's
+//     inbox): the request is then answered with an error, and the
+//     connection ends although the requests before it wait for the
+//     client (a permission it will never answer);
 //   - a request is served by the method table (methods.go), which names
 //     every method mm serves once: a session's requests — prompt,
 //     set_mode, set_config_option, load, resume, close, fork, delete — and
@@ -59,10 +63,18 @@ type ingress struct {
 
 	// done is closed once the client's stream has ended.
 	done chan struct{}
+	// ended, when the source can say so without being read (serve's
+	// inbox: Ended), is closed once the client's stream has ended: a
+	// request that waits for a place in pending waits no more.
+	ended <-chan struct{}
 }
 
 func newIngress(src jsonrpc.Source, maxLine int, a *Agent, out io.Writer, log *slog.Logger, p *pending) *ingress {
-	return &ingress{src: src, max: maxLine, agent: a, out: out, log: log, pending: p, done: make(chan struct{})}
+	in := &ingress{src: src, max: maxLine, agent: a, out: out, log: log, pending: p, done: make(chan struct{})}
+	if e, ok := src.(interface{ Ended() <-chan struct{} }); ok {
+		in.ended = e.Ended()
+	}
+	return in
 }
 
 // run reads the client's messages until its stream ends or fails, serving
@@ -163,7 +175,14 @@ func (in *ingress) route(m *jsonrpc.Message) {
 			"error": "a request's id must be a string or a number: with a null id no answer could name its request"}))
 		return
 	}
-	in.pending.take()
+	if !in.pending.take(in.ended) {
+		// The client's stream ended while the request waited for a
+		// place, behind requests that may wait for the client (a
+		// permission it will not answer): it is answered now, so that
+		// the connection can end.
+		in.reply(id, rpcerr.Internal("the connection ended before this request could be served", map[string]any{"method": method}))
+		return
+	}
 	id = append(json.RawMessage(nil), id...)
 	if method != acp.AgentMethodInitialize {
 		// Anything but initialize needs the actors soon (DeferRuntime).

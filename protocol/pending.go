@@ -34,14 +34,36 @@ func newPending(max int) *pending {
 }
 
 // take waits for a free place and takes it; after close it takes one at
-// once.
-func (p *pending) take() {
+// once. It gives up, false, once ended is closed (nil never is): the
+// client's stream has ended, and the requests that hold the places may
+// wait for an answer of the client's that will never be read.
+func (p *pending) take(ended <-chan struct{}) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n >= p.max && !p.closed && ended != nil {
+		// A cond has no select: the end wakes the wait.
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			select {
+			case <-ended:
+				p.mu.Lock()
+				p.cond.Broadcast()
+				p.mu.Unlock()
+			case <-stop:
+			}
+		}()
+	}
 	for p.n >= p.max && !p.closed {
+		select {
+		case <-ended:
+			return false
+		default:
+		}
 		p.cond.Wait()
 	}
 	p.n++
-	p.mu.Unlock()
+	return true
 }
 
 // give gives back k places: their responses were written.

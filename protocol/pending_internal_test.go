@@ -14,7 +14,7 @@ import (
 func TestDrainWaitsForASlowAnswer(t *testing.T) {
 	reads := func() bool { return false }
 	p := newPending(4)
-	p.take()
+	p.take(nil)
 	go func() {
 		time.Sleep(1500 * time.Millisecond) // longer than the second the drain used to allow
 		p.give(1)
@@ -24,12 +24,12 @@ func TestDrainWaitsForASlowAnswer(t *testing.T) {
 	}
 
 	p = newPending(4)
-	p.take()
+	p.take(nil)
 	if got := p.drain(func() bool { return true }, time.Minute); got != drainStuck {
 		t.Errorf("a client whose write does not return: drain ended %d, want stuck", got)
 	}
 	p = newPending(4)
-	p.take()
+	p.take(nil)
 	if got := p.drain(reads, time.Second); got != drainSilent {
 		t.Errorf("no answer for the hang bound: drain ended %d, want silent", got)
 	}
@@ -59,3 +59,36 @@ func TestStuckIsAWriteThatDoesNotReturn(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestTakeGivesUpAtTheEnd: a request waiting for a place stops waiting
+// once the client's stream has ended, when the source says so; with no
+// such word it waits for a place.
+func TestTakeGivesUpAtTheEnd(t *testing.T) {
+	p := newPending(1)
+	p.take(nil)
+	ended := make(chan struct{})
+	took := make(chan bool, 1)
+	go func() { took <- p.take(ended) }()
+	select {
+	case <-took:
+		t.Fatal("a place was taken while none was free")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(ended)
+	select {
+	case ok := <-took:
+		if ok {
+			t.Error("a place was taken while none was free, the stream over")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the wait did not end with the stream")
+	}
+	if p.count() != 1 {
+		t.Errorf("%d places taken, want 1", p.count())
+	}
+	go func() { took <- p.take(nil) }()
+	p.give(1)
+	if ok := <-took; !ok || p.count() != 1 {
+		t.Errorf("a wait with no end to watch: took %v, %d places taken", ok, p.count())
+	}
+}

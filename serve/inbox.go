@@ -61,5 +61,9 @@ func (p *inbox) Next() (jsonrpc.Message, error) {
 	}
 }
 
+// Ended is closed once the stream has ended: mm's ingress, waiting with a
+// message it cannot serve yet, stops waiting.
+func (p *inbox) Ended() <-chan struct{} { return p.closed }
+
 // Close ends the stream: mm reads EOF, as when an editor closes stdin.
 func (p *inbox) Close() { p.once.Do(func() { close(p.closed) }) }

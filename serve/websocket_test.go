@@ -97,7 +97,7 @@ func TestWebSocketFrames(t *testing.T) {
 		{"not JSON", `{"jsonrpc":`, `"code":-32700`},
 		{"a batch", `[{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}]`, `"code":-32600`},
 		{"a second initialize", `{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":1}}`, `Initialize not allowed on existing connection`},
-		{"too long", `{"jsonrpc":"2.0","id":4,"method":"session/list","params":{"x":"` + strings.Repeat("a", 8<<10) + `"}}`, `acp.maxLineBytes (4KiB)`},
+		{"too long", `{"jsonrpc":"2.0","id":4,"method":"session/list","params":{"x":"` + strings.Repeat("a", 8<<10) + `"}}`, `longer than serve.maxMessageBytes (4KiB)`},
 		{"mm's own errors", `{"jsonrpc":"2.0","id":5,"method":"no/such","params":{}}`, `"code":-32601`},
 		{"pretty-printed", "{\n\t\"jsonrpc\": \"2.0\",\n\t\"id\": 6,\n\t\"method\": \"session/list\",\n\t\"params\": {}\n}", `"sessions":`},
 	} {

@@ -69,6 +69,9 @@ type wsOut struct {
 	initKey   string        // initialize's id (idKey), whose answer advertises resumes
 	waiting   chan struct{} // while no socket carries it: closed by the resume that takes it
 	timedOut  bool          // awaitResume gave up on it
+	// stale is a socket a resume took the connection from whose reader
+	// has not stopped yet: the next resume waits for it too.
+	stale *wsConn
 }
 
 func newWSOut(c *connection, window int, wait time.Duration) *wsOut {
@@ -259,14 +262,32 @@ func (o *wsOut) takeOver(cursor uint64, within time.Duration) (uint64, error) {
 	if old := o.sock; old != nil {
 		old.superseded = true
 		o.sock = nil
+		o.stale = old
+	}
+	if stale := o.stale; stale != nil {
 		o.mu.Unlock()
-		_ = old.ws.CloseNow()
+		// Its reader stops: its socket closes, and a wait for room or
+		// for mm to take a message ends (what it had not handed over is
+		// not counted taken: the client sends it again).
+		stale.stop()
+		_ = stale.ws.CloseNow()
 		select {
-		case <-old.readDone:
+		case <-stale.readDone:
 		case <-time.After(within):
+			// The connection stays someone's: it waits for another
+			// resume, as one that no socket carries.
+			o.mu.Lock()
+			if o.waiting == nil && !o.timedOut {
+				o.waiting = make(chan struct{})
+				go o.awaitResume(o.waiting)
+			}
+			o.mu.Unlock()
 			return 0, &errResume{http.StatusServiceUnavailable, "the connection's last socket is still being read"}
 		}
 		o.mu.Lock()
+		if o.stale == stale {
+			o.stale = nil
+		}
 	}
 	if o.waiting != nil {
 		close(o.waiting)

@@ -22,22 +22,26 @@ import (
 // handed on, decoded (inbox.go). A message's room is:
 //
 //   - its buffer, as it grows (a message is read into one buffer, grown by
-//     doubling, whose capacity is charged; one of a known length, a POST's,
-//     grows to that length and no further);
-//   - what decoding it may allocate (jsonrpc.DecodeBytes): its bytes once
-//     more, and jsonrpc.ValueBytes for each of its JSON values, counted as
-//     they arrive.
+//     doubling, whose capacity is charged);
+//   - what decoding it may allocate (jsonrpc.DecodeBytes): its bytes two
+//     and a half times, and jsonrpc.ValueBytes for each of its JSON
+//     values, counted as they arrive.
+//
+// A message of a known length (a POST's Content-Length) has a buffer of
+// that length, and takes it and its bytes' decoding at once, before its
+// bytes come; only its values are counted as they arrive.
 //
 // A message that finds no room waits for it, within its time limit
 // (serve.messageTimeout): as room comes back it goes to the oldest message
-// waiting that it is enough for. When every message holding room waits for
-// more and none can have it, none would ever end: the youngest of them
-// gives up at once (errNoRoom), as one that waited past its time limit
-// does. A message longer than serve.maxMessageBytes, or whose room would
-// pass the whole room, takes no more: it is read to its end and dropped,
-// and its client told why. So neither a crowd of large messages nor one
-// that never ends can take the server's memory: a message that never ends
-// is cut at its time limit.
+// waiting that it is enough for; a message that holds no room yet does
+// not begin while messages holding room wait for more. When every message
+// holding room waits for more and none can have it, none would ever end:
+// the youngest of them gives its room up at once, and is read to its end
+// and dropped, its client told to send it again. So is a message longer
+// than serve.maxMessageBytes, or whose room would pass the whole room
+// (its client told why). So neither a crowd of large messages nor one that
+// never ends can take the server's memory: a message that never ends is
+// cut at its time limit.
 //
 // What the room gives back, and a buffer left behind as it grew, is
 // garbage that Go's collector would let pile up to the size of the heap
@@ -79,10 +83,11 @@ const firstBytes = 512
 
 // Errors of a message that is not read whole.
 var (
-	// errNoRoom ends a message that waited for room past its time limit,
-	// or gave up waiting for room none could give it.
+	// errNoRoom ends a message that waited for room past its time limit.
 	errNoRoom = errors.New("no room for the message in serve.maxIncomingBytes within serve.messageTimeout")
-	errStuck  = errors.New("every message holding room waits for more")
+	// errStuck is the wait of the youngest message holding room when all
+	// of them wait for more and none can have it: it is dropped.
+	errStuck = errors.New("every message holding room waits for more")
 )
 
 // hold is the room one message holds. Its owner — the transport, then
@@ -104,8 +109,11 @@ func (in *incoming) newHold() *hold {
 // take adds n bytes to the hold, waiting for them until deadline, or
 // until ctx ends (the reader's: its connection ends).
 func (h *hold) take(ctx context.Context, deadline time.Time, n int64) error {
+	if n <= 0 {
+		return nil
+	}
 	err := h.in.take(ctx, h, n, deadline)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && err != errStuck {
 		return fmt.Errorf("%w (%v)", errNoRoom, err)
 	}
 	return err
@@ -135,7 +143,7 @@ func (h *hold) release() {
 // until deadline or ctx's end; in.mu is not held.
 func (in *incoming) take(ctx context.Context, h *hold, n int64, deadline time.Time) error {
 	in.mu.Lock()
-	if n <= in.free {
+	if in.may(h, n) {
 		in.give(h, n)
 		in.mu.Unlock()
 		return nil
@@ -182,18 +190,27 @@ func (in *incoming) give(h *hold, n int64) {
 	in.held.Add(n)
 }
 
+// may says whether h may have n bytes now: there are, and h holds room
+// already or no message holding room waits (one that begins while they
+// wait would only take what they wait for). in.mu is held.
+func (in *incoming) may(h *hold, n int64) bool {
+	return n <= in.free && (h.n > 0 || in.stuck == 0)
+}
+
 // grant gives the room that came back to the messages waiting, oldest
 // first, each that it is enough for; in.mu is held.
 func (in *incoming) grant() {
-	for i := 0; i < len(in.waiting); {
-		a := in.waiting[i]
-		if a.n > in.free {
-			i++
-			continue
+	for granted := true; granted; {
+		granted = false
+		for _, a := range in.waiting {
+			if in.may(a.h, a.n) {
+				in.remove(a)
+				in.give(a.h, a.n)
+				a.done <- nil
+				granted = true
+				break
+			}
 		}
-		in.remove(a)
-		in.give(a.h, a.n)
-		a.done <- nil
 	}
 	in.unstick()
 }
@@ -205,7 +222,7 @@ func (in *incoming) unstick() {
 	for in.holders > 0 && in.stuck == in.holders {
 		var youngest *ask
 		for _, a := range in.waiting {
-			if a.n <= in.free {
+			if in.may(a.h, a.n) {
 				return // grant's to give
 			}
 			if a.h.n > 0 && (youngest == nil || a.h.age > youngest.h.age) {
@@ -236,12 +253,15 @@ func (in *incoming) remove(a *ask) bool {
 type read struct {
 	// msg is the message, nil when it was not read whole.
 	msg []byte
-	// size is its size; heavy says its room would pass the whole room
-	// (jsonrpc.DecodeBytes): msg is then nil, as when size passes max,
-	// and head its first headBytes, to answer it with its id.
-	size  int
-	heavy bool
-	head  []byte
+	// size is its size. msg is nil when it passes the limit; when heavy,
+	// its room would pass the whole room (jsonrpc.DecodeBytes); when
+	// crowded, it gave up its room to messages older than it, all of
+	// them waiting for more. head is then its first headBytes, to answer
+	// it with its id.
+	size    int
+	heavy   bool
+	crowded bool
+	head    []byte
 	// hold is its room: the caller releases it, or hands it on.
 	hold *hold
 }
@@ -260,8 +280,21 @@ func (in *incoming) read(ctx context.Context, deadline time.Time, r io.Reader, l
 		decoded int64 // the room taken for decoding buf
 	)
 	end := limit // the most the buffer grows to
-	if known >= 0 && known < int64(limit) {
+	if known >= 0 && known <= int64(limit) {
+		// Of a length known, its buffer and its bytes' decoding are taken
+		// at once, before its bytes come: it does not wait for room with
+		// room in hand, as one read piece by piece may (only its values
+		// are counted as they come).
 		end = int(known)
+		decoded = jsonrpc.DecodeBytes(end, 0)
+		if int64(end)+decoded > in.size {
+			m.heavy = true
+			return in.drop(m, nil, 0, r)
+		}
+		if err := h.take(ctx, deadline, int64(end)+decoded); err != nil {
+			return m, err
+		}
+		buf = make([]byte, 0, end)
 	}
 	for {
 		if len(buf) == cap(buf) {
@@ -286,7 +319,10 @@ func (in *incoming) read(ctx context.Context, deadline time.Time, r io.Reader, l
 				m.heavy = true
 				return in.drop(m, buf, 0, r)
 			}
-			if err := h.take(ctx, deadline, int64(want-cap(buf))); err != nil {
+			if err := h.take(ctx, deadline, int64(want-cap(buf))); err == errStuck {
+				m.crowded = true
+				return in.drop(m, buf, 0, r)
+			} else if err != nil {
 				return m, err
 			}
 			grown := make([]byte, len(buf), want)
@@ -298,15 +334,19 @@ func (in *incoming) read(ctx context.Context, deadline time.Time, r io.Reader, l
 		if k > 0 {
 			_, _ = values.Write(buf[len(buf) : len(buf)+k])
 			buf = buf[:len(buf)+k]
-			need := jsonrpc.DecodeBytes(len(buf), values.N()) - decoded
-			if h.n+need > in.size {
-				m.heavy = true
-				return in.drop(m, buf, 0, r)
+			if need := jsonrpc.DecodeBytes(len(buf), values.N()) - decoded; need > 0 {
+				if h.n+need > in.size {
+					m.heavy = true
+					return in.drop(m, buf, 0, r)
+				}
+				if err := h.take(ctx, deadline, need); err == errStuck {
+					m.crowded = true
+					return in.drop(m, buf, 0, r)
+				} else if err != nil {
+					return m, err
+				}
+				decoded += need
 			}
-			if err := h.take(ctx, deadline, need); err != nil {
-				return m, err
-			}
-			decoded += need
 		}
 		if rerr == io.EOF {
 			m.msg, m.size = whole(buf), len(buf)
@@ -356,6 +396,10 @@ func (in *incoming) left(n int) {
 // unreadWhy says why a message read to its end was dropped, naming the
 // key that bounds it.
 func (s *Server) unreadWhy(m read) string {
+	if m.crowded {
+		return fmt.Sprintf("the server had no room for the message (serve.maxIncomingBytes, %s), all of it held by messages older than it waiting for more; send it again",
+			configs.Bytes(s.o.MaxIncomingBytes))
+	}
 	if m.heavy {
 		return fmt.Sprintf("the message would take more than serve.maxIncomingBytes (%s) to read and decode "+
 			"(its bytes twice, and %d bytes for each JSON value in it); it was skipped", configs.Bytes(s.o.MaxIncomingBytes), jsonrpc.ValueBytes)

@@ -3,7 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
-	"errors"
+	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -129,8 +129,8 @@ func TestRoomToTheOldest(t *testing.T) {
 	go func() { oldDone <- old.take(context.Background(), later, 30) }()
 	select {
 	case err := <-youngDone:
-		if !errors.Is(err, errNoRoom) {
-			t.Fatalf("the youngest, stuck: %v, want errNoRoom", err)
+		if err != errStuck {
+			t.Fatalf("the youngest, stuck: %v, want errStuck", err)
 		}
 	case <-time.After(testwait.Hang):
 		t.Fatal("every message holding room waits, and none gave up")
@@ -168,4 +168,41 @@ func waitWaiting(t *testing.T, in *incoming, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestReadCrowded: a message that gives its room up to an older one, both
+// waiting for more, is read to its end and dropped, its head kept to
+// answer it; it holds nothing after, and the older one goes on.
+func TestReadCrowded(t *testing.T) {
+	in := newIncoming(64 << 10)
+	later := time.Now().Add(time.Minute)
+	old := in.newHold()
+	if err := old.take(context.Background(), later, 40<<10); err != nil {
+		t.Fatal(err)
+	}
+	msg := `{"jsonrpc":"2.0","id":9,"method":"x","params":{"pad":"` + strings.Repeat("a", 20<<10) + `"}}`
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = pw.Write([]byte(msg))
+		pw.Close()
+	}()
+	got := make(chan read, 1)
+	go func() {
+		m, err := in.read(context.Background(), later, pr, 1<<20, -1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- m
+	}()
+	waitWaiting(t, in, 1) // the message, for more than is left
+	oldDone := make(chan error, 1)
+	go func() { oldDone <- old.take(context.Background(), later, 20<<10) }()
+	m := <-got
+	if !m.crowded || m.msg != nil || m.size != len(msg) || m.hold.n != 0 || !strings.HasPrefix(msg, string(m.head)) {
+		t.Errorf("crowded %v, read whole %v, size %d (want %d), holds %d, head %.20q", m.crowded, m.msg != nil, m.size, len(msg), m.hold.n, m.head)
+	}
+	if err := <-oldDone; err != nil || old.n != 60<<10 {
+		t.Errorf("the older message: %v, holds %d", err, old.n)
+	}
+	old.release()
 }

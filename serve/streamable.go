@@ -64,7 +64,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
 	}()
 	if status != 0 {
 		msg := http.StatusText(status)
-		if status == http.StatusRequestEntityTooLarge && body.size > 0 {
+		switch {
+		case body.crowded:
+			w.Header().Set("Retry-After", "1")
+			msg = s.unreadWhy(body)
+		case status == http.StatusRequestEntityTooLarge && body.size > 0:
 			msg = s.unreadWhy(body)
 		}
 		text(w, status, msg)
@@ -123,6 +127,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body read, st
 		return body, http.StatusServiceUnavailable
 	case errors.Is(err, os.ErrDeadlineExceeded) && time.Now().After(end):
 		return body, http.StatusRequestTimeout
+	case err == nil && body.crowded:
+		return body, http.StatusServiceUnavailable
 	case errors.As(err, &tooLong), err == nil && body.msg == nil:
 		return body, http.StatusRequestEntityTooLarge
 	case err != nil:

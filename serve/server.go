@@ -206,6 +206,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// speak it to their backends.
 		protos.SetUnencryptedHTTP2(true)
 	}
+	ln = listener{ln} // its sockets say whether their clients have spoken (sockets.go)
 	errc := make(chan error, 1)
 	go func() {
 		if s.cert != nil {

@@ -253,3 +253,54 @@ func TestIDs(t *testing.T) {
 		}
 	}
 }
+
+// endedSource is a Source that says when its stream has ended without
+// being read, as serve's inbox does.
+type endedSource struct {
+	msgs  chan Message
+	ended chan struct{}
+}
+
+func (s *endedSource) Next() (Message, error) {
+	m, ok := <-s.msgs
+	if !ok {
+		return Message{}, io.EOF
+	}
+	return m, nil
+}
+
+func (s *endedSource) Ended() <-chan struct{} { return s.ended }
+
+// TestConnGivesUpAtTheEnd: a request waiting for a place in a full table
+// stops waiting once its Source says the peer's stream has ended — the
+// request holding the place may wait for an answer of the peer's that
+// will never be read — and is answered with an error; the read loop then
+// ends.
+func TestConnGivesUpAtTheEnd(t *testing.T) {
+	src := &endedSource{msgs: make(chan Message, 4), ended: make(chan struct{})}
+	out := &lineReader{}
+	out.cond = sync.NewCond(&out.mu)
+	reqs := make(chan *Request, 4)
+	c := New(src, out, Options{Max: 1, Handler: HandlerFunc(func(r *Request) { reqs <- r })})
+	done := make(chan error, 1)
+	go func() { done <- c.Run() }()
+	src.msgs <- Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"a"}`))
+	<-reqs
+	src.msgs <- Parse([]byte(`{"jsonrpc":"2.0","id":2,"method":"b"}`))
+	select {
+	case r := <-reqs:
+		t.Fatalf("a second request was served past the bound: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(src.ended)
+	if line := out.next(t, 0); !strings.Contains(line, `"id":2`) || !strings.Contains(line, "the connection ended before this request could be served") {
+		t.Errorf("the waiting request's answer: %s", line)
+	}
+	close(src.msgs)
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the read loop did not end")
+	}
+	c.Close()
+}

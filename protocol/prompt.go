@@ -1,11 +1,13 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/coder/acp-go-sdk"
 	"github.com/tidwall/gjson"
@@ -158,11 +160,17 @@ func (b *promptBlock) UnmarshalJSON(data []byte) error {
 // every prompt is. Anything else (other members, a name spelled another
 // way or twice, a \u escape, invalid UTF-8, where encoding/json's reading
 // could differ) is left to json.Unmarshal. data is valid JSON: the
-// decoder checked the whole line before it called UnmarshalJSON.
+// decoder checked the whole line before it called UnmarshalJSON. data is
+// read in place and the text copied once (issue 42: what decoding a
+// message allocates is counted against mm serve's room; a copy of the
+// whole block first doubled it).
 func plainText(data []byte) (string, bool) {
+	if bytes.Contains(data, []byte(`\u`)) {
+		return "", false
+	}
 	var typ, text gjson.Result
 	plain := true
-	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
+	gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data))).ForEach(func(k, v gjson.Result) bool {
 		switch {
 		case k.Raw == `"type"` && !typ.Exists():
 			typ = v
@@ -173,11 +181,13 @@ func plainText(data []byte) (string, bool) {
 		}
 		return plain
 	})
-	if !plain || typ.Raw != `"text"` || text.Type != gjson.String ||
-		strings.Contains(text.Raw, `\u`) || !utf8.ValidString(text.Raw) {
+	if !plain || typ.Raw != `"text"` || text.Type != gjson.String || !utf8.ValidString(text.Raw) {
 		return "", false
 	}
-	return text.Str, true
+	if strings.IndexByte(text.Raw, '\\') < 0 {
+		return strings.Clone(text.Str), true // a slice of data: copied
+	}
+	return text.Str, true // unescaped: gjson's own
 }
 
 func (p *promptRequest) request() acp.PromptRequest {

@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"github.com/mm-agent/mm/jsonrpc"
+
 	"bytes"
 	"fmt"
 	"net/http"
@@ -66,7 +68,7 @@ type wsOut struct {
 	next      uint64   // the number the next frame gets
 	keptBytes int
 	received  uint64        // the client's frames taken, initialize not counted
-	initKey   string        // initialize's id (idKey), whose answer advertises resumes
+	initID    jsonrpc.ID    // initialize's id, whose answer advertises resumes
 	waiting   chan struct{} // while no socket carries it: closed by the resume that takes it
 	timedOut  bool          // awaitResume gave up on it
 	// stale is a socket a resume took the connection from whose reader
@@ -78,31 +80,31 @@ func newWSOut(c *connection, window int, wait time.Duration) *wsOut {
 	return &wsOut{c: c, window: window, wait: wait, first: 1, next: 1}
 }
 
-// Write is mm's way out: each line one text frame, numbered, kept for a
-// resume, and written to the socket that carries the connection, if one
+// Write is mm's way out: each message one text frame, numbered, kept for
+// a resume, and written to the socket that carries the connection, if one
 // does.
-func (o *wsOut) Write(p []byte) (int, error) {
+func (o *wsOut) Write(m jsonrpc.Out) error { return o.WriteBatch([]jsonrpc.Out{m}) }
+
+// WriteBatch writes messages as Write does, corked together: the socket
+// sends them in as few writes as it can.
+func (o *wsOut) WriteBatch(outs []jsonrpc.Out) error {
 	o.mu.Lock()
 	t := o.sock
 	if t != nil {
 		t.sock.cork()
 	}
-	for line := range bytes.Lines(p) {
-		line = bytes.TrimRight(line, "\r\n")
+	for _, m := range outs {
+		line := m.Data
 		if len(line) == 0 {
 			continue
 		}
-		m := parseOut(line)
-		if m.response && o.initKey != "" && m.id == o.initKey {
-			o.initKey = ""
+		if m.Response && !o.initID.IsZero() && m.ID == o.initID {
+			o.initID = jsonrpc.ID{}
 			line = o.advertise(line)
 		}
 		o.keep(line)
 		if t != nil {
 			t.writeFrame(line)
-		}
-		if m.response && m.id != "" {
-			o.c.answered(m.id)
 		}
 	}
 	o.mu.Unlock()
@@ -111,12 +113,12 @@ func (o *wsOut) Write(p []byte) (int, error) {
 			t.failed(err)
 		}
 	}
-	return len(p), nil
+	return nil
 }
 
-// reply writes a frame of the transport's own on the connection, in its
+// reply writes an answer of the transport's own on the connection, in its
 // order and numbered as mm's are.
-func (o *wsOut) reply(b []byte) { _, _ = o.Write(append(b, '\n')) }
+func (o *wsOut) reply(b []byte) { _ = o.Write(jsonrpc.Out{Data: b, Response: true}) }
 
 // keep numbers a frame and, on a resumable connection, keeps it, dropping
 // the oldest past the window. Called with mu held.
@@ -166,9 +168,9 @@ func (o *wsOut) attach(t *wsConn) {
 
 // initializing names initialize's request, whose answer says that the
 // connection can be resumed.
-func (o *wsOut) initializing(key string) {
+func (o *wsOut) initializing(id jsonrpc.ID) {
 	o.mu.Lock()
-	o.initKey = key
+	o.initID = id
 	o.mu.Unlock()
 }
 

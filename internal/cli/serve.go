@@ -321,8 +321,8 @@ type hubConnector struct {
 	forward func(owner string) protocol.NewForwarder
 }
 
-func (c hubConnector) Connect(_ context.Context, cl serve.Client, in jsonrpc.Source, out io.Writer) (serve.Conn, error) {
-	o := protocol.ConnOptions{Source: in, Out: out, Owner: cl.Token, Roots: c.roots}
+func (c hubConnector) Connect(_ context.Context, cl serve.Client, in jsonrpc.Source, out jsonrpc.Writer) (serve.Conn, error) {
+	o := protocol.ConnOptions{Source: in, Writer: out, Owner: cl.Token, Roots: c.roots}
 	if c.forward != nil {
 		o.Forward = c.forward(cl.Token)
 	}

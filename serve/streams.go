@@ -51,10 +51,10 @@ type httpConn struct {
 	unread   int           // session streams that hold messages and have no reader
 	bytes    int           // held by all streams
 	progress chan struct{} // closed and replaced when a reader takes a message or the connection stops
-	kept     int         // bytes of messages kept for a Last-Event-ID, all streams together
-	stopped  bool        // output is dropped: DELETE, a stall, a limit
-	finished bool        // mm's side has ended: a stream ends once read
-	abandon  *time.Timer // runs while the connection stream has no reader
+	kept     int           // bytes of messages kept for a Last-Event-ID, all streams together
+	stopped  bool          // output is dropped: DELETE, a stall, a limit
+	finished bool          // mm's side has ended: a stream ends once read
+	abandon  *time.Timer   // runs while the connection stream has no reader
 }
 
 // stream is one SSE stream's queue. Each message has an id (the SSE

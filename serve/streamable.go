@@ -23,8 +23,8 @@ import (
 // second initialize, a missing or mismatched header, a batch answered
 // -32600, an id too long), 404 an unknown connection, 406 a GET without
 // text/event-stream, 409 a stream already read, 413 a body longer than
-// acp.maxLineBytes, 415 a body that is not JSON, 499 a client that gave up
-// waiting, 503 no place for a new connection.
+// serve.maxMessageBytes, 415 a body that is not JSON, 499 a client that
+// gave up waiting, 503 no place for a new connection.
 
 // sessionScoped are the methods whose POST must name their session in
 // Acp-Session-Id (the TypeScript SDK's SESSION_SCOPED_METHODS).

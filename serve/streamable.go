@@ -222,7 +222,14 @@ func (h *httpConn) accept(ctx context.Context, m message, held *hold, header str
 		if m.isRequest() {
 			key, _ = idKey(m.id())
 			if method == "session/load" {
+				h.loadSent(key, route)
 				route = "" // as the TypeScript SDK routes it
+				c.sent(key, route)
+				status, msg := h.send(ctx, m, held, key)
+				if status != http.StatusAccepted {
+					h.loadUnsent(key)
+				}
+				return status, msg
 			}
 			c.sent(key, route)
 		}

@@ -15,8 +15,16 @@ import (
 //     the stream of the session its request named (Acp-Session-Id or
 //     params.sessionId), else the connection's; session/load's response
 //     goes to the connection's stream, whatever session it loads;
-//   - a request or notification with a params.sessionId goes to that
-//     session's stream, created if the client has not opened it yet; mm's
+//   - while a session/load of this connection's is unanswered, the
+//     notifications of the session it loads (its history, replayed) go to
+//     the connection's stream too, before the load's response: ACP wants
+//     the history before the response, and only one stream keeps an
+//     order. On the session's stream, a client that reads both streams
+//     could get the response first, and one that opens the session's
+//     stream once the load is answered (as the RFD's clients do) always
+//     did;
+//   - any other request or notification with a params.sessionId goes to
+//     that session's stream, created if the client has not opened it yet; mm's
 //     requests record their route (calls), so that the client's answer
 //     must name the same session;
 //   - anything else goes to the connection's stream.
@@ -48,6 +56,10 @@ type httpConn struct {
 	bytes    int           // held by all streams
 	progress chan struct{} // closed and replaced when a reader takes a message or the connection stops
 	calls    map[string]string
+	// loads are the session/load requests unanswered (by id key), each
+	// with the session it loads; loading counts them by session.
+	loads    map[string]string
+	loading  map[string]int
 	kept     int         // bytes of messages kept for a Last-Event-ID, all streams together
 	stopped  bool        // output is dropped: DELETE, a stall, a limit
 	finished bool        // mm's side has ended: a stream ends once read
@@ -88,7 +100,7 @@ func (st *stream) held() bool { return st.head < len(st.queue) }
 
 func newHTTPConn(s *Server, c *connection) *httpConn {
 	return &httpConn{s: s, c: c, initial: make(chan []byte, 1), conn: newStream(), sessions: map[string]*stream{},
-		progress: make(chan struct{}), calls: map[string]string{}}
+		progress: make(chan struct{}), calls: map[string]string{}, loads: map[string]string{}, loading: map[string]int{}}
 }
 
 // run ends the connection's streams once mm's side is over and gives its
@@ -141,10 +153,14 @@ func (h *httpConn) route(line []byte) {
 		h.stopLocked("mm named a session id longer than maxIdLength")
 		return
 	}
-	if !o.response {
+	if o.response {
+		h.loadedLocked(o.id)
+	} else {
 		session = o.sessionID
 		if o.id != "" {
 			h.calls[o.id] = session
+		} else if h.loading[session] > 0 {
+			session = "" // a load's history: before its response
 		}
 	}
 	st := h.conn
@@ -173,6 +189,35 @@ func (h *httpConn) route(line []byte) {
 	st.nextID++
 	h.bytes += len(line)
 	st.signal()
+}
+
+// loadSent records a session/load (id key) of session, before mm has it:
+// until it is answered, the session's notifications go to the connection's
+// stream, with the response.
+func (h *httpConn) loadSent(key, session string) {
+	h.mu.Lock()
+	h.loads[key] = session
+	h.loading[session]++
+	h.mu.Unlock()
+}
+
+// loadUnsent forgets a session/load that mm did not take.
+func (h *httpConn) loadUnsent(key string) {
+	h.mu.Lock()
+	h.loadedLocked(key)
+	h.mu.Unlock()
+}
+
+// loadedLocked forgets the session/load that key answers, if it was one.
+func (h *httpConn) loadedLocked(key string) {
+	session, ok := h.loads[key]
+	if !ok {
+		return
+	}
+	delete(h.loads, key)
+	if h.loading[session]--; h.loading[session] <= 0 {
+		delete(h.loading, session)
+	}
 }
 
 // waitRoom waits while the streams hold MaxBufferedBytes or more. A wait

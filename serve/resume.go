@@ -74,6 +74,12 @@ type wsOut struct {
 	// stale is a socket a resume took the connection from whose reader
 	// has not stopped yet: the next resume waits for it too.
 	stale *wsConn
+	// taking is set while a resume takes the connection over, until it
+	// carries it (resume) or gives it back: a second resume meanwhile is
+	// refused, or both would answer for the connection, and release it
+	// twice (the server's count of connections then off by one, a later
+	// drain waits for ever).
+	taking bool
 }
 
 func newWSOut(c *connection, window int, wait time.Duration) *wsOut {
@@ -261,6 +267,11 @@ func (o *wsOut) takeOver(cursor uint64, within time.Duration) (uint64, error) {
 		o.mu.Unlock()
 		return 0, &errResume{http.StatusNotFound, "no such connection to resume"}
 	}
+	if o.taking {
+		o.mu.Unlock()
+		return 0, &errResume{http.StatusConflict, "another resume of the connection is under way"}
+	}
+	o.taking = true
 	if old := o.sock; old != nil {
 		old.superseded = true
 		o.sock = nil
@@ -279,6 +290,7 @@ func (o *wsOut) takeOver(cursor uint64, within time.Duration) (uint64, error) {
 			// The connection stays someone's: it waits for another
 			// resume, as one that no socket carries.
 			o.mu.Lock()
+			o.taking = false
 			if o.waiting == nil && !o.timedOut {
 				o.waiting = make(chan struct{})
 				go o.awaitResume(o.waiting)
@@ -298,6 +310,7 @@ func (o *wsOut) takeOver(cursor uint64, within time.Duration) (uint64, error) {
 	defer o.mu.Unlock()
 	if cursor+1 < o.first || cursor >= o.next {
 		// Taken, and given back at once: the client will not resume it.
+		o.taking = false
 		o.timedOut = o.sock == nil
 		if o.timedOut {
 			go func() { o.c.end("the client's resume came past serve.resumeWindowBytes"); <-o.c.done; o.c.release() }()
@@ -320,6 +333,7 @@ func (o *wsOut) resume(t *wsConn, cursor uint64) {
 		go t.failed(err)
 	}
 	o.sock = t
+	o.taking = false
 }
 
 // giveBack hands a connection taken for a resume whose upgrade failed back
@@ -327,6 +341,7 @@ func (o *wsOut) resume(t *wsConn, cursor uint64) {
 func (o *wsOut) giveBack() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.taking = false
 	o.waiting = make(chan struct{})
 	go o.awaitResume(o.waiting)
 }

@@ -28,8 +28,8 @@ import (
 // second initialize, a missing or mismatched header, a batch answered
 // -32600, an id too long), 404 an unknown connection, 406 a GET without
 // text/event-stream, 409 a stream already read, 413 a body longer than
-// acp.maxLineBytes, 415 a body that is not JSON, 499 a client that gave up
-// waiting, 503 no place for a new connection.
+// serve.maxMessageBytes, 415 a body that is not JSON, 499 a client that
+// gave up waiting, 503 no place for a new connection.
 
 // sessionScoped says whether a client's POST of method must name its
 // session in Acp-Session-Id (the TypeScript SDK's SESSION_SCOPED_METHODS):
@@ -224,7 +224,15 @@ func (h *httpConn) accept(ctx context.Context, m message, held *hold, header str
 		}
 		if m.isRequest() {
 			if method == acp.AgentMethodSessionLoad {
-				to = "" // as the TypeScript SDK routes it
+				// Its answer goes to the connection's stream, as the
+				// TypeScript SDK routes it, and its history before it.
+				m.Tag = loading{session: to}
+				h.loadSent(to)
+				status, msg := h.send(ctx, m, held)
+				if status != http.StatusAccepted {
+					h.loadUnsent(to)
+				}
+				return status, msg
 			}
 			// Where the answer goes comes back with it (jsonrpc.Out.Tag).
 			m.Tag = route(to)

@@ -19,10 +19,19 @@ import (
 //     (Acp-Session-Id or params.sessionId), else the connection's;
 //     session/load's response goes to the connection's stream, whatever
 //     session it loads;
-//   - a request or notification about a session (jsonrpc.Out.Session)
-//     goes to that session's stream, created if the client has not opened
-//     it yet; the client's answer to a request of mm's must name the same
-//     session (mm's table of its calls says which: Conn.Awaits);
+//   - while a session/load of this connection's is unanswered, the
+//     notifications of the session it loads (its history, replayed) go to
+//     the connection's stream too, before the load's response: ACP wants
+//     the history before the response, and only one stream keeps an
+//     order. On the session's stream, a client that reads both streams
+//     could get the response first, and one that opens the session's
+//     stream once the load is answered (as the RFD's clients do) always
+//     did;
+//   - any other request or notification about a session
+//     (jsonrpc.Out.Session) goes to that session's stream, created if the
+//     client has not opened it yet; the client's answer to a request of
+//     mm's must name the same session (mm's table of its calls says which:
+//     Conn.Awaits);
 //   - anything else goes to the connection's stream.
 //
 // A stream is read by at most one GET at a time (SSE). What waits in the
@@ -51,6 +60,8 @@ type httpConn struct {
 	unread   int           // session streams that hold messages and have no reader
 	bytes    int           // held by all streams
 	progress chan struct{} // closed and replaced when a reader takes a message or the connection stops
+	// loading counts, by session, the session/loads unanswered.
+	loading map[string]int
 	kept     int           // bytes of messages kept for a Last-Event-ID, all streams together
 	stopped  bool          // output is dropped: DELETE, a stall, a limit
 	finished bool          // mm's side has ended: a stream ends once read
@@ -91,7 +102,7 @@ func (st *stream) held() bool { return st.head < len(st.queue) }
 
 func newHTTPConn(s *Server, c *connection) *httpConn {
 	return &httpConn{s: s, c: c, initial: make(chan jsonrpc.Out, 1), conn: newStream(), sessions: map[string]*stream{},
-		progress: make(chan struct{})}
+		progress: make(chan struct{}), loading: map[string]int{}}
 }
 
 // run ends the connection's streams once mm's side is over and gives its
@@ -130,8 +141,14 @@ func (h *httpConn) WriteBatch(outs []jsonrpc.Out) error {
 // the session whose stream its answer goes to ("" the connection's).
 type route string
 
+// loading is the Tag of a session/load: the session it loads, whose
+// notifications go to the connection's stream until it is answered; its
+// answer goes there too.
+type loading struct{ session string }
+
 func (h *httpConn) route(o jsonrpc.Out) {
 	session := o.Session
+	load, isLoad := o.Tag.(loading)
 	if o.Response {
 		r, _ := o.Tag.(route)
 		session = string(r)
@@ -148,6 +165,12 @@ func (h *httpConn) route(o jsonrpc.Out) {
 		o.Data = line
 		h.initial <- o
 		return
+	}
+	switch {
+	case o.Response && isLoad:
+		h.loadedLocked(load.session)
+	case !o.Response && o.ID.IsZero() && h.loading[session] > 0:
+		session = "" // a load's history: before its response
 	}
 	st := h.conn
 	if session != "" {
@@ -175,6 +198,27 @@ func (h *httpConn) route(o jsonrpc.Out) {
 	st.nextID++
 	h.bytes += len(line)
 	st.signal()
+}
+
+// loadSent counts a session/load of session on its way to mm.
+func (h *httpConn) loadSent(session string) {
+	h.mu.Lock()
+	h.loading[session]++
+	h.mu.Unlock()
+}
+
+// loadUnsent forgets a session/load that mm did not take.
+func (h *httpConn) loadUnsent(session string) {
+	h.mu.Lock()
+	h.loadedLocked(session)
+	h.mu.Unlock()
+}
+
+// loadedLocked forgets a session/load of session: answered, or not sent.
+func (h *httpConn) loadedLocked(session string) {
+	if h.loading[session]--; h.loading[session] <= 0 {
+		delete(h.loading, session)
+	}
 }
 
 // waitRoom waits while the streams hold MaxBufferedBytes or more. A wait

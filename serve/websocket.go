@@ -29,8 +29,9 @@ import (
 // pushed back by TCP. mm's writes go straight to the socket; when the
 // client does not read, they wait, and so does mm's ordered writer behind
 // them. A write that moves nothing for serve.stallTimeout ends the
-// connection (stallConn). A message longer than acp.maxLineBytes is read
-// to its end, dropped, and answered with the error stdio gives it.
+// connection (stallConn). A message longer than serve.maxMessageBytes is
+// read to its end, dropped, and answered -32600 with its id, naming the
+// key (unread).
 
 // wsConn is one WebSocket connection.
 type wsConn struct {

@@ -29,7 +29,7 @@ import (
 // the outbox of the connection it is attached to: the session actor holds
 // it, and moves it in its mailbox's order (actors.Session.Attach).
 //
-// The hub makes none of its parts: internal/app builds the store, the
+// The hub makes none of its parts: app builds the store, the
 // runtime and what they need from the config, and hands them over here.
 type Hub struct {
 	cfg *configs.Config

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/logs"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // rawAgent is an in-process agent driven line by line, for what a well-

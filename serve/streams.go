@@ -61,11 +61,11 @@ type httpConn struct {
 	bytes    int           // held by all streams
 	progress chan struct{} // closed and replaced when a reader takes a message or the connection stops
 	// loading counts, by session, the session/loads unanswered.
-	loading map[string]int
-	kept     int           // bytes of messages kept for a Last-Event-ID, all streams together
-	stopped  bool          // output is dropped: DELETE, a stall, a limit
-	finished bool          // mm's side has ended: a stream ends once read
-	abandon  *time.Timer   // runs while the connection stream has no reader
+	loading  map[string]int
+	kept     int         // bytes of messages kept for a Last-Event-ID, all streams together
+	stopped  bool        // output is dropped: DELETE, a stall, a limit
+	finished bool        // mm's side has ended: a stream ends once read
+	abandon  *time.Timer // runs while the connection stream has no reader
 }
 
 // stream is one SSE stream's queue. Each message has an id (the SSE

@@ -17,9 +17,9 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"golang.org/x/sys/unix"
 
-	"github.com/mm-agent/mm/internal/cli"
+	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/cmd/internal/cli"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // netnsEnv, set to 1, makes the partition tests fail where they cannot

@@ -3,7 +3,7 @@
 // files, the store (files or Postgres), the hooks, the actor runtime — and
 // hands them to the protocol.Hub that serves ACP on them. Nothing else
 // builds them: protocol only speaks ACP, actors only runs sessions, store
-// only keeps them. The command line (internal/cli), mmstress's in-process
+// only keeps them. The command line (cmd/internal/cli), mmstress's in-process
 // target and the tests start mm through here.
 package app
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"

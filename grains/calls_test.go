@@ -2,6 +2,7 @@ package grains
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -11,10 +12,53 @@ import (
 	"github.com/mm-agent/mm/grains/grainspb"
 )
 
-// TestCallsCrossNodesTyped: every request a session's node serves comes
+// TestPromptCrossesNodesAsSent: a prompt's params cross nodes as the
+// client sent them, so that the session on another node decodes what a
+// session on the client's node decodes: the prompt's _meta, a block's
+// annotations and _meta included (issue 45: a restated schema dropped
+// them; acp-go-sdk's types also write back less than they read).
+func TestPromptCrossesNodesAsSent(t *testing.T) {
+	const sid = "sess_1"
+	raw := json.RawMessage(`{"sessionId":"sess_1","_meta":{"editor":"zed"},"prompt":[` +
+		`{"type":"text","text":"hello","_meta":{"k":"v"},"annotations":{"audience":["user"],"priority":0.5}},` +
+		`{"type":"resource_link","uri":"file:///a.go","name":"a.go","annotations":{"lastModified":"2026-12-05"}}]}`)
+	var local acp.PromptRequest // what a session on the client's node gets
+	if err := json.Unmarshal(raw, &local); err != nil {
+		t.Fatal(err)
+	}
+	call := &grainspb.Call{Method: acp.AgentMethodSessionPrompt, SessionId: sid}
+	if _, err := encodeParams(call, call.Method, local, raw); err != nil {
+		t.Fatal(err)
+	}
+	wire, err := proto.Marshal(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back grainspb.Call
+	if err := proto.Unmarshal(wire, &back); err != nil {
+		t.Fatal(err)
+	}
+	if string(back.Params) != string(raw) {
+		t.Errorf("the params crossed as\n%s\nnot as sent\n%s", back.Params, raw)
+	}
+	got, err := decodeParams(&back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, local) {
+		t.Errorf("the session across nodes got\n%#v\nthe one on the client's node\n%#v", got, local)
+	}
+	p := got.(acp.PromptRequest)
+	if p.Meta["editor"] != "zed" || p.Prompt[0].Text == nil || p.Prompt[0].Text.Annotations == nil || p.Prompt[0].Text.Meta["k"] != "v" ||
+		p.Prompt[1].ResourceLink == nil || p.Prompt[1].ResourceLink.Annotations == nil {
+		t.Errorf("the prompt's _meta or a block's annotations or _meta did not cross: %#v", p)
+	}
+}
+
+// TestCallsCrossNodesAsSent: every request a session's node serves comes
 // out of its Call as the SDK's value the edge decoded, over the wire's
-// bytes (the _meta and annotations mm never reads stay behind).
-func TestCallsCrossNodesTyped(t *testing.T) {
+// bytes, for every method that crosses.
+func TestCallsCrossNodesAsSent(t *testing.T) {
 	const sid = "sess_1"
 	servers := []acp.McpServer{
 		{Stdio: &acp.McpServerStdio{Name: "fs", Command: "/bin/mcp", Args: []string{"-v"}, Env: []acp.EnvVariable{{Name: "K", Value: "V"}}}},
@@ -27,7 +71,7 @@ func TestCallsCrossNodesTyped(t *testing.T) {
 		method string
 		p      any
 	}{
-		{acp.AgentMethodSessionPrompt, acp.PromptRequest{SessionId: sid, MessageId: new("m-1"), Prompt: []acp.ContentBlock{
+		{acp.AgentMethodSessionPrompt, acp.PromptRequest{SessionId: sid, MessageId: new("m-1"), Meta: map[string]any{"editor": "zed", "trace": "t-1"}, Prompt: []acp.ContentBlock{
 			{Text: &acp.ContentBlockText{Type: "text", Text: "hello, 世界"}},
 			{Image: &acp.ContentBlockImage{Type: "image", Data: "iVBO", MimeType: "image/png", Uri: new("file:///a.png")}},
 			{Audio: &acp.ContentBlockAudio{Type: "audio", Data: "UklG", MimeType: "audio/wav"}},
@@ -49,7 +93,7 @@ func TestCallsCrossNodesTyped(t *testing.T) {
 	}
 	for _, tc := range cases {
 		call := &grainspb.Call{Method: tc.method, SessionId: sid}
-		if err := encodeParams(call, tc.method, tc.p); err != nil {
+		if _, err := encodeParams(call, tc.method, tc.p, nil); err != nil {
 			t.Fatalf("%s: %v", tc.method, err)
 		}
 		wire, err := proto.Marshal(call)
@@ -77,14 +121,21 @@ func TestCallsCrossNodesTyped(t *testing.T) {
 // with its reason, never served half read.
 func TestCallsFromAnotherNodeAreChecked(t *testing.T) {
 	for name, c := range map[string]*grainspb.Call{
-		"an unknown method":         {Method: "session/nope", SessionId: "s"},
-		"a prompt block with none":  {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{}}}}},
-		"a resource with none":      {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Resource{Resource: &grainspb.Resource{Uri: "u"}}}}}}},
-		"MCP servers that are not":  {Method: acp.AgentMethodSessionNew, SessionId: "s", Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: "/w", McpServers: []byte("{")}}},
-		"a config option, no value": {Method: acp.AgentMethodSessionSetConfigOption, SessionId: "s", Params: &grainspb.Call_SetConfigOption{SetConfigOption: &grainspb.SetConfigOption{ConfigId: "x"}}},
+		"an unknown method":           {Method: "session/nope", SessionId: "s"},
+		"params that are not JSON":    {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte("{")},
+		"a block of the wrong type":   {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte(`{"sessionId":"s","prompt":[{"type":"text","text":5}]}`)},
+		"another session's params":    {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte(`{"sessionId":"t","prompt":[]}`)},
+		"MCP servers that are not":    {Method: acp.AgentMethodSessionNew, SessionId: "s", Params: []byte(`{"cwd":"/w","mcpServers":{}}`)},
+		"a method only a client gets": {Method: acp.ClientMethodSessionUpdate, SessionId: "s", Params: []byte(`{"sessionId":"s","update":{}}`)},
 	} {
 		if p, err := decodeParams(c); err == nil {
 			t.Errorf("%s: taken as %#v", name, p)
 		}
 	}
+}
+
+// promptParams is a session/prompt's params of one text block, as an edge
+// puts them in a Call.
+func promptParams(sid, text string) []byte {
+	return []byte(fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}`, sid, text))
 }

@@ -108,13 +108,13 @@ func TestCallSentAgainIsServedOnce(t *testing.T) {
 		grain = a.Session
 	}
 	newSession := signed(&grainspb.Call{Conn: conn, Seq: 1, Owner: "alice", Method: "session/new", Id: []byte("1"), SessionId: sid,
-		Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: t.TempDir(), McpServers: []byte("[]")}}})
+		Params: []byte(fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, t.TempDir()))})
 	send(newSession)
 	send(newSession)
 	// A client knows its session's id once session/new has answered.
 	waitFor(t, "session/new answered", func() bool { return e.count("1") > 0 })
 	prompt := signed(&grainspb.Call{Conn: conn, Seq: 2, Owner: "alice", Method: "session/prompt", Id: []byte("2"), SessionId: sid,
-		Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "ping"}}}}}}})
+		Params: promptParams(sid, "ping")})
 	send(prompt)
 	send(prompt)
 	send(newSession) // late, behind the prompt
@@ -214,7 +214,7 @@ func TestGrainTakesItsNodesRoots(t *testing.T) {
 		sid := actors.NewSessionID(time.Now())
 		id := fmt.Sprint(i + 1)
 		c := signed(&grainspb.Call{Conn: conn, Seq: uint64(i + 1), Owner: "alice", Method: "session/new", Id: []byte(id), SessionId: sid,
-			Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}})
+			Params: []byte(fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, cwd))})
 		if _, err := m.Cluster().Request(sid, SessionKind, c, cluster.WithTimeout(testwait.Hang)); err != nil {
 			t.Fatal(err)
 		}

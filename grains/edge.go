@@ -3,6 +3,7 @@ package grains
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -181,9 +182,10 @@ type request struct {
 	node string       // where it runs once accepted
 }
 
-func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
+func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessage) {
 	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Method: r.Method, Id: idBytes(r.ID), SessionId: sid, Forms: c.sink.Forms(), Caps: uint32(c.sink.Caps())}
-	if err := encodeParams(call, r.Method, p); err != nil {
+	open, err := encodeParams(call, r.Method, p, raw)
+	if err != nil {
 		// Nothing the edge decoded fails here; if it did, its request
 		// is answered, and goes nowhere.
 		c.e.log.Error(fmt.Sprintf("cluster: %v", err))
@@ -199,8 +201,8 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
 		l = &lane{sid: sid}
 		c.lanes[sid] = l
 	}
-	if o := call.GetOpen(); o != nil {
-		l.open = o // what reopens the session where it goes
+	if open != nil {
+		l.open = open // what reopens the session where it goes
 	}
 	c.seq++
 	call.Seq, call.Reopen = c.seq, l.open
@@ -242,7 +244,7 @@ func (c *edgeConn) send(l *lane) {
 		to := c.sessions[call.SessionId]
 		c.mu.Unlock()
 		if to != nil && (call.Method == acp.AgentMethodSessionCancel || call.Method == acpmethod.CancelRequest) {
-			m := &grainspb.Cancel{Conn: c.me, SessionId: call.SessionId, RequestId: call.GetRequestId()}
+			m := &grainspb.Cancel{Conn: c.me, SessionId: call.SessionId, RequestId: requestIDOf(call)}
 			m.Proof = c.k.prove(to, m)
 			root.Send(to, m)
 			continue
@@ -341,7 +343,7 @@ func (c *edgeConn) CancelRequest(requestID jsonrpc.ID) bool {
 	if !ok {
 		return false
 	}
-	c.Forward(r.sid, actors.Reply{Method: acpmethod.CancelRequest}, cancelRequest{idBytes(r.r.ID)})
+	c.Forward(r.sid, actors.Reply{Method: acpmethod.CancelRequest}, cancelRequest{idBytes(r.r.ID)}, nil)
 	return true
 }
 

@@ -285,7 +285,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		l.c.CancelSession(c.SessionId)
 		return
 	case acpmethod.CancelRequest:
-		if id, ok := jsonrpc.IDOf(c.GetRequestId()); ok {
+		if id, ok := jsonrpc.IDOf(requestIDOf(c)); ok {
 			l.c.CancelRequest(id)
 		}
 		return

@@ -1,6 +1,7 @@
 package grains
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestProof(t *testing.T) {
 	}
 	call := func() *grainspb.Call {
 		return &grainspb.Call{Conn: conn, Seq: 3, Owner: "alice", Method: "session/prompt", Id: []byte("7"), SessionId: "s1",
-			Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "hi"}}}}}}}
+			Params: promptParams("s1", "hi")}
 	}
 	c := call()
 	c.Proof = alice.prove(nil, c)
@@ -45,7 +46,7 @@ func TestProof(t *testing.T) {
 		"the session": func(c *grainspb.Call) { c.SessionId = "s2" },
 		"the owner":   func(c *grainspb.Call) { c.Owner = "bob" },
 		"the seq":     func(c *grainspb.Call) { c.Seq = 4 },
-		"the text":    func(c *grainspb.Call) { c.GetPrompt().Blocks[0].GetText().Text = "ho" },
+		"the text":    func(c *grainspb.Call) { c.Params = promptParams("s1", "ho") },
 		"the conn":    func(c *grainspb.Call) { c.Conn = &grainspb.Conn{Address: "127.0.0.1:2", Id: "edge-x"} },
 		"the caps":    func(c *grainspb.Call) { c.Caps = 1 },
 	} {
@@ -117,7 +118,7 @@ func TestGrainRefusesWhatNoOwnerProved(t *testing.T) {
 	cwd := t.TempDir()
 	open := func(sid, id string, seq uint64, owner string) *grainspb.Call {
 		return &grainspb.Call{Conn: conn, Seq: seq, Owner: owner, Method: "session/new", Id: []byte(id), SessionId: sid,
-			Params: &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}}
+			Params: []byte(fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, cwd))}
 	}
 	request := func(sid string, c *grainspb.Call) *grainspb.Accepted {
 		t.Helper()
@@ -136,7 +137,7 @@ func TestGrainRefusesWhatNoOwnerProved(t *testing.T) {
 	}
 	elsewhere := signed(open(other, "5", 5, "alice"))
 	changed := signed(open(sid, "6", 6, "alice"))
-	changed.GetOpen().Cwd = "/"
+	changed.Params = []byte(`{"cwd":"/","mcpServers":[]}`)
 	for _, tc := range []struct {
 		what string
 		to   string
@@ -200,7 +201,7 @@ func BenchmarkProof(b *testing.B) {
 	link := actor.NewPID("127.0.0.1:4021", "$42")
 	b.Run("prompt call", func(b *testing.B) {
 		c := &grainspb.Call{Conn: conn, Seq: 3, Owner: "alice", Method: "session/prompt", Id: []byte("7"), SessionId: "20261203-000000-0123abcd",
-			Params: &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "ping"}}}}}}}
+			Params: promptParams("20261203-000000-0123abcd", "ping")}
 		for b.Loop() {
 			c.Proof = nil
 			c.Proof = k.prove(nil, c)

@@ -26,9 +26,12 @@ type Forwarder interface {
 	// params as the SDK's type (acp.PromptRequest, acp.CancelNotification,
 	// …); for session/new and session/fork, sid is the id of the session
 	// to make, chosen here. r is the request as the connection's outbox
-	// expects its answer (Sink.Answer). It queues; it must not wait for
-	// the session.
-	Forward(sid string, r actors.Reply, p any)
+	// expects its answer (Sink.Answer). raw is the params as the client
+	// sent them, which p was decoded and checked from: in a cluster they
+	// cross nodes as sent (acp-go-sdk's types write back less than they
+	// read: a content block's _meta and annotations). It queues; it must
+	// not wait for the session.
+	Forward(sid string, r actors.Reply, p any, raw json.RawMessage)
 	// CancelRequest hands on a $/cancel_request; it reports false when
 	// requestID names no request it forwarded.
 	CancelRequest(requestID jsonrpc.ID) bool
@@ -105,7 +108,7 @@ func (k Sink) Caps() actors.Caps { return k.a.caps() }
 // forwarded hands a decoded request (r.ID set) or notification of a
 // session to the connection's Forwarder; it reports false for what is
 // served here (a request that names no session is, and answered so).
-func (a *Agent) forwarded(m methodDef, r actors.Reply, p any) bool {
+func (a *Agent) forwarded(m methodDef, r actors.Reply, p any, raw json.RawMessage) bool {
 	f := a.forward
 	if f == nil {
 		return false
@@ -123,6 +126,6 @@ func (a *Agent) forwarded(m methodDef, r actors.Reply, p any) bool {
 	default:
 		return false
 	}
-	f.Forward(sid, r, p)
+	f.Forward(sid, r, p, raw)
 	return true
 }

@@ -43,7 +43,7 @@ type loopForwarder struct {
 	link *loopLink
 }
 
-func (f *loopForwarder) Forward(sid string, r actors.Reply, p any) {
+func (f *loopForwarder) Forward(sid string, r actors.Reply, p any, _ json.RawMessage) {
 	switch r.Method {
 	case acp.AgentMethodSessionCancel:
 		f.c.CancelSession(sid)

@@ -93,7 +93,7 @@ func (in *ingress) serve(req *jsonrpc.Request) {
 			// an unknown session "".
 			rerr = jsonrpc.ErrInvalidParams.With("sessionId is required")
 		}
-		if rerr == nil && a.forwarded(m, r, p) {
+		if rerr == nil && a.forwarded(m, r, p, req.Params) {
 			return
 		}
 	}
@@ -136,7 +136,7 @@ func (in *ingress) preempt(r *jsonrpc.Request) bool {
 			return true
 		}
 		// A session's notification: where its session is.
-		if !a.forwarded(methodDef{session: true}, actors.Reply{Method: r.Method}, p) {
+		if !a.forwarded(methodDef{session: true}, actors.Reply{Method: r.Method}, p, r.Params) {
 			_ = a.Cancel(a.ctx, p)
 		}
 		return true

@@ -311,7 +311,7 @@ func (o *Outsider) Attack(address, cwd string, call, wait time.Duration) error {
 		return fmt.Errorf("activation: %w", err)
 	}
 	if err := o.Call(grain, 1, "mallory", "session/new", "1", sid, func(c *grainspb.Call) {
-		c.Params = &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}
+		c.Params = []byte(fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, cwd))
 	}, call); err != nil {
 		return fmt.Errorf("session/new: %w", err)
 	}
@@ -323,7 +323,7 @@ func (o *Outsider) Attack(address, cwd string, call, wait time.Duration) error {
 		}
 	}
 	if err := o.Call(grain, 2, "mallory", "session/prompt", "2", sid, func(c *grainspb.Call) {
-		c.Params = &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "bash"}}}}}}
+		c.Params = promptParams(sid, "bash")
 	}, call); err != nil {
 		return fmt.Errorf("session/prompt: %w", err)
 	}
@@ -362,7 +362,7 @@ func (o *Outsider) Member(address, sid, owner, cwd string, call, wait time.Durat
 		return fmt.Errorf("activation: %w", err)
 	}
 	open := func(c *grainspb.Call) {
-		c.Params = &grainspb.Call_Open{Open: &grainspb.Open{SessionId: sid, Cwd: cwd, McpServers: []byte("[]")}}
+		c.Params = []byte(fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
 	}
 	step("session/load as "+owner, grain, 1, owner, "session/load", "1", sid, open)
 	step("session/load as "+owner+" with a wrong proof", grain, 4, owner, "session/load", "4", sid, func(c *grainspb.Call) {
@@ -375,11 +375,17 @@ func (o *Outsider) Member(address, sid, owner, cwd string, call, wait time.Durat
 		return errors.Join(append(errs, fmt.Errorf("activation: %w", err))...)
 	}
 	if step("session/new as mallory", grain, 2, "mallory", "session/new", "2", mine, func(c *grainspb.Call) {
-		c.Params = &grainspb.Call_Open{Open: &grainspb.Open{Cwd: cwd, McpServers: []byte("[]")}}
+		c.Params = []byte(fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, cwd))
 	}) {
 		step("session/prompt as mallory", grain, 3, "mallory", "session/prompt", "3", mine, func(c *grainspb.Call) {
-			c.Params = &grainspb.Call_Prompt{Prompt: &grainspb.Prompt{Blocks: []*grainspb.Content{{Block: &grainspb.Content_Text{Text: &grainspb.Text{Text: "touch"}}}}}}
+			c.Params = promptParams(mine, "touch")
 		})
 	}
 	return errors.Join(errs...)
+}
+
+// promptParams is a session/prompt's params of one text block, as an edge
+// puts them in a Call.
+func promptParams(sid, text string) []byte {
+	return []byte(fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}`, sid, text))
 }

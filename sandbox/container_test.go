@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,6 +181,30 @@ func TestContainerNoTun(t *testing.T) {
 	for _, want := range []string{tunPath, "--device /dev/net/tun", "docs/container.md"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("does not say %q: %v", want, err)
+		}
+	}
+}
+
+// TestSessionCIDR: a session's own network does not take the network the
+// machine is on (rootless Podman's containers and QEMU's guests are on
+// slirp's 10.0.2.0/24 too), which would hide the machine's own addresses
+// from its commands; DNS is its .3.
+func TestSessionCIDR(t *testing.T) {
+	for _, c := range []struct {
+		addrs     []string
+		cidr, dns string
+	}{
+		{[]string{"127.0.0.1", "192.168.1.20", "::1"}, "10.0.2.0/24", "10.0.2.3"},
+		{[]string{"127.0.0.1", "10.0.2.100"}, "10.0.3.0/24", "10.0.3.3"},
+		{[]string{"10.0.2.15", "10.0.3.7"}, "10.41.2.0/24", "10.41.2.3"},
+		{[]string{"10.0.2.15", "10.0.3.7", "10.41.2.9", "172.31.254.1"}, "172.31.254.0/24", "172.31.254.3"},
+	} {
+		var ips []net.IP
+		for _, a := range c.addrs {
+			ips = append(ips, net.ParseIP(a))
+		}
+		if cidr, dns := sessionCIDR(ips); cidr != c.cidr || dns != c.dns {
+			t.Errorf("on %v: %s, DNS %s; want %s, DNS %s", c.addrs, cidr, dns, c.cidr, c.dns)
 		}
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,8 +162,9 @@ func (n *Network) start() error {
 		readyW.Close()
 		return err
 	}
+	cidr, dns := sessionCIDR(localAddrs())
 	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp",
-		"--ready-fd=3", "--exit-fd=4"}
+		"--cidr=" + cidr, "--ready-fd=3", "--exit-fd=4"}
 	if root {
 		// Run by root, slirp4netns, which reads the tenants' packets,
 		// pivots into an empty root and drops its capabilities. Run by a
@@ -212,17 +215,52 @@ func (n *Network) start() error {
 	case <-time.After(slirpTimeout):
 		return fmt.Errorf("slirp4netns was not ready in %v", slirpTimeout)
 	}
-	// slirp4netns answers DNS at 10.0.2.3; the machine's resolv.conf may
-	// name a resolver on its loopback, which the namespace's is not.
+	// slirp4netns answers DNS at the network's .3; the machine's
+	// resolv.conf may name a resolver on its loopback, which the
+	// namespace's is not.
 	dir, err := os.MkdirTemp("", "mm-net-")
 	if err == nil {
 		n.dir = dir
 		f := filepath.Join(dir, "resolv.conf")
-		if os.WriteFile(f, []byte("nameserver 10.0.2.3\n"), 0o644) == nil && os.Chmod(dir, 0o755) == nil {
+		if os.WriteFile(f, []byte("nameserver "+dns+"\n"), 0o644) == nil && os.Chmod(dir, 0o755) == nil {
 			n.resolv = f
 		}
 	}
 	return nil
+}
+
+// sessionCIDRs are the networks a session's own may have, slirp4netns's
+// default first: the first that none of this machine's addresses is in.
+// A machine that is itself behind slirp (rootless Podman's containers,
+// QEMU's user networking) is on 10.0.2.0/24, and a session's network on
+// the same would hide the machine's own addresses from its commands.
+var sessionCIDRs = []string{"10.0.2.0/24", "10.0.3.0/24", "10.41.2.0/24", "172.31.254.0/24"}
+
+// sessionCIDR picks the network of a session's own from sessionCIDRs (the
+// last when every one is taken), and its DNS server, the .3 of it.
+func sessionCIDR(addrs []net.IP) (cidr, dns string) {
+	cidr = sessionCIDRs[len(sessionCIDRs)-1]
+	for _, c := range sessionCIDRs {
+		if _, n, _ := net.ParseCIDR(c); !slices.ContainsFunc(addrs, n.Contains) {
+			cidr = c
+			break
+		}
+	}
+	ip, _, _ := net.ParseCIDR(cidr)
+	ip = ip.To4()
+	return cidr, net.IPv4(ip[0], ip[1], ip[2], 3).String()
+}
+
+// localAddrs are this machine's addresses (its network namespace's).
+func localAddrs() []net.IP {
+	as, _ := net.InterfaceAddrs()
+	var out []net.IP
+	for _, a := range as {
+		if n, ok := a.(*net.IPNet); ok {
+			out = append(out, n.IP)
+		}
+	}
+	return out
 }
 
 // tunUsable says why slirp4netns could not open the tun device, which it

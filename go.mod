@@ -20,7 +20,6 @@ require (
 	github.com/tidwall/gjson v1.20.2
 	github.com/tidwall/sjson v1.2.9
 	github.com/tmc/langchaingo v0.1.14
-	github.com/valyala/fastjson v1.6.10
 	go.etcd.io/etcd/client/v3 v3.5.10
 	go.lsp.dev/jsonrpc2 v0.10.0
 	go.lsp.dev/protocol v0.12.0
@@ -28,7 +27,6 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.0
 	golang.org/x/net v0.55.0
-	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.46.0
 	google.golang.org/grpc v1.70.0
 	google.golang.org/protobuf v1.36.3
@@ -107,6 +105,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	golang.org/x/exp v0.0.0-20240808152545-0cdaa3abc0fa // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/term v0.44.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/mm-agent/mm/jsonrpc"
+
 	"testing"
 	"time"
 
@@ -118,7 +120,7 @@ rules:
 `)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	defer s.Stop()
-	turn := NewReply([]byte("1"), acp.AgentMethodSessionPrompt)
+	turn := NewReply(jsonrpc.IntID(1), acp.AgentMethodSessionPrompt)
 	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, turn); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +190,7 @@ rules:
 	// The same while the session moves: its turn there ends first, then
 	// the mode sent after the move, then the end.
 	m := rt.SpawnSession(&SessionState{ID: "s2", Cwd: t.TempDir()})
-	if _, err := m.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, NewReply([]byte("1"), acp.AgentMethodSessionPrompt)); err != nil {
+	if _, err := m.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, NewReply(jsonrpc.IntID(1), acp.AgentMethodSessionPrompt)); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, func() bool {

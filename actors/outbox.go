@@ -1,10 +1,11 @@
 package actors
 
 import (
+	"github.com/mm-agent/mm/jsonrpc"
+
 	"context"
 	"encoding/json"
 	"errors"
-	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
@@ -68,17 +69,15 @@ func NoticeUpdate(n Notice) json.RawMessage {
 // answer once. The answer comes through Outbox.Answer whether the request
 // succeeds, fails, is cancelled or its session stops first.
 type Reply struct {
-	ID     []byte
+	ID     jsonrpc.ID
 	Method string
 	Seq    uint64
 }
 
-// replies numbers the process's replies.
-var replies atomic.Uint64
-
-// NewReply names a request: its number is the process's next.
-func NewReply(id []byte, method string) Reply {
-	return Reply{ID: id, Method: method, Seq: replies.Add(1)}
+// NewReply names a request: its number is the process's next
+// (jsonrpc.NextSeq, the numbering of every connection's requests).
+func NewReply(id jsonrpc.ID, method string) Reply {
+	return Reply{ID: id, Method: method, Seq: jsonrpc.NextSeq()}
 }
 
 // discard is the Outbox of a session no connection holds: updates and

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/mm-agent/mm/jsonrpc"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,7 +38,7 @@ type recOutbox struct {
 
 // reply names a request whose answer the test waits for (wait).
 func (o *recOutbox) reply(method string) Reply {
-	r := NewReply(nil, method)
+	r := NewReply(jsonrpc.ID{}, method)
 	o.mu.Lock()
 	if o.waiting == nil {
 		o.waiting = map[uint64]chan any{}
@@ -104,7 +106,7 @@ func (o *recOutbox) Answer(_ string, r Reply, res any) {
 		return
 	}
 	tr, _ := res.(*TurnResult)
-	o.answers = append(o.answers, answer{string(r.ID), tr})
+	o.answers = append(o.answers, answer{r.ID.String(), tr})
 }
 
 type answer struct {
@@ -276,16 +278,16 @@ rules:
       - {text: "done"}
 `)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
-	s.Start(text("quick"), NewReply([]byte("1"), ""))
+	s.Start(text("quick"), NewReply(jsonrpc.IntID(1), ""))
 	waitFor(t, func() bool { return len(out.answered()) == 1 })
 	if a := out.answered()[0]; a.id != "1" || a.res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("first answer = %+v %+v, want end_turn for id 1", a, a.res)
 	}
 	for i := 2; i <= 6; i++ {
-		s.Start(text("slow"), NewReply([]byte{byte('0' + i)}, ""))
+		s.Start(text("slow"), NewReply(jsonrpc.IntID(int64(i)), ""))
 	}
 	s.Stop()
-	s.Start(text("quick"), NewReply([]byte("7"), ""))
+	s.Start(text("quick"), NewReply(jsonrpc.IntID(7), ""))
 	got := out.answered()
 	if len(got) != 7 {
 		t.Fatalf("%d answers, want 7 (one per prompt): %+v", len(got), got)

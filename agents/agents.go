@@ -1,20 +1,25 @@
 // Package agents is mm as an ACP client: it starts another ACP agent,
 // gives it a session in a cwd and asks it questions, for the ask_agent tool
-// and for `mm --ask`. It speaks ACP with acp-go-sdk's client side.
+// and for `mm --ask`. It speaks ACP through one jsonrpc.Conn over the
+// agent's stdin and stdout, with acp-go-sdk's types.
 //
 // The asked agent's requests to its client — permission requests and
 // elicitation forms — go to a Relay: in a session, the user of the agent
 // that asks decides; `mm --ask` refuses them.
 //
-// An asked agent may write anything: its output reaches the SDK through
-// the inbound (inbound.go), which reads each line whole within the SDK's
-// bound, delivers the updates itself, and refuses what the SDK would choke
-// on; the answer kept is bounded too (maxAnswer). A question that fails
-// says why in one line.
+// An asked agent may write anything (conn.go): the Conn reads each line
+// whole up to maxLine, drops what is not JSON and answers what breaks
+// JSON-RPC's rules; a longer line is left out, saying so (an update leaves
+// a note in the answer, a response fails the request it answers, a
+// request is refused); the updates are delivered in the order read, each
+// before what follows it; at most maxRequests of the agent's requests are
+// answered at once, the others refused; the answer kept is bounded too
+// (maxAnswer). A question that fails says why in one line.
 //
 // Concurrency: an Agent serves one question at a time (Ask holds it); a
-// Pool is safe for concurrent use. The inbound's reading runs on the SDK's
-// reader goroutine and delivers updates to the client from there.
+// Pool is safe for concurrent use. The Conn's read loop delivers the
+// updates to the client; the agent's requests are answered from goroutines
+// of their own, as a person may take a while.
 package agents
 
 import (
@@ -32,9 +37,8 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/internal/procs"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // Config is an agent mm can ask: the command that starts it on ACP.
@@ -67,10 +71,16 @@ const maxAnswer = 1 << 20
 type Agent struct {
 	name    string
 	group   *procs.Group
-	conn    *acp.ClientSideConnection
+	rpc     *jsonrpc.Conn
 	stdin   io.Closer
 	client  *client
 	session acp.SessionId
+	log     *slog.Logger
+	// ctx ends with the connection: the agent's requests still being
+	// answered are given up then.
+	ctx     context.Context
+	read    chan struct{} // closed once the read loop has ended
+	dropped int           // lines dropped or refused (the read loop's)
 	done    chan struct{} // closed once the process is reaped
 	exitErr error         // how it ended, once done is closed
 	mu      sync.Mutex    // one question at a time
@@ -112,24 +122,13 @@ func Start(ctx context.Context, cfg Config, cwd, sessionID string, log *slog.Log
 	if err := group.Start(); err != nil {
 		return nil, fmt.Errorf("agent %q did not start: %v", cfg.Name, err)
 	}
-	a := &Agent{name: cfg.Name, group: group, stdin: stdin, client: &client{}, done: make(chan struct{})}
+	a := &Agent{name: cfg.Name, group: group, stdin: stdin, client: &client{}, log: log.With("agent", cfg.Name), done: make(chan struct{})}
 	go func() {
 		a.exitErr = cmd.Wait()
 		procs.Done(cmd)
 		close(a.done)
 	}()
-	// The agent's output reaches the SDK through the inbound (inbound.go),
-	// which bounds what the SDK cannot take. The SDK's SetLogger is not
-	// synchronised with its reader: the reader waits until the logger is
-	// set.
-	alog := log.With("agent", cfg.Name)
-	w := newWire(stdin)
-	in := gate.New(newInbound(stdout, a.client, w, alog))
-	a.conn = acp.NewClientSideConnection(a.client, w, in)
-	// The SDK reports a closed connection at info level: here that is the
-	// normal end of every asked agent.
-	a.conn.SetLogger(slog.New(warnOnly{alog.Handler()}).With("lib", "acp-client"))
-	in.Open()
+	a.connect(stdout, stdin)
 	if err := a.open(ctx, cwd); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("agent %q: %v", cfg.Name, err)
@@ -140,16 +139,16 @@ func Start(ctx context.Context, cfg Config, cwd, sessionID string, log *slog.Log
 func (a *Agent) open(ctx context.Context, cwd string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := a.conn.Initialize(ctx, acp.InitializeRequest{
+	if _, err := jsonrpc.CallFor[acp.InitializeResponse](ctx, a.rpc, acp.AgentMethodInitialize, acp.InitializeRequest{
 		ProtocolVersion:    acp.ProtocolVersionNumber,
 		ClientInfo:         &acp.Implementation{Name: "mm", Version: "ask"},
 		ClientCapabilities: acp.ClientCapabilities{Elicitation: &acp.ElicitationCapabilities{Form: &acp.ElicitationFormCapabilities{}}},
-	}); err != nil {
-		return fmt.Errorf("initialize: %v", err)
+	}, ""); err != nil {
+		return fmt.Errorf("initialize: %s", a.failure(err))
 	}
-	s, err := a.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	s, err := jsonrpc.CallFor[acp.NewSessionResponse](ctx, a.rpc, acp.AgentMethodSessionNew, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}}, "")
 	if err != nil {
-		return fmt.Errorf("session/new: %v", err)
+		return fmt.Errorf("session/new: %s", a.failure(err))
 	}
 	a.session = s.SessionId
 	return nil
@@ -169,7 +168,7 @@ func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, 
 	select {
 	case <-a.done:
 		return "", ErrGone
-	case <-a.conn.Done():
+	case <-a.rpc.Done():
 		// Its connection ended with an earlier question (an output that
 		// closed): a fresh one is started.
 		a.kill()
@@ -186,7 +185,8 @@ func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, 
 	// The prompt's own context is not ctx: a cancel goes as
 	// session/cancel, which lets the agent end its turn cleanly.
 	go func() {
-		r, err := a.conn.Prompt(context.Background(), acp.PromptRequest{SessionId: a.session, Prompt: []acp.ContentBlock{acp.TextBlock(question)}})
+		r, err := jsonrpc.CallFor[acp.PromptResponse](context.Background(), a.rpc, acp.AgentMethodSessionPrompt,
+			acp.PromptRequest{SessionId: a.session, Prompt: []acp.ContentBlock{acp.TextBlock(question)}}, string(a.session))
 		ch <- answer{r, err}
 	}()
 	select {
@@ -203,7 +203,9 @@ func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, 
 	}
 	// Sent aside: an agent that reads nothing would hold the write, and
 	// the kill after the grace ends it.
-	go func() { _ = a.conn.Cancel(context.Background(), acp.CancelNotification{SessionId: a.session}) }()
+	go func() {
+		_ = a.rpc.Notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: a.session}, string(a.session))
+	}()
 	select {
 	case <-ch:
 	case <-time.After(cancelGrace):
@@ -218,7 +220,7 @@ func (a *Agent) Ask(ctx context.Context, question string, relay Relay) (string, 
 // process ended.
 func (a *Agent) failure(err error) string {
 	select {
-	case <-a.conn.Done():
+	case <-a.rpc.Done():
 		select {
 		case <-a.done:
 		case <-time.After(cancelGrace):
@@ -270,6 +272,12 @@ func (a *Agent) kill() {
 	}
 	a.group.WaitGone(time.Now().Add(time.Second))
 	a.group.Close()
+	// Its output is closed with it: the read loop ends, and the requests
+	// it was answering are given up.
+	select {
+	case <-a.read:
+	case <-time.After(5 * time.Second):
+	}
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -284,8 +292,6 @@ type client struct {
 	answer  strings.Builder
 	left    int // bytes of the answer past maxAnswer
 }
-
-var _ acp.Client = (*client)(nil)
 
 func (c *client) start(s acp.SessionId, relay Relay) {
 	c.mu.Lock()
@@ -343,16 +349,8 @@ func (c *client) add(text string) {
 	c.answer.WriteString(text)
 }
 
-// SessionUpdate is never called: the inbound delivers the updates
-// (chunk), as the SDK's queue of notifications would close the connection
-// in a burst.
-func (c *client) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
-	if u := n.Update.AgentMessageChunk; u != nil && u.Content.Text != nil {
-		c.chunk(n.SessionId, u.Content.Text.Text)
-	}
-	return nil
-}
-
+// RequestPermission relays a permission request; with no one to ask, it
+// is cancelled.
 func (c *client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
 	r := c.relayNow()
 	if r == nil {
@@ -361,57 +359,15 @@ func (c *client) RequestPermission(ctx context.Context, p acp.RequestPermissionR
 	return r.RequestPermission(ctx, p)
 }
 
-// UnstableCreateElicitation relays a form; acp-go-sdk gives it to a client
-// through its unstable types.
-func (c *client) UnstableCreateElicitation(ctx context.Context, p acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+// Elicit relays a form (acp-go-sdk's unstable types); with no one to ask,
+// it fails.
+func (c *client) Elicit(ctx context.Context, p acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
 	r := c.relayNow()
 	if r == nil {
-		return acp.UnstableCreateElicitationResponse{}, rpcerr.Internal("no one can be asked", nil)
+		return acp.UnstableCreateElicitationResponse{}, jsonrpc.Internal("no one can be asked", nil)
 	}
 	return r.Elicit(ctx, p)
 }
-
-// mm offers no file system or terminal to an asked agent: it works in its
-// own cwd with its own tools.
-
-func (c *client) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsReadTextFile)
-}
-
-func (c *client) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsWriteTextFile)
-}
-
-func (c *client) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalCreate)
-}
-
-func (c *client) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalKill)
-}
-
-func (c *client) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalOutput)
-}
-
-func (c *client) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalRelease)
-}
-
-func (c *client) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalWaitForExit)
-}
-
-// warnOnly passes on warnings and errors only.
-type warnOnly struct{ slog.Handler }
-
-func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
-}
-
-func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{w.Handler.WithAttrs(as)} }
-
-func (w warnOnly) WithGroup(g string) slog.Handler { return warnOnly{w.Handler.WithGroup(g)} }
 
 // logWriter logs what an asked agent writes on its stderr, a line at a
 // time, at debug level.

@@ -3,9 +3,11 @@ package agents
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,7 +18,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/agents/agenttest"
+	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // The asked agents of these tests are this test binary again, as
@@ -69,8 +73,7 @@ func (r *personRelay) Elicit(context.Context, acp.UnstableCreateElicitationReque
 
 // TestRequestFlood: an asked agent that sends 5,000 permission requests at
 // once has maxRequests of them answered at a time and the others refused;
-// the SDK would have served every one on a goroutine of its own, all
-// waiting for the person.
+// a goroutine for each would wait for the person.
 func TestRequestFlood(t *testing.T) {
 	const n = 5000
 	a := startHostile(t, agenttest.Requests+":5000")
@@ -151,10 +154,12 @@ func TestAnswerBounded(t *testing.T) {
 	}
 }
 
-// TestInbound: what reaches the SDK, what the agent is told, what the
-// answer keeps, line by line.
-func TestInbound(t *testing.T) {
-	big := strings.Repeat("x", sdkMaxLine)
+// TestConnLines: what the client keeps, what the agent is told and what
+// mm's calls get, line by line: a line too long for mm, a line that is not
+// JSON, a request of a method mm does not serve, a permission request the
+// agent gives up.
+func TestConnLines(t *testing.T) {
+	big := strings.Repeat("x", maxLine)
 	lines := []string{
 		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"one "}}}}`,
 		`not json at all`,
@@ -163,33 +168,72 @@ func TestInbound(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + big + `"}}}}`,
 		`{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"big":"` + big + `"}}`,
 		`{"jsonrpc":"2.0","id":3,"result":{"big":"` + big + `"}}`,
+		`{"jsonrpc":"2.0","id":"p","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"c"},"options":[]}}`,
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"p"}}`,
+		`{"jsonrpc":"2.0","id":"bad","method":"session/request_permission","params":{"sessionId":"s"}}`,
 		`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`,
 		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"two"}}}}`,
 		`{"jsonrpc":"2.0","id":"a","method":"fs/read_text_file","params":{}}`,
 	}
-	c := &client{session: "s"}
-	var written strings.Builder
-	in := newInbound(strings.NewReader(strings.Join(lines, "\n")+"\n"), c, newWire(&written), slog.New(slog.DiscardHandler))
-	var sdk strings.Builder
-	buf := make([]byte, 1000)
-	for {
-		n, err := in.Read(buf)
-		sdk.Write(buf[:n])
-		if err != nil {
-			break
+	a := &Agent{client: &client{}, log: slog.New(slog.DiscardHandler)}
+	relay := &personRelay{} // answers when its question is given up
+	a.client.start("s", relay)
+	out, in := io.Pipe()
+	var written syncbuf.Buffer
+	a.connect(out, &written)
+	var waits []func(context.Context) (jsonrpc.Response, error)
+	for range 4 { // mm's calls 1 to 4
+		_, wait := a.rpc.Expect()
+		waits = append(waits, wait)
+	}
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for _, l := range lines {
+			_, _ = io.WriteString(in, l+"\n")
 		}
-	}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
 	size := func(line string) string { return strconv.Itoa(len(line)) + " bytes" }
-	wantSDK := `{"error":{"code":-32603,"message":"it sent a response of ` + size(lines[6]) + `, over 10 MiB","data":{"error":"it sent a response of ` + size(lines[6]) + `, over 10 MiB"}},"id":3,"jsonrpc":"2.0"}` + "\n" +
-		lines[7] + "\n" + lines[9] + "\n"
-	if sdk.String() != wantSDK {
-		t.Errorf("the SDK read:\n%s\nwant\n%s", sdk.String(), wantSDK)
+	r3, err3 := waits[2](ctx)
+	if want := "it sent a response of " + size(lines[6]) + ", over 10 MiB"; err3 != nil || r3.Error == nil || r3.Error.Message != want {
+		t.Errorf("the call answered on a line too long: %+v %v, want the error %q", r3.Error, err3, want)
 	}
-	wantWritten := `{"error":{"code":-32603,"message":"the request is ` + size(lines[5]) + `, over the 10 MiB mm reads","data":{"error":"the request is ` + size(lines[5]) + `, over the 10 MiB mm reads"}},"id":7,"jsonrpc":"2.0"}` + "\n"
-	if written.String() != wantWritten {
-		t.Errorf("the agent was told:\n%s\nwant\n%s", written.String(), wantWritten)
+	if r4, err := waits[3](ctx); err != nil || string(r4.Result) != `{"stopReason":"end_turn"}` {
+		t.Errorf("the call answered after it: %s %+v %v", r4.Result, r4.Error, err)
 	}
-	if got, want := c.text(), "one [mm: the agent sent a line of "+size(lines[4])+", over 10 MiB; it was left out]two"; got != want {
+	// The permission the agent gives up is answered from its own
+	// goroutine, when its relay sees it, while the connection lasts.
+	cancelled := `{"jsonrpc":"2.0","id":"p","error":{"code":-32800,"message":"Request cancelled","data":{"error":"context canceled"}}}`
+	for !strings.Contains(written.String(), cancelled) {
+		if ctx.Err() != nil {
+			t.Fatalf("the permission given up was not answered cancelled:\n%s", written.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	<-wrote
+	_ = in.Close()
+	select {
+	case <-a.read:
+	case <-ctx.Done():
+		t.Fatal("the read loop did not end with the agent's output")
+	}
+	if got, want := a.client.text(), "one [mm: the agent sent a line of "+size(lines[4])+", over 10 MiB; it was left out]two"; got != want {
 		t.Errorf("the answer %q, want %q", got, want)
+	}
+	// The requests answered on the read loop are told in the order read.
+	want := []string{
+		`{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"Invalid request","data":{"error":"the line is ` + strconv.Itoa(len(lines[5])) + ` bytes, longer than what mm reads of an asked agent (10MiB); it was skipped"}}}`,
+		`{"jsonrpc":"2.0","id":"bad","error":{"code":-32602,"message":"Invalid params: options is required","data":{"error":"options is required"}}}`,
+		`{"jsonrpc":"2.0","id":"a","error":{"code":-32601,"message":"Method not found","data":{"method":"fs/read_text_file"}}}`,
+	}
+	told := strings.Split(strings.TrimSuffix(written.String(), "\n"), "\n")
+	told = slices.DeleteFunc(told, func(l string) bool { return l == cancelled })
+	if !slices.Equal(told, want) {
+		t.Errorf("the agent was told:\n%s\nwant\n%s", strings.Join(told, "\n"), strings.Join(want, "\n"))
+	}
+	if n := relay.asked.Load(); n != 1 {
+		t.Errorf("%d permission requests relayed, want 1", n)
 	}
 }

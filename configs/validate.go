@@ -219,8 +219,8 @@ func (c *Config) validateServe(bad func(key, why string) error) error {
 	if s.MaxMessageBytes < 1<<10 {
 		return bad("serve.maxMessageBytes", "must be at least 1KiB")
 	}
-	if s.MaxIncomingBytes < s.MaxMessageBytes {
-		return bad("serve.maxIncomingBytes", fmt.Sprintf("must hold one message at least (serve.maxMessageBytes, %s)", s.MaxMessageBytes))
+	if s.MaxIncomingBytes < 2*s.MaxMessageBytes {
+		return bad("serve.maxIncomingBytes", fmt.Sprintf("must hold one message at least, read and decoded: twice serve.maxMessageBytes (%s)", 2*s.MaxMessageBytes))
 	}
 	if s.MaxSessionsPerToken < 1 {
 		return bad("serve.maxSessionsPerToken", "must be at least 1")

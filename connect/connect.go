@@ -1,7 +1,6 @@
 package connect
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -16,8 +15,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-
-	"github.com/mm-agent/mm/jsonrpc"
 )
 
 const (
@@ -26,13 +23,11 @@ const (
 	// Drain bounds the wait for the answers of what was sent once stdin
 	// has closed.
 	Drain = 3 * time.Second
-	// maxTracked is how many unanswered requests are tracked for the
-	// drain. The server stops reading past acp.maxPending, and the socket
-	// then stops mm connect, so only what the socket buffers holds goes
-	// past that; past maxTracked, the drain waits its whole bound.
+	// maxTracked bounds the requests in flight each way: the editor's
+	// sent on and not answered (past it, stdin is not read until one is
+	// answered), and the server's asked of the editor. The server stops
+	// reading past its acp.maxPending long before.
 	maxTracked = 4096
-	// headBytes is how much of a frame is kept to read its id.
-	headBytes = jsonrpc.HeadBytes
 )
 
 // Options wires one bridge.
@@ -74,12 +69,7 @@ func Run(ctx context.Context, o Options) error {
 		return errors.New(dialFailure(o.URL, o.Token, resp, err))
 	}
 	fmt.Fprintf(o.Stderr, "mm connect: connected to %s\n", o.URL)
-	b := &bridge{
-		o: o, ws: ws, epoch: 1, id: resp.Header.Get("Acp-Connection-Id"), max: o.MaxLine, stderr: o.Stderr,
-		out:   &lineOut{w: bufio.NewWriterSize(o.Stdout, 64<<10), buf: make([]byte, 32<<10)},
-		asked: map[string]request{}, drained: make(chan struct{}), sent: newSentFrames(sentWindow),
-	}
-	return b.run(ctx, o.Stdin)
+	return newBridge(ctx, o, ws, resp.Header.Get("Acp-Connection-Id")).run()
 }
 
 // dial opens a socket to the served mm, one that says mm connect will
@@ -100,7 +90,7 @@ func dial(ctx context.Context, o Options, extra http.Header) (*websocket.Conn, *
 	if err != nil {
 		return nil, resp, err
 	}
-	ws.SetReadLimit(-1) // frames are streamed to stdout, never held whole
+	ws.SetReadLimit(-1) // frames bounds each frame, and skips a longer one
 	return ws, resp, nil
 }
 

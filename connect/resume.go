@@ -23,18 +23,25 @@ import (
 // Options.ResumeFor. The server answers with how many of mm connect's
 // frames it took (Acp-Received): those after are sent again, then the
 // server's frames after the cursor come, and the bridge goes on. The
-// editor sees nothing of it but a later answer: a frame cut off on stdout
-// by the drop is finished from its copy, the bytes already written
-// skipped. Meanwhile what the editor writes waits (the reader of stdin
+// editor sees nothing of it but a later answer: a frame is read whole
+// before it is written on stdout, so a frame the drop cut off comes again
+// whole. Meanwhile what the editor writes waits (the reader of stdin
 // waits for the socket). A server that has lost the connection (404) or
 // the frames after the cursor (409) gets a new connection instead, the
 // editor's sessions resumed on it (reopen.go); no server within ResumeFor
 // ends mm connect as before: one line on stderr, exit 1.
+//
+// Who notices a drop: the server's reader (its read fails), a write (it
+// fails: the socket is closed, so that the reader notices too) or the
+// pinger (a ping unanswered: likewise). The resume starts from the
+// reader, once it is done with the lost socket, so that the cursor it
+// sends counts every frame it read.
 
 // sentWindow bounds the bytes of frames kept to be sent again.
 const sentWindow = 4 << 20
 
-// sentFrames are the frames sent after initialize, the last ones kept.
+// sentFrames are the frames sent on a connection after its first, the
+// initialize (the frames the server counts), the last ones kept.
 type sentFrames struct {
 	max    int
 	frames [][]byte
@@ -46,11 +53,12 @@ type sentFrames struct {
 
 func newSentFrames(max int) *sentFrames { return &sentFrames{max: max, first: 1, next: 1} }
 
-// add numbers and keeps a frame sent after initialize (the frames the
-// server counts).
-func (s *sentFrames) add(line []byte, initialize bool) {
+// add numbers and keeps a frame sent after the connection's first. (Its
+// first is its initialize: mm serve closes a connection that starts with
+// anything else, and mm connect answers itself what is no message.)
+func (s *sentFrames) add(line []byte) {
 	if !s.on {
-		s.on = initialize
+		s.on = true
 		return
 	}
 	s.frames = append(s.frames, bytes.Clone(line))
@@ -78,56 +86,136 @@ type errGone struct{ why string }
 
 func (e errGone) Error() string { return e.why }
 
-// dropped is what happened to the socket of epoch: a drop to resume, or
-// an end (a close frame of the server's, or the bridge's own end).
-func (b *bridge) dropped(err error) bool {
-	if b.stdinClosed() || b.stopping() {
-		return false
-	}
-	var ce websocket.CloseError
-	if errors.As(err, &ce) {
-		return false // the server closed it on purpose: it says why
-	}
-	return isSocketError(err) || errors.Is(err, errPingTimeout)
-}
-
 var errPingTimeout = errors.New("the server answered no ping")
 
-// reconnect resumes the connection after the socket of epoch dropped,
-// unless another goroutine did already: it returns the socket to go on
-// with, and its epoch. Lines to send wait meanwhile (sendMu).
-func (b *bridge) reconnect(epoch uint64, cause error) (*websocket.Conn, uint64, error) {
-	b.resumeMu.Lock()
-	defer b.resumeMu.Unlock()
+// await returns the socket to read from epoch on: the current one once
+// it is the socket of epoch or a later one (a resume's, or a reopen's
+// before its calls), or why there will be none. A socket lost but not
+// replaced yet is read, so that the reader finds it failed.
+func (b *bridge) await(epoch uint64) (*websocket.Conn, uint64, error) {
 	b.mu.Lock()
-	ws, cur := b.ws, b.epoch
+	defer b.mu.Unlock()
+	for b.gone == nil && !b.ending && b.epoch < epoch {
+		b.cond.Wait()
+	}
+	switch {
+	case b.gone != nil:
+		return nil, 0, b.gone
+	case b.ending:
+		return nil, 0, errEnding
+	}
+	return b.ws, b.epoch, nil
+}
+
+// took counts a frame read whole from the socket of epoch.
+func (b *bridge) took(epoch uint64) {
+	b.mu.Lock()
+	if b.epoch == epoch {
+		b.recvd++
+	}
 	b.mu.Unlock()
-	if cur != epoch {
-		return ws, cur, nil // resumed already
+}
+
+// resumable says whether a failure of the socket may be resumed: not once
+// stdin has closed or a signal came, nor after a close frame of the
+// server's (it closed on purpose, and says why). Called with mu held.
+func (b *bridge) resumable(err error) bool {
+	var ce websocket.CloseError
+	return !b.eof && !b.stopping() && !b.ending && !errors.As(err, &ce)
+}
+
+// readFailed is the server's reader's failure to read the socket of
+// epoch: nil when a socket will replace it (a resume, started here), or
+// the error that ends the connection.
+func (b *bridge) readFailed(epoch uint64, err error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.epoch != epoch:
+		return nil // replaced already
+	case b.state == reopening:
+		// The new connection failed during the reopen: its calls end,
+		// and so does the reopen (giveUp).
+		if b.abort != nil {
+			b.abort(err)
+		}
+		return nil
+	case !b.resumable(err):
+		return err
+	case b.state == live:
+		if !isSocketError(err) {
+			return err
+		}
+		b.state, b.cause = down, err
+		b.cond.Broadcast()
 	}
-	if b.gone != nil {
-		return nil, cur, b.gone
+	// down: lost here, or by a write or a ping that closed the socket.
+	if b.resumer != epoch {
+		b.resumer = epoch
+		b.wg.Add(1)
+		go b.reconnect(epoch, b.cause)
 	}
-	_ = ws.CloseNow() // a write blocked on it stops
-	b.sendMu.Lock()
-	defer b.sendMu.Unlock()
+	return nil
+}
+
+// writeLost is a write to the socket of epoch that failed: true when it
+// is a drop to resume (the frame is in the window, sent again then),
+// false when the error is to report. The socket is closed so that the
+// reader notices, and starts the resume. Called with sendMu held.
+func (b *bridge) writeLost(epoch uint64, err error) bool {
+	b.mu.Lock()
+	ok := b.epoch == epoch && b.state != reopening && b.resumable(err) && isSocketError(err)
+	if ok {
+		b.lose(err)
+	}
+	ws := b.ws
+	b.mu.Unlock()
+	if ok {
+		_ = ws.CloseNow() // the reader sees it end
+	}
+	return ok
+}
+
+// lose marks the socket lost, for cause: the editor's messages wait. A
+// lost socket of a reopen ends its calls. Called with mu held.
+func (b *bridge) lose(cause error) {
+	switch b.state {
+	case live:
+		b.state, b.cause = down, cause
+		b.cond.Broadcast()
+	case reopening:
+		if b.abort != nil {
+			b.abort(cause)
+		}
+	}
+}
+
+// reconnect resumes the connection after the socket of epoch dropped, for
+// cause: it dials again with back-off for Options.ResumeFor, sends again
+// the frames the server did not take, and puts the new socket in place;
+// or it opens a new connection (reopen), or gives up.
+func (b *bridge) reconnect(epoch uint64, cause error) {
+	defer b.wg.Done()
 	start := time.Now()
 	fmt.Fprintf(b.stderr, "mm connect: the connection dropped (%v); resuming\n", rootCause(cause))
 	wait := 100 * time.Millisecond
 	for try := 1; ; try++ {
 		b.mu.Lock()
-		cursor := b.recvd
+		cursor, id := b.recvd, b.id
 		b.mu.Unlock()
 		h := http.Header{}
-		h.Set("Acp-Connection-Id", b.id)
+		h.Set("Acp-Connection-Id", id)
 		h.Set("Last-Event-ID", strconv.FormatUint(cursor, 10))
 		nws, resp, err := dial(b.ctx, b.o, h)
 		if err == nil {
 			received, perr := strconv.ParseUint(resp.Header.Get("Acp-Received"), 10, 64)
+			b.sendMu.Lock()
 			again, ok := b.sent.after(received)
 			if perr != nil || !ok {
+				b.sendMu.Unlock()
 				_ = nws.CloseNow()
-				return b.giveUp(fmt.Errorf("the server took %q of mm connect's frames, which it no longer holds", resp.Header.Get("Acp-Received")))
+				b.giveUp(fmt.Errorf("the server took %q of mm connect's frames, which it no longer holds", resp.Header.Get("Acp-Received")))
+				return
 			}
 			for _, f := range again {
 				if err = nws.Write(context.Background(), websocket.MessageText, f); err != nil {
@@ -138,18 +226,23 @@ func (b *bridge) reconnect(epoch uint64, cause error) (*websocket.Conn, uint64, 
 				b.mu.Lock()
 				b.ws = nws
 				b.epoch++
-				e := b.epoch
+				b.state = live
+				b.cond.Broadcast()
 				b.mu.Unlock()
+				b.sendMu.Unlock()
 				fmt.Fprintf(b.stderr, "mm connect: resumed after %v (try %d; %d frame(s) sent again, the server's after frame %d to come)\n",
 					time.Since(start).Round(time.Millisecond), try, len(again), cursor)
-				return nws, e, nil
+				return
 			}
+			b.sendMu.Unlock()
 			_ = nws.CloseNow()
 		} else if cannotResume(resp) {
-			return b.reopen(fmt.Errorf("the server cannot resume the connection (%s)", resp.Status))
+			b.reopen(fmt.Errorf("the server cannot resume the connection (%s)", resp.Status))
+			return
 		}
 		if time.Since(start)+wait > b.o.ResumeFor || b.ctx.Err() != nil || b.stdinClosed() {
-			return b.giveUp(fmt.Errorf("%v; no resume within %v: %s", rootCause(cause), b.o.ResumeFor, dialFailure(b.o.URL, b.o.Token, resp, err)))
+			b.giveUp(fmt.Errorf("%v; no resume within %v: %s", rootCause(cause), b.o.ResumeFor, dialFailure(b.o.URL, b.o.Token, resp, err)))
+			return
 		}
 		select {
 		case <-time.After(wait):
@@ -159,19 +252,21 @@ func (b *bridge) reconnect(epoch uint64, cause error) (*websocket.Conn, uint64, 
 	}
 }
 
-// giveUp records that the connection is gone for good. Called with
-// resumeMu held.
-func (b *bridge) giveUp(err error) (*websocket.Conn, uint64, error) {
+// giveUp records that the connection is gone for good: what waits for
+// the socket gets this error.
+func (b *bridge) giveUp(err error) {
+	b.mu.Lock()
 	b.gone = errGone{"the server went away, and the connection could not be resumed: " + err.Error() +
 		"; start the editor's agent again and load the session (its history is kept)"}
-	return nil, 0, b.gone
+	b.cond.Broadcast()
+	b.mu.Unlock()
 }
 
-// current is the socket and its epoch.
-func (b *bridge) current() (*websocket.Conn, uint64) {
+// current is the socket now.
+func (b *bridge) current() *websocket.Conn {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.ws, b.epoch
+	return b.ws
 }
 
 // pinger checks the socket every Options.Ping while the bridge runs: a
@@ -186,14 +281,16 @@ func (b *bridge) pinger(done <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		ws, epoch := b.current()
+		b.mu.Lock()
+		ws, epoch := b.ws, b.epoch
+		b.mu.Unlock()
 		ctx, cancel := context.WithTimeout(b.ctx, 2*b.o.Ping)
 		err := ws.Ping(ctx)
 		cancel()
 		if err != nil && ctx.Err() != nil && b.ctx.Err() == nil {
 			b.mu.Lock()
 			if b.epoch == epoch {
-				b.stalled = epoch
+				b.lose(errPingTimeout)
 			}
 			b.mu.Unlock()
 			_ = ws.CloseNow()

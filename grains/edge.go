@@ -3,7 +3,6 @@ package grains
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -183,12 +182,12 @@ type request struct {
 }
 
 func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
-	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Method: r.Method, Id: r.ID, SessionId: sid, Forms: c.sink.Forms(), Caps: uint32(c.sink.Caps())}
+	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Method: r.Method, Id: idBytes(r.ID), SessionId: sid, Forms: c.sink.Forms(), Caps: uint32(c.sink.Caps())}
 	if err := encodeParams(call, r.Method, p); err != nil {
 		// Nothing the edge decoded fails here; if it did, its request
 		// is answered, and goes nowhere.
 		c.e.log.Error(fmt.Sprintf("cluster: %v", err))
-		if r.ID != nil {
+		if !r.ID.IsZero() {
 			c.sink.Answer(sid, r, nil, rpcerr.Internal(err.Error(), nil))
 		}
 		return
@@ -206,8 +205,8 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
 	c.seq++
 	call.Seq, call.Reopen = c.seq, l.open
 	call.Proof = c.k.prove(nil, call)
-	if r.ID != nil {
-		c.inflight[jsonrpc.IDKey(r.ID)] = &request{sid: sid, r: r}
+	if !r.ID.IsZero() {
+		c.inflight[r.ID.Key()] = &request{sid: sid, r: r}
 	}
 	l.queue = append(l.queue, call)
 	if !l.busy {
@@ -335,15 +334,23 @@ func (c *edgeConn) lost(left []string) {
 	}
 }
 
-func (c *edgeConn) CancelRequest(requestID json.RawMessage) bool {
+func (c *edgeConn) CancelRequest(requestID jsonrpc.ID) bool {
 	c.mu.Lock()
-	r, ok := c.inflight[jsonrpc.IDKey(requestID)]
+	r, ok := c.inflight[requestID.Key()]
 	c.mu.Unlock()
 	if !ok {
 		return false
 	}
-	c.Forward(r.sid, actors.Reply{Method: "$/cancel_request"}, cancelRequest{r.r.ID})
+	c.Forward(r.sid, actors.Reply{Method: "$/cancel_request"}, cancelRequest{idBytes(r.r.ID)})
 	return true
+}
+
+// idBytes is id as the JSON a Call carries, nil for none.
+func idBytes(id jsonrpc.ID) []byte {
+	if id.IsZero() {
+		return nil
+	}
+	return id.AppendJSON(nil)
 }
 
 // Close tells every node serving the connection's sessions that its

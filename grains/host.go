@@ -13,8 +13,10 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/protocol"
 )
 
@@ -238,12 +240,11 @@ func (g *grain) Receive(ctx actor.Context) {
 	}
 }
 
-// opens are the requests that open a session; starts, those that start
-// work. A draining node sends both back.
-var (
-	opens  = []string{acp.AgentMethodSessionNew, acp.AgentMethodSessionLoad, acp.AgentMethodSessionResume, acp.AgentMethodSessionFork}
-	starts = []string{acp.AgentMethodSessionPrompt, acp.AgentMethodSessionSetMode, acp.AgentMethodSessionSetConfigOption}
-)
+// opens and starts are the requests that open a session and those that
+// start work, as the one method table says: a draining node sends both
+// back.
+func opens(m acpmethod.Method) bool  { return m.Opens }
+func starts(m acpmethod.Method) bool { return m.Starts }
 
 func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 	node := ctx.ActorSystem().Address()
@@ -266,7 +267,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		ctx.Respond(a)
 		return
 	}
-	if g.h.isDraining() && (slices.Contains(opens, c.Method) || slices.Contains(starts, c.Method)) {
+	if g.h.isDraining() && (acpmethod.Is(c.Method, opens) || acpmethod.Is(c.Method, starts)) {
 		ctx.Respond(&grainspb.Accepted{Node: node, Again: true})
 		return
 	}
@@ -284,19 +285,25 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		l.c.CancelSession(c.SessionId)
 		return
 	case "$/cancel_request":
-		l.c.CancelRequest(c.GetRequestId())
+		if id, ok := jsonrpc.IDOf(c.GetRequestId()); ok {
+			l.c.CancelRequest(id)
+		}
 		return
 	}
-	if slices.Contains(starts, c.Method) || c.Method == acp.AgentMethodSessionClose {
+	if acpmethod.Is(c.Method, starts) || c.Method == acp.AgentMethodSessionClose {
 		// The session was on a node that is gone: it comes back here,
 		// from the store, before the request that needs it.
 		if p, ok := reopenOf(c); ok && l.c.Reopen(c.SessionId, p) {
 			g.h.log.Info(fmt.Sprintf("cluster: session %s reactivated on this node", c.SessionId))
 		}
 	}
-	id := nullable(c.Id)
-	if id == nil {
+	if len(c.Id) == 0 {
 		return // a session's notification is a cancel
+	}
+	id, ok := jsonrpc.IDOf(c.Id)
+	if !ok {
+		g.h.refused.say(fmt.Sprintf("%q of session %q from %q: its id is neither a string nor a number", c.Method, c.SessionId, c.Conn.GetAddress()))
+		return
 	}
 	p, err := decodeParams(c)
 	if err != nil {
@@ -342,7 +349,9 @@ func (g *grain) cancel(ctx actor.Context, m *grainspb.Cancel) {
 		return
 	}
 	if len(m.RequestId) > 0 {
-		l.c.CancelRequest(m.RequestId)
+		if id, ok := jsonrpc.IDOf(m.RequestId); ok {
+			l.c.CancelRequest(id)
+		}
 		return
 	}
 	l.c.CancelSession(m.SessionId)

@@ -229,7 +229,7 @@ func (l *link) Deliver(sid string, pid *actor.PID, msg any) {
 }
 
 func (l *link) Answer(sid string, r actors.Reply, result any, rerr *acp.RequestError) {
-	resp := &grainspb.Response{Id: r.ID}
+	resp := &grainspb.Response{Id: idBytes(r.ID)}
 	if rerr == nil {
 		b, err := json.Marshal(result)
 		if err != nil || result == nil {

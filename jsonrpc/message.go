@@ -46,6 +46,11 @@ type Message struct {
 	// read to its end and dropped; Line is then its first HeadBytes, not
 	// parsed (LineTooLong answers it).
 	TooLong int `json:"-"`
+
+	// Tag is the transport's own note of where the message came from (a
+	// streamable HTTP POST's stream), handed back with the answer to a
+	// request (Out.Tag); nil for a stream of lines.
+	Tag any `json:"-"`
 }
 
 // ErrNotObject is Parse's error for JSON that is not an object.
@@ -171,7 +176,10 @@ func (n *memberNames) again(name string) bool {
 
 // A Source gives a connection's reader its client's messages, each
 // parsed once: a stream's lines (Lines), or the frames and bodies a
-// network transport has already parsed to route them.
+// network transport has already parsed to route them. One that knows when
+// its stream has ended without being read (serve's inbox) says so with
+// Ended() <-chan struct{}: mm's reader, waiting with a request it cannot
+// serve yet, stops waiting then.
 type Source interface {
 	// Next returns the next message, and the error that ended the
 	// stream, io.EOF at its end; a message and an error may come

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -113,7 +115,12 @@ func (c *conn) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitR
 
 // checkURLElicitation says what is wrong with a server's URL elicitation,
 // "" when nothing is: a page is http or https, with a host, and the
-// request is of a size a person reads.
+// request is of a size a person reads. The URL shows the user what they
+// open, so it holds no character that shows other than it reads — no
+// bidirectional control (U+202E turns "…/gpj.exe" into what reads
+// "…/exe.jpg"), no invisible or format character, no control character
+// — as it is written or once its %-escapes are decoded, as a client may
+// show it; nor is it anything but valid UTF-8.
 func checkURLElicitation(p *mcp.ElicitParams) string {
 	switch {
 	case len(p.URL) > maxElicitURL:
@@ -123,11 +130,41 @@ func checkURLElicitation(p *mcp.ElicitParams) string {
 	case p.ElicitationID == "" || len(p.ElicitationID) > maxElicitID:
 		return "without an id of at most 256 bytes"
 	}
+	if r, bad := hiddenRune(p.URL, true); bad {
+		return fmt.Sprintf("whose URL holds %U, a character that is not shown as it reads", r)
+	}
+	if dec, err := url.PathUnescape(p.URL); err == nil {
+		if r, bad := hiddenRune(dec, false); bad {
+			return fmt.Sprintf("whose URL holds %U %%-escaped, a character that is not shown as it reads", r)
+		}
+	}
 	u, err := url.Parse(p.URL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 		return fmt.Sprintf("%q, which is no http or https page", p.URL)
 	}
 	return ""
+}
+
+// hiddenRune finds in s a rune that is not shown as it reads: a format
+// character (Unicode's Cf: the bidirectional controls, zero-width spaces
+// and joiners, the soft hyphen, the byte-order mark, tags), a control
+// character (Cc), a bidirectional mark outside Cf, a character ignored
+// by default (Hangul fillers, variation selectors), a space or separator
+// other than ' ' (and ' ' itself in the URL as written, which
+// escapes it), or invalid UTF-8 (utf8.RuneError).
+func hiddenRune(s string, raw bool) (rune, bool) {
+	for _, r := range s {
+		switch {
+		case r == ' ':
+			if raw {
+				return r, true
+			}
+		case r == utf8.RuneError, unicode.In(r, unicode.Cf, unicode.Cc, unicode.Bidi_Control, unicode.Z,
+			unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector):
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 // capabilities are what mm claims to its servers: URL elicitation when

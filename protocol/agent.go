@@ -14,7 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/actors"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/mcpclient"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
@@ -32,11 +32,12 @@ var Version = "v0.1.0"
 type Agent struct {
 	*Caller
 	box *outbox
+	// rpc is the connection: its tables of the client's requests in
+	// flight and of mm's calls (calls.go) waiting for their answers.
+	rpc *jsonrpc.Conn
 	// forward, when set, takes the session requests: their sessions live
 	// on the cluster's nodes (forward.go).
 	forward Forwarder
-	// calls are mm's own requests to the client (calls.go).
-	calls calls
 
 	// client is what the client said it can do at initialize.
 	clientMu    sync.Mutex
@@ -193,7 +194,7 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 				c.log.Error(fmt.Sprintf("[acp] session %s: saving: %v", id, err))
 				c.unregister(id)
 				s.Close()
-				return "", nil, rpcerr.Internal(err.Error(), nil)
+				return "", nil, jsonrpc.Internal(err.Error(), nil)
 			}
 			c.hub.store.NoteFolder(cwd)
 		}
@@ -326,7 +327,6 @@ func (c *Caller) create(r actors.Reply, make func() (string, any, error)) (start
 // id until then, for $/cancel_request.
 func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest) {
 	sid := string(p.SessionId)
-	ref := c.prompts.keep(r)
 	s := c.live(sid)
 	if s == nil {
 		c.answer(sid, r, nil, unknownSession(sid))
@@ -337,7 +337,7 @@ func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest) {
 		c.answer(sid, r, nil, acp.NewInvalidRequest(map[string]any{"sessionId": sid, "error": err.Error()}))
 		return
 	}
-	if ref.started(s, seq) {
+	if c.notes.started(r, s, seq) {
 		s.CancelPrompt(seq) // its $/cancel_request came first
 	}
 	if c.isDraining() {

@@ -5,8 +5,9 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // How the requests the edge serves are answered. Every answer goes through
@@ -21,12 +22,10 @@ type edgeAnswer struct {
 	err    *acp.RequestError
 }
 
-// request names a request read from the client, whose answer the
-// connection's outbox now expects.
-func (c *Caller) request(id []byte, method string) actors.Reply {
-	r := actors.NewReply(id, method)
-	c.out.expect(r)
-	return r
+// request names a request of a remote client's, served here: its
+// connection, which answers it once, is on the client's node.
+func (c *Caller) request(id jsonrpc.ID, method string) actors.Reply {
+	return actors.NewReply(id, method)
 }
 
 // answer answers r, unless it was answered already, behind everything
@@ -43,7 +42,7 @@ func (c *Caller) encode(r actors.Reply, res any) (any, *acp.RequestError) {
 	case *actors.TurnResult:
 		if v.Err != "" {
 			// The session logged it ("turn failed").
-			return nil, rpcerr.Internal(v.Err, nil)
+			return nil, jsonrpc.Internal(v.Err, nil)
 		}
 		out := acp.PromptResponse{StopReason: v.StopReason, Usage: v.Usage}
 		if v.Provenance.SessionID != "" {
@@ -57,6 +56,8 @@ func (c *Caller) encode(r actors.Reply, res any) (any, *acp.RequestError) {
 		switch r.Method {
 		case acp.AgentMethodSessionSetMode:
 			return acp.SetSessionModeResponse{}, nil
+		case acpmethod.SetModel:
+			return struct{}{}, nil
 		case acp.AgentMethodSessionSetConfigOption:
 			return acp.SetSessionConfigOptionResponse{Meta: c.runtime().SandboxMeta(v.Sandbox, v.Network), ConfigOptions: c.configOptions(v.Model, v.Sandbox, v.Network)}, nil
 		case acp.AgentMethodSessionLoad:
@@ -89,7 +90,7 @@ func (c *Caller) survive(method string, r actors.Reply) {
 // logged: its one-line reason is the error's message.
 func (c *Caller) internal(method string, err error) *acp.RequestError {
 	c.log.Error(fmt.Sprintf("[acp] %s failed: %v", method, err))
-	return rpcerr.Internal(err.Error(), nil)
+	return jsonrpc.Internal(err.Error(), nil)
 }
 
 // said is rerr as it goes on the wire: an "Invalid params" error says why

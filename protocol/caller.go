@@ -10,6 +10,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // A Caller is a client as the hub's sessions know it: whose requests they
@@ -55,9 +56,10 @@ type Caller struct {
 	// waits for a free one, so a flood of them slows the reading down.
 	creating sync.WaitGroup
 	creators chan struct{}
-	// prompts are the client's prompt requests not yet answered, for
-	// $/cancel_request (prompt.go).
-	prompts prompts
+	// notes keep what $/cancel_request needs of the client's prompts in
+	// flight (prompt.go): in the connection's table for a connection's
+	// caller, in prompts for a remote client's.
+	notes promptNotes
 
 	mu sync.Mutex
 	// cwds are the project folders this client has named (new, load,
@@ -76,7 +78,6 @@ type Caller struct {
 // outbox; a cluster's link answers what the client's node expects).
 type Out interface {
 	actors.Outbox
-	expect(r actors.Reply)
 }
 
 // mcpProcs counts the MCP server processes a session with the editor's
@@ -156,6 +157,7 @@ type CallerOptions struct {
 func (h *Hub) NewCaller(o CallerOptions) *Caller {
 	c := h.newCaller(o.Log, o.Owner, o.Roots, true, o.Node)
 	c.out, c.asks = linkOut{c: c, link: o.Link}, o.Asks
+	c.notes = &prompts{}
 	return c
 }
 
@@ -165,8 +167,6 @@ type linkOut struct {
 	c    *Caller
 	link Link
 }
-
-func (o linkOut) expect(actors.Reply) {}
 
 func (o linkOut) Update(sid string, u acp.SessionUpdate) { o.link.Update(sid, u) }
 
@@ -179,8 +179,8 @@ func (o linkOut) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int
 func (o linkOut) Deliver(sid string, pid *actor.PID, msg any) { o.link.Deliver(sid, pid, msg) }
 
 func (o linkOut) Answer(sid string, r actors.Reply, res any) {
-	defer o.c.prompts.answered(r)
-	if r.ID == nil {
+	defer o.c.notes.answered(r)
+	if r.ID.IsZero() {
 		return // nobody's (Reopen's)
 	}
 	result, rerr := o.c.encode(r, res)
@@ -193,7 +193,7 @@ func (o linkOut) Answer(sid string, r actors.Reply, res any) {
 // from another node is trusted; sid is the id the client's node chose for
 // a session/new or session/fork. Only a session's requests come here: the
 // client's node serves the connection's.
-func (c *Caller) Serve(method string, id json.RawMessage, p any, sid string) {
+func (c *Caller) Serve(method string, id jsonrpc.ID, p any, sid string) {
 	r := c.request(id, method)
 	defer c.survive(method, r)
 	m, ok := methods[method]
@@ -210,7 +210,7 @@ func (c *Caller) Serve(method string, id json.RawMessage, p any, sid string) {
 
 // Refuse answers a request whose params could not be taken from the
 // other node's message: invalid params, saying why.
-func (c *Caller) Refuse(method string, id json.RawMessage, err error) {
+func (c *Caller) Refuse(method string, id jsonrpc.ID, err error) {
 	c.answer("", c.request(id, method), nil, acp.NewInvalidParams(map[string]any{"error": err.Error()}))
 }
 
@@ -221,7 +221,7 @@ func (c *Caller) CancelSession(sid string) {
 
 // CancelRequest serves the client's $/cancel_request of one of its
 // prompts here.
-func (c *Caller) CancelRequest(id json.RawMessage) { c.prompts.cancel(id) }
+func (c *Caller) CancelRequest(id jsonrpc.ID) { c.notes.cancel(id) }
 
 // Reopen makes session sid live here again, quietly, before the client's
 // next request of it, when it is not live on this hub: the session was on
@@ -238,7 +238,7 @@ func (c *Caller) Reopen(sid string, p acp.ResumeSessionRequest) bool {
 	}
 	// Its answer is nobody's: the client did not ask, and its node does
 	// not expect it.
-	r := actors.NewReply(nil, acp.AgentMethodSessionResume)
+	r := actors.NewReply(jsonrpc.ID{}, acp.AgentMethodSessionResume)
 	defer c.survive(r.Method, r)
 	c.serveResume(r, p)
 	return true

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/tools"
 )
 
@@ -23,110 +23,35 @@ import (
 // instead of to the SDK. Ids are strings ("mm-1", …), which never collide
 // with the SDK's numeric ones.
 
-// calls are the requests mm sent itself and waits for.
-type calls struct {
-	mu   sync.Mutex
-	next uint64
-	// prefix starts the ids ("mm-" unless set).
-	prefix  string
-	pending map[string]chan callResult
-	closed  bool
-}
-
-type callResult struct {
-	result json.RawMessage
-	err    *acp.RequestError
-}
-
-// call sends method with params for a session and waits for the client's
-// answer, or ctx: then the request is abandoned, and the client told so
-// with $/cancel_request.
+// call asks the client (a permission, a form) and waits for its answer.
 func (a *Agent) call(ctx context.Context, sessionID, method string, params any) (json.RawMessage, error) {
 	return a.ask(sessionID, method, params)(ctx)
 }
 
-// ask queues method with params for a session, now, in the session's
-// order, and returns the wait for the client's answer (call).
+// ask queues a request of mm's for the client behind everything queued
+// for its session (the connection's table of mm's calls waits for its
+// answer), and returns the wait for the answer: ended by ctx, it gives the
+// request up and tells the client so ($/cancel_request).
 func (a *Agent) ask(sessionID, method string, params any) (wait func(context.Context) (json.RawMessage, error)) {
-	c := &a.calls
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return func(context.Context) (json.RawMessage, error) { return nil, errConnClosed }
-	}
-	c.next++
-	prefix := c.prefix
-	if prefix == "" {
-		prefix = "mm-"
-	}
-	id, _ := json.Marshal(fmt.Sprintf("%s%d", prefix, c.next))
-	key := idKey(id)
-	ch := make(chan callResult, 1)
-	if c.pending == nil {
-		c.pending = map[string]chan callResult{}
-	}
-	c.pending[key] = ch
-	c.mu.Unlock()
+	id, await := a.rpc.Expect()
 	a.box.Request(sessionID, id, method, params)
 	return func(ctx context.Context) (json.RawMessage, error) {
-		select {
-		case r, ok := <-ch:
-			if !ok {
-				return nil, errConnClosed
-			}
-			if r.err != nil {
-				return nil, r.err
-			}
-			return r.result, nil
-		case <-ctx.Done():
-			c.mu.Lock()
-			delete(c.pending, key)
-			c.mu.Unlock()
-			a.box.Request(sessionID, nil, "$/cancel_request", map[string]any{"requestId": id})
-			return nil, ctx.Err()
+		r, err := await(ctx)
+		switch {
+		case errors.Is(err, jsonrpc.ErrClosed):
+			return nil, errConnClosed
+		case err != nil:
+			a.box.Request(sessionID, jsonrpc.ID{}, acpmethod.CancelRequest, map[string]any{"requestId": id})
+			return nil, err
+		case r.Error != nil:
+			return nil, r.Error
 		}
+		return r.Result, nil
 	}
 }
 
-// errConnClosed fails mm's calls once the client's connection is closed.
 var errConnClosed = errors.New("the connection is closed")
 
-// answered takes the response to one of mm's calls; it reports false for
-// any other response.
-func (c *calls) answered(id json.RawMessage, result, rerr json.RawMessage) bool {
-	key := idKey(id)
-	c.mu.Lock()
-	ch, ok := c.pending[key]
-	delete(c.pending, key)
-	c.mu.Unlock()
-	if !ok {
-		return false
-	}
-	r := callResult{result: result}
-	if rerr != nil {
-		r.err = &acp.RequestError{}
-		if json.Unmarshal(rerr, r.err) != nil {
-			r.err = rpcerr.Internal("the client's error could not be read", nil)
-		}
-	}
-	ch <- r
-	return true
-}
-
-// close fails every call still waiting: the client is gone.
-func (c *calls) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
-	for k, ch := range c.pending {
-		close(ch)
-		delete(c.pending, k)
-	}
-}
-
-// client is the client as the actors ask it: permission requests and forms
-// as mm's own calls, through the session's ordered writer (a connection's
-// calls, or in a cluster the client's link to its node, NewClient).
 type client struct {
 	call  CallFunc
 	forms func() bool

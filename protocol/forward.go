@@ -9,6 +9,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // Forwarder carries a connection's session requests to where their
@@ -30,7 +31,7 @@ type Forwarder interface {
 	Forward(sid string, r actors.Reply, p any)
 	// CancelRequest hands on a $/cancel_request; it reports false when
 	// requestID names no request it forwarded.
-	CancelRequest(requestID json.RawMessage) bool
+	CancelRequest(requestID jsonrpc.ID) bool
 	// Close ends the connection's forwarding: the client is gone. It
 	// returns once what was forwarded is answered, or after wait.
 	Close(wait time.Duration)
@@ -101,10 +102,10 @@ func (k Sink) Forms() bool { return k.a.forms() }
 // Caps are the client's session capabilities.
 func (k Sink) Caps() actors.Caps { return k.a.caps() }
 
-// forwarded hands a decoded request (id set) or notification of a session
-// to the connection's Forwarder; it reports false for what is served here
-// (a request that names no session is, and answered so).
-func (a *Agent) forwarded(m methodDef, name string, id json.RawMessage, p any) bool {
+// forwarded hands a decoded request (r.ID set) or notification of a
+// session to the connection's Forwarder; it reports false for what is
+// served here (a request that names no session is, and answered so).
+func (a *Agent) forwarded(m methodDef, r actors.Reply, p any) bool {
 	f := a.forward
 	if f == nil {
 		return false
@@ -121,10 +122,6 @@ func (a *Agent) forwarded(m methodDef, name string, id json.RawMessage, p any) b
 		}
 	default:
 		return false
-	}
-	r := actors.Reply{Method: name}
-	if id != nil {
-		r = a.request(id, name)
 	}
 	f.Forward(sid, r, p)
 	return true

@@ -16,6 +16,7 @@ import (
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol"
 	"github.com/mm-agent/mm/protocol/acptest"
@@ -52,7 +53,7 @@ func (f *loopForwarder) Forward(sid string, r actors.Reply, p any) {
 	f.c.Serve(r.Method, r.ID, p, sid)
 }
 
-func (f *loopForwarder) CancelRequest(requestID json.RawMessage) bool {
+func (f *loopForwarder) CancelRequest(requestID jsonrpc.ID) bool {
 	if !f.link.waiting(requestID) {
 		return false
 	}
@@ -67,19 +68,19 @@ type loopLink struct {
 	sink protocol.Sink
 	mu   sync.Mutex
 	// asked are the edge's requests by id, as its outbox expects them.
-	asked map[string]actors.Reply
+	asked map[jsonrpc.ID]actors.Reply
 }
 
 func (l *loopLink) expect(r actors.Reply) {
 	l.mu.Lock()
-	l.asked[string(r.ID)] = r
+	l.asked[r.ID] = r
 	l.mu.Unlock()
 }
 
-func (l *loopLink) waiting(id json.RawMessage) bool {
+func (l *loopLink) waiting(id jsonrpc.ID) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, ok := l.asked[string(id)]
+	_, ok := l.asked[id]
 	return ok
 }
 
@@ -99,8 +100,8 @@ func (l *loopLink) Deliver(sid string, pid *actor.PID, msg any) { l.sink.Deliver
 
 func (l *loopLink) Answer(sid string, r actors.Reply, result any, rerr *acp.RequestError) {
 	l.mu.Lock()
-	er, ok := l.asked[string(r.ID)]
-	delete(l.asked, string(r.ID))
+	er, ok := l.asked[r.ID]
+	delete(l.asked, r.ID)
 	l.mu.Unlock()
 	if !ok {
 		return
@@ -152,7 +153,7 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 	edge, node := newHub(), newHub()
 	connect := func(owner string) *acptest.Conn {
 		c := acptest.OnHub(edge, protocol.ConnOptions{Owner: owner, Forward: func(sink protocol.Sink) protocol.Forwarder {
-			l := &loopLink{sink: sink, asked: map[string]actors.Reply{}}
+			l := &loopLink{sink: sink, asked: map[jsonrpc.ID]actors.Reply{}}
 			return &loopForwarder{link: l, c: node.NewCaller(protocol.CallerOptions{Owner: owner, Node: "n1", Link: l,
 				Asks: protocol.NewClient(l.call, sink.Forms, sink.Caps)})}
 		}})

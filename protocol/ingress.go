@@ -4,197 +4,100 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/acpmethod"
+	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/jsonrpc"
 )
 
-// The ingress is mm's one way in: the connection's reader (run), on a
-// goroutine of its own. Its messages come from a jsonrpc.Source, each split
-// once into its JSON-RPC members (jsonrpc.Parse): on stdio each line is read
-// whole (up to acp.maxLineBytes, jsonrpc.Lines); over the network the
-// transport has split the message to route it, and hands that split over
-// (serve's inbox), so nothing parses a message twice. Then:
+// The ingress is mm's one way in: the handler of the connection's
+// jsonrpc.Conn, whose one read loop reads the client's messages, each
+// split once into its members by the transport's framer (on stdio a line
+// read whole up to acp.maxLineBytes; over the network a WebSocket frame or
+// a POST body), checks each and answers what is not a valid message (with
+// its id when it had a usable one), keeps the one table of the client's
+// requests in flight (past acp.maxPending unanswered, it reads nothing
+// more, and the transport pushes back on the client), and delivers the
+// responses to mm's own calls (calls.go). Then, in the order read:
 //
-//   - what is not a valid JSON-RPC message gets its error (with the
-//     message's id when it has a usable one: one read from the first bytes
-//     of a line too long to read) and goes no further; so does a message
-//     with a member twice, and a request whose id is null, which no answer
-//     could name;
-//   - a request takes a place in pending first (pending.go): when too many
-//     are unanswered, the ingress waits, and stops reading;
-//   - a request is served by the method table (methods.go), which names
-//     every method mm serves once: a session's requests — prompt,
-//     set_mode, set_config_option, load, resume, close, fork, delete — and
-//     session/new are served in the order read (each reaches its session's
-//     mailbox before the next line is read); initialize,
-//     authenticate, logout and session/list on a goroutine each. Every
-//     answer goes through the outbox, the one ordered writer. A method not
-//     in the table is answered "Method not found";
-//   - session/cancel, and $/cancel_request of a prompt, cancel as they say;
-//     every other notification is logged at debug level and dropped;
-//   - a response goes to the call of mm's it answers (calls.go: a
-//     permission request, an elicitation, whichever node's session
-//     asked); one that answers nothing is dropped.
+//   - preempt serves session/cancel, and $/cancel_request of a prompt, at
+//     once: they wait for nothing;
+//   - Serve serves a request by the method table (methods.go, after
+//     acpmethod's), which names every method mm serves once: a session's
+//     requests — prompt, set_mode, set_config_option, set_model, load,
+//     resume, close, fork, delete — and session/new are served in the
+//     order read (each reaches its session's mailbox before the next
+//     message is read); initialize, authenticate, logout and session/list
+//     on a goroutine each. Every answer goes through the outbox, the one
+//     ordered writer, which takes the request out of the Conn's table (its
+//     answer goes out once). A method not in the table is answered "Method
+//     not found"; every other notification is logged at debug level and
+//     dropped.
 //
-// acp-go-sdk supplies the types and their validation; it no longer reads or
-// writes a line of mm's agent side.
+// acp-go-sdk supplies the types and their validation; it reads and writes
+// no message of mm's agent side.
 //
-// Concurrency: route is called by run only; the handlers it calls never
-// block on the client or on a turn (they wait only for a place in
-// pending, or a free session creator).
+// Concurrency: Serve and preempt are called by the Conn's read loop only;
+// the handlers they call never block on the client or on a turn (they
+// wait only for a free session creator).
 
 type ingress struct {
-	src     jsonrpc.Source
-	max     int // acp.maxLineBytes
-	agent   *Agent
-	out     io.Writer // stdout, for the errors of lines that go no further
-	log     *slog.Logger
-	pending *pending
+	agent *Agent
+	log   *slog.Logger
 
 	// done is closed once the client's stream has ended.
 	done chan struct{}
 }
 
-func newIngress(src jsonrpc.Source, maxLine int, a *Agent, out io.Writer, log *slog.Logger, p *pending) *ingress {
-	return &ingress{src: src, max: maxLine, agent: a, out: out, log: log, pending: p, done: make(chan struct{})}
-}
-
-// run reads the client's messages until its stream ends or fails, serving
-// each, then closes done.
-func (in *ingress) run() {
+// run serves the connection until the client's stream ends or fails, then
+// closes done.
+func (in *ingress) run(rpc *jsonrpc.Conn) {
 	defer close(in.done)
-	for {
-		m, err := in.src.Next()
-		switch {
-		case m.TooLong > 0:
-			_, _ = in.out.Write(LineTooLong(m.Line, m.TooLong, in.max))
-		case m.Line != nil:
-			in.route(&m)
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				in.log.Info(fmt.Sprintf("[acp] the client's stream failed: %v", err))
-			}
-			return
-		}
+	if err := rpc.Run(); err != nil {
+		in.log.Info(fmt.Sprintf("[acp] the client's stream failed: %v", err))
 	}
 }
 
-// LineTooLong is mm's answer to a line of size bytes, longer than max
-// (acp.maxLineBytes): jsonrpc.LineTooLong.
-func LineTooLong(head []byte, size, max int) []byte {
-	return jsonrpc.LineTooLong(head, size, configs.Bytes(max).String())
-}
-
-// route serves one message.
-func (in *ingress) route(m *jsonrpc.Message) {
-	if err := m.Err; err != nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) {
-			in.reply(nil, acp.NewParseError(map[string]any{"error": "the line is not valid JSON: " + err.Error()}))
-		} else {
-			in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": "a JSON-RPC message is a JSON object"}))
-		}
+// Serve serves one request, or drops a notification preempt did not take.
+func (in *ingress) Serve(r *jsonrpc.Request) {
+	if !r.IsCall() {
+		in.log.Debug(fmt.Sprintf("[acp] notification %s ignored", r.Method))
 		return
 	}
-	dup, twice := m.Dup, m.Twice
-	id := m.ID
-	if id != nil && !validID(id) {
-		in.reply(nil, acp.NewInvalidRequest(map[string]any{"error": "id must be a string, a number or null"}))
-		return
-	}
-	if twice {
-		if dup == "id" {
-			id = nil // which one?
-		}
-		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("the member %q appears twice in the message", dup)}))
-		return
-	}
-	if m.JSONRPC != nil && string(m.JSONRPC) != `"2.0"` {
-		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": `jsonrpc must be "2.0"`}))
-		return
-	}
-	if m.Method == nil {
-		if id != nil && (m.Result != nil || m.Error != nil) {
-			if string(id) == "null" {
-				// A response to no request of ours (the client's answer
-				// to a line it could not read): nothing waits for it.
-				in.log.Debug("[acp] a response with a null id ignored")
-				return
-			}
-			if in.agent.calls.answered(id, m.Result, m.Error) {
-				// One of mm's own calls (calls.go), a session's served
-				// here or on another node of a cluster (Sink.Ask).
-				return
-			}
-			// A response to nothing mm waits for: an answer after its
-			// request was given up, or to nothing mm asked.
-			in.log.Debug(fmt.Sprintf("[acp] a response to no request of mm's ignored (id %s)", id))
-			return
-		}
-		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": "a request needs a method, a response a result or an error"}))
-		return
-	}
-	var method string
-	if m.Method[0] != '"' || json.Unmarshal(m.Method, &method) != nil || method == "" {
-		in.reply(id, acp.NewInvalidRequest(map[string]any{"error": "method must be a non-empty string"}))
-		return
-	}
-	if len(m.Params) > 0 && m.Params[0] == '{' {
-		if dup, twice := jsonrpc.DuplicateKey(m.Params); twice {
-			in.reply(id, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("the member %q appears twice in params", dup)}))
-			return
-		}
-	}
-	if id == nil {
-		in.notification(method, m.Params)
-		return
-	}
-	if string(id) == "null" {
-		// JSON-RPC 2.0 allows it and advises against it; the SDK takes
-		// such a request for a notification and never answers it.
-		in.reply(id, acp.NewInvalidRequest(map[string]any{"method": method,
-			"error": "a request's id must be a string or a number: with a null id no answer could name its request"}))
-		return
-	}
-	in.pending.take()
-	id = append(json.RawMessage(nil), id...)
-	if method != acp.AgentMethodInitialize {
+	if r.Method != acp.AgentMethodInitialize {
 		// Anything but initialize needs the actors soon (DeferRuntime).
 		in.agent.hub.StartRuntime()
 	}
-	in.serve(method, id, m.Params)
+	in.serve(r)
 }
 
 // serve serves a request by the method table (methods.go), in the order
 // read; a request of a method mm does not have is answered so. A session's
 // request is decoded here, once, and served here or handed to the
 // connection's Forwarder. A request's panic becomes its internal error.
-func (in *ingress) serve(method string, id, params json.RawMessage) {
+func (in *ingress) serve(req *jsonrpc.Request) {
 	a := in.agent
+	method := req.Method
+	r := actors.Reply{ID: req.ID, Method: method, Seq: req.Seq}
 	m, ok := methods[method]
 	var p any
 	var rerr *acp.RequestError
 	if ok && m.decode != nil {
 		a.hub.decodes.Add(1)
-		p, rerr = m.decode(params)
-		if rerr == nil && a.forwarded(m, method, id, p) {
+		p, rerr = m.decode(req.Params)
+		if rerr == nil && a.forwarded(m, r, p) {
 			return
 		}
 	}
-	r := a.request(id, method)
 	defer a.survive(method, r)
 	switch {
 	case !ok:
 		a.answer("", r, nil, acp.NewMethodNotFound(method))
 	case m.serve != nil:
-		m.serve(in, r, params)
+		m.serve(in, r, req.Params)
 	case rerr != nil:
 		a.answer("", r, nil, rerr)
 	default:
@@ -213,49 +116,46 @@ func decodeParams(raw json.RawMessage, p interface{ Validate() error }) *acp.Req
 	return nil
 }
 
-// notification serves session/cancel and the $/cancel_request of a
-// prompt; it drops the rest.
-func (in *ingress) notification(method string, params json.RawMessage) {
+// preempt serves session/cancel and the $/cancel_request of a prompt, on
+// the read loop, in the order read; it leaves the rest to Serve.
+func (in *ingress) preempt(r *jsonrpc.Request) bool {
 	a := in.agent
-	switch method {
+	switch r.Method {
 	case acp.AgentMethodSessionCancel:
-		var p acp.CancelNotification
-		if rerr := decodeParams(params, &p); rerr != nil {
-			in.log.Warn(fmt.Sprintf("[acp] session/cancel ignored: %v", rerr))
-			return
+		if r.IsCall() {
+			return false // a request named so is answered Method not found
 		}
-		if !a.forwarded(methodDef{session: true}, method, nil, p) {
+		var p acp.CancelNotification
+		if rerr := decodeParams(r.Params, &p); rerr != nil {
+			in.log.Warn(fmt.Sprintf("[acp] session/cancel ignored: %v", rerr))
+			return true
+		}
+		// A session's notification: where its session is.
+		if !a.forwarded(methodDef{session: true}, actors.Reply{Method: r.Method}, p) {
 			_ = a.Cancel(a.ctx, p)
 		}
-		return
-	case "$/cancel_request":
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
+		return true
+	case acpmethod.CancelRequest:
+		if r.IsCall() {
+			return false
 		}
-		if json.Unmarshal(params, &p) == nil && len(p.RequestID) > 0 && validID(p.RequestID) {
-			if f := a.forward; f != nil && f.CancelRequest(p.RequestID) {
-				return
-			}
-			a.prompts.cancel(p.RequestID)
+		var p acpmethod.CancelRequestParams
+		if json.Unmarshal(r.Params, &p) != nil {
+			return true
+		}
+		id, ok := jsonrpc.IDOf(p.RequestID)
+		if !ok {
+			return true
+		}
+		if f := a.forward; f != nil && f.CancelRequest(id) {
+			return true
 		}
 		// A cancel of a request that is not a prompt: the others are
 		// answered at once, or waited for by their session in order.
-		return
+		a.notes.cancel(id)
+		return true
 	}
-	in.log.Debug(fmt.Sprintf("[acp] notification %s ignored", method))
-}
-
-// reply writes the error response of a line that goes no further. It waits
-// for stdout: a client that reads nothing stops being read too.
-func (in *ingress) reply(id json.RawMessage, rerr *acp.RequestError) {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	b, err := json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: id, Error: said(rerr)})
-	if err != nil {
-		return
-	}
-	_, _ = in.out.Write(append(b, '\n'))
+	return false
 }
 
 // toRequestError keeps an ACP error as it is; any other is mm's own
@@ -265,5 +165,5 @@ func toRequestError(err error) *acp.RequestError {
 	if errors.As(err, &re) {
 		return re
 	}
-	return rpcerr.Internal(err.Error(), nil)
+	return jsonrpc.Internal(err.Error(), nil)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
 )
 
@@ -42,7 +43,9 @@ type methodDef struct {
 	// run serves a decoded request and answers r, now or later; sid is
 	// the id of the session a creating request makes ("": one is made
 	// here).
-	run     func(c *Caller, r actors.Reply, p any, sid string)
+	run func(c *Caller, r actors.Reply, p any, sid string)
+	// session and creates are the placement, from acpmethod's table: a
+	// session's ordered request, or one that makes a session.
 	session bool
 	creates bool
 }
@@ -55,13 +58,23 @@ func init() {
 		acp.AgentMethodSessionList:            conn((*Agent).ListSessions),
 		acp.AgentMethodSessionNew:             making((*Caller).serveNewAs),
 		acp.AgentMethodSessionFork:            making((*Caller).serveForkAs),
-		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run(func(c *Caller, r actors.Reply, p acp.PromptRequest, _ string) { c.servePrompt(r, p) }), session: true},
+		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run(func(c *Caller, r actors.Reply, p acp.PromptRequest, _ string) { c.servePrompt(r, p) })},
 		acp.AgentMethodSessionLoad:            ordered((*Caller).serveLoad),
 		acp.AgentMethodSessionResume:          ordered((*Caller).serveResume),
 		acp.AgentMethodSessionClose:           ordered((*Caller).serveClose),
 		acp.AgentMethodSessionDelete:          ordered((*Caller).serveDelete),
 		acp.AgentMethodSessionSetMode:         ordered((*Caller).serveSetMode),
 		acp.AgentMethodSessionSetConfigOption: ordered((*Caller).serveSetConfig),
+		acpmethod.SetModel:                    ordered((*Caller).serveSetModel),
+	}
+	// Where each is placed is the one table's to say.
+	for name, d := range methods {
+		m, ok := acpmethod.Lookup(name)
+		if !ok {
+			panic("protocol serves " + name + ", which acpmethod does not name")
+		}
+		d.session, d.creates = m.Ordered && !m.Creates, m.Creates
+		methods[name] = d
 	}
 }
 
@@ -113,13 +126,13 @@ func run[P any](serve func(*Caller, actors.Reply, P, string)) func(*Caller, acto
 // ingress's goroutine before the next line is read; its handler answers r,
 // now or later.
 func ordered[P any, PP params[P]](serve func(*Caller, actors.Reply, P)) methodDef {
-	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(func(c *Caller, r actors.Reply, p P, _ string) { serve(c, r, p) }), session: true}
+	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(func(c *Caller, r actors.Reply, p P, _ string) { serve(c, r, p) })}
 }
 
 // making is a request that makes a session, ordered too; its handler is
 // given the new session's id, or "" to make one.
 func making[P any, PP params[P]](serve func(*Caller, actors.Reply, P, string)) methodDef {
-	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(serve), creates: true}
+	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(serve)}
 }
 
 // sessionOf is the session a decoded request names.
@@ -145,6 +158,8 @@ func sessionOf(p any) string {
 			return string(v.Boolean.SessionId)
 		}
 	case acp.UnstableForkSessionRequest:
+		return string(v.SessionId)
+	case acpmethod.SetModelRequest:
 		return string(v.SessionId)
 	case acp.CancelNotification:
 		return string(v.SessionId)

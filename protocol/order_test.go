@@ -491,3 +491,35 @@ func TestLoadThenCloseTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacySetModel: JetBrains AIR's session/set_model, {sessionId,
+// modelId}, sets the model config option, answers {}, and the next prompt
+// runs on the model set, in order; an unknown model or a missing modelId
+// is invalid params. One method table entry and one handler (acpmethod,
+// serveSetModel).
+func TestLegacySetModel(t *testing.T) {
+	_, other := scriptServer(t, "rules:\n  - match: \"^which$\"\n    steps: [{text: \"other\"}]\n")
+	r, _ := newRawAgentOpts(t, "rules:\n  - match: \"^which$\"\n    steps: [{text: \"default\"}]\n", nil, func(o *app.Options) {
+		o.Models = []actors.NamedModel{{ID: "other", Name: "other", Model: other}}
+	})
+	sid := r.initSession(t.TempDir())
+	set := func(id int, model string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/set_model","params":{"sessionId":%q,"modelId":%q}}`, id, sid, model)
+	}
+	r.send(set(100, "other"), promptLine(101, sid, "which"))
+	chunks, res := r.untilResponses(100, 101)
+	if got := result(t, res[100]); len(got) != 0 {
+		t.Errorf("set_model answered %v, want {}", got)
+	}
+	if got := strings.Join(chunks, ""); got != "other" {
+		t.Errorf("the prompt after set_model ran on %q", got)
+	}
+	r.send(set(102, "nope"), fmt.Sprintf(`{"jsonrpc":"2.0","id":103,"method":"session/set_model","params":{"sessionId":%q}}`, sid))
+	_, res = r.untilResponses(102, 103)
+	for _, id := range []float64{102, 103} {
+		e, _ := res[id]["error"].(map[string]any)
+		if e["code"] != float64(-32602) {
+			t.Errorf("response %v: %v, want invalid params", id, res[id])
+		}
+	}
+}

@@ -3,7 +3,6 @@ package protocol
 import (
 	"encoding/json"
 	"hash/fnv"
-	"io"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/actors"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // outbox is the ordered writer of everything sessions send (actors.Outbox)
@@ -31,27 +30,23 @@ import (
 // prompts, tool calls and requests it answers.
 type outbox struct {
 	shards []*shard
+	// rpc is the connection: its table of the client's requests in flight
+	// says which an answer may still answer (each is answered once; an
+	// answer to a request not there, answered already or another
+	// connection's, is dropped), and its writer takes what is written.
+	rpc *jsonrpc.Conn
 	// encode turns an answer into its ACP result or error (answers.go).
 	encode func(actors.Reply, any) (any, *acp.RequestError)
-	// answered is told of every answer written (the ingress forgets a
-	// prompt's request); written of how many responses to the client's
-	// requests each write carried (their places in pending are free).
-	answered func(actors.Reply)
-	written  func(n int)
-
-	// inflight are the requests of the connection waiting for their
-	// answer, by Reply.Seq: each is answered once, and an answer to a
-	// request not here (answered already, another connection's) is
-	// dropped.
-	mu       sync.Mutex
-	inflight map[uint64]struct{}
+	// written is told how many responses to the client's requests each
+	// write carried.
+	written func(n int)
 }
 
-func newOutbox(w io.Writer, log *slog.Logger) *outbox {
+func newOutbox(rpc *jsonrpc.Conn, log *slog.Logger) *outbox {
 	n := max(2, runtime.GOMAXPROCS(0))
-	o := &outbox{shards: make([]*shard, n), answered: func(actors.Reply) {}, written: func(int) {}, inflight: map[uint64]struct{}{}}
+	o := &outbox{shards: make([]*shard, n), rpc: rpc, written: func(int) {}}
 	for i := range o.shards {
-		s := &shard{w: w, log: log, box: o, done: make(chan struct{}), started: make(chan struct{})}
+		s := &shard{log: log, box: o, done: make(chan struct{}), started: make(chan struct{})}
 		s.cond = sync.NewCond(&s.mu)
 		o.shards[i] = s
 		go s.run()
@@ -102,43 +97,21 @@ func (o *outbox) Deliver(sessionID string, pid *actor.PID, msg any) {
 	o.shard(sessionID).push(outItem{sessionID: sessionID, to: pid, msg: msg})
 }
 
-// expect records request r, read from the client: its answer is to come.
-func (o *outbox) expect(r actors.Reply) {
-	o.mu.Lock()
-	o.inflight[r.Seq] = struct{}{}
-	o.mu.Unlock()
-}
-
-// take reports whether r is expected, and expects it no more.
-func (o *outbox) take(r actors.Reply) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, ok := o.inflight[r.Seq]; !ok {
-		return false
-	}
-	delete(o.inflight, r.Seq)
-	return true
-}
-
 // Answer queues the answer to r behind the session's updates, once: the
-// answer to a request this connection does not expect is dropped.
+// request leaves the connection's table now, and an answer to a request
+// not there (answered already, another connection's) is dropped.
 func (o *outbox) Answer(sessionID string, r actors.Reply, res any) {
-	if !o.take(r) {
+	in, ok := o.rpc.TakeSeq(r.ID, r.Seq)
+	if !ok {
 		return
 	}
-	o.shard(sessionID).push(outItem{sessionID: sessionID, reply: r, answer: true, res: res})
+	o.shard(sessionID).push(outItem{sessionID: sessionID, reply: r, answer: true, res: res, in: in})
 }
 
-// Respond queues the response to request id behind everything queued for
-// the session so far; sessionID "" is for a response about no session.
-func (o *outbox) Respond(sessionID string, id json.RawMessage, result any, rerr *acp.RequestError) {
-	o.shard(sessionID).push(outItem{sessionID: sessionID, response: &rpcMessage{JSONRPC: "2.0", ID: id, Result: result, Error: said(rerr)}})
-}
-
-// Request queues a request (or, without id, a notification) of mm's own
+// Request queues a request (or, with no id, a notification) of mm's own
 // for the client behind everything queued for the session so far.
-func (o *outbox) Request(sessionID string, id json.RawMessage, method string, params any) {
-	o.shard(sessionID).push(outItem{sessionID: sessionID, response: &rpcMessage{JSONRPC: "2.0", ID: id, Method: method, Params: params}})
+func (o *outbox) Request(sessionID string, id jsonrpc.ID, method string, params any) {
+	o.shard(sessionID).push(outItem{sessionID: sessionID, request: &request{id: id, method: method, params: params}})
 }
 
 // closeWithin writes what is queued, then stops the shards. It reports
@@ -177,19 +150,15 @@ func (o *outbox) closeUnless(giveUp func() bool) bool {
 	return true
 }
 
-// rpcMessage is a JSON-RPC message as mm writes it (the SDK's field order).
-type rpcMessage struct {
-	JSONRPC string            `json:"jsonrpc"`
-	ID      json.RawMessage   `json:"id,omitempty"`
-	Method  string            `json:"method,omitempty"`
-	Params  any               `json:"params,omitempty"`
-	Result  any               `json:"result,omitempty"`
-	Error   *acp.RequestError `json:"error,omitempty"`
+// request is a request (or notification) of mm's own for the client.
+type request struct {
+	id     jsonrpc.ID
+	method string
+	params any
 }
 
 // shard is one writer goroutine and its queue.
 type shard struct {
-	w       io.Writer // stdout, shared with the SDK's writes
 	log     *slog.Logger
 	box     *outbox
 	root    *actor.RootContext
@@ -212,17 +181,18 @@ type outItem struct {
 	cost   int
 	to     *actor.PID
 	msg    any
-	// reply and res are the answer to a request (Answer), when answer.
+	// reply and res are the answer to a request (Answer), when answer;
+	// in is what the connection kept of the request.
 	reply  actors.Reply
 	answer bool
 	res    any
-	// response is any other response (Respond), or a request of mm's own
-	// (Request).
-	response *rpcMessage
+	in     jsonrpc.Incoming
+	// request is a request of mm's own (Request).
+	request *request
 }
 
 func (it *outItem) isUpdate() bool {
-	return it.to == nil && !it.answer && it.response == nil && it.raw == nil
+	return it.to == nil && !it.answer && it.request == nil && it.raw == nil
 }
 
 func (s *shard) push(it outItem) {
@@ -234,7 +204,7 @@ func (s *shard) push(it outItem) {
 
 func (s *shard) run() {
 	defer close(s.done)
-	var buf []byte
+	var buf batch
 	var paid []outItem // updates whose bytes go back to a budget once written
 	responses := 0     // responses to the client's requests in buf
 	for {
@@ -252,32 +222,29 @@ func (s *shard) run() {
 		// A batch is what queued while the last one was written: under
 		// load it is large, and it goes out in one write. A session's
 		// adjacent chunks are folded into one notification.
-		buf = buf[:0]
+		buf.reset()
 		for i := 0; i < len(batch); i++ {
 			it := &batch[i]
 			switch {
 			case it.to != nil:
 				// Everything before the message is written first.
-				buf = s.flush(buf, &paid, &responses)
+				s.flush(&buf, &paid, &responses)
 				<-s.started
 				s.root.Send(it.to, it.msg)
 				continue
 			case it.answer:
-				buf = s.appendAnswer(buf, it)
+				s.appendAnswer(&buf, it)
 				responses++
 				continue
-			case it.response != nil:
-				buf = s.appendMessage(buf, it.response)
-				if it.response.Method == "" {
-					responses++
-				}
+			case it.request != nil:
+				s.appendRequest(&buf, it.sessionID, it.request.id, it.request.method, it.request.params)
 				continue
 			case it.raw != nil:
 				if it.budget != nil {
 					paid = append(paid, *it)
 				}
-				buf = s.appendMessage(buf, &rpcMessage{JSONRPC: "2.0", Method: acp.ClientMethodSessionUpdate,
-					Params: sessionNotification{SessionID: it.sessionID, Update: it.raw}})
+				s.appendRequest(&buf, it.sessionID, jsonrpc.ID{}, acp.ClientMethodSessionUpdate,
+					sessionNotification{SessionID: it.sessionID, Update: it.raw})
 				continue
 			}
 			j := i + 1
@@ -293,10 +260,9 @@ func (s *shard) run() {
 				mergeRun(batch[i:j])
 				i = j - 1
 			}
-			buf = s.appendMessage(buf, &rpcMessage{JSONRPC: "2.0", Method: acp.ClientMethodSessionUpdate,
-				Params: notification(it.sessionID, &it.update)})
+			s.appendRequest(&buf, it.sessionID, jsonrpc.ID{}, acp.ClientMethodSessionUpdate, notification(it.sessionID, &it.update))
 		}
-		buf = s.flush(buf, &paid, &responses)
+		s.flush(&buf, &paid, &responses)
 		clear(batch)
 		s.mu.Lock()
 		s.spare = batch[:0]
@@ -304,40 +270,61 @@ func (s *shard) run() {
 	}
 }
 
-// appendAnswer encodes the response to a request a session or the edge
-// answered.
-func (s *shard) appendAnswer(buf []byte, it *outItem) []byte {
-	defer s.box.answered(it.reply)
-	result, rerr := s.box.encode(it.reply, it.res)
-	m := &rpcMessage{JSONRPC: "2.0", ID: it.reply.ID, Result: result, Error: said(rerr)}
-	if rerr == nil && result == nil {
-		m.Result = struct{}{}
-	}
-	return s.appendMessage(buf, m)
+// batch is what a shard writes in one write: the messages' bytes one after
+// another, and each message with what its transport needs to know of it.
+type batch struct {
+	data []byte
+	outs []jsonrpc.Out
+	ends []int // where each message's bytes end in data
 }
 
-// appendMessage encodes one line. A value that cannot be encoded becomes an
-// internal error for its request (a notification is dropped, logged).
-func (s *shard) appendMessage(buf []byte, m *rpcMessage) []byte {
-	b, err := json.Marshal(m)
+func (b *batch) reset() {
+	b.data, b.outs, b.ends = b.data[:0], b.outs[:0], b.ends[:0]
+}
+
+// add records the message whose bytes were just appended to data.
+func (b *batch) add(o jsonrpc.Out) {
+	b.outs = append(b.outs, o)
+	b.ends = append(b.ends, len(b.data))
+}
+
+// appendAnswer encodes the response to a request a session or the edge
+// answered (jsonrpc's encoder: the one place a response is made).
+func (s *shard) appendAnswer(b *batch, it *outItem) {
+	result, rerr := s.box.encode(it.reply, it.res)
+	data, err := jsonrpc.EncodeResponse(it.reply.ID, result, rerr)
 	if err != nil {
 		s.log.Error("encoding a message for the client: " + err.Error())
-		if m.ID == nil {
-			return buf
-		}
-		b, _ = json.Marshal(&rpcMessage{JSONRPC: "2.0", ID: m.ID, Error: rpcerr.Internal("mm could not encode its answer: "+err.Error(), nil)})
+		data, _ = jsonrpc.EncodeResponse(it.reply.ID, nil, jsonrpc.Internal("mm could not encode its answer: "+err.Error(), nil))
 	}
-	buf = append(buf, b...)
-	return append(buf, '\n')
+	b.data = append(b.data, data...)
+	b.add(jsonrpc.Out{Response: true, ID: it.reply.ID, Session: it.in.Session, Tag: it.in.Tag, Method: it.reply.Method})
 }
 
-// flush writes the encoded lines, then gives their bytes back to the
-// sessions' budgets and the places of the responses among them back to
-// pending. A write error means the client is gone; the shutdown path
-// cancels the turns, so nothing is lost by going on.
-func (s *shard) flush(buf []byte, paid *[]outItem, responses *int) []byte {
-	if len(buf) > 0 {
-		_, _ = s.w.Write(buf)
+// appendRequest encodes a request (id set) or a notification of mm's. One
+// whose params cannot be encoded is dropped, logged (a request of mm's then
+// waits until its caller gives up).
+func (s *shard) appendRequest(b *batch, sessionID string, id jsonrpc.ID, method string, params any) {
+	data, err := jsonrpc.EncodeRequest(id, method, params)
+	if err != nil {
+		s.log.Error("encoding a message for the client: " + err.Error())
+		return
+	}
+	b.data = append(b.data, data...)
+	b.add(jsonrpc.Out{ID: id, Session: sessionID, Method: method})
+}
+
+// flush writes the encoded messages, then gives their bytes back to the
+// sessions' budgets. A write error means the client is gone; the shutdown
+// path cancels the turns, so nothing is lost by going on.
+func (s *shard) flush(b *batch, paid *[]outItem, responses *int) {
+	if len(b.outs) > 0 {
+		start := 0
+		for i := range b.outs {
+			b.outs[i].Data = b.data[start:b.ends[i]]
+			start = b.ends[i]
+		}
+		_ = s.box.rpc.WriteBatch(b.outs)
 	}
 	s.box.written(*responses)
 	*responses = 0
@@ -346,10 +333,11 @@ func (s *shard) flush(buf []byte, paid *[]outItem, responses *int) []byte {
 	}
 	clear(*paid)
 	*paid = (*paid)[:0]
-	if cap(buf) > 1<<20 {
-		return nil // one burst must not pin a large buffer
+	clear(b.outs)
+	if cap(b.data) > 1<<20 {
+		b.data = nil // one burst must not pin a large buffer
 	}
-	return buf[:0]
+	b.reset()
 }
 
 // mergeable says whether next can be folded into prev, for the same

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // TestOutboxWritesWhatTheSDKWrites: the outbox writes session updates
@@ -31,7 +33,7 @@ func TestOutboxWritesWhatTheSDKWrites(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var ours syncbuf.Buffer
-			o := newOutbox(&ours, slog.New(slog.DiscardHandler))
+			o := newOutbox(lineConn(&ours), slog.New(slog.DiscardHandler))
 			o.Update("s1", u)
 			o.closeWithin(5 * time.Second)
 
@@ -52,6 +54,11 @@ func TestOutboxWritesWhatTheSDKWrites(t *testing.T) {
 
 func ptr(s string) *string { return &s }
 
+// lineConn is a connection that writes its lines to w and reads nothing.
+func lineConn(w io.Writer) *jsonrpc.Conn {
+	return jsonrpc.New(jsonrpc.Lines(strings.NewReader(""), 1<<20), jsonrpc.NewLineWriter(w), jsonrpc.Options{Max: 1})
+}
+
 // TestOutboxFolds: adjacent chunks of a session fold into one, a later
 // usage replaces an earlier one, and nothing crosses a reply, nor a
 // change of message id.
@@ -59,7 +66,7 @@ func TestOutboxFolds(t *testing.T) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	defer sys.Shutdown()
 	var out syncbuf.Buffer
-	o := newOutbox(&out, slog.New(slog.DiscardHandler))
+	o := newOutbox(lineConn(&out), slog.New(slog.DiscardHandler))
 	s := o.shard("a")
 	chunk := func(t string) outItem {
 		return outItem{sessionID: "a", update: acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock(t)}}}
@@ -121,13 +128,13 @@ func BenchmarkEncodeChunk(b *testing.B) {
 	b.Run("outbox", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_, _ = json.Marshal(&rpcMessage{JSONRPC: "2.0", Method: acp.ClientMethodSessionUpdate, Params: notification("20260101-000000-00000000", &u)})
+			_, _ = jsonrpc.EncodeRequest(jsonrpc.ID{}, acp.ClientMethodSessionUpdate, notification("20260101-000000-00000000", &u))
 		}
 	})
 	b.Run("sdk", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_, _ = json.Marshal(&rpcMessage{JSONRPC: "2.0", Method: acp.ClientMethodSessionUpdate, Params: acp.SessionNotification{SessionId: "20260101-000000-00000000", Update: u}})
+			_, _ = jsonrpc.EncodeRequest(jsonrpc.ID{}, acp.ClientMethodSessionUpdate, acp.SessionNotification{SessionId: "20260101-000000-00000000", Update: u})
 		}
 	})
 }

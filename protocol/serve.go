@@ -5,21 +5,27 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mm-agent/mm/jsonrpc"
 )
 
-// ConnOptions wires one connection to a Hub.
+// ConnOptions wires one connection to a Hub: its framing, a Source and a
+// Writer (or a stream of lines, In and Out).
 type ConnOptions struct {
 	In io.Reader // the client's messages, one per line
 	// Source, when set, gives the client's messages, each parsed once
 	// (mm serve's transports parse them to route them); In is not read.
 	Source jsonrpc.Source
-	Out    io.Writer // mm's messages, one per line; each Write whole lines
-	Log    *slog.Logger
+	Out    io.Writer // mm's messages, one per line
+	// Writer, when set, takes mm's messages, each with what the transport
+	// needs to know of it (jsonrpc.Out); Out is not written.
+	Writer jsonrpc.Writer
+	// LimitName is the key that bounds a message, for the answer to one
+	// too long to read ("" is acp.maxLineBytes).
+	LimitName string
+	Log       *slog.Logger
 	// Owner names the token the client came with: the sessions it creates
 	// are its own, and it sees no other's. "" (mm -acp) sees every one.
 	Owner string
@@ -32,13 +38,13 @@ type ConnOptions struct {
 
 // Conn is one served connection.
 type Conn struct {
-	agent   *Agent
-	in      *ingress
-	out     *outbox
-	pending *pending
+	agent *Agent
+	in    *ingress
+	out   *outbox
+	rpc   *jsonrpc.Conn
 	// w is the connection's one writer: Wait asks it whether the client
 	// still reads.
-	w *lockedWriter
+	w *watchedWriter
 	// hub is shut down by Wait when the connection owns it (mm -acp).
 	hub *Hub
 }
@@ -61,21 +67,33 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	if log == nil {
 		log = h.log
 	}
-	// One writer for the connection: the SDK's responses and requests, the
-	// outbox's batches and the ingress's errors each go out whole.
-	out := &lockedWriter{w: o.Out}
-	box := newOutbox(out, log)
-	a := &Agent{Caller: h.newCaller(log, o.Owner, o.Roots, shared, ""), box: box}
-	a.out, a.asks = box, client{call: a.call, forms: a.forms, caps: a.caps}
-	waiting := newPending(int(h.cfg.ACP.MaxPending))
+	w := o.Writer
+	if w == nil {
+		w = jsonrpc.NewLineWriter(o.Out)
+	}
+	watched := &watchedWriter{w: w}
 	src := o.Source
 	if src == nil {
 		src = jsonrpc.Lines(o.In, int(h.cfg.ACP.MaxLineBytes))
 	}
-	in := newIngress(src, int(h.cfg.ACP.MaxLineBytes), a, out, log, waiting)
-	box.encode, box.answered = a.encode, a.prompts.answered
+	limit := o.LimitName
+	if limit == "" {
+		limit = "acp.maxLineBytes"
+	}
+	a := &Agent{Caller: h.newCaller(log, o.Owner, o.Roots, shared, "")}
+	in := &ingress{agent: a, log: log, done: make(chan struct{})}
+	// The one connection: its read loop, its table of the client's
+	// requests in flight (acp.maxPending of them: the back-pressure), its
+	// table of mm's calls, and the writer every message goes through.
+	rpc := jsonrpc.New(src, watched, jsonrpc.Options{Handler: in, Preempt: in.preempt,
+		Max: int(h.cfg.ACP.MaxPending), MaxLine: int(h.cfg.ACP.MaxLineBytes), LimitName: limit, CallPrefix: "mm-", Log: log})
+	box := newOutbox(rpc, log)
+	a.box, a.rpc = box, rpc
+	a.out, a.asks = box, client{call: a.call, forms: a.forms, caps: a.caps}
+	a.notes = rpcNotes{rpc}
+	box.encode = a.encode
 	box.written = func(n int) {
-		waiting.give(n)
+		rpc.Written(n)
 		if n > 0 {
 			// With DeferRuntime, the runtime starts once a response
 			// (initialize's) is out, not beside it.
@@ -85,37 +103,52 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	if o.Forward != nil {
 		a.forward = o.Forward(Sink{a: a})
 	}
-	go in.run()
+	go in.run(rpc)
 	// The outbox delivers to actors once the runtime is up; the client's
 	// initialize is read and answered meanwhile, needing none of it (with
 	// DeferRuntime, before it starts).
 	go func() { box.setRoot(h.started().Root()) }()
-	return &Conn{agent: a, in: in, out: box, pending: waiting, w: out}
+	return &Conn{agent: a, in: in, out: box, rpc: rpc, w: watched}
 }
 
-// lockedWriter makes each Write one whole line (or batch of lines) on w.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+// Pending is the number of the client's requests read and not answered.
+func (c *Conn) Pending() int { return c.rpc.Pending() }
+
+// watchedWriter is the connection's writer, which knows whether a write
+// is waiting on the client.
+type watchedWriter struct {
+	w jsonrpc.Writer
 	// writing is when the write in progress began, as time since
 	// clockStart (monotonic), 0 between writes: a write that does not
 	// return is a client that does not read.
 	writing atomic.Int64
 }
 
-// clockStart is the origin of lockedWriter.writing.
+// clockStart is the origin of watchedWriter.writing.
 var clockStart = time.Now()
 
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *watchedWriter) Write(o jsonrpc.Out) error {
 	l.writing.Store(int64(time.Since(clockStart)) | 1) // never 0
 	defer l.writing.Store(0)
-	return l.w.Write(b)
+	return l.w.Write(o)
+}
+
+func (l *watchedWriter) WriteBatch(outs []jsonrpc.Out) error {
+	l.writing.Store(int64(time.Since(clockStart)) | 1)
+	defer l.writing.Store(0)
+	if bw, ok := l.w.(jsonrpc.BatchWriter); ok {
+		return bw.WriteBatch(outs)
+	}
+	for _, o := range outs {
+		if err := l.w.Write(o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stuck says whether a write has been waiting on the client for d or more.
-func (l *lockedWriter) stuck(d time.Duration) bool {
+func (l *watchedWriter) stuck(d time.Duration) bool {
 	began := l.writing.Load()
 	return began != 0 && time.Since(clockStart)-time.Duration(began) >= d
 }
@@ -163,22 +196,21 @@ func (c *Conn) Wait(ctx context.Context) {
 	if a.forward != nil {
 		hang = time.Second
 	}
-	switch c.pending.drain(func() bool { return c.w.stuck(clientIdle) }, hang) {
-	case drainStuck:
-		a.log.Warn(fmt.Sprintf("shutdown: %d request(s) left unanswered: the client does not read", c.pending.count()))
-	case drainSilent:
-		a.log.Warn(fmt.Sprintf("shutdown: %d request(s) left unanswered: no answer came for %s", c.pending.count(), hang))
+	switch c.rpc.Drain(func() bool { return c.w.stuck(clientIdle) }, hang) {
+	case jsonrpc.DrainStuck:
+		a.log.Warn(fmt.Sprintf("shutdown: %d request(s) left unanswered: the client does not read", c.rpc.Pending()))
+	case jsonrpc.DrainSilent:
+		a.log.Warn(fmt.Sprintf("shutdown: %d request(s) left unanswered: no answer came for %s", c.rpc.Pending(), hang))
 	}
-	c.pending.close()
 	if c.hub != nil {
 		// The sessions' last words still reach this connection's writer.
 		a.markClosed()
 		c.hub.stopSessions()
-		a.calls.close()
+		c.rpc.Close()
 		a.cancel()
 	} else {
 		a.letGo()
-		a.calls.close()
+		c.rpc.Close()
 	}
 	a.runtime() // a client may leave before the runtime is up
 	// A client that stopped reading must not hold the process forever;

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/internal/rpcerr"
 	"github.com/mm-agent/mm/store"
@@ -376,6 +377,19 @@ func (c *Caller) serveSetMode(r actors.Reply, p acp.SetSessionModeRequest) {
 }
 
 // serveSetConfig sets the model selector, in the session's order.
+// serveSetModel serves the legacy session/set_model, which JetBrains AIR
+// still sends: {sessionId, modelId} sets the session's model config option,
+// as session/set_config_option with configId "model" does, and answers {}.
+func (c *Caller) serveSetModel(r actors.Reply, p acpmethod.SetModelRequest) {
+	id := string(p.SessionId)
+	s := c.live(id)
+	if s == nil {
+		c.answer(id, r, nil, unknownSession(id))
+		return
+	}
+	s.SetModel(p.ModelId, r)
+}
+
 func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequest) {
 	if b := p.Boolean; b != nil {
 		id := string(b.SessionId)

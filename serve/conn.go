@@ -94,6 +94,7 @@ func (c *connection) connect(out io.Writer) error {
 func (c *connection) release() {
 	c.cancel()
 	c.in.Close()
+	c.in.done() // the room of what mm read last
 	s := c.s
 	s.mu.Lock()
 	delete(s.conns, c)

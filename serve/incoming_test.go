@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/acp-go-sdk"
 	"github.com/coder/websocket"
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/serve"
 )
 
@@ -106,73 +108,74 @@ func TestMessageTimeLimit(t *testing.T) {
 }
 
 // TestIncomingRoom: the server holds at most serve.maxIncomingBytes of
-// client messages being read: with the room taken by two messages still
-// coming, a third client's message waits, and is served once one of them
-// is whole.
+// client messages, and a message holds its room — its buffer, and what
+// decoding it may allocate (jsonrpc.DecodeBytes) — until mm has served it
+// or handed it on, not merely taken it (issue 42: the room was given back
+// once mm took a message, and 64 messages of 15 MiB took mm to 1 GiB).
+// Here mm's reader waits with a message of 400 KiB (acp.maxPending
+// requests unanswered: a turn that never ends): it holds its room, and
+// another client's message of 200 KiB waits for room, for as long as the
+// room is held; once the first client leaves, its message gives its room
+// back and the second is served.
 func TestIncomingRoom(t *testing.T) {
-	e := newEnv(t, func(o *serve.Options, _ *configs.Config) {
-		o.MaxMessageBytes = 64 << 10
-		o.MaxIncomingBytes = 128 << 10
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
-	defer cancel()
-	dial := func() *websocket.Conn {
-		ws, _, err := websocket.Dial(ctx, e.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ws.CloseNow() })
-		return ws
-	}
-	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{},"_meta":{"pad":"`
-	// Two messages begun, not ended: each holds its room.
-	var open []*websocket.Conn
-	var writers []io.WriteCloser
-	for range 2 {
-		ws := dial()
-		w, err := ws.Writer(ctx, websocket.MessageText)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write([]byte(init + strings.Repeat("a", 40<<10))); err != nil {
-			t.Fatal(err)
-		}
-		open, writers = append(open, ws), append(writers, w)
-	}
-	// Both are being read, holding the room: /metrics says so.
-	waitFor(t, func() bool { return incomingBytes(t, e) == 128<<10 })
-	third := dial()
-	answered := make(chan time.Time, 1)
-	go func() {
-		if err := third.Write(ctx, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)); err != nil {
-			return
-		}
-		if _, _, err := third.Read(ctx); err == nil {
-			answered <- time.Now()
-		}
-	}()
-	// A second is no bound on its wait: it waits for as long as the room
-	// is full, whatever the machine's speed.
-	select {
-	case <-answered:
-		t.Fatal("a message was read while the room was full")
-	case <-time.After(time.Second):
-	}
-	ended := time.Now()
-	if _, err := writers[0].Write([]byte(`"}}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := writers[0].Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case at := <-answered:
-		t.Logf("the third message was answered %v after the first was whole", at.Sub(ended).Round(time.Millisecond))
-	case <-time.After(testwait.Hang):
-		t.Fatal("the third message was never read")
-	}
-	if _, _, err := open[0].Read(ctx); err != nil {
-		t.Errorf("the first client, once its message was whole: %v", err)
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) {
+			e := newEnv(t, func(o *serve.Options, c *configs.Config) {
+				o.MaxMessageBytes = 1000 << 10
+				o.MaxIncomingBytes = 2000 << 10
+				c.ACP.MaxPending = 1
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+			defer cancel()
+			c := e.dial(transport, token)
+			sid := c.start(t, ctx)
+			go func() { _, _ = c.ask(ctx, sid, "slow") }() // never answered: the one request pending
+			if err := c.rec.WaitUpdate(ctx, sid, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
+				t.Fatal(err)
+			}
+			listed := make(chan error, 1)
+			go func() {
+				_, err := c.ListSessions(ctx, acp.ListSessionsRequest{Meta: map[string]any{"pad": strings.Repeat("a", 400<<10)}})
+				listed <- err
+			}()
+			// Taken by mm's reader, which waits: the room stays held.
+			waitFor(t, func() bool { return incomingBytes(t, e) >= int(jsonrpc.DecodeBytes(400<<10, 0))+400<<10 })
+			t.Logf("mm holds a message of 400 KiB; the room holds %d", incomingBytes(t, e))
+
+			ws, _, err := websocket.Dial(ctx, e.ws, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.CloseNow()
+			answered := make(chan time.Time, 1)
+			go func() {
+				msg := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"_meta":{"pad":"` + strings.Repeat("b", 200<<10) + `"}}}`
+				if err := ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+					return
+				}
+				if _, _, err := ws.Read(ctx); err == nil {
+					answered <- time.Now()
+				}
+			}()
+			// A second is no bound on its wait: it waits for as long as
+			// the room is held, whatever the machine's speed.
+			select {
+			case <-answered:
+				t.Fatal("a message was read while the room was held")
+			case <-time.After(time.Second):
+			}
+			left := time.Now()
+			_ = c.stream.Close()
+			select {
+			case at := <-answered:
+				t.Logf("the second message was answered %v after the first client left", at.Sub(left).Round(time.Millisecond))
+			case <-time.After(testwait.Hang):
+				t.Fatal("the second message was never read")
+			}
+			<-listed
+			_ = ws.CloseNow()
+			waitFor(t, func() bool { return incomingBytes(t, e) == 0 })
+		})
 	}
 }
 

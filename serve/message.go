@@ -34,23 +34,22 @@ type message struct {
 }
 
 // parseMessage checks raw (a frame or a POST body, maybe pretty-printed;
-// the caller's, which parseMessage may keep) and makes it one line. A
-// message already on one line, as clients write them, is kept as it is,
-// parsed in place; one with newlines between its tokens is compacted
-// (json.Compact: a newline cannot occur inside a JSON string), so that
-// what mm reads is the line it would read on stdio.
+// the caller's, which parseMessage keeps and may change) and makes it one
+// line. A message already on one line, as clients write them, is kept as
+// it is, parsed in place; one with newlines between its tokens is
+// compacted in place (a newline cannot occur inside a JSON string), so
+// that what mm reads is the line it would read on stdio, held once.
 func parseMessage(raw []byte) (message, error) {
 	line := bytes.TrimSpace(raw)
 	if len(line) == 0 {
 		return message{}, errNotJSON
 	}
 	if bytes.IndexByte(line, '\n') >= 0 {
-		var b bytes.Buffer
-		b.Grow(len(line))
-		if err := json.Compact(&b, line); err != nil {
+		// Valid first: white space dropped could join what it parted.
+		if !gjson.ValidBytes(line) && !json.Valid(line) {
 			return message{}, errNotJSON
 		}
-		line = b.Bytes()
+		line = compact(line)
 	}
 	m := message{Message: jsonrpc.Parse(line)}
 	var syntax *json.SyntaxError
@@ -67,6 +66,33 @@ func parseMessage(raw []byte) (message, error) {
 		m.sid = gjson.GetBytes(m.Params, "sessionId")
 	}
 	return m, nil
+}
+
+// compact drops the white space between the tokens of b, in place, and
+// returns what is left, the same JSON (b is valid): the white space
+// inside strings stays.
+func compact(b []byte) []byte {
+	out := b[:0]
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // value is a member's raw JSON as a gjson value; an absent one does not

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -54,8 +55,11 @@ type wsOut struct {
 	window int           // serve.resumeWindowBytes
 	wait   time.Duration // serve.resumeTimeout
 
+	// resumable is read without mu: a write that fails, with mu held,
+	// asks it (wsConn.failed).
+	resumable atomic.Bool
+
 	mu        sync.Mutex
-	resumable bool
 	sock      *wsConn  // the socket that carries the connection; nil while none does
 	kept      [][]byte // the last frames written, kept for a resume (resumable only)
 	first     uint64   // the number of kept[0]
@@ -65,6 +69,9 @@ type wsOut struct {
 	initKey   string        // initialize's id (idKey), whose answer advertises resumes
 	waiting   chan struct{} // while no socket carries it: closed by the resume that takes it
 	timedOut  bool          // awaitResume gave up on it
+	// stale is a socket a resume took the connection from whose reader
+	// has not stopped yet: the next resume waits for it too.
+	stale *wsConn
 }
 
 func newWSOut(c *connection, window int, wait time.Duration) *wsOut {
@@ -115,7 +122,7 @@ func (o *wsOut) reply(b []byte) { _, _ = o.Write(append(b, '\n')) }
 // the oldest past the window. Called with mu held.
 func (o *wsOut) keep(line []byte) {
 	o.next++
-	if !o.resumable {
+	if !o.resumable.Load() {
 		o.first = o.next
 		return
 	}
@@ -168,9 +175,7 @@ func (o *wsOut) initializing(key string) {
 // makeResumable keeps the frames from now on (the client said it will
 // resume), the first frame, initialize's answer, among them.
 func (o *wsOut) makeResumable() {
-	o.mu.Lock()
-	o.resumable = true
-	o.mu.Unlock()
+	o.resumable.Store(true)
 }
 
 // took counts a client frame taken (not initialize).
@@ -192,7 +197,7 @@ func (o *wsOut) detach(t *wsConn, onPurpose bool) bool {
 	if o.sock != t {
 		return t.superseded // a resume took the connection from this socket
 	}
-	if !o.resumable || onPurpose || o.timedOut {
+	if !o.resumable.Load() || onPurpose || o.timedOut {
 		return false
 	}
 	o.sock = nil
@@ -250,21 +255,39 @@ func (o *wsOut) takeOver(cursor uint64, within time.Duration) (uint64, error) {
 		ending = true
 	default:
 	}
-	if o.timedOut || !o.resumable || ending {
+	if o.timedOut || !o.resumable.Load() || ending {
 		o.mu.Unlock()
 		return 0, &errResume{http.StatusNotFound, "no such connection to resume"}
 	}
 	if old := o.sock; old != nil {
 		old.superseded = true
 		o.sock = nil
+		o.stale = old
+	}
+	if stale := o.stale; stale != nil {
 		o.mu.Unlock()
-		_ = old.ws.CloseNow()
+		// Its reader stops: its socket closes, and a wait for room or
+		// for mm to take a message ends (what it had not handed over is
+		// not counted taken: the client sends it again).
+		stale.stop()
+		_ = stale.ws.CloseNow()
 		select {
-		case <-old.readDone:
+		case <-stale.readDone:
 		case <-time.After(within):
+			// The connection stays someone's: it waits for another
+			// resume, as one that no socket carries.
+			o.mu.Lock()
+			if o.waiting == nil && !o.timedOut {
+				o.waiting = make(chan struct{})
+				go o.awaitResume(o.waiting)
+			}
+			o.mu.Unlock()
 			return 0, &errResume{http.StatusServiceUnavailable, "the connection's last socket is still being read"}
 		}
 		o.mu.Lock()
+		if o.stale == stale {
+			o.stale = nil
+		}
 	}
 	if o.waiting != nil {
 		close(o.waiting)
@@ -366,8 +389,7 @@ func (s *Server) serveResume(w http.ResponseWriter, r *http.Request, owner, id s
 	t.serve(true)
 }
 
-func (o *wsOut) isResumable() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.resumable
-}
+// isResumable may be called with mu held or not: a frame's write fails
+// with it held (issue 42: it took mu again, and the connection's writer
+// waited for itself for ever).
+func (o *wsOut) isResumable() bool { return o.resumable.Load() }

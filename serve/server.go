@@ -32,9 +32,10 @@ type Options struct {
 	// MaxMessageBytes bounds one client message (serve.maxMessageBytes);
 	// 0 means 16 MiB.
 	MaxMessageBytes int
-	// MaxIncomingBytes bounds the bytes of client messages being read at
-	// once, over every connection (serve.maxIncomingBytes); 0 means 256
-	// MiB.
+	// MaxIncomingBytes bounds what client messages hold, read and decoded,
+	// over every connection, until mm has served or handed them on
+	// (serve.maxIncomingBytes, incoming.go); less than twice
+	// MaxMessageBytes means the larger of 256 MiB and that.
 	MaxIncomingBytes int
 	// MessageTimeout is how long one client message may take to arrive
 	// whole (serve.messageTimeout); 0 means a minute.
@@ -131,8 +132,8 @@ func New(o Options) (*Server, error) {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 16 << 20
 	}
-	if o.MaxIncomingBytes < o.MaxMessageBytes {
-		o.MaxIncomingBytes = max(256<<20, o.MaxMessageBytes)
+	if o.MaxIncomingBytes < 2*o.MaxMessageBytes {
+		o.MaxIncomingBytes = max(256<<20, 2*o.MaxMessageBytes)
 	}
 	if o.MessageTimeout <= 0 {
 		o.MessageTimeout = time.Minute
@@ -205,6 +206,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// speak it to their backends.
 		protos.SetUnencryptedHTTP2(true)
 	}
+	ln = listener{ln} // its sockets say whether their clients have spoken (sockets.go)
 	errc := make(chan error, 1)
 	go func() {
 		if s.cert != nil {

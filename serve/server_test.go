@@ -265,6 +265,55 @@ func TestDrain(t *testing.T) {
 	}
 }
 
+// TestDrainWithRequestsWaiting: a connection whose client sent more
+// requests than acp.maxPending while a turn never ends — mm's reader waits
+// for a place with a request in hand, and reads nothing more — still ends
+// at serve.drainTimeout, and Serve returns: the request waiting is
+// answered with an error, the turn cancelled. (Issue 42: mm's reader
+// waited for the turn, the turn for nothing the drain could stop; the
+// server stayed draining.)
+func TestDrainWithRequestsWaiting(t *testing.T) {
+	testwait.Short(t, "a drain that waits for serve.drainTimeout")
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) {
+			e := newEnv(t, func(o *serve.Options, c *configs.Config) {
+				o.DrainTimeout = time.Second
+				c.ACP.MaxPending = 1
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+			defer cancel()
+			c := e.dial(transport, token)
+			sid := c.start(t, ctx)
+			go func() { _, _ = c.ask(ctx, sid, "slow") }()
+			if err := c.rec.WaitUpdate(ctx, sid, func(u acp.SessionUpdate) bool { return u.AgentMessageChunk != nil }); err != nil {
+				t.Fatal(err)
+			}
+			listed := make(chan error, 1)
+			go func() {
+				_, err := c.ListSessions(ctx, acp.ListSessionsRequest{})
+				listed <- err
+			}()
+			// On its way: read, waiting for mm or in mm's hands (its room
+			// is held until mm has served it).
+			waitFor(t, func() bool { return incomingBytes(t, e) > 0 })
+			start := time.Now()
+			if err := e.stop(testwait.Hang); err != nil {
+				t.Fatalf("Serve did not return: %v", err)
+			}
+			t.Logf("Serve returned %v after the drain began (serve.drainTimeout 1s)", time.Since(start).Round(time.Millisecond))
+			select {
+			case err := <-listed:
+				if err == nil {
+					t.Error("the request waiting for a place was answered as served")
+				}
+				t.Logf("the request waiting for a place: %v", err)
+			case <-ctx.Done():
+				t.Error("the request waiting for a place was not answered")
+			}
+		})
+	}
+}
+
 // TestHTTP2: the streamable HTTP transport works over HTTP/2 without TLS
 // (h2c with prior knowledge).
 func TestHTTP2(t *testing.T) {

@@ -53,13 +53,28 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
 			return
 		}
 	}
-	body, release, status := s.readBody(w, r)
-	defer release()
+	body, status := s.readBody(w, r)
+	// The body's room goes to mm with it; what is not passed on gives
+	// its room back here.
+	sent := false
+	defer func() {
+		if !sent {
+			body.hold.release()
+		}
+	}()
 	if status != 0 {
-		text(w, status, http.StatusText(status))
+		msg := http.StatusText(status)
+		switch {
+		case body.crowded:
+			w.Header().Set("Retry-After", "1")
+			msg = s.unreadWhy(body)
+		case status == http.StatusRequestEntityTooLarge && body.size > 0:
+			msg = s.unreadWhy(body)
+		}
+		text(w, status, msg)
 		return
 	}
-	m, err := parseMessage(body)
+	m, err := parseMessage(body.msg)
 	switch err {
 	case errNotJSON:
 		text(w, http.StatusBadRequest, "Invalid JSON")
@@ -76,79 +91,84 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
 			text(w, http.StatusBadRequest, "Initialize not allowed on existing connection")
 			return
 		}
-		s.initialize(w, r, m, owner)
+		sent = s.initialize(w, r, m, body.hold, owner)
 		return
 	}
 	if h == nil {
 		text(w, http.StatusBadRequest, "Missing Acp-Connection-Id")
 		return
 	}
-	if status, msg := h.accept(r.Context(), m, r.Header.Get(headerSessionID)); status != http.StatusAccepted {
+	var msg string
+	if status, msg = h.accept(r.Context(), m, body.hold, r.Header.Get(headerSessionID)); status != http.StatusAccepted {
 		text(w, status, msg)
 		return
 	}
+	sent = true
 	w.WriteHeader(http.StatusAccepted)
 }
 
 // readBody reads a POST's body, at most serve.maxMessageBytes, in the
 // server's room for messages (incoming.go), within serve.messageTimeout
-// and with none of it missing for the stall timeout; release gives its
-// room back once it is handed over (always call it).
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), status int) {
+// and with none of it missing for the stall timeout; its room is
+// body.hold's, which the caller releases, or hands on with the message.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body read, status int) {
 	if r.ContentLength > int64(s.o.MaxMessageBytes) {
-		return nil, func() {}, http.StatusRequestEntityTooLarge
+		return read{size: int(r.ContentLength)}, http.StatusRequestEntityTooLarge
 	}
 	rc := http.NewResponseController(w)
 	end := time.Now().Add(s.o.MessageTimeout)
 	// The deadline goes once the body is read: the request may then wait
 	// for mm, and the connection may carry other requests.
 	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	body, _, size, release, err := s.incoming.read(end, http.MaxBytesReader(w, &deadlineReader{r: r.Body, rc: rc, d: s.o.StallTimeout, end: end}, int64(s.o.MaxMessageBytes)+1), s.o.MaxMessageBytes)
+	body, err := s.incoming.read(r.Context(), end, http.MaxBytesReader(w, &deadlineReader{r: r.Body, rc: rc, d: s.o.StallTimeout, end: end}, int64(s.o.MaxMessageBytes)+1), s.o.MaxMessageBytes, r.ContentLength)
 	var tooLong *http.MaxBytesError
 	switch {
 	case errors.Is(err, errNoRoom):
-		return nil, release, http.StatusServiceUnavailable
+		return body, http.StatusServiceUnavailable
 	case errors.Is(err, os.ErrDeadlineExceeded) && time.Now().After(end):
-		return nil, release, http.StatusRequestTimeout
-	case errors.As(err, &tooLong), err == nil && size > s.o.MaxMessageBytes:
-		return nil, release, http.StatusRequestEntityTooLarge
+		return body, http.StatusRequestTimeout
+	case err == nil && body.crowded:
+		return body, http.StatusServiceUnavailable
+	case errors.As(err, &tooLong), err == nil && body.msg == nil:
+		return body, http.StatusRequestEntityTooLarge
 	case err != nil:
-		return nil, release, http.StatusBadRequest
+		return body, http.StatusBadRequest
 	}
-	return body, release, 0
+	return body, 0
 }
 
-// initialize opens a connection with mm and answers its initialize inline.
-func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m message, owner string) {
+// initialize opens a connection with mm and answers its initialize
+// inline; sent says mm took the message, and its room (held).
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m message, held *hold, owner string) (sent bool) {
 	if !validID(m.id()) || m.id().Raw == "null" {
 		text(w, http.StatusBadRequest, "Initialize request must include an ID")
-		return
+		return false
 	}
 	c, why := s.open(HTTP, Client{Token: owner, Transport: HTTP})
 	if c == nil {
 		s.refuse(w, why)
-		return
+		return false
 	}
 	h := newHTTPConn(s, c)
 	if err := c.connect(h); err != nil {
 		c.release()
 		jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, codeInternal, "Initialize failed", err.Error()))
-		return
+		return false
 	}
 	go h.run()
 	key, _ := idKey(m.id())
 	c.sent(key, "")
-	if err := c.in.Send(r.Context(), m.Message); err != nil {
+	if err := c.in.Send(r.Context(), m.Message, held); err != nil {
 		h.stop("the client gave up on initialize")
 		text(w, 499, "Request aborted")
-		return
+		return false
 	}
 	select {
 	case first := <-h.initial:
 		if o := parseOut(first); !o.response || o.id != key {
 			h.stop("mm did not answer initialize first")
 			jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, codeInternal, "Initialize failed", "Expected initialize response from agent"))
-			return
+			return true
 		}
 		s.register(h)
 		w.Header().Set(headerConnectionID, c.id)
@@ -159,19 +179,20 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m message, o
 	case <-c.done:
 		jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, codeInternal, "Initialize failed", "the agent ended the connection"))
 	}
+	return true
 }
 
 // accept passes one message of an open connection to mm, after the checks
 // of the TypeScript SDK's server; it returns 202, or the status refusing
 // it.
-func (h *httpConn) accept(ctx context.Context, m message, header string) (int, string) {
+func (h *httpConn) accept(ctx context.Context, m message, held *hold, header string) (int, string) {
 	c := h.c
 	if m.isResponse() {
 		key, _ := idKey(m.id())
 		if status, msg := h.answer(key, header); status != 0 {
 			return status, msg
 		}
-		return h.send(ctx, m, "")
+		return h.send(ctx, m, held, "")
 	}
 	method, _ := m.method()
 	sid, hasSID := m.sessionID()
@@ -206,12 +227,12 @@ func (h *httpConn) accept(ctx context.Context, m message, header string) (int, s
 			c.sent(key, route)
 		}
 	}
-	return h.send(ctx, m, key)
+	return h.send(ctx, m, held, key)
 }
 
-// send hands m to mm.
-func (h *httpConn) send(ctx context.Context, m message, key string) (int, string) {
-	if err := h.c.in.Send(ctx, m.Message); err != nil {
+// send hands m to mm, with its room.
+func (h *httpConn) send(ctx context.Context, m message, held *hold, key string) (int, string) {
+	if err := h.c.in.Send(ctx, m.Message, held); err != nil {
 		if key != "" {
 			h.c.unsent(key)
 		}

@@ -32,7 +32,7 @@ func TestStatuses(t *testing.T) {
 		{"bad JSON", "POST", `{"jsonrpc":`, nil, 400, "Invalid JSON"},
 		{"a batch", "POST", `[` + ping + `]`, nil, 400, `"code":-32600`},
 		{"not an object", "POST", `42`, nil, 400, "Invalid JSON-RPC message"},
-		{"too long", "POST", `{"x":"` + strings.Repeat("a", 5<<10) + `"}`, nil, 413, ""},
+		{"too long", "POST", `{"x":"` + strings.Repeat("a", 5<<10) + `"}`, nil, 413, "longer than serve.maxMessageBytes (4KiB)"},
 		{"no connection", "POST", ping, nil, 400, "Missing Acp-Connection-Id"},
 		{"unknown connection", "POST", ping, []string{"Acp-Connection-Id", "nope"}, 404, "Unknown Acp-Connection-Id"},
 		// An unknown connection is refused before its body is read, an

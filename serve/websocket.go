@@ -14,7 +14,6 @@ import (
 	"github.com/coder/websocket"
 	"github.com/tidwall/gjson"
 
-	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/jsonrpc"
 )
 
@@ -45,6 +44,11 @@ type wsConn struct {
 	msgTimeout  time.Duration
 	initTimeout time.Duration // serve.stallTimeout: initialize must come by then
 	late        *time.Timer   // ends a message past msgTimeout; the reader's own
+	// ctx is the reader's: it ends when the connection ends or a resume
+	// takes it from this socket, so that a reader waiting for room, or
+	// for mm to take a message, stops waiting.
+	ctx  context.Context
+	stop context.CancelFunc
 
 	// mu orders the start of mm's side with the end of the connection;
 	// it is not held while mm's side opens (Connect may write).
@@ -102,6 +106,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, owner st
 func (s *Server) newWSConn(c *connection, ws *websocket.Conn, sock *stallConn) *wsConn {
 	t := &wsConn{c: c, ws: ws, sock: sock, max: s.o.MaxMessageBytes, in: s.incoming, msgTimeout: s.o.MessageTimeout,
 		initTimeout: s.o.StallTimeout, readDone: make(chan struct{})}
+	t.ctx, t.stop = context.WithCancel(context.Background())
 	t.opened = sync.NewCond(&t.mu)
 	return t
 }
@@ -110,6 +115,7 @@ func (s *Server) newWSConn(c *connection, ws *websocket.Conn, sock *stallConn) *
 // already, a resume's), then ends the connection and gives its place back,
 // unless the connection goes on without this socket (wsOut.detach).
 func (t *wsConn) serve(started bool) {
+	defer t.stop()
 	read := make(chan struct{})
 	closed := make(chan struct{})
 	go t.closer(read, closed)
@@ -141,6 +147,7 @@ func (t *wsConn) closer(read, closed chan struct{}) {
 	select {
 	case <-read:
 	case <-t.c.endc:
+		t.stop() // a reader waiting for room or for mm waits no more
 	}
 	t.mu.Lock()
 	if t.detached {
@@ -220,14 +227,14 @@ func (t *wsConn) read(started bool) (onPurpose bool) {
 			}
 			continue
 		}
-		raw, head, size, release, err := t.message(r)
+		m, err := t.message(r)
 		if err != nil {
-			release()
+			m.hold.release()
 			return true // mm ended it (messageTimeout, no room)
 		}
-		if size > t.max {
-			release()
-			t.tooLong(head, size)
+		if m.msg == nil {
+			m.hold.release()
+			t.unread(m)
 			if started {
 				t.c.ws.took()
 			}
@@ -235,16 +242,13 @@ func (t *wsConn) read(started bool) (onPurpose bool) {
 		}
 		if !started {
 			var ok bool
-			started, ok = t.initialize(raw, noInit)
-			release()
+			started, ok = t.initialize(m, noInit)
 			if !ok {
 				return true
 			}
 			continue
 		}
-		ok := t.forward(raw)
-		release()
-		if !ok {
+		if !t.forward(m) {
 			return true
 		}
 		t.c.ws.took()
@@ -255,7 +259,7 @@ func (t *wsConn) read(started bool) (onPurpose bool) {
 // server's room for messages (incoming.go), within serve.messageTimeout:
 // a message still coming then, or that found no room by then, ends the
 // connection (1008, saying which; 1013 for no room).
-func (t *wsConn) message(r io.Reader) (msg, head []byte, size int, release func(), err error) {
+func (t *wsConn) message(r io.Reader) (read, error) {
 	if t.late == nil {
 		// One timer for the connection, set again for each message.
 		t.late = time.AfterFunc(time.Hour, func() {
@@ -268,26 +272,27 @@ func (t *wsConn) message(r io.Reader) (msg, head []byte, size int, release func(
 	}
 	t.late.Reset(t.msgTimeout)
 	defer t.late.Stop()
-	msg, head, size, release, err = t.in.read(time.Now().Add(t.msgTimeout), r, t.max)
+	m, err := t.in.read(t.ctx, time.Now().Add(t.msgTimeout), r, t.max, -1)
 	if errors.Is(err, errNoRoom) {
 		t.close(websocket.StatusTryAgainLater, "the server has no room for the message now (serve.maxIncomingBytes)")
 	}
-	return msg, head, size, release, err
+	return m, err
 }
 
 // headBytes is how much of a message too long to read is kept to find its
 // id.
 const headBytes = jsonrpc.HeadBytes
 
-// tooLong answers a message longer than acp.maxLineBytes as mm's ingress
-// answers such a line on stdio.
-func (t *wsConn) tooLong(head []byte, size int) {
+// unread answers a message read to its end and dropped, longer than
+// serve.maxMessageBytes or too heavy for serve.maxIncomingBytes, as mm's
+// ingress answers a line too long on stdio: -32600 with its id, naming
+// the key.
+func (t *wsConn) unread(m read) {
 	id := "null"
-	if v := jsonrpc.HeadID(head); v != nil {
+	if v := jsonrpc.HeadID(m.head); v != nil {
 		id = string(v)
 	}
-	t.reply(errorResponse(id, codeInvalidRequest, "Invalid request", map[string]string{"error": fmt.Sprintf(
-		"the message is %d bytes, longer than acp.maxLineBytes (%s); it was skipped", size, configs.Bytes(t.max))}))
+	t.reply(errorResponse(id, codeInvalidRequest, "Invalid request", map[string]string{"error": t.c.s.unreadWhy(m)}))
 }
 
 // initialize serves a message read before initialize, as the TypeScript
@@ -295,8 +300,14 @@ func (t *wsConn) tooLong(head []byte, size int) {
 // is answered -32600, and the first request must be initialize with an id,
 // else the socket closes with 1002. started says mm's side is open; ok
 // false stops the reader.
-func (t *wsConn) initialize(raw []byte, noInit *time.Timer) (started, ok bool) {
-	m, err := parseMessage(raw)
+func (t *wsConn) initialize(r read, noInit *time.Timer) (started, ok bool) {
+	sent := false
+	defer func() {
+		if !sent {
+			r.hold.release()
+		}
+	}()
+	m, err := parseMessage(r.msg)
 	if err != nil {
 		t.badMessage(err)
 		return false, true
@@ -340,42 +351,52 @@ func (t *wsConn) initialize(raw []byte, noInit *time.Timer) (started, ok bool) {
 		t.close(websocket.StatusInternalError, "Initialize failed")
 		return false, false
 	}
-	return true, t.send(m)
+	sent, ok = t.send(m, r.hold)
+	return true, ok
 }
 
-// forward passes one message of an initialized connection to mm.
-func (t *wsConn) forward(raw []byte) bool {
-	m, err := parseMessage(raw)
+// forward passes one message of an initialized connection to mm, with
+// its room; the room is given back if it is not passed on.
+func (t *wsConn) forward(r read) bool {
+	m, err := parseMessage(r.msg)
 	if err != nil {
+		r.hold.release()
 		t.badMessage(err)
 		return true
 	}
 	if m.isRequest() && m.isInitialize() {
+		r.hold.release()
 		t.reply(errorResponse(m.id().Raw, codeInvalidRequest, "Initialize not allowed on existing connection", nil))
 		return true
 	}
-	return t.send(m)
+	sent, ok := t.send(m, r.hold)
+	if !sent {
+		r.hold.release()
+	}
+	return ok
 }
 
-// send hands m to mm, recording a request's id until mm answers it.
-func (t *wsConn) send(m message) bool {
+// send hands m to mm with its room h, recording a request's id until mm
+// answers it. sent says mm took it (and its room); ok false stops the
+// reader.
+func (t *wsConn) send(m message, h *hold) (sent, ok bool) {
 	sid, _ := m.sessionID()
 	if err := t.c.s.checkIDs(m, sid); err != nil {
 		t.close(websocket.StatusPolicyViolation, err.Error())
-		return false
+		return false, false
 	}
 	key := ""
 	if m.isRequest() {
 		key, _ = idKey(m.id())
 		t.c.sent(key, sid)
 	}
-	if err := t.c.in.Send(context.Background(), m.Message); err != nil {
+	if err := t.c.in.Send(t.ctx, m.Message, h); err != nil {
 		if key != "" {
 			t.c.unsent(key)
 		}
-		return false
+		return false, false
 	}
-	return true
+	return true, true
 }
 
 // badMessage answers a frame that is not one JSON-RPC object.
@@ -401,12 +422,14 @@ func (t *wsConn) reply(b []byte) { t.c.ws.reply(b) }
 // last one was written) into one write to the socket, as the lines of a
 // batch go to a pipe: the WebSocket library flushes each message, and a
 // write per frame cost mm serve about a quarter of its CPU under load.
+// It is called with wsOut.mu held (Write, resume), which failed takes: a
+// failure is handled once the lock is given back.
 func (t *wsConn) writeFrame(b []byte) {
 	if t.broken.Load() {
 		return
 	}
 	if err := t.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
-		t.failed(err)
+		go t.failed(err)
 	}
 }
 

@@ -2,6 +2,7 @@ package stress
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -175,10 +176,10 @@ func TestNodeLostError(t *testing.T) {
 func TestExtraAnswers(t *testing.T) {
 	pr, pw := io.Pipe()
 	sent := make(chan []byte, 4)
-	c := newRPC(lines(writerFunc(func(p []byte) (int, error) { sent <- append([]byte(nil), p...); return len(p), nil }), pr))
+	c := newRPC(lines(writerFunc(func(p []byte) (int, error) { sent <- append([]byte(nil), p...); return len(p), nil }), pr), nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := c.call(ctx, "a", []byte(`{}`)); done <- err }() // id 1, answered twice
+	go func() { _, err := c.call(ctx, "a", json.RawMessage(`{}`), ""); done <- err }() // id 1, answered twice
 	<-sent
 	go func() {
 		_, _ = io.WriteString(pw, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
@@ -186,7 +187,10 @@ func TestExtraAnswers(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	go func() { _, err := c.call(ctx, "b", []byte(`{}`)); done <- err }() // id 2, given up on
+	if n := c.extraAnswers(); n != 0 {
+		t.Errorf("%d extra answers after the first, want 0", n)
+	}
+	go func() { _, err := c.call(ctx, "b", json.RawMessage(`{}`), ""); done <- err }() // id 2, given up on
 	<-sent
 	cancel()
 	<-done

@@ -10,10 +10,11 @@
 //
 // Concurrency: Run drives one goroutine per session; each runs its turns one
 // after another, so a session has at most one turn in flight and every
-// update of that session belongs to it. Each connection has one reader
-// goroutine (rpc.read), which hands every notification to its session's
-// tracker in arrival order; its wire's send may be called from any
-// goroutine. The checker is per session and is touched by the connection's
+// update of that session belongs to it. Each connection is a jsonrpc.Conn
+// with one read loop (Conn.Run), whose handler (rpc.Serve) hands every
+// notification to its session's tracker in arrival order and answers mm's
+// permission requests from goroutines of their own; its calls and
+// notifications may be made from any goroutine. The checker is per session and is touched by the connection's
 // reader and the session's goroutine under the session's mutex. With
 // -kill-node, a timer goroutine kills the node; the sessions' goroutines
 // count their prompts' ends in the killer under its mutex.

@@ -90,7 +90,7 @@ func RunEcho(ctx context.Context, self, kind string, sessions, turns int) (*Echo
 		return nil, err
 	}
 	conn := newClientConn(newClient(), lines(stdin, stdout))
-	params := []byte(`{"sessionId":"20260101-000000-00000000","prompt":[{"type":"text","text":"ping s0 t0"}]}`)
+	params := textPrompt("20260101-000000-00000000", "ping s0 t0")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
@@ -100,7 +100,7 @@ func RunEcho(ctx context.Context, self, kind string, sessions, turns int) (*Echo
 		go func() {
 			defer wg.Done()
 			for t := 0; t < turns; t++ {
-				if _, err := conn.call(ctx, "_mm/echo", params); err != nil {
+				if _, err := conn.call(ctx, "_mm/echo", params, ""); err != nil {
 					mu.Lock()
 					firstErr = err
 					mu.Unlock()

@@ -69,13 +69,15 @@ func keptGoroutines(procs int) int { return 64 + max(4, 2*procs) }
 
 // serveConfig is what a served mm's config adds to the run's: its roots
 // hold the sessions' cwds (the run's folder), and it takes every
-// connection the run opens.
+// connection and every session the run opens (all under one token: past
+// serve.maxSessionsPerToken, 256 by default, session/new is refused).
 //
 // Its sandbox is full, not mm serve's default workspace-write, which keeps
 // tools.sensitive files read-only: the "ask" turn writes one, and must be
 // asked about, not refused.
 func serveConfig(c *Config, dir string) string {
-	return fmt.Sprintf("serve:\n  roots: [%q]\n  maxConnections: %d\nsandbox:\n  mode: full\n", dir, max(256, c.Conns))
+	return fmt.Sprintf("serve:\n  roots: [%q]\n  maxConnections: %d\n  maxSessionsPerToken: %d\nsandbox:\n  mode: full\n",
+		dir, max(256, c.Conns), max(256, c.Sessions))
 }
 
 // WriteServeConfig writes into dir the config and script of a served mm

@@ -2,9 +2,16 @@ package stress
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
+
+	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/testwait"
 )
 
@@ -110,5 +117,90 @@ func TestParseMetrics(t *testing.T) {
 	noRSS := strings.Replace(all, "process_resident_memory_bytes 2.3199744e+07\n", "", 1)
 	if _, err := parseMetrics(strings.NewReader(noRSS)); err == nil {
 		t.Error("without the memory: no error")
+	}
+}
+
+// TestServeConfigTakesTheRun: the config a served mm gets (-serve,
+// -write-config) takes every connection and every session of the run,
+// all under the run's one token: the standard run opens 1,000 sessions,
+// past serve.maxSessionsPerToken's default.
+func TestServeConfigTakesTheRun(t *testing.T) {
+	c := Defaults()
+	c.Conns = 300
+	path, err := WriteServeConfig(c, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Serve.MaxSessionsPerToken < c.Sessions || cfg.Serve.MaxConnections < c.Conns {
+		t.Errorf("serve: %d sessions per token, %d connections; the run opens %d and %d",
+			cfg.Serve.MaxSessionsPerToken, cfg.Serve.MaxConnections, c.Sessions, c.Conns)
+	}
+}
+
+// TestFrames: over a WebSocket each text frame is one message, each way:
+// the harness's calls go out as frames and their answers come back as
+// frames, updates reach their session's handler, an empty frame is
+// skipped, and a binary frame ends the connection, saying so.
+func TestFrames(t *testing.T) {
+	got := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx := r.Context()
+		typ, req, err := ws.Read(ctx)
+		if err != nil || typ != websocket.MessageText {
+			t.Errorf("the call's frame: %v %v", typ, err)
+			return
+		}
+		got <- string(req)
+		for _, f := range []string{
+			`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"re: ping"}}}}`,
+			" ",
+			`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`,
+		} {
+			if err := ws.Write(ctx, websocket.MessageText, []byte(f)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		_ = ws.Write(ctx, websocket.MessageBinary, []byte(`{}`))
+		_, _, _ = ws.Read(ctx) // until the client goes
+	}))
+	defer srv.Close()
+	ctx := testwait.Context(t)
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var updates []string
+	c := newRPC(frames(ws), func(sid string, u *update) {
+		text, _ := u.text()
+		updates = append(updates, sid+"|"+u.Kind+"|"+text)
+	}, nil)
+	stop, err := c.prompt(ctx, "s1", "ping")
+	if err != nil || stop != "end_turn" {
+		t.Fatalf("the prompt: %q, %v", stop, err)
+	}
+	if req := <-got; req != `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"ping"}]}}` {
+		t.Errorf("the call's frame: %s", req)
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		t.Fatal("a binary frame did not end the connection")
+	}
+	if !errors.Is(c.err, errBinaryFrame) {
+		t.Errorf("the end: %v", c.err)
+	}
+	_ = c.close()
+	if fmt.Sprint(updates) != "[s1|agent_message_chunk|re: ping]" {
+		t.Errorf("updates: %q", updates)
 	}
 }

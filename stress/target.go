@@ -215,10 +215,8 @@ func startPiped(cmd *exec.Cmd, stderr io.Writer) (io.WriteCloser, io.ReadCloser,
 }
 
 // newClientConn connects the harness's client to an agent.
-func newClientConn(cl *client, w wire) *rpc {
-	c := newRPC(w)
-	c.onUpdate, c.onPermission = cl.update, cl.permission
-	return c
+func newClientConn(cl *client, t transport) *rpc {
+	return newRPC(t, cl.update, cl.permission)
 }
 
 // procStatus reads a field (in KiB) of /proc/<pid>/status; pid 0 is self.

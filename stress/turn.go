@@ -58,7 +58,7 @@ func runTurn(ctx context.Context, c *Config, a *agent, t *tracker, k kind, promp
 		}
 		time.Sleep(c.CancelAfter)
 		sent := time.Now()
-		if err := a.conn.notify("session/cancel", []byte(`{"sessionId":"`+t.id+`"}`)); err != nil {
+		if err := a.conn.cancel(t.id); err != nil {
 			errs.add("session/cancel", err)
 		}
 		r = <-resc

@@ -151,8 +151,8 @@ func askHostile(t *testing.T, mode string) string {
 }
 
 // TestAskAgentBurst: an asked agent that streams 100,000 updates at once is
-// read to its end: acp-go-sdk's queue of 1,024 notifications would close
-// the connection, and the answer would be "peer disconnected". The model
+// read to its end (acp-go-sdk's client, which mm's once was, closes the
+// connection past a queue of 1,024 notifications). The model
 // reads the answer's head and tail, within its budget, and the file its
 // result names holds the whole of it.
 func TestAskAgentBurst(t *testing.T) {
@@ -168,7 +168,7 @@ func TestAskAgentBurst(t *testing.T) {
 }
 
 // TestAskAgentLongLine: a line of 12 MiB from an asked agent, over the
-// SDK's 10 MiB, is left out with a note the model reads; the rest of the
+// 10 MiB mm reads, is left out with a note the model reads; the rest of the
 // answer arrives.
 func TestAskAgentLongLine(t *testing.T) {
 	text := askHostile(t, agenttest.BigLine+":12")

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -494,4 +495,99 @@ func selfSignedFiles(t *testing.T) (certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
+}
+
+// TestConnectEditorGone: an editor that goes away — it closes mm
+// connect's stdin, or it dies in the middle of a turn, its pipes closed
+// both ways — ends its connection on the server at once. mm connect closes
+// the socket with a close frame (1000, and a reason that says the editor
+// is gone), which the server takes for the client's leaving; not a socket
+// that vanishes, which the server would take for a network drop and keep
+// the connection, and its turn, for serve.resumeTimeout.
+func TestConnectEditorGone(t *testing.T) {
+	for _, killed := range []bool{false, true} {
+		name := map[bool]string{false: "stdin closed", true: "killed mid-turn"}[killed]
+		t.Run(name, func(t *testing.T) {
+			// A drop would be kept 20 s: long enough to tell from an end.
+			s := startServe(t, "serve:\n  resumeTimeout: 20s\n")
+			cmd := exec.Command(mmBin, "connect", s.ws)
+			cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "MM_TOKEN=" + serveToken}
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stderr := &acptest.SyncBuffer{}
+			cmd.Stderr = stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var exit error
+			exited := make(chan struct{})
+			go func() { exit = cmd.Wait(); close(exited) }()
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				<-exited
+				if t.Failed() {
+					t.Logf("mm connect's stderr:\n%s", stderr.String())
+				}
+			})
+			lines := bufio.NewReader(stdout)
+			// until reads stdout up to a line with the members want.
+			until := func(want ...string) string {
+				t.Helper()
+				for {
+					line, err := lines.ReadString('\n')
+					if err != nil {
+						t.Fatalf("stdout ended (%v) before a line with %q", err, want)
+					}
+					found := true
+					for _, w := range want {
+						found = found && strings.Contains(line, w)
+					}
+					if found {
+						return line
+					}
+				}
+			}
+			send := func(line string) {
+				t.Helper()
+				if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+			until(`"id":1,"result"`)
+			cwd, _ := json.Marshal(s.project(t))
+			send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":` + string(cwd) + `,"mcpServers":[]}}`)
+			sid := gjson.Get(until(`"id":2,"result"`), "result.sessionId").String()
+			send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"slow"}]}}`)
+			until(`"agent_message_chunk"`)
+			start := time.Now()
+			if killed {
+				_ = stdout.Close() // the editor reads no more: mm connect's writes fail
+			}
+			_ = stdin.Close()
+			if !killed {
+				until(`"id":3,"result"`, `"cancelled"`)
+			}
+			select {
+			case <-exited:
+				t.Logf("mm connect exited (%v) %v after the editor went", exit, time.Since(start).Round(time.Millisecond))
+			case <-time.After(testwait.Hang):
+				t.Fatalf("mm connect did not exit %v after its editor went", testwait.Hang)
+			}
+			waitUntil(t, "the connection closed on the server", func() bool {
+				return strings.Contains(s.stderr.String(), "connection of ") && strings.Contains(s.stderr.String(), " closed: ")
+			})
+			t.Logf("the server closed the connection %v after the editor went", time.Since(start).Round(time.Millisecond))
+			log := s.stderr.String()
+			if strings.Contains(log, "dropped; the connection waits") || !strings.Contains(log, "closed: the client left") {
+				t.Errorf("the server took the editor's leaving for a drop:\n%s", log)
+			}
+		})
+	}
 }

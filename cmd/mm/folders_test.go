@@ -168,18 +168,28 @@ func TestServeTenantsApartAfterRestartLandlock(t *testing.T) {
 
 // tenantsDir makes a folder for a test's tenants outside /tmp, which a
 // confined command sees as its own and empty anyway: their folders must
-// be hidden by name.
+// be hidden by name. Run as root, the tenants' commands run as
+// sandboxtest.Tenant, who cannot search root's home: the folder is then
+// made under /var/lib, open to anyone's search.
 func tenantsDir(t *testing.T) string {
 	t.Helper()
 	home, err := os.UserHomeDir()
 	if err != nil {
 		t.Skip(err)
 	}
+	if sandboxtest.Tenant() != nil {
+		home = "/var/lib"
+	}
 	dir, err := os.MkdirTemp(home, ".mm-tenants-test-")
 	if err != nil {
 		t.Skip(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	if sandboxtest.Tenant() != nil {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return dir
 }
 
@@ -215,6 +225,8 @@ func tenantsApartAfterRestart(t *testing.T, with string) {
 	if err := os.WriteFile(secret, []byte("ALICES-PLANS"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	sandboxtest.Own(t, p1)
+	sandboxtest.Own(t, p2)
 	script := peekScript(secret, p1)
 	cfg := "sessions:\n  enabled: true\n" + twoTokens + "sandbox:\n  with: " + with + "\n"
 	s := startServeModel(t, mmBin, dir, "config.yaml", scriptedModel, script, cfg)
@@ -278,6 +290,8 @@ func TestServeSharedFolders(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("ALICES-PLANS"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	sandboxtest.Own(t, shared)
+	sandboxtest.Own(t, p1)
 	script := serveScript + fmt.Sprintf("  - match: \"^notes$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n",
 		"cat "+filepath.Join(shared, "notes.txt")+"; echo; cat "+secret+"; echo looked")
 	cfg := "sessions:\n  enabled: true\n" + twoTokens + "  sharedFolders: [" + shared + "]\n"

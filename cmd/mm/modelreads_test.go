@@ -173,7 +173,7 @@ func TestNestedInstructionsOnce(t *testing.T) {
 		t.Fatalf("%d tool results, want 2: %q", len(tools), tools)
 	}
 	note := "[Project instructions from " + filepath.Join(dir, "sub", "AGENTS.md") + ". They apply to every file under " + filepath.Join(dir, "sub") + "/"
-	if !strings.HasPrefix(tools[0], "alpha") || !strings.Contains(tools[0], note) || !strings.Contains(tools[0], "SUB-RULES: files here are generated.") {
+	if !strings.Contains(tools[0], "alpha") || !strings.Contains(tools[0], note) || !strings.Contains(tools[0], "SUB-RULES: files here are generated.") {
 		t.Errorf("the first read's result lacks sub/AGENTS.md:\n%s", tools[0])
 	}
 	if strings.Contains(tools[1], "SUB-RULES") {

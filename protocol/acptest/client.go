@@ -1,7 +1,16 @@
 // Package acptest drives mm the way an editor does, for tests and the
-// stress harness: an acp-go-sdk ClientSideConnection over real pipes, to the
-// in-process agent or to an `mm -acp` subprocess, with a Client that records
-// every notification in arrival order and answers permission requests.
+// stress harness: one jsonrpc.Conn over real pipes, to the in-process agent
+// or to an `mm -acp` subprocess, or over any stream (Dial), whose methods
+// are acp-go-sdk's ClientSideConnection's, with the SDK's types, and a
+// Client that records every notification in arrival order and answers
+// permission requests.
+//
+// The kit reads what mm writes as the SDK's client does, and fails where it
+// would: a notification or a request the SDK's types refuse fails the
+// calls after it (Client.Refused), a line over the SDK's 10 MiB ends the
+// connection. Unlike the SDK's client, it hands each notification to the
+// Client before it reads on, so that a call returns once its response and
+// every update written before it have arrived.
 //
 // A Client is safe for concurrent use.
 package acptest
@@ -23,9 +32,8 @@ type Client struct {
 	updates []acp.SessionNotification
 	perms   []acp.RequestPermissionRequest
 	forms   []acp.UnstableCreateElicitationRequest
-	// seen counts the session/update lines read from the stream (the
-	// tally), delivered those handed to SessionUpdate: see Settle.
-	seen, delivered int
+	// refused is the first message of mm's the SDK's types refused.
+	refused error
 	// Permission answers session/request_permission; nil selects "allow".
 	Permission func(acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error)
 	// Elicit answers elicitation/create; nil declines.
@@ -39,13 +47,10 @@ func NewClient() *Client {
 	return c
 }
 
-var _ acp.Client = (*Client)(nil)
-
 // SessionUpdate records a notification.
 func (c *Client) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
 	c.mu.Lock()
 	c.updates = append(c.updates, n)
-	c.delivered++
 	c.mu.Unlock()
 	c.cond.Broadcast()
 	return nil
@@ -164,35 +169,4 @@ func Kind(u acp.SessionUpdate) string {
 	}
 	_ = json.Unmarshal(b, &v)
 	return v.K
-}
-
-// The client methods below are not advertised by tests' clients; the agent
-// must never call them.
-
-func (c *Client) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsReadTextFile)
-}
-
-func (c *Client) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsWriteTextFile)
-}
-
-func (c *Client) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalCreate)
-}
-
-func (c *Client) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalKill)
-}
-
-func (c *Client) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalOutput)
-}
-
-func (c *Client) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalRelease)
-}
-
-func (c *Client) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalWaitForExit)
 }

@@ -15,16 +15,21 @@ import (
 
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/app"
-	"github.com/mm-agent/mm/internal/gate"
 	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
 )
 
-// Conn is a client connected to an agent.
+// Conn is a client connected to an agent: one jsonrpc.Conn, whose calls
+// are the methods of acp-go-sdk's ClientSideConnection (methods.go).
 type Conn struct {
-	*acp.ClientSideConnection
+	rpc *jsonrpc.Conn
+	// failed is why the reader stopped where acp-go-sdk's would have
+	// (source), once it has.
+	failed error
+
 	Client *Client
 	// Stdout holds a copy of every byte the agent wrote on its stdout
 	// (subprocess) or output pipe (in-process).
@@ -120,21 +125,14 @@ func wire(c *protocol.Conn, _ *io.PipeReader, inW *io.PipeWriter, outR *io.PipeR
 		outW.Close()
 		close(done)
 	}()
-	client := NewClient()
 	v := newValve(outR)
-	in := gate.New(io.TeeReader(v, io.MultiWriter(stdout, &tally{c: client})))
-	conn := acp.NewClientSideConnection(client, inW, in)
-	conn.SetLogger(slog.New(slog.DiscardHandler))
-	in.Open()
-	return &Conn{
-		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
-		valve:   v,
-		closeIn: inW.Close,
-		wait: func() error {
-			<-done
-			return nil
-		},
+	conn := Dial(NewClient(), inW, io.TeeReader(v, stdout))
+	conn.Stdout, conn.Stderr, conn.valve, conn.closeIn = stdout, stderr, v, inW.Close
+	conn.wait = func() error {
+		<-done
+		return nil
 	}
+	return conn
 }
 
 // Process starts cmd (an `mm -acp` command line) and connects to its stdio.
@@ -152,19 +150,11 @@ func Process(cmd *exec.Cmd) (*Conn, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	client := NewClient()
 	v := newValve(stdoutPipe)
-	in := gate.New(io.TeeReader(v, io.MultiWriter(stdout, &tally{c: client})))
-	conn := acp.NewClientSideConnection(client, stdin, in)
-	conn.SetLogger(slog.New(slog.DiscardHandler))
-	in.Open()
-	return &Conn{
-		ClientSideConnection: conn, Client: client, Stdout: stdout, Stderr: stderr,
-		valve:   v,
-		closeIn: stdin.Close,
-		wait:    sync.OnceValue(cmd.Wait),
-		proc:    cmd.Process,
-	}, nil
+	conn := Dial(NewClient(), stdin, io.TeeReader(v, stdout))
+	conn.Stdout, conn.Stderr, conn.valve, conn.closeIn = stdout, stderr, v, stdin.Close
+	conn.wait, conn.proc = sync.OnceValue(cmd.Wait), cmd.Process
+	return conn, nil
 }
 
 // Wait waits for the agent to finish without closing its stdin, at most

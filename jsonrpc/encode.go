@@ -1,0 +1,91 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// Every message a Conn writes is encoded here: a response (its result, or
+// its error as the peer must read it), a request, a notification. The
+// bytes are acp-go-sdk's: "jsonrpc" first, then "id", "method", "params",
+// "result", "error".
+
+// wire is a message as encoding/json writes it.
+type wire struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  any             `json:"params,omitempty"`
+	Result  any             `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// EncodeResponse is the answer to the request id (zero: null, a message
+// whose id could not be read): result, or err when it is not nil.
+func EncodeResponse(id ID, result any, err *Error) ([]byte, error) {
+	w := wire{JSONRPC: "2.0", ID: id.AppendJSON(nil)}
+	if err != nil {
+		w.Error = Said(err)
+	} else {
+		if result == nil {
+			result = struct{}{}
+		}
+		w.Result = result
+	}
+	return json.Marshal(&w)
+}
+
+// EncodeRequest is a request of method with params (a notification when
+// id is zero).
+func EncodeRequest(id ID, method string, params any) ([]byte, error) {
+	w := wire{JSONRPC: "2.0", Method: method, Params: params}
+	if !id.IsZero() {
+		w.ID = id.AppendJSON(nil)
+	}
+	return json.Marshal(&w)
+}
+
+// Said is e as it goes on the wire: an "Invalid params" error says why in
+// its message too (its data's "error"), since a client may show only the
+// message (acpx prints "[error] RUNTIME: Invalid params").
+func Said(e *Error) *Error {
+	if e == nil || e.Code != ErrInvalidParams.Code || e.Message != ErrInvalidParams.Message {
+		return e
+	}
+	data, ok := e.Data.(map[string]any)
+	if !ok {
+		return e
+	}
+	why, ok := data["error"].(string)
+	if !ok || why == "" {
+		return e
+	}
+	return &Error{Code: e.Code, Message: ErrInvalidParams.Message + ": " + why, Data: e.Data}
+}
+
+// SessionOf is params.sessionId when params is an object whose sessionId
+// is a string, "" otherwise.
+func SessionOf(params json.RawMessage) string {
+	if len(params) == 0 || params[0] != '{' {
+		return ""
+	}
+	if v := gjson.GetBytes(params, "sessionId"); v.Type == gjson.String {
+		return v.Str
+	}
+	return ""
+}
+
+// sizeOf says n bytes as the config says sizes: "64MiB", "512KiB".
+func sizeOf(n int) string {
+	for _, u := range []struct {
+		size   int
+		suffix string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.Itoa(n/u.size) + u.suffix
+		}
+	}
+	return strconv.Itoa(n) + " bytes"
+}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mm-agent/mm/agents"
 	"github.com/mm-agent/mm/hooks"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // askAgent asks one of the session's agents (ask_agent): its permission
@@ -73,7 +73,7 @@ func (r *relay) Elicit(ctx context.Context, p acp.UnstableCreateElicitationReque
 		return acp.UnstableCreateElicitationResponse{}, acp.NewInvalidParams(map[string]any{"error": "only form elicitations are relayed"})
 	}
 	if !r.w.client.Forms(r.w.session) {
-		return acp.UnstableCreateElicitationResponse{}, rpcerr.Internal("no one can be asked: the editor cannot show forms", nil)
+		return acp.UnstableCreateElicitationResponse{}, jsonrpc.Internal("no one can be asked: the editor cannot show forms", nil)
 	}
 	var schema map[string]any
 	b, err := json.Marshal(p.Form.RequestedSchema)
@@ -91,7 +91,7 @@ func (r *relay) Elicit(ctx context.Context, p acp.UnstableCreateElicitationReque
 	}
 	switch {
 	case err != nil:
-		return acp.UnstableCreateElicitationResponse{}, rpcerr.Internal(err.Error(), nil)
+		return acp.UnstableCreateElicitationResponse{}, jsonrpc.Internal(err.Error(), nil)
 	case res.Action == "accept":
 		return acp.UnstableCreateElicitationResponse{Accept: &acp.UnstableCreateElicitationAccept{Action: "accept", Content: res.Content}}, nil
 	case res.Action == "decline":

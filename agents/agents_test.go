@@ -183,7 +183,7 @@ func TestConnLines(t *testing.T) {
 	a.connect(out, &written)
 	var waits []func(context.Context) (jsonrpc.Response, error)
 	for range 4 { // mm's calls 1 to 4
-		_, wait := a.rpc.Expect()
+		_, wait := a.rpc.Expect("")
 		waits = append(waits, wait)
 	}
 	wrote := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/jsonrpc"
 )
 
@@ -124,7 +125,7 @@ func answer[P, R any, PP interface {
 // preempt serves the agent's $/cancel_request of one of its requests: the
 // answer being sought is given up (the relay sees its context end).
 func (a *Agent) preempt(r *jsonrpc.Request) bool {
-	if r.IsCall() || r.Method != "$/cancel_request" {
+	if r.IsCall() || r.Method != acpmethod.CancelRequest {
 		return false
 	}
 	var p struct {

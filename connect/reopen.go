@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/jsonrpc"
 )
 
@@ -66,11 +67,12 @@ func (b *bridge) noteAnswer(in jsonrpc.Incoming, result json.RawMessage) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sid := in.Session
-	switch in.Method {
-	case acp.AgentMethodSessionClose, acp.AgentMethodSessionDelete:
+	m, _ := acpmethod.Lookup(in.Method)
+	switch {
+	case m.Closes:
 		delete(b.sessions, sid)
 		return
-	case acp.AgentMethodSessionNew, acp.AgentMethodSessionFork:
+	case m.Creates:
 		sid = jsonrpc.SessionOf(result)
 	}
 	at := req.opens

@@ -11,11 +11,11 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // fakeEdge is a client's edge actor that keeps what the sessions send it

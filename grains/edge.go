@@ -15,9 +15,9 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
-	"github.com/mm-agent/mm/internal/rpcerr"
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/protocol"
 )
@@ -188,7 +188,7 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any) {
 		// is answered, and goes nowhere.
 		c.e.log.Error(fmt.Sprintf("cluster: %v", err))
 		if !r.ID.IsZero() {
-			c.sink.Answer(sid, r, nil, rpcerr.Internal(err.Error(), nil))
+			c.sink.Answer(sid, r, nil, jsonrpc.Internal(err.Error(), nil))
 		}
 		return
 	}
@@ -241,7 +241,7 @@ func (c *edgeConn) send(l *lane) {
 		}
 		to := c.sessions[call.SessionId]
 		c.mu.Unlock()
-		if to != nil && (call.Method == acp.AgentMethodSessionCancel || call.Method == "$/cancel_request") {
+		if to != nil && (call.Method == acp.AgentMethodSessionCancel || call.Method == acpmethod.CancelRequest) {
 			m := &grainspb.Cancel{Conn: c.me, SessionId: call.SessionId, RequestId: call.GetRequestId()}
 			m.Proof = c.k.prove(to, m)
 			root.Send(to, m)
@@ -293,7 +293,7 @@ func (c *edgeConn) fail(keys []string, reason string) {
 	}
 	c.mu.Unlock()
 	for _, r := range failed {
-		c.sink.Answer(r.sid, r.r, nil, rpcerr.Internal(reason, nil))
+		c.sink.Answer(r.sid, r.r, nil, jsonrpc.Internal(reason, nil))
 	}
 }
 
@@ -341,7 +341,7 @@ func (c *edgeConn) CancelRequest(requestID jsonrpc.ID) bool {
 	if !ok {
 		return false
 	}
-	c.Forward(r.sid, actors.Reply{Method: "$/cancel_request"}, cancelRequest{idBytes(r.r.ID)})
+	c.Forward(r.sid, actors.Reply{Method: acpmethod.CancelRequest}, cancelRequest{idBytes(r.r.ID)})
 	return true
 }
 

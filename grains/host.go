@@ -284,7 +284,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 	case acp.AgentMethodSessionCancel:
 		l.c.CancelSession(c.SessionId)
 		return
-	case "$/cancel_request":
+	case acpmethod.CancelRequest:
 		if id, ok := jsonrpc.IDOf(c.GetRequestId()); ok {
 			l.c.CancelRequest(id)
 		}

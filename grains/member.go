@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/clustertls"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/clustertls"
 )
 
 // Options configures Start.

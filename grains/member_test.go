@@ -21,8 +21,8 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/mm-agent/mm/clustertls"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/clustertls"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/logs"
 )

@@ -13,15 +13,15 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 const sessionsScript = `

@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/coder/acp-go-sdk"
 )
@@ -13,6 +14,9 @@ import (
 // text then a tool_call per call (completed or failed with the output
 // recorded, failed with no content when it was never answered), and the
 // plan last when there is one. The system prompt (h[0]) is not replayed.
+// A text longer than ReplayChunkBytes goes as several chunks, cut at
+// character boundaries, so that a client that bounds a line (acp-go-sdk
+// reads 10 MiB) reads the replay of an answer it read live in pieces.
 // live gives a call recorded without its title the title and kind its
 // tool would have shown.
 func Replay(h []Message, plan []PlanEntry, meta map[string]any, live func(ToolCall) (string, acp.ToolKind)) []acp.SessionUpdate {
@@ -26,14 +30,18 @@ func Replay(h []Message, plan []PlanEntry, meta map[string]any, live func(ToolCa
 				continue
 			}
 			if m.Content != "" || len(m.Images) == 0 {
-				out = append(out, acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.TextBlock(m.Content)}})
+				for _, part := range chunks(m.Content) {
+					out = append(out, acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.TextBlock(part)}})
+				}
 			}
 			for _, im := range m.Images {
 				out = append(out, acp.SessionUpdate{UserMessageChunk: &acp.SessionUpdateUserMessageChunk{Meta: meta, Content: acp.ImageBlock(im.Data, im.MIMEType)}})
 			}
 		case RoleAssistant:
 			if m.Content != "" {
-				out = append(out, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: meta, Content: acp.TextBlock(m.Content)}})
+				for _, part := range chunks(m.Content) {
+					out = append(out, acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Meta: meta, Content: acp.TextBlock(part)}})
+				}
 			}
 			for _, c := range m.ToolCalls {
 				out = append(out, acp.SessionUpdate{ToolCall: replayCall(c, AnswerTo(h[i+1:], c.ID), meta, live)})
@@ -42,6 +50,30 @@ func Replay(h []Message, plan []PlanEntry, meta map[string]any, live func(ToolCa
 	}
 	if len(plan) > 0 {
 		out = append(out, PlanUpdate(plan, meta))
+	}
+	return out
+}
+
+// ReplayChunkBytes bounds the text of one replayed chunk.
+const ReplayChunkBytes = 1 << 20
+
+// chunks cuts s into pieces of at most ReplayChunkBytes, each ending on a
+// character boundary; s itself when it is short (or empty).
+func chunks(s string) []string {
+	if len(s) <= ReplayChunkBytes {
+		return []string{s}
+	}
+	var out []string
+	for len(s) > ReplayChunkBytes {
+		n := ReplayChunkBytes
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	if s != "" {
+		out = append(out, s)
 	}
 	return out
 }

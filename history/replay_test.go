@@ -2,7 +2,9 @@ package history
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/coder/acp-go-sdk"
 )
@@ -82,5 +84,29 @@ func TestReplay(t *testing.T) {
 	}
 	if in := got[5].ToolCall.RawInput; in == nil || in.(map[string]any)["arguments"] != "not json" {
 		t.Errorf("undecodable arguments shown as %v", in)
+	}
+}
+
+// TestReplayCutsLongText: an answer longer than ReplayChunkBytes is
+// replayed as chunks no longer than it, cut between characters, whose
+// texts make the answer again (a 12 MB answer was one line a client
+// bounded at 10 MiB could not read).
+func TestReplayCutsLongText(t *testing.T) {
+	long := strings.Repeat("héllo wörld — ", 3*ReplayChunkBytes/10)
+	h := []Message{{Role: RoleSystem}, {Role: RoleUser, Content: "big"}, {Role: RoleAssistant, Content: long}}
+	got := Replay(h, nil, nil, nil)
+	text := ""
+	for _, u := range got[1:] {
+		c := u.AgentMessageChunk
+		if c == nil || c.Content.Text == nil {
+			t.Fatalf("not an agent text chunk: %+v", u)
+		}
+		if n := len(c.Content.Text.Text); n > ReplayChunkBytes || !utf8.ValidString(c.Content.Text.Text) {
+			t.Errorf("a chunk of %d bytes, valid UTF-8 %t", n, utf8.ValidString(c.Content.Text.Text))
+		}
+		text += c.Content.Text.Text
+	}
+	if len(got) < 5 || text != long {
+		t.Errorf("%d updates; the chunks make the answer again: %t", len(got), text == long)
 	}
 }

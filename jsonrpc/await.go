@@ -1,6 +1,9 @@
 package jsonrpc
 
-import "strconv"
+import (
+	"context"
+	"strconv"
+)
 
 // Calls that outlive their callers' wait. Expect's wait forgets a call
 // whose caller gives up, and an answer that comes after is then one to no
@@ -8,13 +11,18 @@ import "strconv"
 // stress harness: every request must be answered exactly once) needs the
 // call kept until its answer comes, whether or not anyone still waits.
 
-// Await registers a call of this side's, as Expect does, and returns its
-// id and the channel its answer comes on (buffered: the read loop never
-// waits for the caller), closed when the Conn closes. The call stays
-// registered until it is answered or the Conn closes: a caller that stops
-// waiting leaves it, so that a late answer finds its call. The caller
-// writes the request itself.
-func (c *Conn) Await() (ID, <-chan Response) {
+// Await registers a call of this side's about session, as Expect does,
+// and returns its id and the channel its answer comes on (buffered: the
+// read loop never waits for the caller), closed when the Conn closes. The
+// call stays registered until it is answered or the Conn closes: a caller
+// that stops waiting leaves it, so that a late answer finds its call. The
+// caller writes the request itself.
+func (c *Conn) Await(session string) (ID, <-chan Response) {
+	id, ch := c.await(session)
+	return id, ch
+}
+
+func (c *Conn) await(session string) (ID, chan Response) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.next++
@@ -28,18 +36,28 @@ func (c *Conn) Await() (ID, <-chan Response) {
 	if c.closed {
 		close(ch)
 	} else {
-		c.outgoing[id] = ch
+		c.outgoing[id] = call{ch: ch, session: session}
 	}
 	return id, ch
 }
 
-// Awaited says whether id is a call of this side's still waiting for its
-// answer. Asked by the Source of the Conn's read loop before it hands a
-// response over, it tells an answer to a call from one to no call (a
-// second answer, or one to a call never made), which the read loop drops.
-func (c *Conn) Awaited(id ID) bool {
+// Idle waits until none of the peer's requests is in flight — each read
+// has its answer written — and says so, or returns false once ctx ends or
+// the Conn closes. A server that shuts down ends a connection then.
+func (c *Conn) Idle(ctx context.Context) bool {
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.outgoing[id]
-	return ok
+	for c.inFlight() > 0 {
+		if c.closed || ctx.Err() != nil {
+			return false
+		}
+		c.cond.Wait()
+	}
+	return true
 }

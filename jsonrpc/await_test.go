@@ -11,9 +11,9 @@ import (
 // the channels of the calls still waiting, and of any made after.
 func TestAwait(t *testing.T) {
 	p := newPipeConn(t, Options{Max: 1})
-	late, lateCh := p.c.Await()
-	if late != IntID(1) || !p.c.Awaited(late) {
-		t.Fatalf("the first call: %v, awaited %t", late, p.c.Awaited(late))
+	late, lateCh := p.c.Await("")
+	if late != IntID(1) || !p.c.Awaits(late) {
+		t.Fatalf("the first call: %v, awaited %t", late, p.c.Awaits(late))
 	}
 	// Its caller gave up long ago: the answer still reaches the call.
 	p.send(t, `{"jsonrpc":"2.0","id":1.0,"result":{"late":true}}`)
@@ -25,13 +25,13 @@ func TestAwait(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the late answer never came")
 	}
-	if p.c.Awaited(late) {
+	if p.c.Awaits(late) {
 		t.Error("a call answered is still awaited")
 	}
-	if p.c.Awaited(IntID(9)) {
+	if p.c.Awaits(IntID(9)) {
 		t.Error("a call never made is awaited")
 	}
-	open, openCh := p.c.Await()
+	open, openCh := p.c.Await("")
 	p.in.Close()
 	select {
 	case _, ok := <-openCh:
@@ -41,10 +41,10 @@ func TestAwait(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call still waiting was not told of the end")
 	}
-	if p.c.Awaited(open) {
+	if p.c.Awaits(open) {
 		t.Error("a call is awaited after the end")
 	}
-	if _, after := p.c.Await(); !closedChan(after) {
+	if _, after := p.c.Await(""); !closedChan(after) {
 		t.Error("a call made after the end waits")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +47,7 @@ type Conn struct {
 	// than Max.
 	answering int
 	// outgoing are this side's calls waiting for their answers.
-	outgoing map[ID]chan Response
+	outgoing map[ID]call
 	next     uint64
 	closed   bool
 	answered uint64 // places given back, so that a drain tells progress
@@ -144,7 +143,7 @@ func New(src Source, w Writer, o Options) *Conn {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &Conn{src: src, w: w, opts: o, incoming: map[ID]Incoming{}, outgoing: map[ID]chan Response{}, done: make(chan struct{})}
+	c := &Conn{src: src, w: w, opts: o, incoming: map[ID]Incoming{}, outgoing: map[ID]call{}, done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
 	return c
 }
@@ -408,26 +407,21 @@ func (c *Conn) writeError(id ID, rawID json.RawMessage, session string, tag any,
 	_ = c.Write(Out{Data: data, Response: true, ID: id, Session: session, Tag: tag})
 }
 
-// Expect registers a call of this side's: its id, and wait, which returns
+// call is one of this side's calls waiting for its answer: where the
+// answer goes, and the session the call is about ("" for the
+// connection's), which a transport checks the answer against.
+type call struct {
+	ch      chan Response
+	session string
+}
+
+// Expect registers a call of this side's about session: its id, and wait, which returns
 // its answer (a Response with an Error for the peer's error), ctx's error
 // (the call given up: the peer is told with $/cancel_request when cancel
 // is true), or ErrClosed. The caller writes the request itself (Encode),
 // where it must go in order with what else it writes.
-func (c *Conn) Expect() (id ID, wait func(ctx context.Context) (Response, error)) {
-	c.mu.Lock()
-	c.next++
-	if c.opts.CallPrefix != "" {
-		id = StringID(c.opts.CallPrefix + strconv.FormatUint(c.next, 10))
-	} else {
-		id = IntID(int64(c.next))
-	}
-	ch := make(chan Response, 1)
-	if c.closed {
-		close(ch)
-	} else {
-		c.outgoing[id] = ch
-	}
-	c.mu.Unlock()
+func (c *Conn) Expect(session string) (id ID, wait func(ctx context.Context) (Response, error)) {
+	id, ch := c.await(session)
 	return id, func(ctx context.Context) (Response, error) {
 		select {
 		case r, ok := <-ch:
@@ -448,7 +442,7 @@ func (c *Conn) Expect() (id ID, wait func(ctx context.Context) (Response, error)
 // peer's error (a *Error), ctx's error (the peer is told with
 // $/cancel_request) or ErrClosed.
 func (c *Conn) Call(ctx context.Context, method string, params any, session string) (json.RawMessage, error) {
-	id, wait := c.Expect()
+	id, wait := c.Expect(session)
 	data, err := EncodeRequest(id, method, params)
 	if err != nil {
 		c.forget(id)
@@ -491,12 +485,13 @@ func (c *Conn) Notify(method string, params any, session string) error {
 // waits for it.
 func (c *Conn) answer(id ID, result, rerr json.RawMessage) bool {
 	c.mu.Lock()
-	ch, ok := c.outgoing[id]
+	w, ok := c.outgoing[id]
 	delete(c.outgoing, id)
 	c.mu.Unlock()
 	if !ok {
 		return false
 	}
+	ch := w.ch
 	r := Response{Result: result}
 	if rerr != nil {
 		r.Error = &Error{}
@@ -514,8 +509,8 @@ func (c *Conn) Close() {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
-		for id, ch := range c.outgoing {
-			close(ch)
+		for id, w := range c.outgoing {
+			close(w.ch)
 			delete(c.outgoing, id)
 		}
 		close(c.done)

@@ -14,7 +14,7 @@ func TestProxyTables(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	id, wait := p.c.Expect()
+	id, wait := p.c.Expect("")
 	if !p.c.Awaits(id) || p.c.Awaits(StringID("x-99")) || p.c.Awaits(IntID(1)) {
 		t.Errorf("Awaits(%s) %v, of another id %v", id, p.c.Awaits(id), p.c.Awaits(StringID("x-99")))
 	}

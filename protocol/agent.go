@@ -334,7 +334,9 @@ func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest) {
 	}
 	seq, err := s.Start(p.Prompt, r)
 	if err != nil {
-		c.answer(sid, r, nil, acp.NewInvalidRequest(map[string]any{"sessionId": sid, "error": err.Error()}))
+		// The reason is the message: an editor shows the message only.
+		c.answer(sid, r, nil, &acp.RequestError{Code: jsonrpc.ErrInvalidRequest.Code, Message: err.Error(),
+			Data: map[string]any{"sessionId": sid, "error": err.Error()}})
 		return
 	}
 	if c.notes.started(r, s, seq) {

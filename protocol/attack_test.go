@@ -13,7 +13,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/acptest"
 )
 
 // The hostile-peer tests (issue 18) measure what each attack costs while a

@@ -12,10 +12,10 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/store"
 )
 

@@ -33,7 +33,7 @@ func (a *Agent) call(ctx context.Context, sessionID, method string, params any) 
 // answer), and returns the wait for the answer: ended by ctx, it gives the
 // request up and tells the client so ($/cancel_request).
 func (a *Agent) ask(sessionID, method string, params any) (wait func(context.Context) (json.RawMessage, error)) {
-	id, await := a.rpc.Expect()
+	id, await := a.rpc.Expect(sessionID)
 	a.box.Request(sessionID, id, method, params)
 	return func(ctx context.Context) (json.RawMessage, error) {
 		r, err := await(ctx)

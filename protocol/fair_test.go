@@ -8,9 +8,9 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 const fairScript = `

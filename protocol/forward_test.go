@@ -12,14 +12,14 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/protocol"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 const forwardScript = `

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/registry"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
@@ -29,7 +29,7 @@ import (
 // the outbox of the connection it is attached to: the session actor holds
 // it, and moves it in its mailbox's order (actors.Session.Attach).
 //
-// The hub makes none of its parts: internal/app builds the store, the
+// The hub makes none of its parts: app builds the store, the
 // runtime and what they need from the config, and hands them over here.
 type Hub struct {
 	cfg *configs.Config
@@ -208,11 +208,11 @@ func (h *Hub) room(a *Caller, sessions, procs, mcp int) error {
 		return nil
 	}
 	if n := h.limits.SessionsPerToken; n > 0 && sessions >= n {
-		return rpcerr.Internal(fmt.Sprintf("token %s has %d live sessions on this server, its limit (serve.maxSessionsPerToken): close one (session/close) first", a.owner, sessions),
+		return jsonrpc.Internal(fmt.Sprintf("token %s has %d live sessions on this server, its limit (serve.maxSessionsPerToken): close one (session/close) first", a.owner, sessions),
 			map[string]any{"limit": "serve.maxSessionsPerToken", "sessions": sessions})
 	}
 	if n := h.limits.MCPPerToken; n > 0 && mcp > 0 && procs+mcp > n {
-		return rpcerr.Internal(fmt.Sprintf("token %s runs %d MCP server processes on this server; %d more would pass its limit of %d (serve.maxMCPProcessesPerToken): close a session first", a.owner, procs, mcp, n),
+		return jsonrpc.Internal(fmt.Sprintf("token %s runs %d MCP server processes on this server; %d more would pass its limit of %d (serve.maxMCPProcessesPerToken): close a session first", a.owner, procs, mcp, n),
 			map[string]any{"limit": "serve.maxMCPProcessesPerToken", "processes": procs})
 	}
 	return nil

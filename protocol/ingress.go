@@ -88,6 +88,11 @@ func (in *ingress) serve(req *jsonrpc.Request) {
 	if ok && m.decode != nil {
 		a.hub.decodes.Add(1)
 		p, rerr = m.decode(req.Params)
+		if rerr == nil && m.session && req.Session == "" {
+			// A session's request that names none is bad params, not
+			// an unknown session "".
+			rerr = jsonrpc.ErrInvalidParams.With("sessionId is required")
+		}
 		if rerr == nil && a.forwarded(m, r, p) {
 			return
 		}

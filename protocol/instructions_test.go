@@ -8,7 +8,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/internal/app"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/sandbox/sandboxtest"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/acptest"
 )
 
 // TestWriteFileInOneEvent has a model server that buffers (vLLM with a

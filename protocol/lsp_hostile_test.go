@@ -11,10 +11,10 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/lsp/lsptest"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 const hostileLSPScript = `

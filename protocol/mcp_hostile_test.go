@@ -11,10 +11,10 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/mcpclient/mcptest"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // The hostile MCP servers of these tests are the test binary again, run

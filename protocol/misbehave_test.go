@@ -9,9 +9,9 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // misbehaveScript makes the model server stall or cut its stream.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/store"
 )

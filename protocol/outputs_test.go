@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/sandbox/sandboxtest"
 	"github.com/mm-agent/mm/tools"

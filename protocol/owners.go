@@ -8,7 +8,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
@@ -63,7 +63,7 @@ func (c *Caller) claimFolders(folders ...string) error {
 			"%q is another token's folder, lies in one, or holds one: folders have owners on this server, and a session opens only in its token's", f)})
 	default:
 		c.log.Error(fmt.Sprintf("[acp] the folders' owners: %v", err))
-		return rpcerr.Internal(fmt.Sprintf("mm cannot tell whose folder this is now, so no session opens here: %v", err), nil)
+		return jsonrpc.Internal(fmt.Sprintf("mm cannot tell whose folder this is now, so no session opens here: %v", err), nil)
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // promptScript answers a prompt of @mentions, and ping for the second

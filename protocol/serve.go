@@ -114,6 +114,17 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 // Pending is the number of the client's requests read and not answered.
 func (c *Conn) Pending() int { return c.rpc.Pending() }
 
+// Idle waits until every request of the client's read has its answer
+// written (true), or ctx ends or the connection closes (false): a server
+// that shuts down ends the connection then.
+func (c *Conn) Idle(ctx context.Context) bool { return c.rpc.Idle(ctx) }
+
+// Awaits says whether id is a call of mm's (a permission, an elicitation)
+// waiting for the client's answer, and the session it is about ("" for the
+// connection's): the one table of mm's calls, which a transport that
+// routes by session checks the client's answer against.
+func (c *Conn) Awaits(id jsonrpc.ID) (session string, ok bool) { return c.rpc.AwaitsIn(id) }
+
 // watchedWriter is the connection's writer, which knows whether a write
 // is waiting on the client.
 type watchedWriter struct {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/actors"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
 )
@@ -147,7 +147,7 @@ func (c *Caller) sessionMeta(p store.Provenance, sandbox string, network bool) m
 }
 
 // errShuttingDown refuses sessions once the connection is closing.
-var errShuttingDown = rpcerr.Internal("mm is shutting down", nil)
+var errShuttingDown = jsonrpc.Internal("mm is shutting down", nil)
 
 // openFile opens session id from its file in cwd: its actor starts at
 // once, registered, and reads its state itself (after the work still done

@@ -13,14 +13,14 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/history"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/store"
 )
 

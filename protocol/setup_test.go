@@ -10,15 +10,15 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"go.uber.org/goleak"
 
+	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/pgtest"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/lsp/lsptest"
 	"github.com/mm-agent/mm/mcpclient/mcptest"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 func TestMain(m *testing.M) {

@@ -13,9 +13,9 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"go.uber.org/goleak"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // toolScript makes the model call tools; the second step reports what the

@@ -10,11 +10,11 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // TestSessionWarmsItsModel: the model's connection is open before the

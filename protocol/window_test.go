@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // windowScript answers every turn briefly and cannot summarise.

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/logs"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // rawAgent is an in-process agent driven line by line, for what a well-
@@ -152,6 +152,10 @@ func TestMalformedInput(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"x","prompt":5}}`, "cannot unmarshal"},
 		{`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"x"}}`, "prompt is required"},
 		{`{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}`, "unknown session"},
+		// A session's request naming none is bad params (issue 44: it
+		// was -32002 unknown session "").
+		{`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"prompt":[]}}`, "sessionId is required"},
+		{`{"jsonrpc":"2.0","id":8,"method":"session/set_mode","params":{"sessionId":"","modeId":"x"}}`, "sessionId is required"},
 	} {
 		r.send(tc.line)
 		m := r.errorResponse()
@@ -208,4 +212,21 @@ func TestCancelRightAfterPrompt(t *testing.T) {
 		}
 	}
 	_ = srv
+}
+
+// TestTooManyPromptsSaysSo: a prompt refused because too many of its
+// session's prompts wait says why in the error's message, which is what
+// an editor shows (issue 44: the message was only "Invalid request").
+func TestTooManyPromptsSaysSo(t *testing.T) {
+	r, _ := newRawAgent(t)
+	sid := r.initSession(t.TempDir())
+	for i := range 70 {
+		r.send(promptLine(100+i, sid, "slow"))
+	}
+	m := r.errorResponse()
+	e := m["error"].(map[string]any)
+	if e["code"].(float64) != -32600 || !strings.Contains(fmt.Sprint(e["message"]), "prompts of this session are waiting for their turn") {
+		t.Errorf("the refused prompt's error: %v", m)
+	}
+	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
 }

@@ -3,16 +3,18 @@ package serve
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
-// connection is one ACP connection, whatever carries it: the inbox mm reads,
-// mm's side of it, and the client's requests that mm has not answered yet.
+// connection is one ACP connection, whatever carries it: the inbox mm reads
+// and mm's side of it, whose table of the client's requests in flight is
+// the one the transports ask (Conn.Idle, Conn.Awaits).
 //
 // Concurrency: its methods may be called from any goroutine; mu guards
 // the fields below it.
@@ -29,8 +31,8 @@ type connection struct {
 	ws     *wsOut // a WebSocket connection's way out, across its sockets; nil over HTTP
 
 	mu       sync.Mutex
-	pending  map[string]string // idKey of a request mm has not answered → its session ("" = the connection's)
-	why      string            // why the connection ends; "" while it does not
+	mm       Conn   // mm's side, once connected
+	why      string // why the connection ends; "" while it does not
 	draining bool
 	drain    *time.Timer // ends a draining connection at serve.drainTimeout
 	over     bool        // mm's side has ended
@@ -52,7 +54,7 @@ func (s *Server) open(transport string, c Client) (*connection, string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	conn := &connection{s: s, id: s.newConnID(), client: c, in: newInbox(), ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), endc: make(chan struct{}), pending: map[string]string{}}
+		done: make(chan struct{}), endc: make(chan struct{})}
 	conn.log = s.o.Log.With("conn", conn.id[:8])
 	s.conns[conn] = struct{}{}
 	s.wg.Add(1)
@@ -64,12 +66,15 @@ func (s *Server) open(transport string, c Client) (*connection, string) {
 // connect opens mm's side of the connection, which writes on out, and
 // closes done once it has ended. It fails only when the Connector does;
 // the caller then releases the connection.
-func (c *connection) connect(out io.Writer) error {
+func (c *connection) connect(out jsonrpc.Writer) error {
 	mm, err := c.s.o.Connector.Connect(c.ctx, c.client, c.in, out)
 	if err != nil {
 		c.log.Error(fmt.Sprintf("[serve] %s connection of %s: %v", c.client.Transport, c.client.Token, err))
 		return err
 	}
+	c.mu.Lock()
+	c.mm = mm
+	c.mu.Unlock()
 	c.log.Info(fmt.Sprintf("[serve] %s connection opened by %s", c.client.Transport, c.client.Token))
 	go func() {
 		mm.Wait(c.ctx)
@@ -119,34 +124,16 @@ func (c *connection) end(why string) {
 	}
 }
 
-// sent records a request of the client's on its way to mm, and where
-// its answer goes. The entry stays until the answer is written; Send's
-// failure takes it back (unsent).
-func (c *connection) sent(key, session string) {
+// awaits says whether id is a call of mm's waiting for the client's
+// answer, and the session it is about (Conn.Awaits).
+func (c *connection) awaits(id jsonrpc.ID) (session string, ok bool) {
 	c.mu.Lock()
-	c.pending[key] = session
+	mm := c.mm
 	c.mu.Unlock()
-}
-
-func (c *connection) unsent(key string) {
-	c.mu.Lock()
-	delete(c.pending, key)
-	c.mu.Unlock()
-}
-
-// answered takes the request that an answer of mm's with this id key
-// answers, and returns where the answer goes ("" = the connection's
-// stream). A connection that drains ends once nothing is left to answer.
-func (c *connection) answered(key string) string {
-	c.mu.Lock()
-	session := c.pending[key]
-	delete(c.pending, key)
-	idle := len(c.pending) == 0 && c.draining
-	c.mu.Unlock()
-	if idle {
-		c.end("the server is shutting down")
+	if mm == nil {
+		return "", false
 	}
-	return session
+	return mm.Awaits(id)
 }
 
 // startDrain ends the connection at once if mm owes its client nothing,
@@ -154,19 +141,25 @@ func (c *connection) answered(key string) string {
 // whichever comes first: a turn in flight gets that long to finish.
 func (c *connection) startDrain(timeout time.Duration) {
 	c.mu.Lock()
-	if c.over {
+	if c.over || c.draining {
 		c.mu.Unlock()
 		return // no timer may outlive the connection
 	}
 	c.draining = true
-	idle := len(c.pending) == 0
-	if !idle {
-		c.drain = time.AfterFunc(timeout, func() { c.end("the server is shutting down (serve.drainTimeout)") })
-	}
+	mm := c.mm
+	c.drain = time.AfterFunc(timeout, func() { c.end("the server is shutting down (serve.drainTimeout)") })
 	c.mu.Unlock()
-	if idle {
+	if mm == nil {
 		c.end("the server is shutting down")
+		return
 	}
+	// mm's table of the client's requests in flight says when nothing is
+	// owed; the wait ends with the connection (c.ctx) at the latest.
+	go func() {
+		if mm.Idle(c.ctx) {
+			c.end("the server is shutting down")
+		}
+	}()
 }
 
 // newID returns a random UUID (version 4), as the TypeScript SDK's

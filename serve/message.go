@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/coder/acp-go-sdk"
 	"github.com/tidwall/gjson"
 
 	"github.com/mm-agent/mm/jsonrpc"
@@ -153,7 +154,7 @@ func (m message) isResponseShaped() bool {
 // isInitialize: an initialize request, its id null or not.
 func (m message) isInitialize() bool {
 	meth, _ := m.method()
-	return m.envelope() && m.idv.Exists() && meth == "initialize"
+	return m.envelope() && m.idv.Exists() && meth == acp.AgentMethodInitialize
 }
 
 // sessionID is params.sessionId when it is a string.
@@ -174,59 +175,12 @@ func idKey(v gjson.Result) (string, bool) {
 	return jsonrpc.IDKey([]byte(v.Raw)), true
 }
 
-// outMessage is what the routing needs of a line mm wrote.
-type outMessage struct {
-	response  bool   // no method: an answer to the client
-	id        string // idKey of its id; "" when it has none
-	sessionID string // params.sessionId of a request or notification
-	result    string // result.sessionId of a response
-}
-
-// updatePrefix starts every session/update mm writes: its encoder writes
-// the members in one order (protocol's rpcMessage, then the SDK's
-// SessionNotification), so the session of most lines is read without
-// parsing them.
-const updatePrefix = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"`
-
-// parseOut reads what the routing needs of a line mm wrote. Lines come
-// from mm's own encoder, never from a client.
-func parseOut(line []byte) outMessage {
-	if rest, ok := bytes.CutPrefix(line, []byte(updatePrefix)); ok {
-		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
-			return outMessage{sessionID: string(rest[:i])}
-		}
-	}
-	return parseOutSlow(line)
-}
-
-func parseOutSlow(line []byte) outMessage {
-	r := gjson.GetManyBytes(line, "method", "id", "params.sessionId", "result.sessionId")
-	var o outMessage
-	o.response = !r[0].Exists()
-	o.id, _ = idKey(r[1])
-	if r[2].Type == gjson.String {
-		o.sessionID = r[2].Str
-	}
-	if r[3].Type == gjson.String {
-		o.result = r[3].Str
-	}
-	return o
-}
-
-// The transport's own JSON-RPC errors, as the TypeScript SDK words them.
-const (
-	codeParse          = -32700
-	codeInvalidRequest = -32600
-	codeInternal       = -32603
-)
-
-// errorResponse is a JSON-RPC error response; id is raw JSON ("null" when
-// the request's id cannot be known).
+// errorResponse is an answer of the transport's own, encoded where every
+// answer is (jsonrpc.EncodeResponse); id is the request's raw JSON id
+// ("null" when it cannot be known), code one of jsonrpc's kinds', msg the
+// TypeScript SDK's words.
 func errorResponse(id string, code int, msg string, data any) []byte {
-	e := map[string]any{"code": code, "message": msg}
-	if data != nil {
-		e["data"] = data
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "error": e})
+	rid, _ := jsonrpc.IDOf([]byte(id))
+	b, _ := jsonrpc.EncodeResponse(rid, nil, &jsonrpc.Error{Code: code, Message: msg, Data: data})
 	return b
 }

@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"github.com/mm-agent/mm/jsonrpc"
+
 	"bytes"
 	"fmt"
 	"net/http"
@@ -66,43 +68,49 @@ type wsOut struct {
 	next      uint64   // the number the next frame gets
 	keptBytes int
 	received  uint64        // the client's frames taken, initialize not counted
-	initKey   string        // initialize's id (idKey), whose answer advertises resumes
+	initID    jsonrpc.ID    // initialize's id, whose answer advertises resumes
 	waiting   chan struct{} // while no socket carries it: closed by the resume that takes it
 	timedOut  bool          // awaitResume gave up on it
 	// stale is a socket a resume took the connection from whose reader
 	// has not stopped yet: the next resume waits for it too.
 	stale *wsConn
+	// taking is set while a resume takes the connection over, until it
+	// carries it (resume) or gives it back: a second resume meanwhile is
+	// refused, or both would answer for the connection, and release it
+	// twice (the server's count of connections then off by one, a later
+	// drain waits for ever).
+	taking bool
 }
 
 func newWSOut(c *connection, window int, wait time.Duration) *wsOut {
 	return &wsOut{c: c, window: window, wait: wait, first: 1, next: 1}
 }
 
-// Write is mm's way out: each line one text frame, numbered, kept for a
-// resume, and written to the socket that carries the connection, if one
+// Write is mm's way out: each message one text frame, numbered, kept for
+// a resume, and written to the socket that carries the connection, if one
 // does.
-func (o *wsOut) Write(p []byte) (int, error) {
+func (o *wsOut) Write(m jsonrpc.Out) error { return o.WriteBatch([]jsonrpc.Out{m}) }
+
+// WriteBatch writes messages as Write does, corked together: the socket
+// sends them in as few writes as it can.
+func (o *wsOut) WriteBatch(outs []jsonrpc.Out) error {
 	o.mu.Lock()
 	t := o.sock
 	if t != nil {
 		t.sock.cork()
 	}
-	for line := range bytes.Lines(p) {
-		line = bytes.TrimRight(line, "\r\n")
+	for _, m := range outs {
+		line := m.Data
 		if len(line) == 0 {
 			continue
 		}
-		m := parseOut(line)
-		if m.response && o.initKey != "" && m.id == o.initKey {
-			o.initKey = ""
+		if m.Response && !o.initID.IsZero() && m.ID == o.initID {
+			o.initID = jsonrpc.ID{}
 			line = o.advertise(line)
 		}
 		o.keep(line)
 		if t != nil {
 			t.writeFrame(line)
-		}
-		if m.response && m.id != "" {
-			o.c.answered(m.id)
 		}
 	}
 	o.mu.Unlock()
@@ -111,12 +119,12 @@ func (o *wsOut) Write(p []byte) (int, error) {
 			t.failed(err)
 		}
 	}
-	return len(p), nil
+	return nil
 }
 
-// reply writes a frame of the transport's own on the connection, in its
+// reply writes an answer of the transport's own on the connection, in its
 // order and numbered as mm's are.
-func (o *wsOut) reply(b []byte) { _, _ = o.Write(append(b, '\n')) }
+func (o *wsOut) reply(b []byte) { _ = o.Write(jsonrpc.Out{Data: b, Response: true}) }
 
 // keep numbers a frame and, on a resumable connection, keeps it, dropping
 // the oldest past the window. Called with mu held.
@@ -166,9 +174,9 @@ func (o *wsOut) attach(t *wsConn) {
 
 // initializing names initialize's request, whose answer says that the
 // connection can be resumed.
-func (o *wsOut) initializing(key string) {
+func (o *wsOut) initializing(id jsonrpc.ID) {
 	o.mu.Lock()
-	o.initKey = key
+	o.initID = id
 	o.mu.Unlock()
 }
 
@@ -259,6 +267,11 @@ func (o *wsOut) takeOver(cursor uint64, within time.Duration) (uint64, error) {
 		o.mu.Unlock()
 		return 0, &errResume{http.StatusNotFound, "no such connection to resume"}
 	}
+	if o.taking {
+		o.mu.Unlock()
+		return 0, &errResume{http.StatusConflict, "another resume of the connection is under way"}
+	}
+	o.taking = true
 	if old := o.sock; old != nil {
 		old.superseded = true
 		o.sock = nil
@@ -277,6 +290,7 @@ func (o *wsOut) takeOver(cursor uint64, within time.Duration) (uint64, error) {
 			// The connection stays someone's: it waits for another
 			// resume, as one that no socket carries.
 			o.mu.Lock()
+			o.taking = false
 			if o.waiting == nil && !o.timedOut {
 				o.waiting = make(chan struct{})
 				go o.awaitResume(o.waiting)
@@ -296,6 +310,7 @@ func (o *wsOut) takeOver(cursor uint64, within time.Duration) (uint64, error) {
 	defer o.mu.Unlock()
 	if cursor+1 < o.first || cursor >= o.next {
 		// Taken, and given back at once: the client will not resume it.
+		o.taking = false
 		o.timedOut = o.sock == nil
 		if o.timedOut {
 			go func() { o.c.end("the client's resume came past serve.resumeWindowBytes"); <-o.c.done; o.c.release() }()
@@ -318,6 +333,7 @@ func (o *wsOut) resume(t *wsConn, cursor uint64) {
 		go t.failed(err)
 	}
 	o.sock = t
+	o.taking = false
 }
 
 // giveBack hands a connection taken for a resume whose upgrade failed back
@@ -325,6 +341,7 @@ func (o *wsOut) resume(t *wsConn, cursor uint64) {
 func (o *wsOut) giveBack() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.taking = false
 	o.waiting = make(chan struct{})
 	go o.awaitResume(o.waiting)
 }

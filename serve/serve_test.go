@@ -6,8 +6,8 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // TestPingPong: each transport carries a whole ACP exchange: initialize,

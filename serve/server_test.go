@@ -23,9 +23,9 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve"
 	"github.com/mm-agent/mm/serve/servetest"
 )

@@ -3,7 +3,6 @@ package serve_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -15,14 +14,14 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"go.uber.org/goleak"
 
+	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve"
 	"github.com/mm-agent/mm/serve/servetest"
 )
@@ -84,11 +83,11 @@ type connector struct {
 	clients chan serve.Client
 }
 
-func (c *connector) Connect(ctx context.Context, cl serve.Client, in jsonrpc.Source, out io.Writer) (serve.Conn, error) {
+func (c *connector) Connect(ctx context.Context, cl serve.Client, in jsonrpc.Source, out jsonrpc.Writer) (serve.Conn, error) {
 	if c.clients != nil {
 		c.clients <- cl
 	}
-	return app.Start(app.Options{Config: c.cfg, Model: c.model, Source: in, Out: out, Log: c.log, StateDir: c.state})
+	return app.Start(app.Options{Config: c.cfg, Model: c.model, Source: in, Writer: out, Log: c.log, StateDir: c.state})
 }
 
 // env is a Server on a loopback port.

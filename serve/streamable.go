@@ -11,6 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/acpmethod"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // The streamable HTTP transport, as the TypeScript SDK's AcpServer answers
@@ -23,15 +28,14 @@ import (
 // second initialize, a missing or mismatched header, a batch answered
 // -32600, an id too long), 404 an unknown connection, 406 a GET without
 // text/event-stream, 409 a stream already read, 413 a body longer than
-// acp.maxLineBytes, 415 a body that is not JSON, 499 a client that gave up
-// waiting, 503 no place for a new connection.
+// serve.maxMessageBytes, 415 a body that is not JSON, 499 a client that
+// gave up waiting, 503 no place for a new connection.
 
-// sessionScoped are the methods whose POST must name their session in
-// Acp-Session-Id (the TypeScript SDK's SESSION_SCOPED_METHODS).
-var sessionScoped = map[string]bool{
-	"session/cancel": true, "session/close": true, "session/delete": true, "session/fork": true,
-	"session/load": true, "session/prompt": true, "session/resume": true,
-	"session/set_config_option": true, "session/set_mode": true, "session/set_model": true,
+// sessionScoped says whether a client's POST of method must name its
+// session in Acp-Session-Id (the TypeScript SDK's SESSION_SCOPED_METHODS):
+// the methods of the one table a client sends about a session.
+func sessionScoped(method string) bool {
+	return acpmethod.Is(method, func(m acpmethod.Method) bool { return m.Session && !m.ToClient })
 }
 
 // keepAlive is how often an idle SSE stream gets a comment line, so that
@@ -80,7 +84,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, owner string) {
 		text(w, http.StatusBadRequest, "Invalid JSON")
 		return
 	case errBatch:
-		jsonBody(w, http.StatusBadRequest, errorResponse("null", codeInvalidRequest, "Invalid request: JSON-RPC batches are not supported", nil))
+		jsonBody(w, http.StatusBadRequest, errorResponse("null", jsonrpc.ErrInvalidRequest.Code, "Invalid request: JSON-RPC batches are not supported", nil))
 		return
 	case errNotAnObj:
 		text(w, http.StatusBadRequest, "Invalid JSON-RPC message")
@@ -152,12 +156,12 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m message, h
 	h := newHTTPConn(s, c)
 	if err := c.connect(h); err != nil {
 		c.release()
-		jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, codeInternal, "Initialize failed", err.Error()))
+		jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, jsonrpc.ErrInternal.Code, "Initialize failed", err.Error()))
 		return false
 	}
 	go h.run()
-	key, _ := idKey(m.id())
-	c.sent(key, "")
+	id, _ := jsonrpc.IDOf(m.ID)
+	m.Tag = route("")
 	if err := c.in.Send(r.Context(), m.Message, held); err != nil {
 		h.stop("the client gave up on initialize")
 		text(w, 499, "Request aborted")
@@ -165,19 +169,19 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m message, h
 	}
 	select {
 	case first := <-h.initial:
-		if o := parseOut(first); !o.response || o.id != key {
+		if !first.Response || first.ID != id {
 			h.stop("mm did not answer initialize first")
-			jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, codeInternal, "Initialize failed", "Expected initialize response from agent"))
+			jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, jsonrpc.ErrInternal.Code, "Initialize failed", "Expected initialize response from agent"))
 			return true
 		}
 		s.register(h)
 		w.Header().Set(headerConnectionID, c.id)
-		jsonBody(w, http.StatusOK, first)
+		jsonBody(w, http.StatusOK, first.Data)
 	case <-r.Context().Done():
 		h.stop("the client gave up on initialize")
 		text(w, 499, "Request aborted")
 	case <-c.done:
-		jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, codeInternal, "Initialize failed", "the agent ended the connection"))
+		jsonBody(w, http.StatusInternalServerError, errorResponse(m.id().Raw, jsonrpc.ErrInternal.Code, "Initialize failed", "the agent ended the connection"))
 	}
 	return true
 }
@@ -188,28 +192,27 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m message, h
 func (h *httpConn) accept(ctx context.Context, m message, held *hold, header string) (int, string) {
 	c := h.c
 	if m.isResponse() {
-		key, _ := idKey(m.id())
-		if status, msg := h.answer(key, header); status != 0 {
+		id, _ := jsonrpc.IDOf(m.ID)
+		if status, msg := h.answer(id, header); status != 0 {
 			return status, msg
 		}
-		return h.send(ctx, m, held, "")
+		return h.send(ctx, m, held)
 	}
 	method, _ := m.method()
 	sid, hasSID := m.sessionID()
-	if (sessionScoped[method] || hasSID) && header == "" {
+	if (sessionScoped(method) || hasSID) && header == "" {
 		return http.StatusBadRequest, "Missing Acp-Session-Id"
 	}
 	if header != "" && hasSID && header != sid {
 		return http.StatusBadRequest, "Mismatched Acp-Session-Id"
 	}
-	route := header
-	if route == "" {
-		route = sid
+	to := header
+	if to == "" {
+		to = sid
 	}
-	if err := c.s.checkIDs(m, route); err != nil {
+	if err := c.s.checkIDs(m, to); err != nil {
 		return http.StatusBadRequest, err.Error()
 	}
-	key := ""
 	if !m.isNotification() {
 		// A reply adds output: a client that does not read what it has
 		// cannot make mm produce more.
@@ -220,22 +223,27 @@ func (h *httpConn) accept(ctx context.Context, m message, held *hold, header str
 			return http.StatusNotFound, "Unknown Acp-Connection-Id"
 		}
 		if m.isRequest() {
-			key, _ = idKey(m.id())
-			if method == "session/load" {
-				route = "" // as the TypeScript SDK routes it
+			if method == acp.AgentMethodSessionLoad {
+				// Its answer goes to the connection's stream, as the
+				// TypeScript SDK routes it, and its history before it.
+				m.Tag = loading{session: to}
+				h.loadSent(to)
+				status, msg := h.send(ctx, m, held)
+				if status != http.StatusAccepted {
+					h.loadUnsent(to)
+				}
+				return status, msg
 			}
-			c.sent(key, route)
+			// Where the answer goes comes back with it (jsonrpc.Out.Tag).
+			m.Tag = route(to)
 		}
 	}
-	return h.send(ctx, m, held, key)
+	return h.send(ctx, m, held)
 }
 
 // send hands m to mm, with its room.
-func (h *httpConn) send(ctx context.Context, m message, held *hold, key string) (int, string) {
+func (h *httpConn) send(ctx context.Context, m message, held *hold) (int, string) {
 	if err := h.c.in.Send(ctx, m.Message, held); err != nil {
-		if key != "" {
-			h.c.unsent(key)
-		}
 		if ctx.Err() != nil {
 			return 499, "Request aborted"
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -141,19 +142,93 @@ func TestRouting(t *testing.T) {
 	}
 	r.do("DELETE", "")
 
-	// On a new connection, the load's replay comes on the session's
-	// stream, its answer on the connection's.
+	// On a new connection, the load's replay comes before its answer, on
+	// the connection's stream (TestLoadHistoryBeforeItsAnswer); the
+	// session's stream, open, gets none of it.
 	r2 := e.raw()
 	r2.init()
 	conn2 := r2.stream("", http.StatusOK)
 	session2 := r2.stream(sid, http.StatusOK)
 	r2.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":"load","method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, sid, cwd),
 		http.StatusAccepted, "Acp-Session-Id", sid)
+	if m := conn2.next(t, "params.update.sessionUpdate", "user_message_chunk"); m == "" {
+		t.Error("no replay on the connection's stream")
+	}
 	if m := conn2.next(t, "id", "load"); gjson.Get(m, "error").Exists() {
 		t.Errorf("load: %s", m)
 	}
-	if m := session2.next(t, "params.update.sessionUpdate", "user_message_chunk"); m == "" {
-		t.Error("no replay on the session's stream")
+	select {
+	case m := <-session2.msgs:
+		t.Errorf("the session's stream got %s during the load", m)
+	default:
+	}
+}
+
+// TestLoadHistoryBeforeItsAnswer: ACP wants a session/load's history
+// (session/update notifications) before the load's response. Over
+// streamable HTTP the response goes to the connection's stream; the
+// history went to the session's, so a client that opens the session's
+// stream once the load is answered, as the RFD's clients do, got the
+// response first, and one that reads both streams could. Both now come
+// on the connection's stream, the history first; the session's stream
+// then serves the session as before.
+func TestLoadHistoryBeforeItsAnswer(t *testing.T) {
+	e := newEnv(t, func(_ *serve.Options, c *configs.Config) { c.Sessions.Enabled = true })
+	r := e.raw()
+	r.init()
+	conn := r.stream("", http.StatusOK)
+	cwd := t.TempDir()
+	r.post(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"`+cwd+`","mcpServers":[]}}`, http.StatusAccepted)
+	sid := gjson.Get(conn.next(t, "id", "1"), "result.sessionId").String()
+	session := r.stream(sid, http.StatusOK)
+	r.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"ping"}]}}`, sid),
+		http.StatusAccepted, "Acp-Session-Id", sid)
+	if m := session.next(t, "id", "2"); gjson.Get(m, "result.stopReason").String() != "end_turn" {
+		t.Fatalf("prompt answer %s", m)
+	}
+	r.do("DELETE", "")
+
+	// A client that opens the connection's stream only, and the session's
+	// once the load is answered.
+	r2 := e.raw()
+	r2.init()
+	conn2 := r2.stream("", http.StatusOK)
+	r2.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":"load","method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, sid, cwd),
+		http.StatusAccepted, "Acp-Session-Id", sid)
+	var before []string
+	for answered := false; !answered; {
+		select {
+		case m, ok := <-conn2.msgs:
+			if !ok {
+				t.Fatal("the connection's stream ended before the load's answer")
+			}
+			if gjson.Get(m, "id").String() == "load" {
+				if gjson.Get(m, "error").Exists() {
+					t.Fatalf("load: %s", m)
+				}
+				answered = true
+				continue
+			}
+			before = append(before, gjson.Get(m, "params.update.sessionUpdate").String()+": "+
+				gjson.Get(m, "params.update.content.text").String())
+		case <-time.After(testwait.Hang):
+			t.Fatal("no answer to the load")
+		}
+	}
+	t.Logf("before the load's answer: %q", before)
+	history := strings.Join(before, "\n")
+	if !strings.Contains(history, "user_message_chunk: ping") || !strings.Contains(history, "agent_message_chunk: pong") {
+		t.Errorf("before the load's answer came %q, want the history: the prompt and its answer", before)
+	}
+	// The load answered, the session's stream carries the session again.
+	session2 := r2.stream(sid, http.StatusOK)
+	r2.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"ping"}]}}`, sid),
+		http.StatusAccepted, "Acp-Session-Id", sid)
+	if m := session2.next(t, "params.update.sessionUpdate", "agent_message_chunk"); m == "" {
+		t.Error("no update of the new turn on the session's stream")
+	}
+	if m := session2.next(t, "id", "3"); gjson.Get(m, "result.stopReason").String() != "end_turn" {
+		t.Errorf("prompt answer %s", m)
 	}
 }
 

@@ -6,19 +6,32 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // The outbound side of a streamable HTTP connection, as the TypeScript
 // SDK's ConnectionState routes it. Every line mm writes goes to one stream:
 //
-//   - a response goes where its request's route says (connection.pending):
-//     the stream of the session its request named (Acp-Session-Id or
-//     params.sessionId), else the connection's; session/load's response
-//     goes to the connection's stream, whatever session it loads;
-//   - a request or notification with a params.sessionId goes to that
-//     session's stream, created if the client has not opened it yet; mm's
-//     requests record their route (calls), so that the client's answer
-//     must name the same session;
+//   - a response goes where its request's route says — the route the
+//     POST gave the request as its Tag, which comes back with the answer
+//     (jsonrpc.Out.Tag): the stream of the session its request named
+//     (Acp-Session-Id or params.sessionId), else the connection's;
+//     session/load's response goes to the connection's stream, whatever
+//     session it loads;
+//   - while a session/load of this connection's is unanswered, the
+//     notifications of the session it loads (its history, replayed) go to
+//     the connection's stream too, before the load's response: ACP wants
+//     the history before the response, and only one stream keeps an
+//     order. On the session's stream, a client that reads both streams
+//     could get the response first, and one that opens the session's
+//     stream once the load is answered (as the RFD's clients do) always
+//     did;
+//   - any other request or notification about a session
+//     (jsonrpc.Out.Session) goes to that session's stream, created if the
+//     client has not opened it yet; the client's answer to a request of
+//     mm's must name the same session (mm's table of its calls says which:
+//     Conn.Awaits);
 //   - anything else goes to the connection's stream.
 //
 // A stream is read by at most one GET at a time (SSE). What waits in the
@@ -40,14 +53,15 @@ type httpConn struct {
 	c *connection
 
 	mu       sync.Mutex
-	initial  chan []byte // the first line mm writes: initialize's answer, which the POST returns
+	initial  chan jsonrpc.Out // the first message mm writes: initialize's answer, which the POST returns
 	gotFirst bool
 	conn     *stream
 	sessions map[string]*stream
 	unread   int           // session streams that hold messages and have no reader
 	bytes    int           // held by all streams
 	progress chan struct{} // closed and replaced when a reader takes a message or the connection stops
-	calls    map[string]string
+	// loading counts, by session, the session/loads unanswered.
+	loading  map[string]int
 	kept     int         // bytes of messages kept for a Last-Event-ID, all streams together
 	stopped  bool        // output is dropped: DELETE, a stall, a limit
 	finished bool        // mm's side has ended: a stream ends once read
@@ -87,8 +101,8 @@ func (st *stream) signal() {
 func (st *stream) held() bool { return st.head < len(st.queue) }
 
 func newHTTPConn(s *Server, c *connection) *httpConn {
-	return &httpConn{s: s, c: c, initial: make(chan []byte, 1), conn: newStream(), sessions: map[string]*stream{},
-		progress: make(chan struct{}), calls: map[string]string{}}
+	return &httpConn{s: s, c: c, initial: make(chan jsonrpc.Out, 1), conn: newStream(), sessions: map[string]*stream{},
+		progress: make(chan struct{}), loading: map[string]int{}}
 }
 
 // run ends the connection's streams once mm's side is over and gives its
@@ -106,27 +120,41 @@ func (h *httpConn) run() {
 	h.c.release()
 }
 
-// Write is mm's way out: each line routed to its stream. It returns once
-// the streams hold less than MaxBufferedBytes, the client having read
+// Write is mm's way out: each message routed to its stream. It returns
+// once the streams hold less than MaxBufferedBytes, the client having read
 // enough, or once the connection is stopped (what mm writes then is
 // dropped, as on a closed pipe).
-func (h *httpConn) Write(p []byte) (int, error) {
-	for line := range bytes.Lines(p) {
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) > 0 {
-			h.route(bytes.Clone(line))
+func (h *httpConn) Write(o jsonrpc.Out) error { return h.WriteBatch([]jsonrpc.Out{o}) }
+
+// WriteBatch routes messages as Write does, then waits for room once.
+func (h *httpConn) WriteBatch(outs []jsonrpc.Out) error {
+	for _, o := range outs {
+		if len(o.Data) > 0 {
+			h.route(o)
 		}
 	}
 	_ = h.waitRoom(context.Background())
-	return len(p), nil
+	return nil
 }
 
-func (h *httpConn) route(line []byte) {
-	o := parseOut(line)
-	var session string
-	if o.response && o.id != "" {
-		session = h.c.answered(o.id)
+// route is a POST's route for its request, given as the request's Tag:
+// the session whose stream its answer goes to ("" the connection's).
+type route string
+
+// loading is the Tag of a session/load: the session it loads, whose
+// notifications go to the connection's stream until it is answered; its
+// answer goes there too.
+type loading struct{ session string }
+
+func (h *httpConn) route(o jsonrpc.Out) {
+	session := o.Session
+	load, isLoad := o.Tag.(loading)
+	if o.Response {
+		r, _ := o.Tag.(route)
+		session = string(r)
 	}
+	// mm's encoder reuses its buffers: a stream keeps its own copy.
+	line := bytes.Clone(o.Data)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
@@ -134,18 +162,15 @@ func (h *httpConn) route(line []byte) {
 	}
 	if !h.gotFirst {
 		h.gotFirst = true
-		h.initial <- line
+		o.Data = line
+		h.initial <- o
 		return
 	}
-	if len(o.result) > maxIDLength {
-		h.stopLocked("mm named a session id longer than maxIdLength")
-		return
-	}
-	if !o.response {
-		session = o.sessionID
-		if o.id != "" {
-			h.calls[o.id] = session
-		}
+	switch {
+	case o.Response && isLoad:
+		h.loadedLocked(load.session)
+	case !o.Response && o.ID.IsZero() && h.loading[session] > 0:
+		session = "" // a load's history: before its response
 	}
 	st := h.conn
 	if session != "" {
@@ -173,6 +198,27 @@ func (h *httpConn) route(line []byte) {
 	st.nextID++
 	h.bytes += len(line)
 	st.signal()
+}
+
+// loadSent counts a session/load of session on its way to mm.
+func (h *httpConn) loadSent(session string) {
+	h.mu.Lock()
+	h.loading[session]++
+	h.mu.Unlock()
+}
+
+// loadUnsent forgets a session/load that mm did not take.
+func (h *httpConn) loadUnsent(session string) {
+	h.mu.Lock()
+	h.loadedLocked(session)
+	h.mu.Unlock()
+}
+
+// loadedLocked forgets a session/load of session: answered, or not sent.
+func (h *httpConn) loadedLocked(session string) {
+	if h.loading[session]--; h.loading[session] <= 0 {
+		delete(h.loading, session)
+	}
 }
 
 // waitRoom waits while the streams hold MaxBufferedBytes or more. A wait
@@ -418,11 +464,9 @@ func (h *httpConn) next(ctx context.Context, st *stream, lease uint64, tick <-ch
 }
 
 // answer checks the client's answer to one of mm's requests against the
-// session its request went to, and forgets the request.
-func (h *httpConn) answer(key, header string) (status int, msg string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	session, ok := h.calls[key]
+// session its request went to.
+func (h *httpConn) answer(id jsonrpc.ID, header string) (status int, msg string) {
+	session, ok := h.c.awaits(id)
 	if ok && session != "" {
 		if header == "" {
 			return 400, "Missing Acp-Session-Id"
@@ -431,6 +475,5 @@ func (h *httpConn) answer(key, header string) (status int, msg string) {
 			return 400, "Mismatched Acp-Session-Id"
 		}
 	}
-	delete(h.calls, key)
 	return 0, ""
 }

@@ -29,8 +29,9 @@ import (
 // pushed back by TCP. mm's writes go straight to the socket; when the
 // client does not read, they wait, and so does mm's ordered writer behind
 // them. A write that moves nothing for serve.stallTimeout ends the
-// connection (stallConn). A message longer than acp.maxLineBytes is read
-// to its end, dropped, and answered with the error stdio gives it.
+// connection (stallConn). A message longer than serve.maxMessageBytes is
+// read to its end, dropped, and answered -32600 with its id, naming the
+// key (unread).
 
 // wsConn is one WebSocket connection.
 type wsConn struct {
@@ -292,7 +293,7 @@ func (t *wsConn) unread(m read) {
 	if v := jsonrpc.HeadID(m.head); v != nil {
 		id = string(v)
 	}
-	t.reply(errorResponse(id, codeInvalidRequest, "Invalid request", map[string]string{"error": t.c.s.unreadWhy(m)}))
+	t.reply(errorResponse(id, jsonrpc.ErrInvalidRequest.Code, "Invalid request", map[string]string{"error": t.c.s.unreadWhy(m)}))
 }
 
 // initialize serves a message read before initialize, as the TypeScript
@@ -316,7 +317,7 @@ func (t *wsConn) initialize(r read, noInit *time.Timer) (started, ok bool) {
 	case m.isResponseShaped():
 		return false, true
 	case !m.isRequest() && !m.isNotification():
-		t.reply(errorResponse("null", codeInvalidRequest, "Invalid request", nil))
+		t.reply(errorResponse("null", jsonrpc.ErrInvalidRequest.Code, "Invalid request", nil))
 		return false, true
 	case !m.isInitialize():
 		t.close(websocket.StatusProtocolError, "First message must be initialize")
@@ -338,8 +339,8 @@ func (t *wsConn) initialize(r read, noInit *time.Timer) (started, ok bool) {
 	if gjson.GetBytes(m.Params, `_meta.acp/transport.resume`).Bool() {
 		t.c.ws.makeResumable()
 	}
-	if key, ok := idKey(m.id()); ok {
-		t.c.ws.initializing(key)
+	if id, ok := jsonrpc.IDOf(m.ID); ok {
+		t.c.ws.initializing(id)
 	}
 	err = t.c.connect(t.c.ws)
 	t.mu.Lock()
@@ -347,7 +348,7 @@ func (t *wsConn) initialize(r read, noInit *time.Timer) (started, ok bool) {
 	t.opened.Broadcast()
 	t.mu.Unlock()
 	if err != nil {
-		t.reply(errorResponse(m.id().Raw, codeInternal, "Initialize failed", err.Error()))
+		t.reply(errorResponse(m.id().Raw, jsonrpc.ErrInternal.Code, "Initialize failed", err.Error()))
 		t.close(websocket.StatusInternalError, "Initialize failed")
 		return false, false
 	}
@@ -366,7 +367,7 @@ func (t *wsConn) forward(r read) bool {
 	}
 	if m.isRequest() && m.isInitialize() {
 		r.hold.release()
-		t.reply(errorResponse(m.id().Raw, codeInvalidRequest, "Initialize not allowed on existing connection", nil))
+		t.reply(errorResponse(m.id().Raw, jsonrpc.ErrInvalidRequest.Code, "Initialize not allowed on existing connection", nil))
 		return true
 	}
 	sent, ok := t.send(m, r.hold)
@@ -385,15 +386,7 @@ func (t *wsConn) send(m message, h *hold) (sent, ok bool) {
 		t.close(websocket.StatusPolicyViolation, err.Error())
 		return false, false
 	}
-	key := ""
-	if m.isRequest() {
-		key, _ = idKey(m.id())
-		t.c.sent(key, sid)
-	}
 	if err := t.c.in.Send(t.ctx, m.Message, h); err != nil {
-		if key != "" {
-			t.c.unsent(key)
-		}
 		return false, false
 	}
 	return true, true
@@ -403,11 +396,11 @@ func (t *wsConn) send(m message, h *hold) (sent, ok bool) {
 func (t *wsConn) badMessage(err error) {
 	switch err {
 	case errNotJSON:
-		t.reply(errorResponse("null", codeParse, "Parse error", nil))
+		t.reply(errorResponse("null", jsonrpc.ErrParse.Code, "Parse error", nil))
 	case errBatch:
-		t.reply(errorResponse("null", codeInvalidRequest, "Invalid request: JSON-RPC batches are not supported", nil))
+		t.reply(errorResponse("null", jsonrpc.ErrInvalidRequest.Code, "Invalid request: JSON-RPC batches are not supported", nil))
 	default:
-		t.reply(errorResponse("null", codeInvalidRequest, "Invalid request", nil))
+		t.reply(errorResponse("null", jsonrpc.ErrInvalidRequest.Code, "Invalid request", nil))
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mm-agent/mm/internal/clustertls"
+	"github.com/mm-agent/mm/clustertls"
 )
 
 // A cluster of served mm (-serve MMBIN -nodes N): N `mm serve` processes

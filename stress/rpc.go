@@ -126,7 +126,7 @@ func (in *inbound) Next() (jsonrpc.Message, error) {
 			in.c.onUpdate("", &update{Kind: "unreadable"})
 		}
 	case m.Method == nil && m.ID != nil && (m.Result != nil || m.Error != nil):
-		if id, ok := jsonrpc.IDOf(m.ID); ok && !in.c.conn.Awaited(id) {
+		if id, ok := jsonrpc.IDOf(m.ID); ok && !in.c.conn.Awaits(id) {
 			in.c.extra.Add(1)
 		}
 	}
@@ -208,7 +208,7 @@ func (c *rpc) call(ctx context.Context, method string, params any, session strin
 		return nil, fmt.Errorf("peer disconnected: %w", err)
 	default:
 	}
-	id, answer := c.conn.Await()
+	id, answer := c.conn.Await("")
 	data, err := jsonrpc.EncodeRequest(id, method, params)
 	if err != nil {
 		return nil, err // never sent: the call waits for nothing until the end

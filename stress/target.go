@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/llm"
 )
 

@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/mm-agent/mm/cmd/internal/cli"
 	"github.com/mm-agent/mm/grains"
-	"github.com/mm-agent/mm/internal/cli"
 	"github.com/mm-agent/mm/sandbox"
 )
 

@@ -16,10 +16,10 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/agents/agenttest"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm/llmtest"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // The hostile agents of these tests are this test binary again, with

@@ -15,8 +15,8 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/internal/mmbuild"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // scriptedConfig writes a config for the scripted provider: zero latency,

@@ -25,10 +25,10 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"github.com/tidwall/gjson"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/connect"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/protocol"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve/servetest"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/sandbox/sandboxtest"
 )

@@ -20,10 +20,10 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"github.com/tidwall/gjson"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/grains"
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve/servetest"
 )
 

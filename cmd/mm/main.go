@@ -10,7 +10,7 @@ package main
 import (
 	"os"
 
-	"github.com/mm-agent/mm/internal/cli"
+	"github.com/mm-agent/mm/cmd/internal/cli"
 	"github.com/mm-agent/mm/sandbox"
 )
 

@@ -16,17 +16,17 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/agents/agenttest"
+	"github.com/mm-agent/mm/cmd/internal/cli"
 	"github.com/mm-agent/mm/grains/grainstest"
 	"github.com/mm-agent/mm/history"
-	"github.com/mm-agent/mm/internal/cli"
 	"github.com/mm-agent/mm/internal/mmbuild"
 	"github.com/mm-agent/mm/internal/pgtest"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/llm/llmtest"
 	"github.com/mm-agent/mm/protocol"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/store"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/acptest"
 )
 
 // What the model reads, seen from the model server: a real mm over ACP,

@@ -15,8 +15,8 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/clustertls"
 	"github.com/mm-agent/mm/grains/grainstest"
-	"github.com/mm-agent/mm/internal/clustertls"
 	"github.com/mm-agent/mm/internal/testwait"
 )
 

@@ -17,8 +17,9 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"golang.org/x/sys/unix"
 
+	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/cmd/internal/cli"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // netnsEnv, set to 1, makes the partition tests fail where they cannot
@@ -321,6 +322,12 @@ func TestClusterPartition(t *testing.T) {
 			strings.Contains(nodes[2].stderr.String(), "serve: stopped; starting again to rejoin the cluster")
 	})
 	waitUntil(t, "three ready members again", everyone(3))
+	// Started again in place (exec, the same pid), the node keeps its
+	// name, mm-node's (mm handed off to it): exec'ing /proc/self/exe
+	// named it "exe".
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", nodes[2].cmd.Process.Pid)); err != nil || strings.TrimSpace(string(comm)) != cli.NodeBinary {
+		t.Errorf("the node started again is named %q (%v), want %s", comm, err, cli.NodeBinary)
+	}
 	x2 := nodes[2].wire(t)
 	if _, err := x2.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sid, Cwd: project, McpServers: []acp.McpServer{}}); err != nil {
 		t.Fatalf("load through the node that rejoined: %v", err)

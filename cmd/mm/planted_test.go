@@ -18,7 +18,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
-	"github.com/mm-agent/mm/protocol/acptest"
+	"github.com/mm-agent/mm/acptest"
 )
 
 // TestPlantedSessionFiles: a repository ships .mm/sessions/<id>.json as a

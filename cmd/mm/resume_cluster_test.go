@@ -10,9 +10,9 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"github.com/coder/websocket"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/internal/cutproxy"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/serve/servetest"
 )
 

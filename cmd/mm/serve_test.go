@@ -20,9 +20,9 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/sandbox/sandboxtest"
 	"github.com/mm-agent/mm/serve/servetest"
 )

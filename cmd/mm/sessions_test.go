@@ -13,8 +13,8 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 	"github.com/mm-agent/mm/store"
 )
 

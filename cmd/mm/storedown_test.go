@@ -11,9 +11,9 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/internal/cutproxy"
 	"github.com/mm-agent/mm/internal/testwait"
-	"github.com/mm-agent/mm/protocol/acptest"
 )
 
 // TestServeStoreDown: mm serve keeps its sessions in Postgres, reached

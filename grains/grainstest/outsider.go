@@ -30,9 +30,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/mm-agent/mm/clustertls"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/grains/grainspb"
-	"github.com/mm-agent/mm/internal/clustertls"
 )
 
 // Outsider is a protoactor system with a remote of its own, and an edge

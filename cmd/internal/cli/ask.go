@@ -17,7 +17,7 @@ import (
 	"github.com/mm-agent/mm/agents"
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/hooks"
-	"github.com/mm-agent/mm/internal/rpcerr"
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // ask is `mm --ask AGENT_CMD "question"`: mm as an ACP client of the agent
@@ -86,5 +86,5 @@ func (c cliRelay) RequestPermission(_ context.Context, p acp.RequestPermissionRe
 }
 
 func (cliRelay) Elicit(context.Context, acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
-	return acp.UnstableCreateElicitationResponse{}, rpcerr.Internal("mm --ask cannot ask anyone: there is no user to show a form to", nil)
+	return acp.UnstableCreateElicitationResponse{}, jsonrpc.Internal("mm --ask cannot ask anyone: there is no user to show a form to", nil)
 }

@@ -24,8 +24,8 @@ import (
 	"syscall"
 
 	"github.com/mm-agent/mm/actors"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/procs"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/logs"

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/mm-agent/mm/internal/clustertls"
+	"github.com/mm-agent/mm/clustertls"
 )
 
 // runClusterCerts is `mm cluster-certs [-days N] DIR`: a new cluster CA

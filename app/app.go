@@ -3,7 +3,7 @@
 // files, the store (files or Postgres), the hooks, the actor runtime — and
 // hands them to the protocol.Hub that serves ACP on them. Nothing else
 // builds them: protocol only speaks ACP, actors only runs sessions, store
-// only keeps them. The command line (internal/cli), mmstress's in-process
+// only keeps them. The command line (cmd/internal/cli), mmstress's in-process
 // target and the tests start mm through here.
 package app
 
@@ -68,6 +68,9 @@ type Options struct {
 	In     io.Reader
 	Out    io.Writer
 	Source jsonrpc.Source
+	// Writer, when set, takes mm's messages, each with what a transport
+	// needs to know of it (jsonrpc.Out); Out is not written.
+	Writer jsonrpc.Writer
 }
 
 // NewHub builds the parts and the hub that shares them between
@@ -124,7 +127,7 @@ func Start(o Options) (*protocol.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.Sole(protocol.ConnOptions{In: o.In, Source: o.Source, Out: o.Out, Log: o.Log}), nil
+	return h.Sole(protocol.ConnOptions{In: o.In, Source: o.Source, Out: o.Out, Writer: o.Writer, Log: o.Log}), nil
 }
 
 // openStore opens where the sessions are kept: the files under

@@ -10,14 +10,15 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/logs"
 	"github.com/mm-agent/mm/protocol"
@@ -33,6 +34,7 @@ import (
 func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 	// A node the cluster counted out starts again once everything below
 	// is over, its log flushed: the last deferred call runs first here.
+	keepName()
 	var again atomic.Bool
 	defer func() {
 		if again.Load() && code == 0 {
@@ -271,16 +273,51 @@ func runServe(args []string, stderr io.Writer, newNode NewNode) (code int) {
 // counted out must to be a member again. It returns only when that fails:
 // a supervisor must then start it (exit status 75, EX_TEMPFAIL).
 func startAgain(stderr io.Writer) int {
-	exe := "/proc/self/exe"
-	if _, err := os.Stat(exe); err != nil {
-		if exe, err = os.Executable(); err != nil {
-			fmt.Fprintf(stderr, "mm serve: cannot start again to rejoin the cluster: %v; start it again\n", err)
-			return 75
-		}
-	}
-	err := syscall.Exec(exe, os.Args, os.Environ())
+	err := syscall.Exec(selfPath(), os.Args, os.Environ())
 	fmt.Fprintf(stderr, "mm serve: cannot start again to rejoin the cluster: %v; start it again\n", err)
 	return 75
+}
+
+// selfPath is the file to exec to run this very program again. The kernel
+// names a process (its comm, what ps and top show) after the file exec'd,
+// so /proc/self/exe would rename mm-node "exe": the file's own path is
+// exec'd while it is still this program's file. When it is not (the file
+// was replaced, an upgrade, or removed), /proc/self/exe still is, and the
+// program started again takes its name back (keepName).
+func selfPath() string {
+	const self = "/proc/self/exe"
+	path, err := os.Executable()
+	if err != nil {
+		return self
+	}
+	want, err1 := os.Stat(self)
+	got, err2 := os.Stat(path)
+	if err1 != nil {
+		return path // no /proc: the path is all there is
+	}
+	if err2 != nil || !os.SameFile(want, got) {
+		return self
+	}
+	return path
+}
+
+// keepName gives back its name to a program exec'd through /proc/self/exe
+// (selfPath), which the kernel named "exe": the name of argv[0], as a
+// shell's exec gives it. Writing /proc/self/comm names the process (its
+// first thread), whichever thread writes.
+func keepName() {
+	b, err := os.ReadFile("/proc/self/comm")
+	if err != nil || strings.TrimSpace(string(b)) != "exe" || len(os.Args) == 0 {
+		return
+	}
+	name := filepath.Base(os.Args[0])
+	if name == "exe" || name == "." || name == "/" {
+		return
+	}
+	if len(name) > 15 { // TASK_COMM_LEN less its NUL: the kernel cuts it so
+		name = name[:15]
+	}
+	_ = os.WriteFile("/proc/self/comm", []byte(name), 0)
 }
 
 // leaveTimeout bounds a node's graceful leave once its connections are
@@ -321,8 +358,8 @@ type hubConnector struct {
 	forward func(owner string) protocol.NewForwarder
 }
 
-func (c hubConnector) Connect(_ context.Context, cl serve.Client, in jsonrpc.Source, out io.Writer) (serve.Conn, error) {
-	o := protocol.ConnOptions{Source: in, Out: out, Owner: cl.Token, Roots: c.roots}
+func (c hubConnector) Connect(_ context.Context, cl serve.Client, in jsonrpc.Source, out jsonrpc.Writer) (serve.Conn, error) {
+	o := protocol.ConnOptions{Source: in, Writer: out, Owner: cl.Token, Roots: c.roots}
 	if c.forward != nil {
 		o.Forward = c.forward(cl.Token)
 	}

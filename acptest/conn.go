@@ -13,8 +13,8 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
-	"github.com/mm-agent/mm/internal/app"
 	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"

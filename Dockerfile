@@ -1,11 +1,12 @@
 # mm in a container: `docker run -i --rm IMAGE` speaks ACP on stdio
 # (mm -acp); `IMAGE serve -listen 0.0.0.0:8765` serves it on the network.
 #
-#   docker build --pull -t mm .
+#   docker build -t mm .
 #   mkdir -p ~/.config/mm
 #   docker run -i --rm --user "$(id -u):$(id -g)" --network=host \
 #     -v ~/.config/mm:/home/mm/.config/mm:ro -v "$PWD:$PWD" -w "$PWD" mm
 #   docker run --rm --user "$(id -u):$(id -g)" -p 127.0.0.1:8765:8765 -e MM_SERVE_TOKEN \
+#     --device /dev/net/tun --security-opt seccomp=unconfined --security-opt systempaths=unconfined \
 #     -v ~/.config/mm:/home/mm/.config/mm:ro -v "$PWD:$PWD" -w "$PWD" mm serve -listen 0.0.0.0:8765
 #
 # Run it as yourself so that what the agent writes in the project belongs
@@ -18,7 +19,10 @@
 # inside, and create ~/.config/mm before mounting it (or leave that mount
 # out for the embedded defaults). docs/container.md has podman, a model
 # server on the host, git's identity and Zed; scripts/container-test.sh runs
-# its commands against the image.
+# its commands against the image. mm serve confines its tenants' commands
+# (docs/sandbox.md) with the bubblewrap and slirp4netns installed below,
+# which need from the engine what the serve command above gives them:
+# docs/container.md says which, and what holds without them.
 
 # The builder's patch version is go.mod's `go` line: go.mod requires it, and
 # the image builds with GOTOOLCHAIN=local, so an older golang:1.26 in the
@@ -46,8 +50,11 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w${VERSION:+ -X github.com/mm-agent/mm/protocol.Version=$VERSION}" \
       -o /out/mm-node ./cmd/mm-node
 
-# bash, coreutils, git and ps (procps) are the agent's hands; the image stays
-# small otherwise.
+# bash, coreutils, git and ps (procps) are the agent's hands; bubblewrap and
+# slirp4netns (with util-linux's unshare, nsenter and setpriv) confine them
+# under mm serve: a mount, PID and user namespace per command, and a network
+# of the session's own that reaches the outside but not the container's
+# loopback. The image stays small otherwise.
 FROM docker.io/library/debian:bookworm-slim
 # tini is PID 1 so that mm is not. It is not there for the orphans of the
 # agent's commands: mm is their child subreaper (internal/procs) and reaps
@@ -66,7 +73,7 @@ FROM docker.io/library/debian:bookworm-slim
 # docs/container.md), and without one `git commit` fails with git's own
 # "Author identity unknown", which the agent sees, rather than committing as
 # someone made up.
-RUN apt-get update && apt-get install -y --no-install-recommends bash ca-certificates git procps tini \
+RUN apt-get update && apt-get install -y --no-install-recommends bash bubblewrap ca-certificates git procps slirp4netns tini \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 10001 --user-group --no-create-home --home-dir /home/mm --shell /bin/bash mm \
  && mkdir -p /home/mm/.config /home/mm/.cache \

@@ -12,7 +12,8 @@ import (
 
 // TestDeployFiles: deploy/mm.yaml is a config mm accepts for a cluster
 // whose sessions move (kept, in Postgres), and deploy/compose.yaml runs
-// three nodes on it and a Postgres, each node's health taken from /readyz.
+// three nodes on it and a Postgres, each node's health taken from /readyz,
+// each given what mm serve's sandbox needs of Docker.
 // No container engine runs here: this is what can be checked without one.
 func TestDeployFiles(t *testing.T) {
 	data, err := os.ReadFile("../deploy/mm.yaml")
@@ -36,6 +37,8 @@ func TestDeployFiles(t *testing.T) {
 			Hostname    string   `yaml:"hostname"`
 			Command     []string `yaml:"command"`
 			Volumes     []string `yaml:"volumes"`
+			Devices     []string `yaml:"devices"`
+			SecurityOpt []string `yaml:"security_opt"`
 			Healthcheck struct {
 				Test []string `yaml:"test"`
 			} `yaml:"healthcheck"`
@@ -57,6 +60,9 @@ func TestDeployFiles(t *testing.T) {
 			t.Errorf("deploy/compose.yaml: %s does not serve on deploy/mm.yaml: %v %v", host, s.Command, s.Volumes)
 		case !strings.Contains(strings.Join(s.Healthcheck.Test, " "), "/readyz"):
 			t.Errorf("deploy/compose.yaml: %s's health check is not /readyz: %v", host, s.Healthcheck.Test)
+		case !slices.Contains(s.Devices, "/dev/net/tun") || !slices.Contains(s.SecurityOpt, "seccomp=unconfined") || !slices.Contains(s.SecurityOpt, "systempaths=unconfined"):
+			// What mm serve's sandbox needs of Docker (docs/container.md).
+			t.Errorf("deploy/compose.yaml: %s lacks what the sandbox needs (the tun device, user namespaces, /proc unmasked): %v %v", host, s.Devices, s.SecurityOpt)
 		}
 	}
 }

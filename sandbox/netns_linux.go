@@ -4,10 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +47,9 @@ type Network struct {
 // u (nil: as mm).
 func NewNetwork(u *Ident) *Network { return &Network{user: u} }
 
+// tunPath is the device slirp4netns opens to make the namespace's way out.
+var tunPath = "/dev/net/tun"
+
 // slirpTimeout bounds the wait for slirp4netns to be ready.
 const slirpTimeout = 10 * time.Second
 
@@ -77,6 +84,9 @@ func (n *Network) start() error {
 	if nsenterPath() == "" {
 		return errors.New("nsenter is not on PATH (util-linux)")
 	}
+	if err := tunUsable(); err != nil {
+		return err
+	}
 	root := os.Geteuid() == 0
 	// The holder: cat, reading a pipe only mm writes to, so that it ends
 	// with mm however mm ends. Run by root, the namespace is root's, and
@@ -104,10 +114,12 @@ func (n *Network) start() error {
 	holder.Dir = "/"
 	holder.Env = []string{}
 	var said io.Reader
+	var holderErr limitedBuffer
 	if !root {
 		if said, err = holder.StdoutPipe(); err != nil {
 			return err
 		}
+		holder.Stderr = &holderErr
 	}
 	in, err := holder.StdinPipe()
 	if err != nil {
@@ -115,6 +127,9 @@ func (n *Network) start() error {
 	}
 	if err := holder.Start(); err != nil {
 		in.Close()
+		if root && errors.Is(err, syscall.EPERM) {
+			return fmt.Errorf("a network namespace: %v; %s", err, containerRoot)
+		}
 		return fmt.Errorf("a network namespace: %v", err)
 	}
 	gone := make(chan struct{})
@@ -122,7 +137,13 @@ func (n *Network) start() error {
 	if said != nil {
 		// Wait reads nothing more of the pipe, so this read comes first.
 		if _, err := said.Read(make([]byte, 1)); err != nil {
-			return fmt.Errorf("a network namespace: unshare: %v", err)
+			_ = holder.Wait()
+			msg := strings.Join(strings.Fields(holderErr.String()), " ")
+			if msg == "" {
+				msg = err.Error()
+			}
+			// unshare, run by a user, makes a user namespace first.
+			return fmt.Errorf("a network namespace: %s; user namespaces are not allowed here: a container engine's seccomp filter (Docker: --security-opt seccomp=unconfined; docs/container.md), or the kernel (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone)", msg)
 		}
 	}
 	go func() {
@@ -141,8 +162,9 @@ func (n *Network) start() error {
 		readyW.Close()
 		return err
 	}
+	cidr, dns := sessionCIDR(localAddrs())
 	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp",
-		"--ready-fd=3", "--exit-fd=4"}
+		"--cidr=" + cidr, "--ready-fd=3", "--exit-fd=4"}
 	if root {
 		// Run by root, slirp4netns, which reads the tenants' packets,
 		// pivots into an empty root and drops its capabilities. Run by a
@@ -176,27 +198,87 @@ func (n *Network) start() error {
 		_, err := ready.Read(b)
 		got <- err
 	}()
+	slirpSaid := func() string {
+		said := strings.Join(strings.Fields(out.String()), " ")
+		if root && strings.Contains(said, "TUNSETIFF") && strings.Contains(said, "not permitted") {
+			said += "; " + containerRoot
+		}
+		return said
+	}
 	select {
 	case err := <-got:
 		if err != nil {
-			return fmt.Errorf("slirp4netns did not configure the namespace: %s", out.String())
+			return fmt.Errorf("slirp4netns did not configure the namespace: %s", slirpSaid())
 		}
 	case err := <-done:
-		return fmt.Errorf("slirp4netns ended: %v: %s", err, out.String())
+		return fmt.Errorf("slirp4netns ended: %v: %s", err, slirpSaid())
 	case <-time.After(slirpTimeout):
 		return fmt.Errorf("slirp4netns was not ready in %v", slirpTimeout)
 	}
-	// slirp4netns answers DNS at 10.0.2.3; the machine's resolv.conf may
-	// name a resolver on its loopback, which the namespace's is not.
+	// slirp4netns answers DNS at the network's .3; the machine's
+	// resolv.conf may name a resolver on its loopback, which the
+	// namespace's is not.
 	dir, err := os.MkdirTemp("", "mm-net-")
 	if err == nil {
 		n.dir = dir
 		f := filepath.Join(dir, "resolv.conf")
-		if os.WriteFile(f, []byte("nameserver 10.0.2.3\n"), 0o644) == nil && os.Chmod(dir, 0o755) == nil {
+		if os.WriteFile(f, []byte("nameserver "+dns+"\n"), 0o644) == nil && os.Chmod(dir, 0o755) == nil {
 			n.resolv = f
 		}
 	}
 	return nil
+}
+
+// sessionCIDRs are the networks a session's own may have, slirp4netns's
+// default first: the first that none of this machine's addresses is in.
+// A machine that is itself behind slirp (rootless Podman's containers,
+// QEMU's user networking) is on 10.0.2.0/24, and a session's network on
+// the same would hide the machine's own addresses from its commands.
+var sessionCIDRs = []string{"10.0.2.0/24", "10.0.3.0/24", "10.41.2.0/24", "172.31.254.0/24"}
+
+// sessionCIDR picks the network of a session's own from sessionCIDRs (the
+// last when every one is taken), and its DNS server, the .3 of it.
+func sessionCIDR(addrs []net.IP) (cidr, dns string) {
+	cidr = sessionCIDRs[len(sessionCIDRs)-1]
+	for _, c := range sessionCIDRs {
+		if _, n, _ := net.ParseCIDR(c); !slices.ContainsFunc(addrs, n.Contains) {
+			cidr = c
+			break
+		}
+	}
+	ip, _, _ := net.ParseCIDR(cidr)
+	ip = ip.To4()
+	return cidr, net.IPv4(ip[0], ip[1], ip[2], 3).String()
+}
+
+// localAddrs are this machine's addresses (its network namespace's).
+func localAddrs() []net.IP {
+	as, _ := net.InterfaceAddrs()
+	var out []net.IP
+	for _, a := range as {
+		if n, ok := a.(*net.IPNet); ok {
+			out = append(out, n.IP)
+		}
+	}
+	return out
+}
+
+// tunUsable says why slirp4netns could not open the tun device, which it
+// opens as mm's user: nil when it can.
+func tunUsable() error {
+	f, err := os.OpenFile(tunPath, os.O_RDWR, 0)
+	switch {
+	case err == nil:
+		f.Close()
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("slirp4netns needs %s, and there is none here (a container has none unless the engine is given it: --device /dev/net/tun; docs/container.md)", tunPath)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("slirp4netns needs %s open to all (crw-rw-rw-, as udev makes it): %v", tunPath, err)
+	case errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("slirp4netns needs %s, which this container may not use (--device /dev/net/tun; docs/container.md): %v", tunPath, err)
+	}
+	return fmt.Errorf("slirp4netns needs %s: %v", tunPath, err)
 }
 
 // stop ends what start made; n.mu is held.
@@ -263,15 +345,32 @@ func (l *limitedBuffer) String() string {
 	return string(l.b)
 }
 
-// CheckNetwork makes a session's own network for commands run as u, and
-// ends it: whether this machine can give commands a network of their own
-// (slirp4netns and nsenter installed, network namespaces allowed), at a
-// server's start rather than at a tenant's first command.
-func (s *Sandbox) CheckNetwork(u *Ident) error {
-	n := NewNetwork(u)
-	defer n.Close()
-	_, err := n.ensure()
-	return err
+// CheckNetwork says whether this machine can give commands the network on
+// says, at a server's start rather than at a tenant's first command. On,
+// it makes a session's own network for commands run as u, and ends it
+// (slirp4netns and nsenter installed, network namespaces allowed). Off,
+// under Landlock run by root, it makes a network namespace, which
+// Landlock's helper makes for each command (root in a container may not);
+// bubblewrap's was made when Detect tried it.
+func (s *Sandbox) CheckNetwork(u *Ident, on bool) error {
+	if on {
+		n := NewNetwork(u)
+		defer n.Close()
+		_, err := n.ensure()
+		return err
+	}
+	if s.kind != Landlock || os.Geteuid() != 0 {
+		return nil
+	}
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	if err := cmd.Run(); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			return fmt.Errorf("a network namespace of their own: %v; %s", err, containerRoot)
+		}
+		return fmt.Errorf("a network namespace of their own: %v", err)
+	}
+	return nil
 }
 
 // Protect makes this process unreadable to the commands it confines: not

@@ -181,10 +181,35 @@ func bwrapMissing() string {
 	out, err := exec.Command(path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
 		"--die-with-parent", "--", "/bin/true").CombinedOutput()
 	if err != nil {
-		return "bubblewrap cannot make its namespaces here: " + oneLine(out, err)
+		said := oneLine(out, err)
+		if hint := bwrapHint(said, os.Geteuid() == 0); hint != "" {
+			said += "; " + hint
+		}
+		return "bubblewrap cannot make its namespaces here: " + said
 	}
 	return ""
 }
+
+// bwrapHint says what mends a failure of bubblewrap's that said said,
+// where it is known: in a container, what the engine withholds, which no
+// install gives back (docs/container.md).
+func bwrapHint(said string, root bool) string {
+	switch {
+	case strings.Contains(said, "Can't mount proc"):
+		// The kernel lets a user namespace mount a /proc only where
+		// the whole of one is visible, and engines mask parts of it.
+		return "/proc is partly masked, as a container engine leaves it, and bubblewrap mounts a /proc of its own only where none of it is (Podman: --security-opt unmask=/proc/*; Docker: --security-opt systempaths=unconfined; docs/container.md)"
+	case root && (strings.Contains(said, "Creating new namespace failed") || strings.Contains(said, "RTM_NEWADDR")):
+		return containerRoot
+	case strings.Contains(said, "new namespace"), strings.Contains(said, "uid map"):
+		return "user namespaces are not allowed here: a container engine's seccomp filter (Docker: --security-opt seccomp=unconfined; docs/container.md), or the kernel (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone)"
+	}
+	return ""
+}
+
+// containerRoot is what mends namespaces that root may not make: root
+// without CAP_SYS_ADMIN and CAP_NET_ADMIN, as a container's is.
+const containerRoot = "mm runs as root without CAP_SYS_ADMIN and CAP_NET_ADMIN, as in a container: run mm there as a user (--user), or give it both (--cap-add SYS_ADMIN --cap-add NET_ADMIN; docs/container.md)"
 
 // LandlockOnly confines with Landlock whatever else the machine has (the
 // tests of Landlock, where bubblewrap is installed too): unconfined when

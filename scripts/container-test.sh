@@ -74,9 +74,18 @@ else
 	mode=docker
 fi
 
+# The build uses the base images the engine has and never asks a registry
+# (the test machine reaches none): Podman's --pull=never fails at once,
+# naming the image, when one is missing. Docker's --pull is a yes/no
+# ("never" is no word of its), and without it Docker's build fetches only
+# what it has not.
+pull=()
+case $mode in
+podman-*) pull=(--pull=never) ;;
+esac
 image=${IMAGE:-mm:container-test}
 echo "container-test: building $image with $engine ($mode, as uid $(id -u))"
-"$engine" build -t "$image" .
+"$engine" build "${pull[@]}" -t "$image" .
 echo "container-test: driving mm -acp and mm serve in $image, with docs/container.md's $mode commands"
 MM_CONTAINER_ENGINE=$engine MM_CONTAINER_IMAGE=$image MM_CONTAINER_MODE=$mode \
 	go test -tags container -count=1 -run '^TestContainer' -v ./cmd/mm

@@ -29,15 +29,30 @@ import (
 const imageUID = 10001
 
 // containerScript is the scripted model the config folder holds: a turn
-// that has bash write a file in the project and report who it runs as, and
-// one that commits, with the identity the command gives and without one.
+// that has bash write a file in the project and report who it runs as and
+// whether it may write its HOME, one that commits, with the identity the
+// command gives and without one, and one that tries the walls of mm
+// serve's sandbox from inside (mm's config, the container's loopback where
+// mm listens, mm's process, a capability).
 const containerScript = `
 rules:
   - match: "^write$"
     steps:
       - toolCalls:
           - name: bash
-            args: {command: "echo made in the container > made.txt && echo uid=$(id -u) && echo home=$HOME && touch \"$HOME/.probe\" && echo home-writable"}
+            args: {command: "echo made in the container > made.txt && echo uid=$(id -u) && echo home=$HOME && if touch \"$HOME/.probe\" 2>/dev/null; then echo home-writable; else echo home-read-only; fi"}
+      - {text: "bash said: {{last_tool_output}}"}
+  - match: "^walls$"
+    steps:
+      - toolCalls:
+          - name: bash
+            args:
+              command: |
+                echo capeff=$(sed -n 's/^CapEff:\s*//p' /proc/self/status)
+                grep -s provider /home/mm/.config/mm/config.yaml && echo CONFIG-READ
+                (exec 3<>/dev/tcp/127.0.0.1/8765) 2>/dev/null && echo LOOPBACK-REACHED
+                for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -q 'serv[e] -listen' && echo MM-SEEN
+                echo walls-done
       - {text: "bash said: {{last_tool_output}}"}
   - match: "^commit$"
     steps:
@@ -60,6 +75,23 @@ const (
 
 // cfgInside is where the image reads the config from ($HOME/.config/mm).
 const cfgInside = "/home/mm/.config/mm"
+
+// containerConfig is the config the test mounts: the scripted model, and,
+// as docs/container.md says for mm serve, git's variables in sandbox.env
+// (a confined command gets no other variable of mm's).
+const containerConfig = `model:
+  provider: scripted
+  script: ` + cfgInside + `/script.yaml
+skills:
+  dirs: []
+sandbox:
+  env: [PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, "LC_*", TERM, TZ, COLORTERM, NO_COLOR, "GIT_AUTHOR_*", "GIT_COMMITTER_*"]
+`
+
+// servedOwner is whom the test gives a served project when it runs as
+// root: docs/container.md serves a project as its owner, never as root. A
+// uid the image does not know, as a user's is.
+const servedOwner = 4343
 
 // fixture is one documented command about to run: the block of
 // docs/container.md marked for it, a home for its ~ and a project for its
@@ -99,7 +131,18 @@ func newFixture(t *testing.T, what string) *fixture {
 	if mode == "docker-rootless" {
 		f.wantUID = 0 // the container's root, which is the caller on the host
 	}
-	env := docEnv{home: f.home, pwd: f.project, uid: os.Getuid(), gid: os.Getgid(),
+	if what == "serve" && os.Getuid() == 0 && mode != "docker-rootless" {
+		// Root serves a user's project, as that user.
+		if err := os.Chown(f.project, servedOwner, servedOwner); err != nil {
+			t.Fatal(err)
+		}
+		f.wantUID, f.wantOwner = servedOwner, servedOwner
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(f.project, &st); err != nil {
+		t.Fatal(err)
+	}
+	env := docEnv{home: f.home, pwd: f.project, uid: os.Getuid(), gid: os.Getgid(), owner: fmt.Sprintf("%d:%d", st.Uid, st.Gid),
 		gitName: testGitName, gitEmail: testGitEmail, token: containerToken}
 	run, err := docRunFor(readDoc(t, containerDoc), what, mode, env)
 	if err != nil {
@@ -118,8 +161,7 @@ func newFixture(t *testing.T, what string) *fixture {
 	if err := os.WriteFile(filepath.Join(cfgDir, "script.yaml"), []byte(containerScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("model:\n  provider: scripted\n  script: %s/script.yaml\nskills:\n  dirs: []\n", cfgInside)
-	if err := os.WriteFile(filepath.Join(cfgDir, "config.yaml"), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cfgDir, "config.yaml"), []byte(containerConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -148,9 +190,10 @@ func (f *fixture) command(t *testing.T, name string, hostPort int) *exec.Cmd {
 }
 
 // checkWrite checks the turn of the script's "write": bash ran as the
-// caller with a writable HOME, and wrote made.txt in the project on the
-// host, as the caller.
-func (f *fixture) checkWrite(t *testing.T, text string) {
+// caller and wrote made.txt in the project on the host, as the caller;
+// its HOME is writable, or read-only where mm serve confines it (only the
+// project and its own /tmp are writable then).
+func (f *fixture) checkWrite(t *testing.T, text string, confined bool) {
 	t.Helper()
 	m := regexp.MustCompile(`uid=(\d+)`).FindStringSubmatch(text)
 	switch {
@@ -161,8 +204,13 @@ func (f *fixture) checkWrite(t *testing.T, text string) {
 	case m[1] != fmt.Sprint(f.wantUID):
 		t.Errorf("bash ran as uid %s, want %d (rootless podman: --userns=keep-id alone keeps the image's user)", m[1], f.wantUID)
 	}
-	if !strings.Contains(text, "home=/home/mm") || !strings.Contains(text, "home-writable") {
-		t.Errorf("HOME is not /home/mm, or not writable by uid %d: %q", f.wantUID, text)
+	switch {
+	case !strings.Contains(text, "home=/home/mm"):
+		t.Errorf("HOME is not /home/mm: %q", text)
+	case !confined && !strings.Contains(text, "home-writable"):
+		t.Errorf("HOME is not writable by uid %d: %q", f.wantUID, text)
+	case confined && !strings.Contains(text, "home-read-only"):
+		t.Errorf("a confined command wrote its HOME, outside the project: %q", text)
 	}
 	made := filepath.Join(f.project, "made.txt")
 	data, err := os.ReadFile(made)
@@ -249,7 +297,7 @@ func TestContainer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("session/new in %s: %v", f.project, err)
 	}
-	f.checkWrite(t, turn(ctx, t, conn, sess.SessionId, "write"))
+	f.checkWrite(t, turn(ctx, t, conn, sess.SessionId, "write"), false)
 	f.checkCommit(t, turn(ctx, t, conn, sess.SessionId, "commit"))
 	// The config was read from $HOME/.config/mm/config.yaml.
 	if logs := conn.Stderr.String(); !strings.Contains(logs, "config "+cfgInside+"/config.yaml") {
@@ -384,12 +432,38 @@ func (s *containerServed) stop(t *testing.T) {
 	}
 }
 
+// checkWalls checks the turn of the script's "walls", in mm serve with
+// bubblewrap and the session's own network: the command holds no
+// capability, reads no byte of mm's config, does not reach the port mm
+// listens on through the container's loopback, and sees no process of
+// mm's.
+func checkWalls(t *testing.T, text string) {
+	t.Helper()
+	if !strings.Contains(text, "walls-done") {
+		t.Fatalf("the walls' turn did not run to its end: %q", text)
+	}
+	if !strings.Contains(text, "capeff=0000000000000000") {
+		t.Errorf("the command holds capabilities: %q", text)
+	}
+	for mark, why := range map[string]string{
+		"CONFIG-READ":      "read mm's config",
+		"LOOPBACK-REACHED": "reached mm's port on the container's loopback (the session has no network of its own)",
+		"MM-SEEN":          "saw mm's process (no PID namespace of its own)",
+	} {
+		if strings.Contains(text, mark) {
+			t.Errorf("the command %s: %q", why, text)
+		}
+	}
+}
+
 // TestContainerServe runs docs/container.md's serve command for a project
 // (the block marked "serve": `serve -listen 0.0.0.0:8765`, the port
 // published, the token in MM_SERVE_TOKEN, the project at its host path as
-// the working directory and so the root) and drives it as an editor
-// would, through `mm connect` on the host: a session in the project, a
-// turn whose bash writes a file, one that commits. Then `ENGINE stop`
+// the working directory and so the root, the engine's options the sandbox
+// needs) and drives it as an editor would, through `mm connect` on the
+// host: a session in the project, a turn whose bash writes a file (as the
+// project's owner, its HOME read-only), one that commits, one that tries
+// the sandbox's walls; mm confines with bubblewrap. Then `ENGINE stop`
 // drains it: the container exits 0.
 func TestContainerServe(t *testing.T) {
 	f := newFixture(t, "serve")
@@ -400,8 +474,13 @@ func TestContainerServe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("session/new in %s: %v", f.project, err)
 	}
-	f.checkWrite(t, turn(ctx, t, conn, sess.SessionId, "write"))
+	f.checkWrite(t, turn(ctx, t, conn, sess.SessionId, "write"), true)
 	f.checkCommit(t, turn(ctx, t, conn, sess.SessionId, "commit"))
+	checkWalls(t, turn(ctx, t, conn, sess.SessionId, "walls"))
+	// The commands docs/container.md gives confine with bubblewrap.
+	if logs := s.stderr.String(); !strings.Contains(logs, "sandbox: workspace-write, network on, with bubblewrap") {
+		t.Errorf("mm serve does not confine with bubblewrap, and the session's own network:\n%s", logs)
+	}
 	if err := conn.Close(testwait.Hang); err != nil {
 		t.Errorf("mm connect after stdin closed: %v", err)
 	}
@@ -409,10 +488,12 @@ func TestContainerServe(t *testing.T) {
 }
 
 // TestContainerServeMin runs docs/container.md's smallest serve command
-// (the block marked "serve-min", the issue's `docker run -p 8765:8765 -e
-// MM_SERVE_TOKEN=… IMAGE serve -listen 0.0.0.0:8765`): the image's user,
-// mm's embedded defaults, /home/mm its root. `mm connect` on the host
-// opens a session there; `ENGINE stop` drains it to exit 0.
+// (the block marked "serve-min", issue 21's `docker run -p 8765:8765 -e
+// MM_SERVE_TOKEN=… IMAGE serve -listen 0.0.0.0:8765` with the tun device):
+// the image's user, mm's embedded defaults, /home/mm its root, confined by
+// Landlock, with a warning that names the option that gives bubblewrap.
+// `mm connect` on the host opens a session there; `ENGINE stop` drains it
+// to exit 0.
 func TestContainerServeMin(t *testing.T) {
 	f := newFixture(t, "serve-min")
 	s := serveContainer(t, f)
@@ -420,6 +501,9 @@ func TestContainerServeMin(t *testing.T) {
 	conn := s.connect(ctx, t)
 	if _, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/home/mm", McpServers: []acp.McpServer{}}); err != nil {
 		t.Fatalf("session/new in /home/mm: %v", err)
+	}
+	if logs := s.stderr.String(); !strings.Contains(logs, "with landlock") || !strings.Contains(logs, "unmask=/proc/*") {
+		t.Errorf("without the option that unmasks /proc, mm does not say it confines with Landlock, and which option gives bubblewrap:\n%s", logs)
 	}
 	if err := conn.Close(testwait.Hang); err != nil {
 		t.Errorf("mm connect after stdin closed: %v", err)
@@ -443,5 +527,49 @@ func TestContainerCommands(t *testing.T) {
 	err = cmd.Run()
 	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), `unexpected argument "serve"`) {
 		t.Errorf("IMAGE -acp serve: exit %d (%v), stderr %q; want 2 and a usage error", code, err, stderr.String())
+	}
+}
+
+// TestContainerSandboxNeeds: what docs/container.md says mm serve does
+// without what the sandbox needs of the engine. Without the tun device it
+// does not start, and names the option that gives it; as root, which
+// holds no CAP_SYS_ADMIN in a container, it does not start either, and
+// says to run it as a user or which capabilities it needs.
+func TestContainerSandboxNeeds(t *testing.T) {
+	engine, image, _ := containerEngine(t)
+	for _, c := range []struct {
+		what string
+		args []string
+		want []string
+	}{
+		{"no tun device", nil, []string{"slirp4netns needs /dev/net/tun", "--device /dev/net/tun"}},
+		{"root", []string{"--user", "0:0", "--device", "/dev/net/tun"}, []string{"mm runs as root without CAP_SYS_ADMIN", "run mm there as a user", "--cap-add SYS_ADMIN --cap-add NET_ADMIN"}},
+	} {
+		args := append(append([]string{"run", "--rm", "-e", "MM_SERVE_TOKEN=" + containerToken}, c.args...), image, "serve", "-listen", "0.0.0.0:8765")
+		cmd := exec.Command(engine, args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		done := make(chan error, 1)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(testwait.Hang):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("%s: mm serve did not exit: %s", c.what, stderr.String())
+			continue
+		}
+		t.Logf("%s: %s %s: exit %d:\n%s", c.what, engine, strings.Join(args, " "), cmd.ProcessState.ExitCode(), stderr.String())
+		if code := cmd.ProcessState.ExitCode(); code != 1 {
+			t.Errorf("%s: exit %d, want 1 (mm serve refuses to start)", c.what, code)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("%s: mm does not say %q", c.what, w)
+			}
+		}
 	}
 }

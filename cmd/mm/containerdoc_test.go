@@ -49,6 +49,7 @@ func modeProgram(mode string) string {
 type docEnv struct {
 	home, pwd         string // ~ (and $HOME), $PWD
 	uid, gid          int    // $(id -u), $(id -g)
+	owner             string // $(stat -c %u:%g "$PWD"): the project's owner, uid:gid
 	gitName, gitEmail string // $(git config user.name), $(git config user.email)
 	token             string // $(openssl rand -hex 32)
 }
@@ -60,6 +61,7 @@ func (e docEnv) expansions() map[string]string {
 		"$HOME":                    e.home,
 		"$(id -u)":                 strconv.Itoa(e.uid),
 		"$(id -g)":                 strconv.Itoa(e.gid),
+		`$(stat -c %u:%g "$PWD")`:  e.owner,
 		"$(git config user.name)":  e.gitName,
 		"$(git config user.email)": e.gitEmail,
 		"$(openssl rand -hex 32)":  e.token,
@@ -281,6 +283,7 @@ var (
 		"-p": true, "--publish": true, "--name": true, "-u": true, "--user": true, "--userns": true,
 		"--network": true, "--net": true, "--add-host": true, "--stop-timeout": true, "--env-file": true,
 		"--mount": true, "-h": true, "--hostname": true, "--security-opt": true, "--ulimit": true,
+		"--device": true, "--cap-add": true, "--cap-drop": true,
 	}
 	runBoolFlags = map[string]bool{
 		"-i": true, "--interactive": true, "-d": true, "--detach": true, "--rm": true,
@@ -475,17 +478,19 @@ func readDoc(t *testing.T, path string) string {
 
 // testDocEnv has values that cannot be confused with the page's words.
 var testDocEnv = docEnv{
-	home: "/h/me", pwd: "/h/me/src/app", uid: 4242, gid: 4343,
+	home: "/h/me", pwd: "/h/me/src/app", uid: 4242, gid: 4343, owner: "5151:5252",
 	gitName: "Test Name", gitEmail: "test@example.com", token: "t0ken-t0ken-t0ken-t0ken",
 }
 
 // TestContainerDocCommands: the blocks the container test runs are in
 // docs/container.md, one of each kind for every mode, parse, and say what
-// the page and issue 21 promise: the caller's uid (rootless Podman as
-// keep-id with --user, Docker and rootful Podman with --user, rootless
-// Docker as the container's root), the config folder made before it is
-// mounted, the project at its own path, git's identity, and the smallest
-// serve command as the issue gives it.
+// the page and issues 21 and 42 promise: the caller's uid (rootless Podman
+// as keep-id with --user, Docker and rootful Podman with --user, rootless
+// Docker as the container's root), for a served project its owner, the
+// config folder made before it is mounted, the project at its own path,
+// git's identity, the smallest serve command as issue 21 gives it with what
+// the sandbox needs of each engine, and for a served project what gives it
+// bubblewrap (docs/container.md#the-sandbox-in-the-container).
 func TestContainerDocCommands(t *testing.T) {
 	text := readDoc(t, containerDoc)
 	e := testDocEnv
@@ -499,15 +504,18 @@ func TestContainerDocCommands(t *testing.T) {
 			}
 			where := fmt.Sprintf("docs/container.md:%d (%s %s)", r.block.line, what, mode)
 			if what == "serve-min" {
-				// The issue's words, run by either engine.
-				want := "docker run -p 8765:8765 -e MM_SERVE_TOKEN=… IMAGE serve -listen 0.0.0.0:8765"
+				// Issue 21's words, with the tun device of the session's
+				// own network, and for Docker a seccomp filter that lets
+				// it make a user namespace.
+				sandbox := map[string]string{"docker": "--device /dev/net/tun --security-opt seccomp=unconfined", "podman": "--device /dev/net/tun"}[modeProgram(mode)]
+				want := modeProgram(mode) + " run -p 8765:8765 " + sandbox + " -e MM_SERVE_TOKEN=… IMAGE serve -listen 0.0.0.0:8765"
 				if got := strings.Join(r.block.cmds[len(r.block.cmds)-1], " "); got != want || len(r.block.cmds) != 1 {
 					t.Errorf("%s: %q, want %q", where, got, want)
 				}
 				args, err := r.testArgs(docAdapt{image: "img", name: "n", hostPort: 1234, token: "tok"})
 				if err != nil {
 					t.Errorf("%s: %v", where, err)
-				} else if got, want := strings.Join(args, " "), "run -p 1234:8765 -e MM_SERVE_TOKEN=tok --name n img serve -listen 0.0.0.0:8765"; got != want {
+				} else if got, want := strings.Join(args, " "), "run -p 1234:8765 "+sandbox+" -e MM_SERVE_TOKEN=tok --name n img serve -listen 0.0.0.0:8765"; got != want {
 					t.Errorf("%s: the test would run %q, want %q", where, got, want)
 				}
 				continue
@@ -518,8 +526,12 @@ func TestContainerDocCommands(t *testing.T) {
 			// As the caller: --user, and for rootless Podman keep-id with
 			// it; rootless Docker's root is the caller.
 			user, said := fmt.Sprintf("%d:%d", e.uid, e.gid), `"$(id -u):$(id -g)"`
-			if mode == "docker-rootless" {
+			switch {
+			case mode == "docker-rootless":
 				user, said = "0:0", "0:0"
+			case what == "serve" && mode != "podman-rootless":
+				// A served project's owner, which root is not.
+				user, said = e.owner, `"$(stat -c %u:%g "$PWD")"`
 			}
 			if !r.has("--user", user) {
 				t.Errorf("%s: no --user %s", where, said)
@@ -562,6 +574,20 @@ func TestContainerDocCommands(t *testing.T) {
 				}
 				if !r.has("--stop-timeout", "40") || !r.has("--rm") || !r.has("--name", "mm-serve") {
 					t.Errorf("%s: want --stop-timeout 40 (the drain), --rm and --name mm-serve as the page says", where)
+				}
+				// What the sandbox needs of the engine: the tun device,
+				// and what lets bubblewrap mount its /proc.
+				want := map[string][]string{
+					"podman-rootless": {"--security-opt", "unmask=/proc/*"},
+					"podman-rootful":  {"--security-opt", "unmask=/proc/*"},
+					"docker":          {"--security-opt", "systempaths=unconfined", "--security-opt", "seccomp=unconfined"},
+					"docker-rootless": {"--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN"}, // mm is root there
+				}[mode]
+				want = append(want, "--device", "/dev/net/tun")
+				for i := 0; i < len(want); i += 2 {
+					if !r.has(want[i], want[i+1]) {
+						t.Errorf("%s: no %s %s (docs/container.md#the-sandbox-in-the-container)", where, want[i], want[i+1])
+					}
 				}
 			}
 		}
@@ -662,10 +688,11 @@ func TestContainerDocParser(t *testing.T) {
 	}
 }
 
-// fenced is a fenced block of a page, and the modes of the container-test
-// marker right before it (none if it is not marked).
+// fenced is a fenced block of a page, and what the container-test marker
+// right before it names, and its modes (none if it is not marked).
 type fenced struct {
 	body  string
+	what  string
 	modes []string
 }
 
@@ -673,19 +700,20 @@ type fenced struct {
 func fencedBlocks(text, lang string) []fenced {
 	var out []fenced
 	var cur []string
+	var what string
 	var modes []string
 	in := false
 	prev := ""
 	for _, l := range strings.Split(text, "\n") {
 		switch {
 		case !in && strings.TrimSpace(l) == "```"+lang:
-			in, cur, modes = true, nil, nil
+			in, cur, what, modes = true, nil, "", nil
 			if m := docMarker.FindStringSubmatch(strings.TrimSpace(prev)); m != nil {
-				modes = strings.Fields(m[2])
+				what, modes = m[1], strings.Fields(m[2])
 			}
 		case in && strings.HasPrefix(l, "```"):
 			in = false
-			out = append(out, fenced{strings.Join(cur, "\n"), modes})
+			out = append(out, fenced{strings.Join(cur, "\n"), what, modes})
 		case in:
 			cur = append(cur, l)
 		}
@@ -696,9 +724,12 @@ func fencedBlocks(text, lang string) []fenced {
 
 // TestContainerDocEveryCommand: every Podman command on the page, marked or
 // not, runs rootless Podman as the caller (keep-id with --user), save the
-// blocks marked for rootful Podman only, which run it with --user and
-// without keep-id; every command makes ~/.config/mm before it mounts it; so
-// does the Dockerfile's comment.
+// blocks marked for rootful Podman only, which run it with --user (the
+// caller, or a served project's owner) and without keep-id, and the
+// smallest serve command, which runs as the image's user; every command
+// makes ~/.config/mm before it mounts it; so does the Dockerfile's comment.
+// No build command needs a registry (--pull fails where none is reachable;
+// the page says what it is for).
 func TestContainerDocEveryCommand(t *testing.T) {
 	dockerfile := readDoc(t, "../../Dockerfile")
 	var header []string
@@ -717,12 +748,16 @@ func TestContainerDocEveryCommand(t *testing.T) {
 			b := fb.body
 			flat := strings.Join(strings.Fields(strings.ReplaceAll(b, "\\\n", " ")), " ")
 			rootful := slices.Equal(fb.modes, []string{"podman-rootful"})
+			asUser := strings.Contains(flat, `--user "$(id -u):$(id -g)"`) || strings.Contains(flat, `--user "$(stat -c %u:%g "$PWD")"`)
 			switch {
-			case !strings.Contains(flat, "podman run"):
-			case rootful && (strings.Contains(flat, "keep-id") || !strings.Contains(flat, `--user "$(id -u):$(id -g)"`)):
-				t.Errorf("%s: rootful podman without --user \"$(id -u):$(id -g)\", or with keep-id, which it refuses:\n%s", where, b)
+			case !strings.Contains(flat, "podman run"), fb.what == "serve-min":
+			case rootful && (strings.Contains(flat, "keep-id") || !asUser):
+				t.Errorf("%s: rootful podman without --user \"$(id -u):$(id -g)\" (or the served project's owner), or with keep-id, which it refuses:\n%s", where, b)
 			case !rootful && !strings.Contains(flat, `--userns=keep-id --user "$(id -u):$(id -g)"`):
 				t.Errorf("%s: podman without --userns=keep-id --user \"$(id -u):$(id -g)\" (only a block marked for podman-rootful leaves keep-id out):\n%s", where, b)
+			}
+			if strings.Contains(flat, " build ") && strings.Contains(flat, "--pull") {
+				t.Errorf("%s: a build with --pull, which fails where no registry is reachable:\n%s", where, b)
 			}
 			if mount := strings.Index(flat, "-v ~/.config/mm:"); mount >= 0 {
 				if mk := strings.Index(flat, "mkdir -p ~/.config/mm"); mk < 0 || mk > mount {
@@ -731,8 +766,8 @@ func TestContainerDocEveryCommand(t *testing.T) {
 			}
 		}
 	}
-	if h := strings.Join(strings.Fields(strings.Join(header, " ")), " "); !strings.Contains(h, `--userns=keep-id --user "$(id -u):$(id -g)"`) || !strings.Contains(h, "docker build --pull") {
-		t.Errorf("the Dockerfile's comment does not give rootless Podman's --userns=keep-id --user, or build --pull:\n%s", strings.Join(header, "\n"))
+	if h := strings.Join(strings.Fields(strings.Join(header, " ")), " "); !strings.Contains(h, `--userns=keep-id --user "$(id -u):$(id -g)"`) || !strings.Contains(h, "docker build -t mm .") {
+		t.Errorf("the Dockerfile's comment does not give rootless Podman's --userns=keep-id --user, or docker build -t mm .:\n%s", strings.Join(header, "\n"))
 	}
 	doc := readDoc(t, containerDoc)
 	for _, want := range []string{"--pull", "-v ~/.gitconfig:/home/mm/.gitconfig:ro", "Author identity unknown",
@@ -809,7 +844,7 @@ func TestDockerfile(t *testing.T) {
 	if install == nil {
 		t.Fatal("the Dockerfile has no apt-get install")
 	}
-	for _, p := range []string{"bash", "git", "procps", "tini", "ca-certificates"} {
+	for _, p := range []string{"bash", "git", "procps", "tini", "ca-certificates", "bubblewrap", "slirp4netns"} {
 		if !slices.Contains(strings.Fields(install[1]), p) {
 			t.Errorf("the image does not install %s: %q", p, install[1])
 		}

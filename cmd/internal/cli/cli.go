@@ -279,9 +279,11 @@ func sandboxFor(log *slog.Logger, mode sandbox.Mode, c configs.Sandbox, shared b
 	default:
 		log.Info(fmt.Sprintf("sandbox: %s, with %s%s", p, sb.Kind(), as))
 	}
-	if c.Network && shared {
-		if err := sb.CheckNetwork(user); err != nil {
-			return nil, fmt.Errorf("sandbox.network is on, and %v; without it a tenant's command would reach this machine's loopback (mm's ports, the cluster's, the store): install it, or set sandbox.network: false (docs/sandbox.md)", err)
+	if shared {
+		if err := sb.CheckNetwork(user, c.Network); err != nil && c.Network {
+			return nil, fmt.Errorf("sandbox.network is on, and %v; without it a tenant's command would reach this machine's loopback (mm's ports, the cluster's, the store): mend that, or set sandbox.network: false (docs/sandbox.md)", err)
+		} else if err != nil {
+			return nil, fmt.Errorf("sandbox.network is off, and commands cannot be kept off the network here: %v (docs/sandbox.md)", err)
 		}
 	}
 	sandbox.Protect()

@@ -40,8 +40,8 @@
 //
 // The edge (the node holding the client's connection) decodes each request
 // of a session once (protocol's method table) and sends it to the grain as
-// a typed grainspb.Call (calls.go: a prompt's content blocks, an opening's
-// folders, a mode, a config option), one at a time per session, in read
+// a grainspb.Call that carries its params as the client sent them
+// (calls.go), one at a time per session, in read
 // order, numbered per connection; it tries a call until a grain takes it
 // or the budget ends, then answers the request with an error. A cancel
 // whose session's actor is known goes to it straight (grainspb.Cancel), at

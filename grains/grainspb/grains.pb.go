@@ -1,7 +1,8 @@
 // The messages mm's nodes send each other (package grains). Only plain
 // data crosses nodes. A client's request is decoded once, on the node that
 // holds its connection (the edge), and goes to its session's actor — the
-// grain — typed (Call); what the session writes for the client comes back
+// grain — as the client sent it (Call: its params' JSON beside the
+// method, the session and the owner); what the session writes for the client comes back
 // typed too (Out), each update and answer encoded once where it is made,
 // and written by the edge without being read again.
 //

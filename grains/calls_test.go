@@ -30,18 +30,11 @@ func TestPromptCrossesNodesAsSent(t *testing.T) {
 	if _, err := encodeParams(call, call.Method, local, raw); err != nil {
 		t.Fatal(err)
 	}
-	wire, err := proto.Marshal(call)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back grainspb.Call
-	if err := proto.Unmarshal(wire, &back); err != nil {
-		t.Fatal(err)
-	}
+	back := overTheWire(t, call)
 	if string(back.Params) != string(raw) {
 		t.Errorf("the params crossed as\n%s\nnot as sent\n%s", back.Params, raw)
 	}
-	got, err := decodeParams(&back)
+	got, err := decodeParams(back)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,15 +89,7 @@ func TestCallsCrossNodesAsSent(t *testing.T) {
 		if _, err := encodeParams(call, tc.method, tc.p, nil); err != nil {
 			t.Fatalf("%s: %v", tc.method, err)
 		}
-		wire, err := proto.Marshal(call)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back grainspb.Call
-		if err := proto.Unmarshal(wire, &back); err != nil {
-			t.Fatal(err)
-		}
-		got, err := decodeParams(&back)
+		got, err := decodeParams(overTheWire(t, call))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.method, err)
 		}
@@ -138,4 +123,19 @@ func TestCallsFromAnotherNodeAreChecked(t *testing.T) {
 // puts them in a Call.
 func promptParams(sid, text string) []byte {
 	return []byte(fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}`, sid, text))
+}
+
+// overTheWire is call as another node reads it: marshalled, then
+// unmarshalled.
+func overTheWire(t *testing.T, call *grainspb.Call) *grainspb.Call {
+	t.Helper()
+	wire, err := proto.Marshal(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back grainspb.Call
+	if err := proto.Unmarshal(wire, &back); err != nil {
+		t.Fatal(err)
+	}
+	return &back
 }

@@ -95,7 +95,10 @@ func (c *edgeConn) out(m *grainspb.Out) {
 		key := jsonrpc.IDKey(it.Response.Id)
 		c.mu.Lock()
 		r, ok := c.inflight[key]
-		delete(c.inflight, key)
+		if ok {
+			delete(c.inflight, key)
+			c.signal()
+		}
 		c.mu.Unlock()
 		if !ok {
 			return // answered here already (its node was counted lost)

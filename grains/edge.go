@@ -81,7 +81,7 @@ func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 	return func(sink protocol.Sink) protocol.Forwarder {
 		c := &edgeConn{e: e, owner: owner, sink: sink,
 			lanes: map[string]*lane{}, inflight: map[string]*request{}, links: map[string]*actor.PID{},
-			sessions: map[string]*actor.PID{}, asks: map[askKey]context.CancelFunc{}}
+			sessions: map[string]*actor.PID{}, asks: map[askKey]context.CancelFunc{}, changed: make(chan struct{})}
 		sys := e.m.System()
 		self, err := sys.Root.SpawnNamed(e.hub.Runtime().Props(c.receive), "edge-"+rand.Text())
 		if err != nil {
@@ -103,12 +103,17 @@ func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 }
 
 // deliver sends call to its session's grain until one takes it, and
-// returns the node that did; it gives up after the edge's budget.
+// returns the node that did; it gives up after the edge's budget. A try
+// that failed is made again when the membership changes (the node that
+// was leaving has left, another has joined), or after a pause that grows
+// when nothing changes: what is waited for is an event, the pause bounds
+// it.
 func (e *Edge) deliver(call *grainspb.Call) (*grainspb.Accepted, error) {
 	c := e.m.Cluster()
 	deadline := time.Now().Add(e.budget)
 	pause := 20 * time.Millisecond
 	for {
+		changed := e.m.Changed()
 		start := time.Now()
 		res, err := c.Request(call.SessionId, SessionKind, call, cluster.WithTimeout(2*time.Second))
 		if a, ok := res.(*grainspb.Accepted); ok {
@@ -131,8 +136,13 @@ func (e *Edge) deliver(call *grainspb.Call) (*grainspb.Accepted, error) {
 			return nil, err
 		}
 		c.PidCache.Remove(call.SessionId, SessionKind)
-		time.Sleep(pause)
-		pause = min(2*pause, 500*time.Millisecond)
+		t := time.NewTimer(min(pause, time.Until(deadline)))
+		select {
+		case <-changed:
+		case <-t.C:
+			pause = min(2*pause, 500*time.Millisecond)
+		}
+		t.Stop()
 	}
 }
 
@@ -162,6 +172,15 @@ type edgeConn struct {
 	sessions map[string]*actor.PID // the session's actor, by session id, as the last call's Accepted named it
 	asks     map[askKey]context.CancelFunc
 	closing  bool
+	// changed is closed, and replaced, when a lane ends its work or a
+	// request leaves inflight: what Close waits on (until).
+	changed chan struct{}
+}
+
+// signal wakes what waits in until (called under c.mu).
+func (c *edgeConn) signal() {
+	close(c.changed)
+	c.changed = make(chan struct{})
 }
 
 // lane is one session's calls, sent in order, one at a time.
@@ -226,6 +245,7 @@ func (c *edgeConn) send(l *lane) {
 		c.mu.Lock()
 		if len(l.queue) == 0 {
 			l.busy = false
+			c.signal()
 			if l.ended && c.lanes[l.sid] == l {
 				delete(c.lanes, l.sid)
 				delete(c.sessions, l.sid)
@@ -292,6 +312,9 @@ func (c *edgeConn) fail(keys []string, reason string) {
 			delete(c.inflight, key)
 			failed = append(failed, r)
 		}
+	}
+	if len(failed) > 0 {
+		c.signal()
 	}
 	c.mu.Unlock()
 	for _, r := range failed {
@@ -394,15 +417,23 @@ func (c *edgeConn) Close(wait time.Duration) {
 	c.e.mu.Unlock()
 }
 
-// until waits until done (called under c.mu) or the deadline.
+// until waits until done (called under c.mu) or the deadline; it looks
+// again each time the connection's state changes (signal), never on a
+// clock.
 func (c *edgeConn) until(deadline time.Time, done func() bool) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
 	for {
 		c.mu.Lock()
-		ok := done()
+		ok, changed := done(), c.changed
 		c.mu.Unlock()
-		if ok || time.Now().After(deadline) {
+		if ok {
 			return
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		}
 	}
 }

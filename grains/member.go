@@ -89,6 +89,7 @@ type Member struct {
 	left     []string          // addresses gone since the handlers were last called
 	changed  bool              // a topology arrived since the handlers were last called
 	handlers []*handler
+	next     chan struct{} // closed, and replaced, by the next topology (Changed)
 	wake     chan struct{} // cap 1: the dispatcher has something to deliver
 	done     chan struct{} // closed by Leave: the dispatcher returns
 	gone     chan struct{} // closed when the dispatcher has returned
@@ -138,7 +139,7 @@ func Start(o Options) (*Member, error) {
 		return nil, err
 	}
 	tlsc := &nodeTLS{server: server, client: client}
-	m := &Member{cfg: cfg, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), gone: make(chan struct{})}
+	m := &Member{cfg: cfg, log: log, next: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}), gone: make(chan struct{})}
 	for _, k := range o.Kinds {
 		m.kinds = append(m.kinds, k.Kind)
 	}
@@ -291,6 +292,14 @@ func (m *Member) Members() []string {
 	return slices.Clone(m.live)
 }
 
+// Changed is closed when the next topology arrives: what a retry that
+// waits for a node to leave or to join waits on.
+func (m *Member) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.next
+}
+
 // OnTopology calls f with the live members' addresses and those that left
 // since f's previous call: first at once with the members as they are (and
 // no left), then after every change. Calls come from one goroutine of the
@@ -332,6 +341,8 @@ func (m *Member) onTopology(t *cluster.ClusterTopology) {
 		m.goneIDs[mb.Id] = true
 	}
 	m.changed = true
+	close(m.next)
+	m.next = make(chan struct{})
 	m.mu.Unlock()
 	if len(t.Joined) > 0 || len(t.Left) > 0 {
 		m.log.Info(fmt.Sprintf("cluster %s: %d member(s) %v; joined %v, left %v", m.cfg.Name, len(live), live, addresses(t.Joined), addresses(t.Left)))

@@ -15,11 +15,26 @@ import (
 // the session (store.Writer.Check), and reads it again when it does not.
 
 // checkHolds asks the session's writer whether this copy still holds the
-// session (store.Writer.Check); the answer comes back to the actor as
-// what msg makes of the check's error.
-func (s *session) checkHolds(ctx actor.Context, msg func(error) any) {
+// session (store.Writer.Check) before turn, or before replay; the answer
+// comes back to the actor as a holds.
+func (s *session) checkHolds(ctx actor.Context, turn uint64, replay *Replay) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	s.writer.Check(func(err error) { root.Send(self, msg(err)) })
+	s.writer.Check(func(err error) { root.Send(self, holdsOf(turn, replay, err)) })
+}
+
+// holdsOf is the check's error as data: its kind and its text.
+func holdsOf(turn uint64, replay *Replay, err error) *holds {
+	m := &holds{Turn: turn, Replay: replay}
+	switch {
+	case err == nil || errors.Is(err, store.ErrClosed):
+		// A closed writer: the session is ending, and says so itself.
+		m.Holding = held
+	case errors.Is(err, store.ErrFenced):
+		m.Holding, m.Err = fencedOff, err.Error()
+	default:
+		m.Holding, m.Err = unreachable, err.Error()
+	}
+	return m
 }
 
 // onHolds goes on with the turn or the replay that waited for the check.
@@ -32,21 +47,24 @@ func (s *session) onHolds(ctx actor.Context, m *holds) {
 		return // cancelled meanwhile
 	}
 	switch {
-	case m.Err == nil || errors.Is(m.Err, store.ErrClosed):
-		// A closed writer: the session is ending, and says so itself.
+	case m.Holding == held:
 		s.goOn(ctx, m.Turn, m.Replay)
-	case errors.Is(m.Err, store.ErrFenced) && !s.fenced && (m.Replay == nil || s.cur == nil):
-		s.rt.log.Info(fmt.Sprintf("[acp] session %s: another mm saved it since this copy did (%v): reading it again", s.id, m.Err))
+	case m.Holding == fencedOff && !s.fenced && (m.Replay == nil || s.cur == nil):
+		s.rt.log.Info(fmt.Sprintf("[acp] session %s: another mm saved it since this copy did (%s): reading it again", s.id, m.Err))
 		st, cwd, id, turnID, replay := s.rt.store, s.cwd, s.id, m.Turn, m.Replay
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		s.rt.goWork(func() {
 			f, where, err := st.Load(context.Background(), cwd, id)
-			root.Send(self, &reloaded{Turn: turnID, Replay: replay, File: f, Where: where, Err: err})
+			r := &reloaded{Turn: turnID, Replay: replay, File: f, Where: where}
+			if err != nil {
+				r.File, r.Err = nil, err.Error()
+			}
+			root.Send(self, r)
 		})
-	case errors.Is(m.Err, store.ErrFenced):
-		s.stopStale(ctx, m.Turn, m.Replay, m.Err.Error())
+	case m.Holding == fencedOff:
+		s.stopStale(ctx, m.Turn, m.Replay, m.Err)
 	default:
-		why := fmt.Sprintf("session %s: its store cannot be reached, so what this copy holds cannot be checked against it and nothing would be kept (%v); try again once it is back", s.id, m.Err)
+		why := fmt.Sprintf("session %s: its store cannot be reached, so what this copy holds cannot be checked against it and nothing would be kept (%s); try again once it is back", s.id, m.Err)
 		s.rt.log.Error("[acp] " + why)
 		if m.Replay != nil {
 			s.answer(m.Replay.Reply, &Outcome{Err: why})
@@ -66,8 +84,8 @@ func (s *session) onReloaded(ctx actor.Context, m *reloaded) {
 	if m.Replay == nil && (s.cur == nil || s.cur.id != m.Turn || s.cur.state != turnChecking) {
 		return // cancelled meanwhile: the next turn checks again
 	}
-	if m.Err != nil {
-		s.stopStale(ctx, m.Turn, m.Replay, m.Err.Error())
+	if m.Err != "" {
+		s.stopStale(ctx, m.Turn, m.Replay, m.Err)
 		return
 	}
 	st := StateFromFile(m.File, m.Where, s.cwd)

@@ -126,13 +126,23 @@ type Flush struct{ call uint64 }
 type persisted struct{ Err string }
 
 // holds answers a session's check of its store (store.Writer.Check)
-// before Turn, or before a replay (Replay set): nil when the session's
-// copy is still the stored one.
+// before Turn, or before a replay (Replay set): whether the session's
+// copy is still the stored one, and when it is not why, as text.
 type holds struct {
-	Turn   uint64
-	Replay *Replay
-	Err    error
+	Turn    uint64
+	Replay  *Replay
+	Holding holding
+	Err     string
 }
+
+// holding is what a store's check found.
+type holding int8
+
+const (
+	held        holding = iota // the copy is the stored one (or its writer is closing)
+	fencedOff                  // another activation saved the session since (store.ErrFenced)
+	unreachable                // the store could not be asked
+)
 
 // reloaded brings a session what its store holds, read again because
 // another activation saved it meanwhile (holds): the turn or the replay
@@ -142,7 +152,7 @@ type reloaded struct {
 	Replay *Replay
 	File   *store.File
 	Where  string
-	Err    error
+	Err    string // why it could not be read; File is nil then
 }
 
 // fenced tells a session that its writer's save was refused because

@@ -29,7 +29,7 @@ func ProvenanceMeta(p store.Provenance) map[string]any {
 // a copy older than what another activation saved meanwhile.
 func (s *session) onReplay(ctx actor.Context, m *Replay) {
 	if s.writer != nil && s.writer.Fences() && !s.fenced {
-		s.checkHolds(ctx, func(err error) any { return &holds{Replay: m, Err: err} })
+		s.checkHolds(ctx, 0, m)
 		return
 	}
 	s.replay(m)

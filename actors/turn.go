@@ -148,7 +148,7 @@ func (s *session) next(ctx actor.Context) {
 			// runs on what the store holds, never on a staler copy.
 			t.state = turnChecking
 			t.histStart = len(s.history) // what a cancel meanwhile keeps
-			s.checkHolds(ctx, func(err error) any { return &holds{Turn: t.id, Err: err} })
+			s.checkHolds(ctx, t.id, nil)
 			continue
 		}
 		s.prepare(ctx, t)

@@ -228,8 +228,9 @@ type promptReady struct {
 	// looked up.
 	MentionsLeft int
 	// Instructions are the project's instruction files as the lookup
-	// found them (system.go).
+	// found them (system.go), Empty the folders it found none in.
 	Instructions []prompt.File
+	Empty        []prompt.Empty
 }
 
 // modelDone ends model call Call of turn Turn. Err is "" on success.

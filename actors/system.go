@@ -38,6 +38,9 @@ type sysState struct {
 	// are the ones the system message holds.
 	root  string
 	files []prompt.File
+	// empty are the folders the last look found no file in (a next look
+	// stats each once, not once per name: prompt.DiscoverAgain).
+	empty []prompt.Empty
 	// env is the environment gathered when the session opened, once
 	// envReady; envDone is closed when the gathering is over.
 	env      prompt.Env
@@ -62,7 +65,7 @@ func (s *session) openSystem() {
 	} else {
 		s.sys.own = own
 	}
-	s.sys.files = s.finder().Discover(s.sys.root, s.cwd, nil)
+	s.sys.files, s.sys.empty = s.finder().DiscoverAgain(s.sys.root, s.cwd, nil, nil)
 	done, out := make(chan struct{}), new(prompt.Env)
 	s.sys.envDone, s.sys.envOut = done, out
 	cwd, root, confine, ctx := s.cwd, s.sys.root, s.confine(), s.rt.ctx
@@ -120,8 +123,10 @@ func (s *session) waitEnv() func() {
 	}
 }
 
-// useInstructions takes the instruction files a turn's start found.
-func (s *session) useInstructions(files []prompt.File) {
+// useInstructions takes the instruction files a turn's start found, and
+// the folders it found none in.
+func (s *session) useInstructions(files []prompt.File, empty []prompt.Empty) {
+	s.sys.empty = empty
 	if !sameFiles(s.sys.files, files) {
 		s.sys.files, s.sys.dirty = files, true
 	}

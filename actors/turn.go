@@ -185,7 +185,7 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 		root, self, id, text, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log, s.skillDirs
 		named, mentions := mayNameSkill(text), history.HasMentions(text)
 		within := tools.Env{Roots: s.roots, Foreign: s.foreign()}.Mentionable
-		finder, sysRoot, files, waitEnv := s.finder(), s.sys.root, s.sys.files, s.waitEnv()
+		finder, sysRoot, files, empty, waitEnv := s.finder(), s.sys.root, s.sys.files, s.sys.empty, s.waitEnv()
 		turnID := t.id
 		s.rt.goWork(func() {
 			var set *skills.Set
@@ -199,16 +199,16 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 					log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
 				})
 			}
-			files = finder.Discover(sysRoot, cwd, files)
+			files, empty = finder.DiscoverAgain(sysRoot, cwd, files, empty)
 			waitEnv()
-			root.Send(self, &promptReady{Turn: turnID, Text: text, Skills: set, MentionsLeft: left, Instructions: files})
+			root.Send(self, &promptReady{Turn: turnID, Text: text, Skills: set, MentionsLeft: left, Instructions: files, Empty: empty})
 		})
 	}
 }
 
 func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 	s.useSkills(m.Skills)
-	s.useInstructions(m.Instructions)
+	s.useInstructions(m.Instructions, m.Empty)
 	if !s.modelBusy() {
 		s.applySystem()
 	}

@@ -97,8 +97,61 @@ func chain(root, cwd string) []string {
 // folder from root down to cwd, within MaxBytes together. A file of prev
 // whose stamp and budget have not changed is kept as it was, not read.
 func (f Finder) Discover(root, cwd string, prev []File) []File {
+	files, _ := f.DiscoverAgain(root, cwd, prev, nil)
+	return files
+}
+
+// Empty is a folder in which Discover found no instruction file: its own
+// stamp, and when it was looked at.
+type Empty struct {
+	Dir    string
+	Stamp  Stamp
+	Looked time.Time
+}
+
+// settled is how much older than the look a folder's time must be for
+// its stamp to say that nothing was added since: a folder's time is the
+// kernel's coarse clock (a few ms), so a file made in the same tick as
+// the look would leave the folder's time as the look saw it. The margin
+// is ten ticks or more, and covers a network mount's clock a little
+// behind this machine's.
+const settled = 100 * time.Millisecond
+
+// DiscoverAgain is Discover for a session that looked before: a folder of
+// empty (the previous look's) whose stamp is the same, and settled, holds
+// no instruction file still (adding or renaming one changes its folder's
+// time), and costs one stat instead of one per name. It returns the
+// folders found empty this time.
+func (f Finder) DiscoverAgain(root, cwd string, prev []File, empty []Empty) ([]File, []Empty) {
 	if f.MaxBytes <= 0 || len(f.Names) == 0 {
-		return nil
+		return nil, nil
+	}
+	var nowEmpty []Empty
+	look := func(dir string, project bool) (string, Stamp, bool) {
+		for _, p := range prev {
+			if (p.Global && !project) || (!p.Global && project && p.Dir == dir) {
+				// A file was there: look for it as the first time (the
+				// folder's time says nothing of a file written in place).
+				return f.first(dir, project)
+			}
+		}
+		now := time.Now()
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() {
+			return "", Stamp{}, false // no folder: none to find in it
+		}
+		e := Empty{Dir: dir, Stamp: Stamp{Size: fi.Size(), Mod: fi.ModTime()}, Looked: now}
+		for _, was := range empty {
+			if was.Dir == dir && was.Stamp == e.Stamp && was.Looked.Sub(was.Stamp.Mod) >= settled {
+				nowEmpty = append(nowEmpty, was)
+				return "", Stamp{}, false
+			}
+		}
+		path, st, ok := f.first(dir, project)
+		if !ok {
+			nowEmpty = append(nowEmpty, e)
+		}
+		return path, st, ok
 	}
 	known := make(map[string]*File, len(prev))
 	for i := range prev {
@@ -122,16 +175,16 @@ func (f Finder) Discover(root, cwd string, prev []File) []File {
 		out = append(out, file)
 	}
 	if f.Global != "" {
-		if path, st, ok := f.first(f.Global, false); ok {
+		if path, st, ok := look(f.Global, false); ok {
 			add(path, "", true, st)
 		}
 	}
 	for _, dir := range chain(root, cwd) {
-		if path, st, ok := f.first(dir, true); ok {
+		if path, st, ok := look(dir, true); ok {
 			add(path, dir, false, st)
 		}
 	}
-	return out
+	return out, nowEmpty
 }
 
 // Nested returns the instruction files that apply to paths (files a tool

@@ -3,6 +3,7 @@ package prompt
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,70 @@ func TestReadBoundedUTF8(t *testing.T) {
 	text, cut := readBounded(filepath.Join(root, "f"), 7)
 	if text != "ééé" || cut != 14 {
 		t.Errorf("read %q, cut %d; want three whole characters and 14 bytes left", text, cut)
+	}
+}
+
+// TestDiscoverAgain: a folder found empty before, whose stamp is the same
+// and settled, is not looked into again; one whose time changed is, and
+// so is one whose time was too close to the look to say anything.
+func TestDiscoverAgain(t *testing.T) {
+	root := tree(t, map[string]string{".git/HEAD": "x", "w/x.go": ""})
+	cwd := filepath.Join(root, "w")
+	old := time.Now().Add(-time.Minute)
+	for _, dir := range []string{root, cwd} {
+		if err := os.Chtimes(dir, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := Finder{Names: names, MaxBytes: 1000}
+	files, empty := f.DiscoverAgain(root, cwd, nil, nil)
+	if len(files) != 0 || len(empty) != 2 {
+		t.Fatalf("found %+v, empty %+v; want none and two empty folders", files, empty)
+	}
+	// A file put in w behind the folder's time (its time set back): the
+	// folder's stamp says nothing changed, and w is not looked into.
+	path := filepath.Join(cwd, "AGENTS.md")
+	if err := os.WriteFile(path, []byte("rules"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(cwd, old, empty[1].Stamp.Mod); err != nil {
+		t.Fatal(err)
+	}
+	if fi2, _ := os.Stat(cwd); fi2.Size() != empty[1].Stamp.Size {
+		t.Skipf("the folder's size changed with a file in it (%d → %d): this file system cannot show the skip", empty[1].Stamp.Size, fi.Size())
+	}
+	if files, again := f.DiscoverAgain(root, cwd, nil, empty); len(files) != 0 || len(again) != 2 {
+		t.Fatalf("a settled empty folder was looked into: %+v, %+v", files, again)
+	}
+	// Not settled: the previous look came right after the folder changed.
+	soon := slices.Clone(empty)
+	soon[1].Looked = soon[1].Stamp.Mod.Add(settled / 2)
+	if files, _ := f.DiscoverAgain(root, cwd, nil, soon); len(files) != 1 || files[0].Text != "rules" {
+		t.Errorf("a folder looked at too soon after its change was not looked into again: %+v", files)
+	}
+	// The folder's time as the file's creation left it: found.
+	now := time.Now()
+	if err := os.Chtimes(cwd, now, now); err != nil {
+		t.Fatal(err)
+	}
+	files, again := f.DiscoverAgain(root, cwd, nil, empty)
+	if len(files) != 1 || files[0].Text != "rules" || len(again) != 1 {
+		t.Errorf("a file added to an empty folder was not found: %+v, empty %+v", files, again)
+	}
+	// Its folder now has a file: it is looked for by name, as the first
+	// time, and a change made in place is read.
+	if err := os.WriteFile(path, []byte("new rules"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Minute)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ = f.DiscoverAgain(root, cwd, files, again); len(files) != 1 || files[0].Text != "new rules" {
+		t.Errorf("a file changed in place was not read again: %+v", files)
 	}
 }

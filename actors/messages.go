@@ -227,10 +227,16 @@ type promptReady struct {
 	// MentionsLeft is how many @mentions past history.MaxMentions were not
 	// looked up.
 	MentionsLeft int
-	// Instructions are the project's instruction files as the lookup
-	// found them (system.go), Empty the folders it found none in.
+	// Looked says the instructions were looked for again (the session's
+	// were not fresh): Instructions are the project's instruction files
+	// as the lookup found them (system.go), Empty the folders it found
+	// none in, Watched whether the runtime's Watch holds their folders,
+	// Bytes the budget they were read with.
+	Looked       bool
 	Instructions []prompt.File
 	Empty        []prompt.Empty
+	Watched      bool
+	Bytes        int
 }
 
 // modelDone ends model call Call of turn Turn. Err is "" on success.

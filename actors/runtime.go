@@ -19,6 +19,7 @@ import (
 	"github.com/mm-agent/mm/hooks"
 	"github.com/mm-agent/mm/internal/gopool"
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/prompt"
 	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/store"
 	"github.com/mm-agent/mm/tools"
@@ -119,6 +120,9 @@ type Runtime struct {
 	// still to be given to them, by session id (grain.go).
 	grains grainTable
 	turns  *actor.PID
+	// watch says when the folders a session's instructions come from
+	// change (nil where inotify cannot be had: every turn looks again).
+	watch *prompt.Watch
 	// mailboxes runs every mailbox of this runtime.
 	mailboxes *dispatcher
 	cfg       *configs.Config
@@ -191,6 +195,11 @@ func NewRuntime(o Options) *Runtime {
 	}
 	if rt.client == nil {
 		rt.client = nobody{}
+	}
+	if w, err := prompt.NewWatch(); err == nil {
+		rt.watch = w
+	} else {
+		log.Debug(fmt.Sprintf("instructions: no inotify (%v): each turn looks for them again", err))
 	}
 	rt.store, rt.selfStopped = o.Store, o.SelfStopped
 	rt.sandbox, rt.sandboxMode, rt.hidden, rt.others = o.Sandbox, o.SandboxMode, o.Hidden, o.OthersFolders
@@ -370,6 +379,7 @@ func (rt *Runtime) Shutdown() {
 	}
 	rt.mailboxes.close()
 	rt.http.CloseIdleConnections()
+	rt.watch.Close()
 }
 
 // goWork runs f in a goroutine Shutdown waits for.

@@ -203,6 +203,7 @@ func (s *session) onSetSandbox(m *SetSandbox) {
 	if mode != s.sandboxMode {
 		s.sandboxMode = mode
 		s.sys.dirty = true
+		s.sys.watched = false // what the instructions may read changed: look again
 		s.logPolicy()
 	}
 	s.answer(m.Reply, s.outcome())

@@ -333,6 +333,7 @@ func (s *session) receive(ctx actor.Context, msg any) {
 	case *actor.Stopping:
 		s.onStopping(ctx)
 	case *actor.Stopped:
+		s.rt.watch.Drop(s.id)
 		// The handle learns it here, whoever stopped the session (a
 		// fenced one stopped itself), and answers what the edge sent it
 		// that the actor will not see: protoactor drops the messages

@@ -38,6 +38,11 @@ type sysState struct {
 	// are the ones the system message holds.
 	root  string
 	files []prompt.File
+	// watched says the runtime's Watch holds the folders files came
+	// from, as looked at for a budget of looked bytes: while it says
+	// they are the same, a turn takes files as they are, with no stat.
+	watched bool
+	looked  int
 	// empty are the folders the last look found no file in (a next look
 	// stats each once, not once per name: prompt.DiscoverAgain).
 	empty []prompt.Empty
@@ -65,7 +70,9 @@ func (s *session) openSystem() {
 	} else {
 		s.sys.own = own
 	}
-	s.sys.files, s.sys.empty = s.finder().DiscoverAgain(s.sys.root, s.cwd, nil, nil)
+	f := s.finder()
+	s.sys.watched, s.sys.looked = s.rt.watch.Look(s.id, f.Folders(s.sys.root, s.cwd)), f.MaxBytes
+	s.sys.files, s.sys.empty = f.DiscoverAgain(s.sys.root, s.cwd, nil, nil)
 	done, out := make(chan struct{}), new(prompt.Env)
 	s.sys.envDone, s.sys.envOut = done, out
 	cwd, root, confine, ctx := s.cwd, s.sys.root, s.confine(), s.rt.ctx
@@ -123,10 +130,22 @@ func (s *session) waitEnv() func() {
 	}
 }
 
-// useInstructions takes the instruction files a turn's start found, and
-// the folders it found none in.
-func (s *session) useInstructions(files []prompt.File, empty []prompt.Empty) {
-	s.sys.empty = empty
+// fresh says the instruction files the session holds are those on disk:
+// the Watch saw no change in their folders since they were looked at,
+// with the budget the session's model gives now.
+func (s *session) fresh(f prompt.Finder) bool {
+	return s.sys.watched && s.sys.looked == f.MaxBytes && s.rt.watch.Same(s.id)
+}
+
+// useInstructions takes what a turn's start found: the instruction files,
+// the folders with none, and whether the Watch holds them, looked at for
+// a budget of looked bytes (m.Looked; else the session's were fresh).
+func (s *session) useInstructions(m *promptReady) {
+	if !m.Looked {
+		return
+	}
+	files := m.Instructions
+	s.sys.empty, s.sys.watched, s.sys.looked = m.Empty, m.Watched, m.Bytes
 	if !sameFiles(s.sys.files, files) {
 		s.sys.files, s.sys.dirty = files, true
 	}

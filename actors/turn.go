@@ -187,6 +187,13 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 		within := tools.Env{Roots: s.roots, Foreign: s.foreign()}.Mentionable
 		finder, sysRoot, files, empty, waitEnv := s.finder(), s.sys.root, s.sys.files, s.sys.empty, s.waitEnv()
 		turnID := t.id
+		fresh := s.fresh(finder)
+		if s.takeEnv(); fresh && !named && !mentions && s.sys.envReady {
+			// Nothing to look up: the turn goes on here, at once.
+			s.onPromptReady(ctx, &promptReady{Turn: turnID, Text: text})
+			return
+		}
+		watch := s.rt.watch
 		s.rt.goWork(func() {
 			var set *skills.Set
 			if named {
@@ -199,16 +206,23 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 					log.Info(fmt.Sprintf("[acp] session %s: attached %s", id, path))
 				})
 			}
-			files, empty = finder.DiscoverAgain(sysRoot, cwd, files, empty)
+			m := &promptReady{Turn: turnID, Text: text, Skills: set, MentionsLeft: left}
+			if !fresh {
+				// The folders are watched before they are read: a change
+				// made while they are read is seen at the next turn.
+				m.Looked, m.Bytes = true, finder.MaxBytes
+				m.Watched = watch.Look(id, finder.Folders(sysRoot, cwd))
+				m.Instructions, m.Empty = finder.DiscoverAgain(sysRoot, cwd, files, empty)
+			}
 			waitEnv()
-			root.Send(self, &promptReady{Turn: turnID, Text: text, Skills: set, MentionsLeft: left, Instructions: files, Empty: empty})
+			root.Send(self, m)
 		})
 	}
 }
 
 func (s *session) onPromptReady(ctx actor.Context, m *promptReady) {
 	s.useSkills(m.Skills)
-	s.useInstructions(m.Instructions, m.Empty)
+	s.useInstructions(m)
 	if !s.modelBusy() {
 		s.applySystem()
 	}

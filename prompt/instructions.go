@@ -92,6 +92,30 @@ func chain(root, cwd string) []string {
 	return out
 }
 
+// Folders are the folders Discover looks in for a session in cwd whose
+// instructions are looked for from root: the user's own folder, then
+// root down to cwd, and the folder of the file an instruction file that
+// is a link leads to. A Watch on them says when to look again.
+func (f Finder) Folders(root, cwd string) []string {
+	var out []string
+	if f.Global != "" {
+		out = append(out, f.Global)
+	}
+	out = append(out, chain(root, cwd)...)
+	for _, dir := range out {
+		for _, name := range f.Names {
+			path := filepath.Join(dir, name)
+			if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				continue
+			}
+			if target, err := filepath.EvalSymlinks(path); err == nil && filepath.Dir(target) != dir {
+				out = append(out, filepath.Dir(target))
+			}
+		}
+	}
+	return out
+}
+
 // Discover reads the instructions of a session in cwd whose instructions
 // are looked for from root (Root): the user's own file, then one file per
 // folder from root down to cwd, within MaxBytes together. A file of prev

@@ -1,0 +1,107 @@
+package prompt
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// TestWatch: a look stays the same until a file is made, written,
+// renamed or removed in one of its folders, or a missing folder appears;
+// a dropped look lets go of its watches.
+func TestWatch(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inotify is Linux's")
+	}
+	w, err := NewWatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	root := tree(t, map[string]string{".git/HEAD": "x", "AGENTS.md": "rules", "w/x.go": ""})
+	cwd := filepath.Join(root, "w")
+	global := filepath.Join(root, "config", "mm") // not there yet
+	f := Finder{Names: names, MaxBytes: 1000, Global: global}
+	look := func() {
+		t.Helper()
+		if !w.Look("s1", f.Folders(root, cwd)) {
+			t.Fatal("the folders could not be watched")
+		}
+		if !w.Same("s1") {
+			t.Fatal("a look is not the same right after it")
+		}
+	}
+	for _, change := range []struct {
+		what string
+		do   func() error
+	}{
+		{"a file written in place", func() error { return os.WriteFile(filepath.Join(root, "AGENTS.md"), []byte("new"), 0o644) }},
+		{"a file made in the cwd", func() error { return os.WriteFile(filepath.Join(cwd, "CLAUDE.md"), []byte("c"), 0o644) }},
+		{"a file renamed over", func() error {
+			tmp := filepath.Join(cwd, ".AGENTS.md.tmp")
+			if err := os.WriteFile(tmp, []byte("r"), 0o644); err != nil {
+				return err
+			}
+			look() // the temporary file's making is not the change
+			return os.Rename(tmp, filepath.Join(cwd, "AGENTS.md"))
+		}},
+		{"a file removed", func() error { return os.Remove(filepath.Join(cwd, "AGENTS.md")) }},
+		{"the missing global folder made", func() error { return os.MkdirAll(global, 0o755) }},
+	} {
+		look()
+		if err := change.do(); err != nil {
+			t.Fatal(err)
+		}
+		if w.Same("s1") {
+			t.Errorf("%s: the look is still the same", change.what)
+		}
+	}
+	look()
+	if err := os.WriteFile(filepath.Join(cwd, "sub.go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w.Same("s1") {
+		t.Error("any entry of a folder moves its generation on")
+	}
+	look()
+	if !w.Look("s2", f.Folders(root, cwd)) || w.Watched() != 3 {
+		t.Errorf("two looks at the same folders: %d watches, want 3 (global, root, cwd)", w.Watched())
+	}
+	w.Drop("s1")
+	w.Drop("s2")
+	if n := w.Watched(); n != 0 {
+		t.Errorf("%d watches left once every look is dropped", n)
+	}
+	if w.Same("s1") {
+		t.Error("a dropped look is the same")
+	}
+}
+
+// TestWatchFollowsLinks: an instruction file that is a link to a file
+// in another folder has that folder watched: a change made there is seen.
+func TestWatchFollowsLinks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inotify is Linux's")
+	}
+	w, err := NewWatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	root := tree(t, map[string]string{".git/HEAD": "x", "shared/rules.md": "shared rules", "w/x.go": ""})
+	cwd := filepath.Join(root, "w")
+	if err := os.Symlink(filepath.Join(root, "shared", "rules.md"), filepath.Join(cwd, "AGENTS.md")); err != nil {
+		t.Fatal(err)
+	}
+	f := Finder{Names: names, MaxBytes: 1000}
+	if !w.Look("s", f.Folders(root, cwd)) || !w.Same("s") {
+		t.Fatal("the folders could not be watched")
+	}
+	if err := os.WriteFile(filepath.Join(root, "shared", "rules.md"), []byte("new shared rules"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w.Same("s") {
+		t.Error("a change to the file a link leads to was not seen")
+	}
+}

@@ -71,8 +71,8 @@ func (s *session) openSystem() {
 		s.sys.own = own
 	}
 	f := s.finder()
-	s.sys.watched, s.sys.looked = s.rt.watch.Look(s.id, f.Folders(s.sys.root, s.cwd)), f.MaxBytes
-	s.sys.files, s.sys.empty = f.DiscoverAgain(s.sys.root, s.cwd, nil, nil)
+	s.sys.looked = f.MaxBytes
+	s.sys.files, s.sys.empty, s.sys.watched = f.Watched(s.rt.watch, s.id, s.sys.root, s.cwd, nil, nil)
 	done, out := make(chan struct{}), new(prompt.Env)
 	s.sys.envDone, s.sys.envOut = done, out
 	cwd, root, confine, ctx := s.cwd, s.sys.root, s.confine(), s.rt.ctx
@@ -90,7 +90,7 @@ func (s *session) openSystem() {
 func (s *session) finder() prompt.Finder {
 	f := prompt.Finder{
 		Names:    s.rt.cfg.Instructions.Files,
-		MaxBytes: prompt.InstructionBytes(int(s.rt.cfg.Instructions.MaxBytes), s.rt.windowFor(s.modelID)),
+		MaxBytes: s.instructionBytes(),
 	}
 	if home, err := os.UserHomeDir(); err == nil {
 		f.Global = filepath.Join(home, ".config", "mm")
@@ -133,8 +133,14 @@ func (s *session) waitEnv() func() {
 // fresh says the instruction files the session holds are those on disk:
 // the Watch saw no change in their folders since they were looked at,
 // with the budget the session's model gives now.
-func (s *session) fresh(f prompt.Finder) bool {
-	return s.sys.watched && s.sys.looked == f.MaxBytes && s.rt.watch.Same(s.id)
+func (s *session) fresh(maxBytes int) bool {
+	return s.sys.watched && s.sys.looked == maxBytes && s.rt.watch.Same(s.id)
+}
+
+// instructionBytes is the instructions' budget for the session's model
+// (Finder.MaxBytes).
+func (s *session) instructionBytes() int {
+	return prompt.InstructionBytes(int(s.rt.cfg.Instructions.MaxBytes), s.rt.windowFor(s.modelID))
 }
 
 // useInstructions takes what a turn's start found: the instruction files,

@@ -11,6 +11,7 @@ import (
 	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/llm"
+	"github.com/mm-agent/mm/prompt"
 	"github.com/mm-agent/mm/tools"
 	"github.com/mm-agent/mm/tools/skills"
 )
@@ -182,17 +183,25 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 		// goroutine, in the turn's place in the session's order; the first
 		// turn also waits there for the environment (system.go).
 		t.state = turnPreparing
-		root, self, id, text, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, t.text, s.cwd, s.rt.log, s.skillDirs
+		text := t.text
 		named, mentions := mayNameSkill(text), history.HasMentions(text)
-		within := tools.Env{Roots: s.roots, Foreign: s.foreign()}.Mentionable
-		finder, sysRoot, files, empty, waitEnv := s.finder(), s.sys.root, s.sys.files, s.sys.empty, s.waitEnv()
-		turnID := t.id
-		fresh := s.fresh(finder)
+		fresh := s.fresh(s.instructionBytes())
 		if s.takeEnv(); fresh && !named && !mentions && s.sys.envReady {
 			// Nothing to look up: the turn goes on here, at once.
-			s.onPromptReady(ctx, &promptReady{Turn: turnID, Text: text})
+			s.onPromptReady(ctx, &promptReady{Turn: t.id, Text: text})
 			return
 		}
+		root, self, id, cwd, log, dirs := ctx.ActorSystem().Root, ctx.Self(), s.id, s.cwd, s.rt.log, s.skillDirs
+		var within func(string) bool
+		if mentions {
+			within = tools.Env{Roots: s.roots, Foreign: s.foreign()}.Mentionable
+		}
+		var finder prompt.Finder
+		if !fresh {
+			finder = s.finder()
+		}
+		sysRoot, files, empty, waitEnv := s.sys.root, s.sys.files, s.sys.empty, s.waitEnv()
+		turnID := t.id
 		watch := s.rt.watch
 		s.rt.goWork(func() {
 			var set *skills.Set
@@ -208,11 +217,8 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 			}
 			m := &promptReady{Turn: turnID, Text: text, Skills: set, MentionsLeft: left}
 			if !fresh {
-				// The folders are watched before they are read: a change
-				// made while they are read is seen at the next turn.
 				m.Looked, m.Bytes = true, finder.MaxBytes
-				m.Watched = watch.Look(id, finder.Folders(sysRoot, cwd))
-				m.Instructions, m.Empty = finder.DiscoverAgain(sysRoot, cwd, files, empty)
+				m.Instructions, m.Empty, m.Watched = finder.Watched(watch, id, sysRoot, cwd, files, empty)
 			}
 			waitEnv()
 			root.Send(self, m)

@@ -92,15 +92,12 @@ func (c *edgeConn) out(m *grainspb.Out) {
 		d.Proof = c.k.prove(link, d)
 		c.sink.Deliver(sid, link, d)
 	case *grainspb.Out_Response:
-		key := jsonrpc.IDKey(it.Response.Id)
-		c.mu.Lock()
-		r, ok := c.inflight[key]
+		id, ok := jsonrpc.IDOf(it.Response.Id)
+		var r *request
 		if ok {
-			delete(c.inflight, key)
-			c.signal()
+			r = c.noted(id)
 		}
-		c.mu.Unlock()
-		if !ok {
+		if r == nil || !c.take(r) {
 			return // answered here already (its node was counted lost)
 		}
 		var rerr *acp.RequestError

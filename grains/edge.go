@@ -80,7 +80,7 @@ func NewEdge(m *Member, hub *protocol.Hub, owners *Owners, budget time.Duration,
 func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 	return func(sink protocol.Sink) protocol.Forwarder {
 		c := &edgeConn{e: e, owner: owner, sink: sink,
-			lanes: map[string]*lane{}, inflight: map[string]*request{}, links: map[string]*actor.PID{},
+			lanes: map[string]*lane{}, links: map[string]*actor.PID{},
 			sessions: map[string]*actor.PID{}, asks: map[askKey]context.CancelFunc{}, changed: make(chan struct{})}
 		sys := e.m.System()
 		self, err := sys.Root.SpawnNamed(e.hub.Runtime().Props(c.receive), "edge-"+rand.Text())
@@ -167,13 +167,12 @@ type edgeConn struct {
 	mu       sync.Mutex
 	seq      uint64
 	lanes    map[string]*lane      // by session id
-	inflight map[string]*request   // the client's requests not yet answered, by id key (jsonrpc.IDKey)
 	links    map[string]*actor.PID // the client's link on every node that took a call, by key
 	sessions map[string]*actor.PID // the session's actor, by session id, as the last call's Accepted named it
 	asks     map[askKey]context.CancelFunc
 	closing  bool
 	// changed is closed, and replaced, when a lane ends its work or a
-	// request leaves inflight: what Close waits on (until).
+	// request is answered: what Close waits on (until).
 	changed chan struct{}
 }
 
@@ -195,10 +194,52 @@ type lane struct {
 	ended bool
 }
 
+// request is a client's request handed on to its session's node, as the
+// connection's table keeps it in flight (its note: Sink.Note): the edge
+// keeps no table of its own. Its fields after r are c.mu's.
 type request struct {
 	sid  string
 	r    actors.Reply // as the connection's outbox expects its answer
 	node string       // where it runs once accepted
+	done bool         // answered, by its node or here (take)
+}
+
+// take claims the answering of r: true once only, for its node's answer
+// or for the edge's error, whichever comes first.
+func (c *edgeConn) take(r *request) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.done {
+		return false
+	}
+	r.done = true
+	c.signal()
+	return true
+}
+
+// noted is the client's request id as this edge handed it on, if it is
+// in flight.
+func (c *edgeConn) noted(id jsonrpc.ID) *request {
+	_, note, ok := c.sink.Noted(id)
+	r, mine := note.(*request)
+	if !ok || !mine {
+		return nil
+	}
+	return r
+}
+
+// handedOn are the requests this edge handed on that are not answered.
+func (c *edgeConn) handedOn() []*request {
+	var out []*request
+	noted := c.sink.NotedAll(func(note any) bool { _, ok := note.(*request); return ok })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, note := range noted {
+		if r := note.(*request); !r.done {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessage) {
@@ -227,7 +268,7 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessag
 	call.Seq, call.Reopen = c.seq, l.open
 	call.Proof = c.k.prove(nil, call)
 	if !r.ID.IsZero() {
-		c.inflight[r.ID.Key()] = &request{sid: sid, r: r}
+		c.sink.Note(r, &request{sid: sid, r: r})
 	}
 	l.queue = append(l.queue, call)
 	if !l.busy {
@@ -256,13 +297,12 @@ func (c *edgeConn) send(l *lane) {
 		call := l.queue[0]
 		l.queue[0] = nil
 		l.queue = l.queue[1:]
-		var r *request
-		key := jsonrpc.IDKey(call.Id)
-		if call.Id != nil {
-			r = c.inflight[key]
-		}
 		to := c.sessions[call.SessionId]
 		c.mu.Unlock()
+		var r *request
+		if id, ok := jsonrpc.IDOf(call.Id); ok && call.Id != nil {
+			r = c.noted(id)
+		}
 		if to != nil && (call.Method == acp.AgentMethodSessionCancel || call.Method == acpmethod.CancelRequest) {
 			m := &grainspb.Cancel{Conn: c.me, SessionId: call.SessionId, RequestId: requestIDOf(call)}
 			m.Proof = c.k.prove(to, m)
@@ -271,7 +311,7 @@ func (c *edgeConn) send(l *lane) {
 		}
 		a, err := c.e.deliver(call)
 		c.mu.Lock()
-		mine := r != nil && c.inflight[key] == r
+		mine := r != nil && !r.done
 		if err == nil {
 			if mine {
 				r.node = a.Node
@@ -290,47 +330,37 @@ func (c *edgeConn) send(l *lane) {
 		case errors.As(err, &refused):
 			c.e.log.Error(fmt.Sprintf("cluster: %s of session %s: %v", call.Method, call.SessionId, err))
 			if mine {
-				c.fail([]string{key}, "cluster: "+err.Error())
+				c.fail([]*request{r}, "cluster: "+err.Error())
 			}
 		case err != nil:
 			c.e.log.Warn(fmt.Sprintf("cluster: %s of session %s could not reach its node: %v", call.Method, call.SessionId, err))
 			if mine {
-				c.fail([]string{key}, fmt.Sprintf("cluster: the node of session %s could not be reached: %v", call.SessionId, err))
+				c.fail([]*request{r}, fmt.Sprintf("cluster: the node of session %s could not be reached: %v", call.SessionId, err))
 			}
 		}
 	}
 }
 
 // fail answers the client's requests with an error, here; their sessions'
-// late answers are dropped (the outbox answers a request once). keys are
-// their id keys (jsonrpc.IDKey).
-func (c *edgeConn) fail(keys []string, reason string) {
-	var failed []*request
-	c.mu.Lock()
-	for _, key := range keys {
-		if r, ok := c.inflight[key]; ok {
-			delete(c.inflight, key)
-			failed = append(failed, r)
+// late answers are dropped (take; the outbox answers a request once).
+func (c *edgeConn) fail(rs []*request, reason string) {
+	for _, r := range rs {
+		if c.take(r) {
+			c.sink.Answer(r.sid, r.r, nil, jsonrpc.Internal(reason, nil))
 		}
-	}
-	if len(failed) > 0 {
-		c.signal()
-	}
-	c.mu.Unlock()
-	for _, r := range failed {
-		c.sink.Answer(r.sid, r.r, nil, jsonrpc.Internal(reason, nil))
 	}
 }
 
 // lost fails the requests running on nodes that left the cluster, and
 // ends the waits of their sessions' questions.
 func (c *edgeConn) lost(left []string) {
-	var ids []string
+	var lost []*request
+	handed := c.handedOn()
 	var asks []context.CancelFunc
 	c.mu.Lock()
-	for id, r := range c.inflight {
+	for _, r := range handed {
 		if r.node != "" && slices.Contains(left, r.node) {
-			ids = append(ids, id)
+			lost = append(lost, r)
 		}
 	}
 	for key, pid := range c.links {
@@ -353,17 +383,15 @@ func (c *edgeConn) lost(left []string) {
 	for _, cancel := range asks {
 		cancel()
 	}
-	if len(ids) > 0 {
-		c.e.log.Warn(fmt.Sprintf("cluster: node %v lost with %d request(s) of a client in flight", left, len(ids)))
-		c.fail(ids, NodeLost)
+	if len(lost) > 0 {
+		c.e.log.Warn(fmt.Sprintf("cluster: node %v lost with %d request(s) of a client in flight", left, len(lost)))
+		c.fail(lost, NodeLost)
 	}
 }
 
 func (c *edgeConn) CancelRequest(requestID jsonrpc.ID) bool {
-	c.mu.Lock()
-	r, ok := c.inflight[requestID.Key()]
-	c.mu.Unlock()
-	if !ok {
+	r := c.noted(requestID)
+	if r == nil {
 		return false
 	}
 	c.Forward(r.sid, actors.Reply{Method: acpmethod.CancelRequest}, cancelRequest{idBytes(r.r.ID)}, nil)
@@ -404,7 +432,7 @@ func (c *edgeConn) Close(wait time.Duration) {
 		m.Proof = c.k.prove(pid, m)
 		root.Send(pid, m)
 	}
-	c.until(deadline, func() bool { return len(c.inflight) == 0 })
+	c.untilAnswered(deadline)
 	root.Stop(c.self)
 	c.mu.Lock()
 	for k, cancel := range c.asks {
@@ -415,6 +443,26 @@ func (c *edgeConn) Close(wait time.Duration) {
 	c.e.mu.Lock()
 	delete(c.e.conns, c)
 	c.e.mu.Unlock()
+}
+
+// untilAnswered waits until every request handed on is answered, or the
+// deadline.
+func (c *edgeConn) untilAnswered(deadline time.Time) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		changed := c.changed
+		c.mu.Unlock()
+		if len(c.handedOn()) == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 // until waits until done (called under c.mu) or the deadline; it looks

@@ -34,6 +34,24 @@ func CallFor[R any](ctx context.Context, c *Conn, method string, params any, ses
 	return r, nil
 }
 
+// Noted returns the notes (Annotate) of the peer's requests in flight
+// that keep, with their ids: what a proxy needs when a whole part of
+// what it handed on is lost.
+func (c *Conn) Noted(keep func(note any) bool) map[ID]Incoming {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out map[ID]Incoming
+	for id, in := range c.incoming {
+		if in.Note != nil && keep(in.Note) {
+			if out == nil {
+				out = map[ID]Incoming{}
+			}
+			out[id] = in
+		}
+	}
+	return out
+}
+
 // Lookup is what the Conn keeps of the peer's request id while it is in
 // flight (its Tag among the rest), left in place: a cancel of the peer's
 // ($/cancel_request, served by Preempt) finds there what it cancels.

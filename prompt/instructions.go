@@ -94,26 +94,44 @@ func chain(root, cwd string) []string {
 
 // Folders are the folders Discover looks in for a session in cwd whose
 // instructions are looked for from root: the user's own folder, then
-// root down to cwd, and the folder of the file an instruction file that
-// is a link leads to. A Watch on them says when to look again.
+// root down to cwd. A Watch on them says when to look again.
 func (f Finder) Folders(root, cwd string) []string {
 	var out []string
 	if f.Global != "" {
 		out = append(out, f.Global)
 	}
-	out = append(out, chain(root, cwd)...)
-	for _, dir := range out {
-		for _, name := range f.Names {
-			path := filepath.Join(dir, name)
-			if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-				continue
-			}
-			if target, err := filepath.EvalSymlinks(path); err == nil && filepath.Dir(target) != dir {
-				out = append(out, filepath.Dir(target))
-			}
+	return append(out, chain(root, cwd)...)
+}
+
+// linked are the folders of the files that those of files that are links
+// lead to, when elsewhere.
+func linked(files []File) []string {
+	var out []string
+	for _, file := range files {
+		if fi, err := os.Lstat(file.Path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		if target, err := filepath.EvalSymlinks(file.Path); err == nil && filepath.Dir(target) != filepath.Dir(file.Path) {
+			out = append(out, filepath.Dir(target))
 		}
 	}
 	return out
+}
+
+// Watched is DiscoverAgain under w: the folders are watched for key
+// before they are read, so that a change made while they are read is
+// seen at the next look; an instruction file that is a link has the
+// folder of its file watched too (and is read again once it is). watched
+// says whether w holds them all (Watch.Same may then be asked).
+func (f Finder) Watched(w *Watch, key, root, cwd string, prev []File, empty []Empty) (files []File, nowEmpty []Empty, watched bool) {
+	dirs := f.Folders(root, cwd)
+	watched = w.Look(key, dirs)
+	files, nowEmpty = f.DiscoverAgain(root, cwd, prev, empty)
+	if more := linked(files); watched && len(more) > 0 {
+		watched = w.Look(key, append(dirs, more...))
+		files, nowEmpty = f.DiscoverAgain(root, cwd, files, nowEmpty)
+	}
+	return files, nowEmpty, watched
 }
 
 // Discover reads the instructions of a session in cwd whose instructions

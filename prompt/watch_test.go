@@ -95,8 +95,12 @@ func TestWatchFollowsLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := Finder{Names: names, MaxBytes: 1000}
-	if !w.Look("s", f.Folders(root, cwd)) || !w.Same("s") {
+	files, _, watched := f.Watched(w, "s", root, cwd, nil, nil)
+	if !watched || !w.Same("s") {
 		t.Fatal("the folders could not be watched")
+	}
+	if len(files) != 1 || files[0].Text != "shared rules" {
+		t.Fatalf("found %+v", files)
 	}
 	if err := os.WriteFile(filepath.Join(root, "shared", "rules.md"), []byte("new shared rules"), 0o644); err != nil {
 		t.Fatal(err)

@@ -87,6 +87,34 @@ func (k Sink) Answer(sid string, r actors.Reply, result json.RawMessage, rerr *a
 	k.a.answer(sid, r, res, rerr)
 }
 
+// Note keeps note with request r in the connection's table while it is
+// in flight (jsonrpc.Conn.Annotate): what a Forwarder knows of a request
+// it handed on (its node) has no table of its own. False when r is
+// answered already.
+func (k Sink) Note(r actors.Reply, note any) bool { return k.a.rpc.Annotate(r.ID, r.Seq, note) }
+
+// Noted is request id as the connection's table keeps it while it is in
+// flight, and its note; false when it is answered.
+func (k Sink) Noted(id jsonrpc.ID) (actors.Reply, any, bool) {
+	in, ok := k.a.rpc.Lookup(id)
+	if !ok {
+		return actors.Reply{}, nil, false
+	}
+	return actors.Reply{ID: id, Method: in.Method, Seq: in.Seq}, in.Note, true
+}
+
+// NotedAll are the requests in flight whose note keep keeps.
+func (k Sink) NotedAll(keep func(note any) bool) map[actors.Reply]any {
+	var out map[actors.Reply]any
+	for id, in := range k.a.rpc.Noted(keep) {
+		if out == nil {
+			out = map[actors.Reply]any{}
+		}
+		out[actors.Reply{ID: id, Method: in.Method, Seq: in.Seq}] = in.Note
+	}
+	return out
+}
+
 // Deliver sends msg to pid once everything queued before it for session
 // sid is written.
 func (k Sink) Deliver(sid string, pid *actor.PID, msg any) { k.a.box.Deliver(sid, pid, msg) }

@@ -298,6 +298,13 @@ func (c *Conn) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRespo
 	return r, err
 }
 
+// PromptCancelRequest is session/prompt whose end of ctx tells the agent
+// with $/cancel_request alone, which cancels this prompt only (the SDK
+// also sends session/cancel, which cancels every prompt of the session).
+func (c *Conn) PromptCancelRequest(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	return call[acp.PromptResponse](ctx, c, acp.AgentMethodSessionPrompt, p)
+}
+
 // Cancel is session/cancel.
 func (c *Conn) Cancel(ctx context.Context, p acp.CancelNotification) error {
 	return c.notify(ctx, acp.AgentMethodSessionCancel, p)

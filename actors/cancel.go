@@ -3,6 +3,8 @@ package actors
 import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // Cancellation. A cancel names the prompts it covers by their sequence in
@@ -18,6 +20,26 @@ func (m *CancelTurns) covers(seq uint64) bool {
 		return seq == m.UpTo
 	}
 	return seq <= m.UpTo
+}
+
+// onCancelRequest cancels the turn answering request m.ID, or, when it
+// has not arrived, notes that it arrives cancelled.
+func (s *session) onCancelRequest(ctx actor.Context, m *CancelRequest) {
+	if m.ID.IsZero() {
+		return
+	}
+	for _, t := range append([]*turn{s.cur}, s.queue...) {
+		if t != nil && t.out.ID == m.ID {
+			s.onCancel(ctx, &CancelTurns{UpTo: t.seq, Only: true})
+			return
+		}
+	}
+	if s.cancelIDs == nil {
+		s.cancelIDs = map[jsonrpc.ID]bool{}
+	}
+	if len(s.cancelIDs) < maxWaiting {
+		s.cancelIDs[m.ID] = true
+	}
 }
 
 func (s *session) onCancel(ctx actor.Context, m *CancelTurns) {

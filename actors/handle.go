@@ -9,6 +9,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // maxWaiting bounds the prompts of one session that may wait unanswered:
@@ -171,6 +173,12 @@ func (s *Session) Cancel() {
 // CancelPrompt cancels prompt seq alone (its request was cancelled).
 func (s *Session) CancelPrompt(seq uint64) {
 	s.rt.sys.Root.Send(s.pid, &CancelTurns{UpTo: seq, Only: true})
+}
+
+// CancelRequest cancels the prompt of request id alone, queued, running
+// or still on its way (its $/cancel_request).
+func (s *Session) CancelRequest(id jsonrpc.ID) {
+	s.rt.sys.Root.Send(s.pid, &CancelRequest{ID: id})
 }
 
 // Announce tells the session that the response carrying its id is queued:

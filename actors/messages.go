@@ -4,6 +4,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/prompt"
 	"github.com/mm-agent/mm/store"
@@ -173,6 +174,17 @@ type CancelTurns struct {
 
 // GetPriority puts cancels ahead of every other user message.
 func (*CancelTurns) GetPriority() int8 { return 7 }
+
+// CancelRequest cancels the prompt of request ID alone (its
+// $/cancel_request): the turn answering it, queued or running. It is a
+// high-priority message, like CancelTurns: one that reaches the session
+// before the prompt's StartTurn cancels that prompt when it arrives. The
+// session's turns are its table of the prompts in flight: no one else
+// keeps one to find a prompt by its request.
+type CancelRequest struct{ ID jsonrpc.ID }
+
+// GetPriority puts cancels ahead of every other user message.
+func (*CancelRequest) GetPriority() int8 { return 7 }
 
 // Announce tells a session actor that the response carrying its id is on
 // its way to the client, ahead of anything the session queues from now on:

@@ -11,7 +11,7 @@ import "github.com/asynkron/protoactor-go/actor"
 // methods): those wait while the session moves.
 func fromEdge(msg any) bool {
 	switch msg.(type) {
-	case *StartTurn, *CancelTurns, *Announce, *Flush, *Replay, *Resume, *GetState,
+	case *StartTurn, *CancelTurns, *CancelRequest, *Announce, *Flush, *Replay, *Resume, *GetState,
 		*Attach, *settle, *Forget, *SetMode, *SetModel, *SetSandbox, *SetNetwork, *endSession:
 		return true
 	}
@@ -27,6 +27,14 @@ func keep(kept []any, msg any) []any {
 		if last, ok := kept[len(kept)-1].(*CancelTurns); ok && !last.Only {
 			kept[len(kept)-1] = c
 			return kept
+		}
+	}
+	if c, ok := msg.(*CancelRequest); ok {
+		// The same request cancelled again: once is enough.
+		for _, k := range kept {
+			if o, ok := k.(*CancelRequest); ok && o.ID == c.ID {
+				return kept
+			}
 		}
 	}
 	return append(kept, msg)

@@ -19,7 +19,7 @@ import (
 // not in this list.
 var messages = []any{
 	// to a session
-	StartTurn{}, CancelTurns{}, Announce{}, Replay{}, Resume{}, Attach{}, SetMode{}, SetModel{},
+	StartTurn{}, CancelTurns{}, CancelRequest{}, Announce{}, Replay{}, Resume{}, Attach{}, SetMode{}, SetModel{},
 	SetSandbox{}, SetNetwork{}, Flush{}, Forget{}, GetState{}, settle{}, endSession{}, unstash{},
 	// answers
 	TurnResult{}, Outcome{}, Done{}, SessionState{},

@@ -10,6 +10,7 @@ import (
 	"github.com/mm-agent/mm/agents"
 	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/procs"
+	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/lsp"
 	"github.com/mm-agent/mm/mcpclient"
@@ -122,8 +123,11 @@ type session struct {
 	// either was cancelled before it got here.
 	lastSeq, cancelUpTo uint64
 	cancelOne           map[uint64]bool
-	cur                 *turn
-	queue               []*turn
+	// cancelIDs are the requests whose $/cancel_request came before their
+	// prompt (CancelRequest), at most maxWaiting.
+	cancelIDs map[jsonrpc.ID]bool
+	cur       *turn
+	queue     []*turn
 	// closing is set once the actor is stopping.
 	closing bool
 	// announced is set once available_commands_update has been queued.
@@ -262,6 +266,8 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		s.onCompactDone(ctx, m)
 	case *CancelTurns:
 		s.onCancel(ctx, m)
+	case *CancelRequest:
+		s.onCancelRequest(ctx, m)
 	case *Announce:
 		s.announce()
 	case *slotGranted:

@@ -338,3 +338,59 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestCancelRequest: a prompt's $/cancel_request finds it among the
+// session's turns, running or queued, and cancels it alone; one that
+// reaches the session before its prompt (a cancel overtakes the mailbox,
+// as on a cluster node) cancels that prompt when it arrives, and no
+// other.
+func TestCancelRequest(t *testing.T) {
+	rt, out := newTestRuntime(t, `
+default:
+  steps:
+    - {text: "slow", latency: 10s}
+rules:
+  - match: "^quick$"
+    steps:
+      - {text: "done"}
+`)
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	answer := func(id string) *TurnResult {
+		t.Helper()
+		var got *TurnResult
+		waitFor(t, func() bool {
+			for _, a := range out.answered() {
+				if a.id == id {
+					got = a.res
+					return true
+				}
+			}
+			return false
+		})
+		return got
+	}
+	s.Start(text("slow"), NewReply(jsonrpc.IntID(1), ""))  // running
+	s.Start(text("slow"), NewReply(jsonrpc.IntID(2), ""))  // queued
+	s.Start(text("quick"), NewReply(jsonrpc.IntID(3), "")) // queued behind them
+	s.CancelRequest(jsonrpc.IntID(2))
+	if r := answer("2"); r.StopReason != acp.StopReasonCancelled {
+		t.Errorf("the queued prompt cancelled by its request: %+v", r)
+	}
+	s.CancelRequest(jsonrpc.IntID(1))
+	if r := answer("1"); r.StopReason != acp.StopReasonCancelled {
+		t.Errorf("the running prompt cancelled by its request: %+v", r)
+	}
+	if r := answer("3"); r.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("the prompt no cancel named: %+v", r)
+	}
+	// Its cancel first, then the prompt.
+	s.CancelRequest(jsonrpc.StringID("early"))
+	s.Start(text("quick"), NewReply(jsonrpc.IntID(4), ""))
+	if r := answer("4"); r.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("a prompt another request's cancel does not name: %+v", r)
+	}
+	s.Start(text("slow"), NewReply(jsonrpc.StringID("early"), ""))
+	if r := answer(`"early"`); r.StopReason != acp.StopReasonCancelled {
+		t.Errorf("a prompt whose cancel came first: %+v", r)
+	}
+}

@@ -116,8 +116,9 @@ func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 		t.text, t.extra, t.images = history.Flatten(m.Prompt, limit, s.rt.visionFor(s.modelID), uriPath)
 	}
 	s.lastSeq = max(s.lastSeq, m.Seq)
-	if s.cancelOne[m.Seq] || (m.Seq != 0 && m.Seq <= s.cancelUpTo) || s.closing {
+	if s.cancelOne[m.Seq] || (m.Seq != 0 && m.Seq <= s.cancelUpTo) || s.closing || s.cancelIDs[m.Reply.ID] {
 		delete(s.cancelOne, m.Seq)
+		delete(s.cancelIDs, m.Reply.ID)
 		res := &TurnResult{StopReason: acp.StopReasonCancelled, Usage: s.usage.acp()}
 		s.turnEnded(t, res)
 		s.reply(t, res)

@@ -286,7 +286,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		return
 	case acpmethod.CancelRequest:
 		if id, ok := jsonrpc.IDOf(requestIDOf(c)); ok {
-			l.c.CancelRequest(id)
+			l.c.CancelRequest(c.SessionId, id)
 		}
 		return
 	}
@@ -350,7 +350,7 @@ func (g *grain) cancel(ctx actor.Context, m *grainspb.Cancel) {
 	}
 	if len(m.RequestId) > 0 {
 		if id, ok := jsonrpc.IDOf(m.RequestId); ok {
-			l.c.CancelRequest(id)
+			l.c.CancelRequest(m.SessionId, id)
 		}
 		return
 	}

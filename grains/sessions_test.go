@@ -206,6 +206,18 @@ func TestSessionsAsGrains(t *testing.T) {
 	case <-time.After(testwait.Hang):
 		t.Fatal("the cancel did not reach node 1")
 	}
+	// $/cancel_request alone ends that prompt on node 1: the session's
+	// next prompt, queued behind an hour otherwise, is answered.
+	asked = srv.Requests()
+	pctx, stop := context.WithCancel(ctx)
+	go func() {
+		_, _ = c.PromptCancelRequest(pctx, acp.PromptRequest{SessionId: remote, Prompt: []acp.ContentBlock{acp.TextBlock("slow")}})
+	}()
+	waitFor(t, "the second slow turn at the model", func() bool { return srv.Requests() > asked })
+	stop()
+	if res, err := c.Ask(ctx, remote, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the prompt after a $/cancel_request on node 1: %v %v", res, err)
+	}
 
 	// Node 1 drains and leaves; its sessions come back on node 0.
 	dctx, cancel := context.WithTimeout(ctx, testwait.Hang)

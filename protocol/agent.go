@@ -323,8 +323,8 @@ func (c *Caller) create(r actors.Reply, make func() (string, any, error)) (start
 }
 
 // servePrompt starts a prompt's turn in its session's order; its response
-// comes from the outbox once the turn has ended. The request is kept by
-// id until then, for $/cancel_request.
+// comes from the outbox once the turn has ended. A $/cancel_request finds
+// it in its session (Session.CancelRequest).
 func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest) {
 	sid := string(p.SessionId)
 	s := c.live(sid)
@@ -338,9 +338,6 @@ func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest) {
 		c.answer(sid, r, nil, &acp.RequestError{Code: jsonrpc.ErrInvalidRequest.Code, Message: err.Error(),
 			Data: map[string]any{"sessionId": sid, "error": err.Error()}})
 		return
-	}
-	if c.notes.started(r, s, seq) {
-		s.CancelPrompt(seq) // its $/cancel_request came first
 	}
 	if c.isDraining() {
 		// Read before the connection ended, served after: it is

@@ -59,7 +59,6 @@ type Caller struct {
 	// notes keep what $/cancel_request needs of the client's prompts in
 	// flight (prompt.go): in the connection's table for a connection's
 	// caller, in prompts for a remote client's.
-	notes promptNotes
 
 	mu sync.Mutex
 	// cwds are the project folders this client has named (new, load,
@@ -157,7 +156,6 @@ type CallerOptions struct {
 func (h *Hub) NewCaller(o CallerOptions) *Caller {
 	c := h.newCaller(o.Log, o.Owner, o.Roots, true, o.Node)
 	c.out, c.asks = linkOut{c: c, link: o.Link}, o.Asks
-	c.notes = &prompts{}
 	return c
 }
 
@@ -179,7 +177,6 @@ func (o linkOut) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int
 func (o linkOut) Deliver(sid string, pid *actor.PID, msg any) { o.link.Deliver(sid, pid, msg) }
 
 func (o linkOut) Answer(sid string, r actors.Reply, res any) {
-	defer o.c.notes.answered(r)
 	if r.ID.IsZero() {
 		return // nobody's (Reopen's)
 	}
@@ -220,8 +217,12 @@ func (c *Caller) CancelSession(sid string) {
 }
 
 // CancelRequest serves the client's $/cancel_request of one of its
-// prompts here.
-func (c *Caller) CancelRequest(id jsonrpc.ID) { c.notes.cancel(id) }
+// prompts in session sid here: the session finds it among its turns.
+func (c *Caller) CancelRequest(sid string, id jsonrpc.ID) {
+	if s := c.live(sid); s != nil {
+		s.CancelRequest(id)
+	}
+}
 
 // Reopen makes session sid live here again, quietly, before the client's
 // next request of it, when it is not live on this hub: the session was on

@@ -49,15 +49,16 @@ func (f *loopForwarder) Forward(sid string, r actors.Reply, p any, _ json.RawMes
 		f.c.CancelSession(sid)
 		return
 	}
-	f.link.expect(r)
+	f.link.expect(r, sid)
 	f.c.Serve(r.Method, r.ID, p, sid)
 }
 
 func (f *loopForwarder) CancelRequest(requestID jsonrpc.ID) bool {
-	if !f.link.waiting(requestID) {
+	sid, ok := f.link.waiting(requestID)
+	if !ok {
 		return false
 	}
-	f.c.CancelRequest(requestID)
+	f.c.CancelRequest(sid, requestID)
 	return true
 }
 
@@ -67,21 +68,23 @@ func (f *loopForwarder) Close(time.Duration) { f.c.Close() }
 type loopLink struct {
 	sink protocol.Sink
 	mu   sync.Mutex
-	// asked are the edge's requests by id, as its outbox expects them.
+	// asked are the edge's requests by id, as its outbox expects them;
+	// sids their sessions.
 	asked map[jsonrpc.ID]actors.Reply
+	sids  map[jsonrpc.ID]string
 }
 
-func (l *loopLink) expect(r actors.Reply) {
+func (l *loopLink) expect(r actors.Reply, sid string) {
 	l.mu.Lock()
-	l.asked[r.ID] = r
+	l.asked[r.ID], l.sids[r.ID] = r, sid
 	l.mu.Unlock()
 }
 
-func (l *loopLink) waiting(id jsonrpc.ID) bool {
+func (l *loopLink) waiting(id jsonrpc.ID) (string, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, ok := l.asked[id]
-	return ok
+	return l.sids[id], ok
 }
 
 func (l *loopLink) Update(sid string, u acp.SessionUpdate) { l.Stream(sid, u, nil, 0) }
@@ -102,6 +105,7 @@ func (l *loopLink) Answer(sid string, r actors.Reply, result any, rerr *acp.Requ
 	l.mu.Lock()
 	er, ok := l.asked[r.ID]
 	delete(l.asked, r.ID)
+	delete(l.sids, r.ID)
 	l.mu.Unlock()
 	if !ok {
 		return
@@ -153,7 +157,7 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 	edge, node := newHub(), newHub()
 	connect := func(owner string) *acptest.Conn {
 		c := acptest.OnHub(edge, protocol.ConnOptions{Owner: owner, Forward: func(sink protocol.Sink) protocol.Forwarder {
-			l := &loopLink{sink: sink, asked: map[jsonrpc.ID]actors.Reply{}}
+			l := &loopLink{sink: sink, asked: map[jsonrpc.ID]actors.Reply{}, sids: map[jsonrpc.ID]string{}}
 			return &loopForwarder{link: l, c: node.NewCaller(protocol.CallerOptions{Owner: owner, Node: "n1", Link: l,
 				Asks: protocol.NewClient(l.call, sink.Forms, sink.Caps)})}
 		}})

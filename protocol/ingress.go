@@ -155,9 +155,12 @@ func (in *ingress) preempt(r *jsonrpc.Request) bool {
 		if f := a.forward; f != nil && f.CancelRequest(id) {
 			return true
 		}
-		// A cancel of a request that is not a prompt: the others are
-		// answered at once, or waited for by their session in order.
-		a.notes.cancel(id)
+		// Only a prompt is cancelled: the others are answered at once, or
+		// waited for by their session in order. Its session finds it
+		// among its turns, arrived or on its way.
+		if in, ok := a.rpc.Lookup(id); ok && in.Method == acp.AgentMethodSessionPrompt {
+			a.CancelRequest(in.Session, id)
+		}
 		return true
 	}
 	return false

@@ -90,7 +90,6 @@ func (h *Hub) connect(o ConnOptions, shared bool) *Conn {
 	box := newOutbox(rpc, log)
 	a.box, a.rpc = box, rpc
 	a.out, a.asks = box, client{call: a.call, forms: a.forms, caps: a.caps}
-	a.notes = rpcNotes{rpc}
 	box.encode = a.encode
 	box.written = func(n int) {
 		rpc.Written(n)

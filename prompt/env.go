@@ -78,13 +78,34 @@ type Policy struct {
 // set, makes the git commands run as the session's commands do (a tenant's
 // repository may configure what git runs); lookPath finds rg.
 func Gather(ctx context.Context, cwd, root string, now time.Time, confine func(*exec.Cmd) (func(), error)) Env {
-	env := Env{Date: now, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: cwd}
-	_, err := exec.LookPath("rg")
-	env.RG = err == nil
+	env := Env{Date: now, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: cwd, RG: rgInstalled(now)}
 	if _, err := os.Lstat(root + string(os.PathSeparator) + ".git"); err == nil {
 		env.Git = snapshot(ctx, cwd, root, confine)
 	}
 	return env
+}
+
+// rgSeen is whether rg was on PATH when last looked for, and when: a
+// machine's programs change seldom, and looking costs a stat of every
+// folder of PATH, which a process that opens sessions by the thousand
+// pays once a minute, not once a session.
+var rgSeen struct {
+	sync.Mutex
+	at time.Time
+	ok bool
+}
+
+// rgLookAgain is how long what rgSeen says holds.
+const rgLookAgain = time.Minute
+
+func rgInstalled(now time.Time) bool {
+	rgSeen.Lock()
+	defer rgSeen.Unlock()
+	if rgSeen.at.IsZero() || now.Sub(rgSeen.at) >= rgLookAgain || now.Before(rgSeen.at) {
+		_, err := exec.LookPath("rg")
+		rgSeen.at, rgSeen.ok = now, err == nil
+	}
+	return rgSeen.ok
 }
 
 // snapshot runs `git status` and `git log` side by side, within

@@ -119,3 +119,24 @@ func TestGitSnapshotBounded(t *testing.T) {
 		t.Errorf("hanging git: err %q after %v", g.Err, time.Since(start))
 	}
 }
+
+// TestRGLookedForOnceAMinute: whether rg is installed is looked for on
+// PATH again only after a minute.
+func TestRGLookedForOnceAMinute(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	now := time.Now().Add(time.Hour) // past any look of the other tests
+	if rgInstalled(now) {
+		t.Fatal("rg found on an empty PATH")
+	}
+	rg := filepath.Join(dir, "rg")
+	if err := os.WriteFile(rg, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if rgInstalled(now.Add(time.Second)) {
+		t.Error("looked for again within the minute")
+	}
+	if !rgInstalled(now.Add(rgLookAgain)) {
+		t.Error("not looked for again after a minute")
+	}
+}

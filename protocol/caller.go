@@ -56,9 +56,6 @@ type Caller struct {
 	// waits for a free one, so a flood of them slows the reading down.
 	creating sync.WaitGroup
 	creators chan struct{}
-	// notes keep what $/cancel_request needs of the client's prompts in
-	// flight (prompt.go): in the connection's table for a connection's
-	// caller, in prompts for a remote client's.
 
 	mu sync.Mutex
 	// cwds are the project folders this client has named (new, load,

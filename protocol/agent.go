@@ -290,9 +290,13 @@ const maxCreating = 16
 // session/fork) off the ingress's goroutine, which must not wait on the
 // disk: its response is queued on the new session's ordered writer, then
 // the session announces its commands behind it. The caller waits for a
-// free creator: a flood of creations slows the reading down.
+// free creator: a flood of creations slows the reading down. A remote
+// client's creation, served from a grain's Receive, waits for it on its
+// own goroutine instead.
 func (c *Caller) create(r actors.Reply, make func() (string, any, error)) (started bool) {
-	c.creators <- struct{}{}
+	if !c.inMailbox {
+		c.creators <- struct{}{}
+	}
 	c.mu.Lock()
 	closed := c.draining
 	if !closed {
@@ -300,11 +304,16 @@ func (c *Caller) create(r actors.Reply, make func() (string, any, error)) (start
 	}
 	c.mu.Unlock()
 	if closed {
-		<-c.creators
+		if !c.inMailbox {
+			<-c.creators
+		}
 		c.answer("", r, nil, errShuttingDown)
 		return false
 	}
 	go func() {
+		if c.inMailbox {
+			c.creators <- struct{}{}
+		}
 		defer func() {
 			<-c.creators
 			c.creating.Done()

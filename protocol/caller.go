@@ -56,6 +56,11 @@ type Caller struct {
 	// waits for a free one, so a flood of them slows the reading down.
 	creating sync.WaitGroup
 	creators chan struct{}
+	// inMailbox is set for a remote client's Caller: its requests are
+	// served from its sessions' grains' Receive, which must not wait, so
+	// a creation waits for its creator on its own goroutine (the client's
+	// node slows its reading down itself).
+	inMailbox bool
 
 	mu sync.Mutex
 	// cwds are the project folders this client has named (new, load,
@@ -153,6 +158,7 @@ type CallerOptions struct {
 func (h *Hub) NewCaller(o CallerOptions) *Caller {
 	c := h.newCaller(o.Log, o.Owner, o.Roots, true, o.Node)
 	c.out, c.asks = linkOut{c: c, link: o.Link}, o.Asks
+	c.inMailbox = true
 	return c
 }
 

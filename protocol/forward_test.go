@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,6 +42,8 @@ rules:
 type loopForwarder struct {
 	c    *protocol.Caller
 	link *loopLink
+	// served counts the requests Serve has returned from.
+	served atomic.Int32
 }
 
 func (f *loopForwarder) Forward(sid string, r actors.Reply, p any, _ json.RawMessage) {
@@ -51,6 +54,7 @@ func (f *loopForwarder) Forward(sid string, r actors.Reply, p any, _ json.RawMes
 	}
 	f.link.expect(r, sid)
 	f.c.Serve(r.Method, r.ID, p, sid)
+	f.served.Add(1)
 }
 
 func (f *loopForwarder) CancelRequest(requestID jsonrpc.ID) bool {
@@ -155,11 +159,13 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 		return h
 	}
 	edge, node := newHub(), newHub()
+	var fwd *loopForwarder
 	connect := func(owner string) *acptest.Conn {
 		c := acptest.OnHub(edge, protocol.ConnOptions{Owner: owner, Forward: func(sink protocol.Sink) protocol.Forwarder {
 			l := &loopLink{sink: sink, asked: map[jsonrpc.ID]actors.Reply{}, sids: map[jsonrpc.ID]string{}}
-			return &loopForwarder{link: l, c: node.NewCaller(protocol.CallerOptions{Owner: owner, Node: "n1", Link: l,
+			fwd = &loopForwarder{link: l, c: node.NewCaller(protocol.CallerOptions{Owner: owner, Node: "n1", Link: l,
 				Asks: protocol.NewClient(l.call, sink.Forms, sink.Caps)})}
+			return fwd
 		}})
 		t.Cleanup(func() { _ = c.Close(testwait.Hang) })
 		return c
@@ -196,6 +202,26 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 	if r := <-done; r != acp.StopReasonCancelled {
 		t.Errorf("cancelled turn: %s", r)
 	}
+	// Every creator of the remote client taken: its session/new waits for
+	// one on a goroutine of its own, not in Serve (on a node, a grain's
+	// Receive), and is made once one is free.
+	release := protocol.HoldCreators(fwd.c)
+	before := fwd.served.Load()
+	made := make(chan error, 1)
+	go func() {
+		_, err := c.NewSession(e.ctx, acp.NewSessionRequest{Cwd: e.cwd, McpServers: []acp.McpServer{}})
+		made <- err
+	}()
+	waitFor(t, func() bool { return fwd.served.Load() > before })
+	select {
+	case err := <-made:
+		t.Fatalf("a session/new answered with no creator free: %v", err)
+	default:
+	}
+	release()
+	if err := <-made; err != nil {
+		t.Fatalf("the session/new once a creator is free: %v", err)
+	}
 	bob := connect("bob")
 	if _, err := bob.Init(e.ctx); err != nil {
 		t.Fatal(err)
@@ -203,7 +229,7 @@ func TestSessionsServedOnAnotherNode(t *testing.T) {
 	if _, err := bob.Prompt(e.ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("ping")}}); !unknown(err) {
 		t.Errorf("another owner's prompt on the other node: %v, want the unknown-session error", err)
 	}
-	if edge.Sessions() != 0 || node.Sessions() != 1 {
-		t.Errorf("sessions: %d on the edge, %d on the node; want 0 and 1", edge.Sessions(), node.Sessions())
+	if edge.Sessions() != 0 || node.Sessions() != 2 {
+		t.Errorf("sessions: %d on the edge, %d on the node; want 0 and 2", edge.Sessions(), node.Sessions())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
@@ -19,11 +20,33 @@ import (
 // connection's ordered outbox; their questions go to the client as mm's
 // own calls, and the answers back to the session's link (link.go).
 
-// askKey names a session's question to the client: its link's and its
-// number there.
-type askKey struct {
-	link   string
-	number uint64
+// asked is a session's question to the client as the connection's table
+// of mm's calls keeps it (its note: Sink.AskNoted): the link that put it
+// and the actor that waits for its answer. The edge keeps no table of its
+// own.
+type asked struct {
+	link  *actor.PID
+	reply *actor.PID
+}
+
+// askedBy says whether note is a question link put (nil: any link's) on
+// the node of an address in nodes (nil: any node), or the one whose
+// waiter is reply (nil: any).
+func askedBy(link, reply *actor.PID, nodes []string) func(note any) bool {
+	return func(note any) bool {
+		a, ok := note.(*asked)
+		switch {
+		case !ok:
+			return false
+		case link != nil && !a.link.Equal(link):
+			return false
+		case reply != nil && !a.reply.Equal(reply):
+			return false
+		case nodes != nil && !slices.Contains(nodes, a.link.Address):
+			return false
+		}
+		return true
+	}
 }
 
 // receive takes what the connection's sessions send from their nodes; the
@@ -42,13 +65,8 @@ func (c *edgeConn) receive(ctx actor.Context) {
 	case *grainspb.Out:
 		c.out(m)
 	case *grainspb.Abandon:
-		c.mu.Lock()
-		k := askKey{link: connKey(m.Link), number: m.Number}
-		cancel := c.asks[k]
-		delete(c.asks, k)
-		c.mu.Unlock()
-		if cancel != nil {
-			cancel()
+		if m.Ask != nil {
+			c.sink.Abandon(askedBy(pidOf(m.Link), pidOf(m.Ask), nil))
 		}
 	}
 }
@@ -70,9 +88,11 @@ func (c *edgeConn) out(m *grainspb.Out) {
 		}
 		switch it := m.Item.(type) {
 		case *grainspb.Out_Ask:
-			a := &grainspb.Answer{Number: it.Ask.Number, Failed: "this node is no longer a member of the cluster"}
-			a.Proof = c.k.prove(link, a)
-			root.Send(link, a)
+			if to := replyTo(link, it.Ask); to != nil {
+				a := &grainspb.Answer{Failed: "this node is no longer a member of the cluster"}
+				a.Proof = c.k.prove(to, a)
+				root.Send(to, a)
+			}
 		case *grainspb.Out_Deliver:
 			d := &grainspb.Delivered{Number: it.Deliver}
 			d.Proof = c.k.prove(link, d)
@@ -110,36 +130,40 @@ func (c *edgeConn) out(m *grainspb.Out) {
 	}
 }
 
+// replyTo is where the answer to a goes: the actor its link named, which
+// must be on the link's node (nil when it is not, or none is named).
+func replyTo(link *actor.PID, a *grainspb.Ask) *actor.PID {
+	if a.ReplyTo == nil || a.ReplyTo.Address != link.Address {
+		return nil
+	}
+	return pidOf(a.ReplyTo)
+}
+
 // ask puts a session's question to the client in the outbox now, in the
-// session's order, and sends the client's answer back to the session's
-// link once it comes, off the actor.
+// session's order, and sends the client's answer back to the actor that
+// waits for it on the session's node once it comes, off the actor.
 func (c *edgeConn) ask(link *actor.PID, sid string, a *grainspb.Ask) {
-	wait := c.sink.Ask(sid, a.Method, nullable(a.Params))
-	ctx, cancel := context.WithCancel(context.Background())
-	k := askKey{link: link.Address + "/" + link.Id, number: a.Number}
-	c.mu.Lock()
-	c.asks[k] = cancel
-	c.mu.Unlock()
+	to := replyTo(link, a)
+	if to == nil {
+		c.e.refused.say(fmt.Sprintf("a question of %s's connection %s names no actor of its link's node %s to answer", c.owner, c.self.Id, link.Address))
+		return
+	}
+	wait := c.sink.AskNoted(sid, a.Method, nullable(a.Params), &asked{link: link, reply: to})
 	root := c.e.m.System().Root
 	go func() {
-		res, err := wait(ctx)
-		abandoned := ctx.Err() != nil
-		c.mu.Lock()
-		delete(c.asks, k)
-		c.mu.Unlock()
-		cancel()
-		answer := &grainspb.Answer{Number: a.Number, Result: res}
+		res, err := wait(context.Background())
+		answer := &grainspb.Answer{Result: res}
 		var rerr *acp.RequestError
 		switch {
+		case errors.Is(err, jsonrpc.ErrAbandoned):
+			return // abandoned by the session, or its node is lost
 		case errors.As(err, &rerr):
 			answer.Error = wireError(rerr)
-		case err != nil && abandoned:
-			return // abandoned by the session, or its node is lost
 		case err != nil:
 			answer.Failed = err.Error()
 		}
-		answer.Proof = c.k.prove(link, answer)
-		root.Send(link, answer)
+		answer.Proof = c.k.prove(to, answer)
+		root.Send(to, answer)
 	}()
 }
 

@@ -1,14 +1,12 @@
 package grains
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +79,7 @@ func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 	return func(sink protocol.Sink) protocol.Forwarder {
 		c := &edgeConn{e: e, owner: owner, sink: sink,
 			lanes: map[string]*lane{}, links: map[string]*actor.PID{},
-			sessions: map[string]*actor.PID{}, asks: map[askKey]context.CancelFunc{}, changed: make(chan struct{})}
+			sessions: map[string]*actor.PID{}, changed: make(chan struct{})}
 		sys := e.m.System()
 		self, err := sys.Root.SpawnNamed(e.hub.Runtime().Props(c.receive), "edge-"+rand.Text())
 		if err != nil {
@@ -169,7 +167,6 @@ type edgeConn struct {
 	lanes    map[string]*lane      // by session id
 	links    map[string]*actor.PID // the client's link on every node that took a call, by key
 	sessions map[string]*actor.PID // the session's actor, by session id, as the last call's Accepted named it
-	asks     map[askKey]context.CancelFunc
 	closing  bool
 	// changed is closed, and replaced, when a lane ends its work or a
 	// request is answered: what Close waits on (until).
@@ -356,7 +353,6 @@ func (c *edgeConn) fail(rs []*request, reason string) {
 func (c *edgeConn) lost(left []string) {
 	var lost []*request
 	handed := c.handedOn()
-	var asks []context.CancelFunc
 	c.mu.Lock()
 	for _, r := range handed {
 		if r.node != "" && slices.Contains(left, r.node) {
@@ -373,16 +369,8 @@ func (c *edgeConn) lost(left []string) {
 			delete(c.sessions, sid)
 		}
 	}
-	for k, cancel := range c.asks {
-		if slices.Contains(left, strings.SplitN(k.link, "/", 2)[0]) {
-			asks = append(asks, cancel)
-			delete(c.asks, k)
-		}
-	}
 	c.mu.Unlock()
-	for _, cancel := range asks {
-		cancel()
-	}
+	c.sink.Abandon(askedBy(nil, nil, left))
 	if len(lost) > 0 {
 		c.e.log.Warn(fmt.Sprintf("cluster: node %v lost with %d request(s) of a client in flight", left, len(lost)))
 		c.fail(lost, NodeLost)
@@ -434,12 +422,7 @@ func (c *edgeConn) Close(wait time.Duration) {
 	}
 	c.untilAnswered(deadline)
 	root.Stop(c.self)
-	c.mu.Lock()
-	for k, cancel := range c.asks {
-		cancel()
-		delete(c.asks, k)
-	}
-	c.mu.Unlock()
+	c.sink.Abandon(askedBy(nil, nil, nil))
 	c.e.mu.Lock()
 	delete(c.e.conns, c)
 	c.e.mu.Unlock()

@@ -51,16 +51,18 @@ type link struct {
 
 	mu     sync.Mutex
 	closed bool
+	// gone is closed with the link: the sessions' questions waiting for
+	// the client fail (ask).
+	gone chan struct{}
 	// debts are, by session, the budget its streamed output goes back to
 	// and the bytes of it on their way to the client: given back as the
 	// edge's credits come, or all at once when the link closes (a client
 	// that is gone writes nothing more).
 	debts map[string]*debt
 	// delivers are the messages to send once the edge has written what
-	// came before them (Outbox.Deliver), by number; asks the sessions'
-	// questions to the client waiting for its answer, by number.
+	// came before them (Outbox.Deliver), by number. The sessions'
+	// questions to the client wait each in an actor of its own (ask).
 	delivers map[uint64]delivery
-	asks     map[uint64]chan *grainspb.Answer
 	next     uint64
 	once     sync.Once
 }
@@ -79,7 +81,7 @@ type delivery struct {
 // key is k, with its actor and its Caller on hub.
 func (h *Host) newLink(sys *actor.ActorSystem, key string, k *secret, call *grainspb.Call) *link {
 	l := &link{h: h, key: key, owner: call.Owner, k: k, edge: actor.NewPID(call.Conn.Address, call.Conn.Id), sys: sys, node: sys.Address(),
-		debts: map[string]*debt{}, delivers: map[uint64]delivery{}, asks: map[uint64]chan *grainspb.Answer{}}
+		debts: map[string]*debt{}, delivers: map[uint64]delivery{}, gone: make(chan struct{})}
 	l.self = sys.Root.Spawn(h.hub.Runtime().Props(l.receive))
 	l.me = &grainspb.Conn{Address: l.self.Address, Id: l.self.Id}
 	l.c = h.hub.NewCaller(protocol.CallerOptions{
@@ -94,20 +96,14 @@ func (h *Host) newLink(sys *actor.ActorSystem, key string, k *secret, call *grai
 func (l *link) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *grainspb.Answer, *grainspb.Credit, *grainspb.Delivered, *grainspb.Gone:
+		// An answer goes to the actor its question made (ask): one here
+		// is taken by nothing, and refused if forged.
 		if !l.k.checks(ctx.Self(), m.(proto.Message)) {
 			l.h.refused.say(fmt.Sprintf("a %T for the link of %s's connection %s: its proof does not check (made without the key of the connection)", m, l.owner, l.edge))
 			return
 		}
 	}
 	switch m := ctx.Message().(type) {
-	case *grainspb.Answer:
-		l.mu.Lock()
-		ch := l.asks[m.Number]
-		delete(l.asks, m.Number)
-		l.mu.Unlock()
-		if ch != nil {
-			ch <- m
-		}
 	case *grainspb.Credit:
 		l.mu.Lock()
 		d := l.debts[m.SessionId]
@@ -141,16 +137,14 @@ func (l *link) close() {
 	l.once.Do(func() {
 		l.mu.Lock()
 		l.closed = true
-		asks, delivers := l.asks, l.delivers
-		l.asks, l.delivers = map[uint64]chan *grainspb.Answer{}, map[uint64]delivery{}
+		close(l.gone)
+		delivers := l.delivers
+		l.delivers = map[uint64]delivery{}
 		for _, d := range l.debts {
 			d.b.Give(int(d.bytes))
 			d.bytes = 0
 		}
 		l.mu.Unlock()
-		for _, ch := range asks {
-			ch <- &grainspb.Answer{Failed: errLinkClosed.Error()}
-		}
 		for _, d := range delivers {
 			l.sys.Root.Send(d.to, d.msg)
 		}
@@ -253,17 +247,32 @@ func (l *link) ask(ctx context.Context, sid, method string, params any) (json.Ra
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan *grainspb.Answer, 1)
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
 		return nil, errLinkClosed
 	}
-	l.next++
-	k := l.next
-	l.asks[k] = ch
-	l.mu.Unlock()
-	l.send(sid, &grainspb.Out{Item: &grainspb.Out_Ask{Ask: &grainspb.Ask{Number: k, Method: method, Params: raw}}})
+	// The answer comes to an actor of the question's own, which takes it
+	// only with the connection's proof made for it: no table of waiters.
+	ch := make(chan *grainspb.Answer, 1)
+	waiter := l.sys.Root.Spawn(l.h.hub.Runtime().Props(func(ctx actor.Context) {
+		m, ok := ctx.Message().(*grainspb.Answer)
+		if !ok {
+			return
+		}
+		if !l.k.checks(ctx.Self(), m) {
+			l.h.refused.say(fmt.Sprintf("an Answer for a question of %s's connection %s: its proof does not check (made without the key of the connection)", l.owner, l.edge))
+			return
+		}
+		select {
+		case ch <- m:
+		default: // answered already
+		}
+	}))
+	defer l.sys.Root.Stop(waiter)
+	me := &grainspb.Conn{Address: waiter.Address, Id: waiter.Id}
+	l.send(sid, &grainspb.Out{Item: &grainspb.Out_Ask{Ask: &grainspb.Ask{ReplyTo: me, Method: method, Params: raw}}})
 	select {
 	case a := <-ch:
 		switch {
@@ -273,11 +282,10 @@ func (l *link) ask(ctx context.Context, sid, method string, params any) (json.Ra
 			return nil, requestError(a.Error)
 		}
 		return a.Result, nil
+	case <-l.gone:
+		return nil, errLinkClosed
 	case <-ctx.Done():
-		l.mu.Lock()
-		delete(l.asks, k)
-		l.mu.Unlock()
-		a := &grainspb.Abandon{Link: l.me, Number: k}
+		a := &grainspb.Abandon{Link: l.me, Ask: me}
 		a.Proof = l.k.prove(l.edge, a)
 		l.sys.Root.Send(l.edge, a)
 		return nil, ctx.Err()

@@ -173,7 +173,7 @@ func TestGrainRefusesWhatNoOwnerProved(t *testing.T) {
 	root := m.System().Root
 	root.Send(pidOf(a.Session), &grainspb.Cancel{Conn: conn, SessionId: sid})
 	root.Send(pidOf(a.Link), &grainspb.Gone{Conn: conn})
-	root.Send(pidOf(a.Link), &grainspb.Answer{Number: 1, Failed: "forged"})
+	root.Send(pidOf(a.Link), &grainspb.Answer{Failed: "forged"})
 	waitFor(t, "the forgeries refused and logged", func() bool {
 		return strings.Contains(out.String(), `refused a cancel of session "`+sid) &&
 			strings.Contains(out.String(), "refused a *grainspb.Gone") && strings.Contains(out.String(), "refused a *grainspb.Answer")

@@ -218,6 +218,35 @@ func TestSessionsAsGrains(t *testing.T) {
 	if res, err := c.Ask(ctx, remote, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("the prompt after a $/cancel_request on node 1: %v %v", res, err)
 	}
+	// A cancel while the client has not answered a question of node 1's:
+	// the turn ends at once, the question is given up on node 0, and its
+	// late answer goes nowhere.
+	release := make(chan struct{})
+	asked = len(c.Client.Permissions())
+	c.Client.Permission = func(acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+		<-release // the user looks away
+		return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{
+			Selected: &acp.RequestPermissionOutcomeSelected{OptionId: "allow"},
+		}}, nil
+	}
+	go func() {
+		res, _ := c.Ask(ctx, remote, "write")
+		done <- res.StopReason
+	}()
+	waitFor(t, "the permission request of node 1", func() bool { return len(c.Client.Permissions()) > asked })
+	_ = c.Cancel(ctx, acp.CancelNotification{SessionId: remote})
+	select {
+	case r := <-done:
+		if r != acp.StopReasonCancelled {
+			t.Errorf("a turn cancelled while it asked, on node 1: %s", r)
+		}
+	case <-time.After(testwait.Hang):
+		t.Fatal("the turn on node 1 waited for its abandoned question")
+	}
+	close(release)
+	if res, err := c.Ask(ctx, remote, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the prompt after an abandoned question on node 1: %v %v", res, err)
+	}
 
 	// Node 1 drains and leaves; its sessions come back on node 0.
 	dctx, cancel := context.WithTimeout(ctx, testwait.Hang)

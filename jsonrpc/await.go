@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"context"
+	"errors"
 	"strconv"
 )
 
@@ -20,6 +21,55 @@ import (
 func (c *Conn) Await(session string) (ID, <-chan Response) {
 	id, ch := c.await(session)
 	return id, ch
+}
+
+// ErrAbandoned is the wait's error of a call given up by its note
+// (Conn.Abandon).
+var ErrAbandoned = errors.New("the call was given up")
+
+// ExpectNoted is Expect for a call that keeps note while it is in flight:
+// Abandon gives up the calls whose note it names, as ctx's end does for
+// one (the peer is told with $/cancel_request by whoever waits), and
+// their wait returns ErrAbandoned.
+func (c *Conn) ExpectNoted(session string, note any) (id ID, wait func(ctx context.Context) (Response, error)) {
+	id, ch := c.await(session)
+	abandon := make(chan struct{})
+	c.mu.Lock()
+	if w, ok := c.outgoing[id]; ok {
+		w.note, w.abandon = note, abandon
+		c.outgoing[id] = w
+	}
+	c.mu.Unlock()
+	return id, func(ctx context.Context) (Response, error) {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				return Response{}, ErrClosed
+			}
+			return r, nil
+		case <-abandon:
+			return Response{}, ErrAbandoned
+		case <-ctx.Done():
+			c.forget(id)
+			return Response{}, ctx.Err()
+		}
+	}
+}
+
+// Abandon gives up this side's calls whose note keep keeps (ExpectNoted),
+// and says how many.
+func (c *Conn) Abandon(keep func(note any) bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for id, w := range c.outgoing {
+		if w.abandon != nil && keep(w.note) {
+			close(w.abandon)
+			delete(c.outgoing, id)
+			n++
+		}
+	}
+	return n
 }
 
 func (c *Conn) await(session string) (ID, chan Response) {

@@ -413,6 +413,10 @@ func (c *Conn) writeError(id ID, rawID json.RawMessage, session string, tag any,
 type call struct {
 	ch      chan Response
 	session string
+	// note is what the caller keeps with the call (ExpectNoted), and
+	// abandon is closed when the caller gives it up by its note (Abandon).
+	note    any
+	abandon chan struct{}
 }
 
 // Expect registers a call of this side's about session: its id, and wait, which returns

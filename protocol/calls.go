@@ -33,7 +33,20 @@ func (a *Agent) call(ctx context.Context, sessionID, method string, params any) 
 // answer), and returns the wait for the answer: ended by ctx, it gives the
 // request up and tells the client so ($/cancel_request).
 func (a *Agent) ask(sessionID, method string, params any) (wait func(context.Context) (json.RawMessage, error)) {
-	id, await := a.rpc.Expect(sessionID)
+	return a.askNoted(sessionID, method, params, nil)
+}
+
+// askNoted is ask for a call that keeps note in the connection's table of
+// its calls (jsonrpc.Conn.ExpectNoted), by which it may be given up
+// (Sink.Abandon); with a nil note, an ordinary call.
+func (a *Agent) askNoted(sessionID, method string, params, note any) (wait func(context.Context) (json.RawMessage, error)) {
+	var id jsonrpc.ID
+	var await func(context.Context) (jsonrpc.Response, error)
+	if note != nil {
+		id, await = a.rpc.ExpectNoted(sessionID, note)
+	} else {
+		id, await = a.rpc.Expect(sessionID)
+	}
 	a.box.Request(sessionID, id, method, params)
 	return func(ctx context.Context) (json.RawMessage, error) {
 		r, err := await(ctx)

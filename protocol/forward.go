@@ -127,6 +127,18 @@ func (k Sink) Ask(sid, method string, params json.RawMessage) func(context.Conte
 	return k.a.ask(sid, method, params)
 }
 
+// AskNoted is Ask for a call that keeps note with it in the connection's
+// table of its calls: Abandon gives it up by its note (the client is told
+// with $/cancel_request, and its wait returns jsonrpc.ErrAbandoned). What
+// a Forwarder knows of a question it put has no table of its own.
+func (k Sink) AskNoted(sid, method string, params json.RawMessage, note any) func(context.Context) (json.RawMessage, error) {
+	return k.a.askNoted(sid, method, params, note)
+}
+
+// Abandon gives up the calls of AskNoted whose note keep keeps, and says
+// how many.
+func (k Sink) Abandon(keep func(note any) bool) int { return k.a.rpc.Abandon(keep) }
+
 // Forms says whether the client shows forms (elicitation.form).
 func (k Sink) Forms() bool { return k.a.forms() }
 

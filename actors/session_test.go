@@ -263,12 +263,8 @@ func TestSessionSurvivesPanic(t *testing.T) {
 	}
 }
 
-// TestStartAnswersEveryPromptOnce: turns started without a waiting
-// goroutine (Session.Start) answer through the outbox exactly once — the
-// one that ran with its stop reason, the ones queued behind it, still in
-// the mailbox or started after the session stopped, cancelled.
-func TestStartAnswersEveryPromptOnce(t *testing.T) {
-	rt, out := newTestRuntime(t, `
+// slowOrQuick is a script whose turns take ten seconds, but "quick"'s.
+const slowOrQuick = `
 default:
   steps:
     - {text: "slow", latency: 10s}
@@ -276,7 +272,14 @@ rules:
   - match: "^quick$"
     steps:
       - {text: "done"}
-`)
+`
+
+// TestStartAnswersEveryPromptOnce: turns started without a waiting
+// goroutine (Session.Start) answer through the outbox exactly once — the
+// one that ran with its stop reason, the ones queued behind it, still in
+// the mailbox or started after the session stopped, cancelled.
+func TestStartAnswersEveryPromptOnce(t *testing.T) {
+	rt, out := newTestRuntime(t, slowOrQuick)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	s.Start(text("quick"), NewReply(jsonrpc.IntID(1), ""))
 	waitFor(t, func() bool { return len(out.answered()) == 1 })
@@ -345,15 +348,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // as on a cluster node) cancels that prompt when it arrives, and no
 // other.
 func TestCancelRequest(t *testing.T) {
-	rt, out := newTestRuntime(t, `
-default:
-  steps:
-    - {text: "slow", latency: 10s}
-rules:
-  - match: "^quick$"
-    steps:
-      - {text: "done"}
-`)
+	rt, out := newTestRuntime(t, slowOrQuick)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
 	answer := func(id string) *TurnResult {
 		t.Helper()

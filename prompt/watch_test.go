@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestWatch: a look stays the same until a file is made, written,
-// renamed or removed in one of its folders, or a missing folder appears;
-// a dropped look lets go of its watches.
-func TestWatch(t *testing.T) {
+// newWatch is a Watch closed at the test's end; the test is skipped off
+// Linux.
+func newWatch(t *testing.T) *Watch {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("inotify is Linux's")
 	}
@@ -18,7 +18,15 @@ func TestWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	t.Cleanup(w.Close)
+	return w
+}
+
+// TestWatch: a look stays the same until a file is made, written,
+// renamed or removed in one of its folders, or a missing folder appears;
+// a dropped look lets go of its watches.
+func TestWatch(t *testing.T) {
+	w := newWatch(t)
 	root := tree(t, map[string]string{".git/HEAD": "x", "AGENTS.md": "rules", "w/x.go": ""})
 	cwd := filepath.Join(root, "w")
 	global := filepath.Join(root, "config", "mm") // not there yet
@@ -81,14 +89,7 @@ func TestWatch(t *testing.T) {
 // TestWatchFollowsLinks: an instruction file that is a link to a file
 // in another folder has that folder watched: a change made there is seen.
 func TestWatchFollowsLinks(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("inotify is Linux's")
-	}
-	w, err := NewWatch()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := newWatch(t)
 	root := tree(t, map[string]string{".git/HEAD": "x", "shared/rules.md": "shared rules", "w/x.go": ""})
 	cwd := filepath.Join(root, "w")
 	if err := os.Symlink(filepath.Join(root, "shared", "rules.md"), filepath.Join(cwd, "AGENTS.md")); err != nil {

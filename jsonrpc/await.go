@@ -19,8 +19,7 @@ import (
 // that stops waiting leaves it, so that a late answer finds its call. The
 // caller writes the request itself.
 func (c *Conn) Await(session string) (ID, <-chan Response) {
-	id, ch := c.await(session)
-	return id, ch
+	return c.await(session, call{})
 }
 
 // ErrAbandoned is the wait's error of a call given up by its note
@@ -32,14 +31,8 @@ var ErrAbandoned = errors.New("the call was given up")
 // one (the peer is told with $/cancel_request by whoever waits), and
 // their wait returns ErrAbandoned.
 func (c *Conn) ExpectNoted(session string, note any) (id ID, wait func(ctx context.Context) (Response, error)) {
-	id, ch := c.await(session)
 	abandon := make(chan struct{})
-	c.mu.Lock()
-	if w, ok := c.outgoing[id]; ok {
-		w.note, w.abandon = note, abandon
-		c.outgoing[id] = w
-	}
-	c.mu.Unlock()
+	id, ch := c.await(session, call{note: note, abandon: abandon})
 	return id, func(ctx context.Context) (Response, error) {
 		select {
 		case r, ok := <-ch:
@@ -72,7 +65,9 @@ func (c *Conn) Abandon(keep func(note any) bool) int {
 	return n
 }
 
-func (c *Conn) await(session string) (ID, chan Response) {
+// await registers a call about session, with what w holds of it besides
+// (its note), and returns its id and where its answer comes.
+func (c *Conn) await(session string, w call) (ID, chan Response) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.next++
@@ -86,7 +81,8 @@ func (c *Conn) await(session string) (ID, chan Response) {
 	if c.closed {
 		close(ch)
 	} else {
-		c.outgoing[id] = call{ch: ch, session: session}
+		w.ch, w.session = ch, session
+		c.outgoing[id] = w
 	}
 	return id, ch
 }

@@ -425,7 +425,7 @@ type call struct {
 // is true), or ErrClosed. The caller writes the request itself (Encode),
 // where it must go in order with what else it writes.
 func (c *Conn) Expect(session string) (id ID, wait func(ctx context.Context) (Response, error)) {
-	id, ch := c.await(session)
+	id, ch := c.await(session, call{})
 	return id, func(ctx context.Context) (Response, error) {
 		select {
 		case r, ok := <-ch:

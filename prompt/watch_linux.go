@@ -135,14 +135,15 @@ func (w *Watch) Look(key string, dirs []string) bool {
 		return false
 	}
 	w.Drop(key)
+	there := make([]string, len(dirs))
 	for i, dir := range dirs {
-		dirs[i] = existing(dir)
+		there[i] = existing(dir)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.drain()
 	s := &seen{all: w.all}
-	for _, dir := range dirs {
+	for _, dir := range there {
 		x, ok := w.hold(dir)
 		if !ok {
 			w.release(s)

@@ -217,7 +217,7 @@ func (c *edgeConn) take(r *request) bool {
 // noted is the client's request id as this edge handed it on, if it is
 // in flight.
 func (c *edgeConn) noted(id jsonrpc.ID) *request {
-	_, note, ok := c.sink.Noted(id)
+	note, ok := c.sink.NoteOf(id)
 	r, mine := note.(*request)
 	if !ok || !mine {
 		return nil
@@ -228,7 +228,7 @@ func (c *edgeConn) noted(id jsonrpc.ID) *request {
 // handedOn are the requests this edge handed on that are not answered.
 func (c *edgeConn) handedOn() []*request {
 	var out []*request
-	noted := c.sink.NotedAll(func(note any) bool { _, ok := note.(*request); return ok })
+	noted := c.sink.Notes(func(note any) bool { _, ok := note.(*request); return ok })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, note := range noted {

@@ -34,19 +34,16 @@ func CallFor[R any](ctx context.Context, c *Conn, method string, params any, ses
 	return r, nil
 }
 
-// Noted returns the notes (Annotate) of the peer's requests in flight
-// that keep, with their ids: what a proxy needs when a whole part of
-// what it handed on is lost.
-func (c *Conn) Noted(keep func(note any) bool) map[ID]Incoming {
+// Notes are the notes (Annotate) of the peer's requests in flight that
+// keep keeps: what a proxy needs when a whole part of what it handed on
+// is lost.
+func (c *Conn) Notes(keep func(note any) bool) []any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out map[ID]Incoming
-	for id, in := range c.incoming {
+	var out []any
+	for _, in := range c.incoming {
 		if in.Note != nil && keep(in.Note) {
-			if out == nil {
-				out = map[ID]Incoming{}
-			}
-			out[id] = in
+			out = append(out, in.Note)
 		}
 	}
 	return out

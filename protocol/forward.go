@@ -93,27 +93,15 @@ func (k Sink) Answer(sid string, r actors.Reply, result json.RawMessage, rerr *a
 // answered already.
 func (k Sink) Note(r actors.Reply, note any) bool { return k.a.rpc.Annotate(r.ID, r.Seq, note) }
 
-// Noted is request id as the connection's table keeps it while it is in
-// flight, and its note; false when it is answered.
-func (k Sink) Noted(id jsonrpc.ID) (actors.Reply, any, bool) {
+// NoteOf is the note of request id while it is in flight; false when it
+// is answered.
+func (k Sink) NoteOf(id jsonrpc.ID) (any, bool) {
 	in, ok := k.a.rpc.Lookup(id)
-	if !ok {
-		return actors.Reply{}, nil, false
-	}
-	return actors.Reply{ID: id, Method: in.Method, Seq: in.Seq}, in.Note, true
+	return in.Note, ok
 }
 
-// NotedAll are the requests in flight whose note keep keeps.
-func (k Sink) NotedAll(keep func(note any) bool) map[actors.Reply]any {
-	var out map[actors.Reply]any
-	for id, in := range k.a.rpc.Noted(keep) {
-		if out == nil {
-			out = map[actors.Reply]any{}
-		}
-		out[actors.Reply{ID: id, Method: in.Method, Seq: in.Seq}] = in.Note
-	}
-	return out
-}
+// Notes are the notes of the requests in flight that keep keeps.
+func (k Sink) Notes(keep func(note any) bool) []any { return k.a.rpc.Notes(keep) }
 
 // Deliver sends msg to pid once everything queued before it for session
 // sid is written.

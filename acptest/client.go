@@ -32,6 +32,9 @@ type Client struct {
 	updates []acp.SessionNotification
 	perms   []acp.RequestPermissionRequest
 	forms   []acp.UnstableCreateElicitationRequest
+	// cancels counts the agent's $/cancel_request notifications: requests
+	// of its own it gave up.
+	cancels int
 	// refused is the first message of mm's the SDK's types refused.
 	refused error
 	// Permission answers session/request_permission; nil selects "allow".
@@ -84,6 +87,14 @@ func (c *Client) UnstableCreateElicitation(_ context.Context, p acp.UnstableCrea
 	return acp.UnstableCreateElicitationResponse{Decline: &acp.UnstableCreateElicitationDecline{Action: "decline"}}, nil
 }
 
+// Cancels is how many of its own requests the agent has given up
+// ($/cancel_request) so far.
+func (c *Client) Cancels() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cancels
+}
+
 // Forms returns the elicitation/create requests received so far.
 func (c *Client) Forms() []acp.UnstableCreateElicitationRequest {
 	c.mu.Lock()
@@ -114,7 +125,7 @@ func (c *Client) Permissions() []acp.RequestPermissionRequest {
 // Reset forgets what was recorded.
 func (c *Client) Reset() {
 	c.mu.Lock()
-	c.updates, c.perms, c.forms = nil, nil, nil
+	c.updates, c.perms, c.forms, c.cancels = nil, nil, nil, 0
 	c.mu.Unlock()
 }
 

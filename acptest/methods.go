@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/jsonrpc"
 )
 
@@ -91,10 +92,17 @@ func (c *Conn) serve(r *jsonrpc.Request) {
 		if p, ok := decode[acp.UnstableCreateElicitationRequest](c, r); ok && r.IsCall() {
 			answer(c, r.ID, func() (any, error) { return c.Client.UnstableCreateElicitation(context.Background(), p) })
 		}
+	case acpmethod.CancelRequest:
+		// The Client answers anyway: it is counted (Client.Cancels).
+		if !r.IsCall() {
+			c.Client.mu.Lock()
+			c.Client.cancels++
+			c.Client.mu.Unlock()
+			c.Client.cond.Broadcast()
+		}
 	default:
 		// The rest (the file system, terminals, extensions) is not
-		// offered; the agent's other notifications ($/cancel_request
-		// among them: the Client answers anyway) are dropped.
+		// offered; the agent's other notifications are dropped.
 		if r.IsCall() {
 			c.rpc.Respond(r.ID, nil, jsonrpc.ErrMethodNotFound.Data(map[string]any{"method": r.Method}))
 		}

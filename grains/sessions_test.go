@@ -234,6 +234,7 @@ func TestSessionsAsGrains(t *testing.T) {
 		done <- res.StopReason
 	}()
 	waitFor(t, "the permission request of node 1", func() bool { return len(c.Client.Permissions()) > asked })
+	gaveUp := c.Client.Cancels()
 	_ = c.Cancel(ctx, acp.CancelNotification{SessionId: remote})
 	select {
 	case r := <-done:
@@ -243,6 +244,8 @@ func TestSessionsAsGrains(t *testing.T) {
 	case <-time.After(testwait.Hang):
 		t.Fatal("the turn on node 1 waited for its abandoned question")
 	}
+	// Node 0 gave the question up: the client is told.
+	waitFor(t, "the $/cancel_request of the abandoned question", func() bool { return c.Client.Cancels() > gaveUp })
 	close(release)
 	if res, err := c.Ask(ctx, remote, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("the prompt after an abandoned question on node 1: %v %v", res, err)

@@ -162,17 +162,9 @@ func (m message) sessionID() (string, bool) {
 	return m.sid.Str, m.sid.Type == gjson.String
 }
 
+// validID says whether v is an id, by jsonrpc's one rule (ValidID).
 func validID(v gjson.Result) bool {
-	return v.Type == gjson.Null && v.Exists() || v.Type == gjson.String || v.Type == gjson.Number
-}
-
-// idKey is how an id is compared (jsonrpc.IDKey: by type and exact value,
-// 1 and 1.0 alike); ok is false when v is not an id.
-func idKey(v gjson.Result) (string, bool) {
-	if !validID(v) {
-		return "", false
-	}
-	return jsonrpc.IDKey([]byte(v.Raw)), true
+	return v.Exists() && v.Raw != "" && jsonrpc.ValidID(json.RawMessage(v.Raw))
 }
 
 // errorResponse is an answer of the transport's own, encoded where every

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/mm-agent/mm/jsonrpc"
 )
 
 // BenchmarkParseMessage: reading a client's prompt frame and the members
@@ -16,7 +18,7 @@ func BenchmarkParseMessage(b *testing.B) {
 		_, _ = m.sessionID()
 		_ = m.isRequest()
 		_ = m.isInitialize()
-		_, _ = idKey(m.id())
+		_, _ = jsonrpc.IDOf([]byte(m.id().Raw))
 	}
 }
 

@@ -1,8 +1,6 @@
-package protocol
+package jsonrpc
 
-import (
-	"testing"
-)
+import "testing"
 
 // TestHeadID: the id of a line too long to read, from its first bytes.
 func TestHeadID(t *testing.T) {
@@ -14,7 +12,7 @@ func TestHeadID(t *testing.T) {
 		`{"jsonrpc":"2.0","id":{"a":1},"m`: ``,
 		`[1,2`:                             ``,
 	} {
-		if got := string(headID([]byte(head))); got != want {
+		if got := string(HeadID([]byte(head))); got != want {
 			t.Errorf("%s: id %q, want %q", head, got, want)
 		}
 	}

@@ -8,9 +8,8 @@
 // Files: ingress.go (the one way in: every message, split once into its
 // members by jsonrpc.Parse, whatever carried it, checked, and served), methods.go (every method mm serves,
 // named once: its params type, its handler, how it is placed), prompt.go (a
-// prompt's params and its request kept for $/cancel_request), ids.go
-// (ids, members twice and framing are package jsonrpc's), pending.go (the
-// bound on requests read and not answered), caller.go (the client as the
+// prompt's params decoded in one pass; its $/cancel_request is found by
+// its session among its turns), caller.go (the client as the
 // hub's sessions know it: the session requests it serves, a connection's
 // or, in a cluster, a client's of another node), agent.go (the
 // connection's requests: initialize, logout; and session/new, prompt,

@@ -87,7 +87,9 @@
 // owners' proofs), calls.go (a
 // request to and from its Call), host.go (the grains), link.go (a client's
 // link on a session's node), edge.go (the forwarders: a connection's calls to its
-// sessions' grains), back.go (what comes back, into the connection),
+// sessions' grains), requests.go (the client's requests as the edge
+// handed them on: notes in the connection's table), back.go (what comes
+// back, into the connection),
 // peers.go (where each member serves ACP, gossiped, for a request that
 // lands on the wrong node: serve.Peers), grainspb (the messages between
 // nodes; go generate).

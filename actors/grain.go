@@ -10,34 +10,31 @@ import (
 // runtime: on a node of mm's cluster (package grains) a session is a grain
 // whose identity is its id, and the cluster activates it — spawns its
 // actor, with SessionProps — when the first request for it arrives, before
-// anyone knows what the session is. The actor starts as a Grain that waits
-// for its session; the request that makes or opens the session then calls
-// SpawnSession or OpenSession as anywhere else, and the runtime gives the
-// session (or its opener) to the Grain waiting for that id instead of
-// spawning an actor: from then on the Grain is the session's actor, its
-// mailbox the session's order. One actor, one mailbox, whoever spawned it.
+// anyone knows what the session is. That actor is a session that opens
+// (open.go) and has no handle yet; the request that makes or opens the
+// session then calls SpawnSession or OpenSession as anywhere else, and the
+// runtime, instead of spawning an actor, gives the grain waiting for that
+// id its handle (given) and its state (opened), both plain data. One
+// actor, one mailbox, whoever spawned it.
 
-// Grain is a session's actor activated by a cluster. Its Receive is the
-// session's once the session is given to it; until then it waits, and
-// what it is sent is dropped (nothing that names the session can reach it
-// before: the handle that sends to it is made by the giving).
-type Grain struct {
-	rt   *Runtime
-	id   string
-	self *actor.PID
-	// inner is the session's actor once given: the session, or its opener.
-	inner actor.Actor
+// Grain is a session's actor as a cluster activated it (NewGrain).
+type Grain interface {
+	actor.Actor
+	// Bound says whether the grain has been given its session.
+	Bound() bool
 }
 
 // NewGrain makes the actor of session id that a cluster activated as self,
 // and lets the runtime give it the session (SpawnSession, OpenSession). It
-// is to be called from the activation's Receive, at actor.Started; its
-// Receive then takes every message of the actor's.
-func (rt *Runtime) NewGrain(id string, self *actor.PID) *Grain {
-	g := &Grain{rt: rt, id: id, self: self}
-	rt.grains.put(g)
-	return g
+// is to be called from the activation's Receive, at actor.Started; the
+// Grain's Receive then takes every message of the actor's.
+func (rt *Runtime) NewGrain(id string, self *actor.PID) Grain {
+	rt.grains.put(id, self)
+	return &session{rt: rt, id: id, opening: true}
 }
+
+// Bound says whether the grain has been given its session (its handle).
+func (s *session) Bound() bool { return s.handle != nil }
 
 // SessionProps are the props a cluster spawns session actors with: those of
 // a session the runtime spawns itself (its priority mailbox, for cancels;
@@ -46,68 +43,35 @@ func (rt *Runtime) SessionProps(producer actor.Producer) *actor.Props {
 	return rt.props(producer, actor.WithMailbox(actor.UnboundedPriorityMpsc()), actor.WithSupervisor(stopChildren))
 }
 
-// Bound says whether the grain has been given its session.
-func (g *Grain) Bound() bool { return g.inner != nil }
-
-// bind gives a waiting grain its session's actor: a session, or the opener
-// of one. It is the runtime's own message to the grain, and never crosses
-// nodes (as opened does not).
-type bind struct{ inner actor.Actor }
-
-// starter is a session's actor that starts when it is given to a grain as
-// it would at its spawn.
-type starter interface {
-	actor.Actor
-	started(ctx actor.Context)
+// grainTable holds the grains waiting for their session, by id.
+type grainTable struct {
+	mu sync.Mutex
+	m  map[string]*actor.PID
 }
 
-func (g *Grain) Receive(ctx actor.Context) {
-	if g.inner != nil {
-		g.inner.Receive(ctx)
-		return
+func (t *grainTable) put(id string, pid *actor.PID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]*actor.PID{}
 	}
-	switch m := ctx.Message().(type) {
-	case *bind:
-		g.inner = m.inner
-		m.inner.(starter).started(ctx)
-	case *actor.Stopped:
-		// It stopped before it had a session (the request for it failed,
-		// or its node is leaving): nothing waits for it any more.
-		g.rt.grains.drop(g)
-	}
+	t.m[id] = pid
 }
 
 // take returns the grain waiting for session id, and lets go of it: the
 // caller gives it its session.
-func (rt *Runtime) takeGrain(id string) *Grain { return rt.grains.take(id) }
-
-// grainTable holds the grains waiting for their session.
-type grainTable struct {
-	mu sync.Mutex
-	m  map[string]*Grain
-}
-
-func (t *grainTable) put(g *Grain) {
+func (t *grainTable) take(id string) *actor.PID {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = map[string]*Grain{}
-	}
-	t.m[g.id] = g
-}
-
-func (t *grainTable) take(id string) *Grain {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	g := t.m[id]
+	pid := t.m[id]
 	delete(t.m, id)
-	return g
+	return pid
 }
 
-func (t *grainTable) drop(g *Grain) {
+func (t *grainTable) drop(id string, pid *actor.PID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.m[g.id] == g {
-		delete(t.m, g.id)
+	if p := t.m[id]; p != nil && p.Equal(pid) {
+		delete(t.m, id)
 	}
 }

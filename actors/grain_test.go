@@ -12,10 +12,10 @@ import (
 // activation spawns what a cluster's activation would: an actor, with
 // the session props, whose Receive is a Grain's from its start; it
 // returns its PID and the Grain.
-func activation(t *testing.T, rt *Runtime, id string) (*actor.PID, chan *Grain) {
+func activation(t *testing.T, rt *Runtime, id string) (*actor.PID, chan Grain) {
 	t.Helper()
-	made := make(chan *Grain, 1)
-	var g *Grain
+	made := make(chan Grain, 1)
+	var g Grain
 	pid := rt.sys.Root.Spawn(rt.SessionProps(func() actor.Actor {
 		return actor.ReceiveFunc(func(ctx actor.Context) {
 			if _, ok := ctx.Message().(*actor.Started); ok {
@@ -66,7 +66,7 @@ func TestSessionIsItsGrain(t *testing.T) {
 			if !g.Bound() {
 				t.Error("the grain does not know it has its session")
 			}
-			if rt.takeGrain(id) != nil {
+			if rt.grains.take(id) != nil {
 				t.Error("a grain given its session still waits for one")
 			}
 		})

@@ -66,24 +66,40 @@ type Session struct {
 // (grain.go).
 func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 	final := make(chan struct{})
+	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final, gone: make(chan struct{})}
+	if pid := rt.grains.take(st.ID); pid != nil {
+		// A grain waits for it: it is given the state, as data.
+		s := &session{rt: rt}
+		s.fill(st)
+		h.out, h.pid = s.out, pid
+		rt.give(pid, h)
+		rt.sys.Root.Send(pid, &opened{State: st, Read: s.read()})
+		return h
+	}
 	s := newSession(rt, st, final)
-	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final, gone: make(chan struct{}), out: s.out}
+	h.out = s.out
 	// The actor holds its handle to mark it stopped when it stops by
 	// itself (fenced) and its replies answered; it never reads pid, set
 	// below.
 	s.handle = h
-	h.pid = rt.place(st.ID, s)
+	h.pid = rt.spawnSession(s)
 	return h
 }
 
-// place starts a session's actor a: in the grain a cluster activated for
-// session id, when one waits for it (grain.go), or spawned here.
-func (rt *Runtime) place(id string, a actor.Actor) *actor.PID {
-	if g := rt.takeGrain(id); g != nil {
-		rt.sys.Root.Send(g.self, &bind{inner: a})
-		return g.self
+// place gives the handle h of a session that opens (OpenSession) its
+// actor: the grain a cluster activated for it, when one waits (grain.go),
+// or one spawned here.
+func (rt *Runtime) place(h *Session) *actor.PID {
+	if pid := rt.grains.take(h.ID); pid != nil {
+		rt.give(pid, h)
+		return pid
 	}
-	return rt.spawnSession(a)
+	return rt.spawnSession(&session{rt: rt, id: h.ID, cwd: h.Cwd, opening: true, handle: h, final: h.final})
+}
+
+// give gives the grain pid the handle h (given).
+func (rt *Runtime) give(pid *actor.PID, h *Session) {
+	rt.sys.Root.Send(pid, &given{Handle: rt.handoff.put(h)})
 }
 
 // spawnSession spawns a session's actor: cancels first in its mailbox,

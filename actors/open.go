@@ -2,125 +2,154 @@ package actors
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// A session opened from its store (a load or a resume) owns its opening:
-// its actor starts at once, reads its state off the actor, and keeps what
-// it is sent meanwhile, so the mailbox is the session's order from its
-// first request on.
+// A session's actor is spawned at once, and opens itself: a session whose
+// state is still to be read (a load or a resume), or whose actor a cluster
+// activated before anyone knew what it is (grain.go), starts opening. It
+// keeps what the edge sends it meanwhile (its stash, as while it moves),
+// and takes its state as plain data (opened): the state, and what was
+// read for it from the disk off the actor. Then it serves what it kept, in
+// order, behind anything still to come: the mailbox is the session's order
+// from its first request on.
 
 // OpenSession starts the actor of a session whose state is still to be
-// read (a load or a resume of a stored session): the actor starts opening
-// and, off its goroutine, once after is closed (nil: at once), takes its
-// state from open. It keeps every message sent to it meanwhile and serves
-// them once open, so the session's requests are served in the order they
-// were sent, the opening first. open returns the state; or nil and what
-// every request sent to the session is answered (the opening request it
-// answers itself), and the session stops.
-// out is the outbox it answers through until open (nil: the runtime's).
+// read (a load or a resume of a stored session): the actor starts
+// opening, and off it, once after is closed (nil: at once), open gives
+// the state. The requests sent to the session meanwhile are served once
+// it is open, in the order they were sent, the opening first. open
+// returns the state; or nil and what every request sent to the session is
+// answered (the opening request it answers itself), and the session
+// stops. out is the outbox it answers through until open (nil: the
+// runtime's).
 func (rt *Runtime) OpenSession(id, cwd string, out Outbox, after <-chan struct{}, open func(*Session) (*SessionState, any)) *Session {
 	if out == nil {
 		out = rt.out
 	}
 	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{}), out: out}
-	o := &opener{h: h, after: after, open: open}
-	h.pid = rt.place(id, o)
+	h.pid = rt.place(h)
+	rt.goWork(func() {
+		if after != nil {
+			<-after
+		}
+		rt.sys.Root.Send(h.pid, rt.load(h, open))
+	})
 	return h
 }
 
-// opener is a session's actor while it opens, and the session once open.
-type opener struct {
-	h     *Session
-	after <-chan struct{}
-	open  func(*Session) (*SessionState, any)
-	// kept are the edge's messages that came while the session opened.
-	kept []any
-	s    *session
-	// ended is set once final is closed for a session that never opened.
-	ended bool
-}
-
-// opened brings an opening session its state: s built from it, or why
-// there is none.
+// opened brings an opening session its state and what was read for it,
+// or, with no State, what its requests are answered (its opening failed).
 type opened struct {
-	s      *session
-	failed any
+	State  *SessionState
+	Read   *reads
+	Failed any
 }
 
-func (o *opener) Receive(ctx actor.Context) {
-	if o.s != nil {
-		o.s.Receive(ctx)
-		return
-	}
-	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		o.started(ctx)
-	case *opened:
-		if m.s == nil {
-			o.h.fail(m.failed)
-			o.end()
-			ctx.Stop(ctx.Self())
-			return
-		}
-		o.s = m.s
-		o.s.handle = o.h
-		o.s.start(ctx)
-		if len(o.kept) > 0 {
-			// Served in order, behind anything still to come.
-			o.s.stash, o.kept = o.kept, nil
-			o.s.unstashing = true
-			ctx.Send(ctx.Self(), &unstash{})
-		}
-	case *actor.Stopped:
-		o.end()
-		o.h.stopped1()
-	default:
-		if fromEdge(m) {
-			o.kept = keep(o.kept, m)
-		}
-	}
-}
+// given gives a grain (grain.go) the handle the edge reaches its session
+// by, numbered in the runtime's handoff: the grain is the session's actor
+// from then on.
+type given struct{ Handle uint64 }
 
-// started starts the opening. Waiting for the work before and reading the
-// store are disk or database work: off the actor, as all blocking work is.
-func (o *opener) started(ctx actor.Context) {
-	h, self, root := o.h, ctx.Self(), ctx.ActorSystem().Root
-	h.rt.goWork(func() {
-		if o.after != nil {
-			<-o.after
-		}
-		root.Send(self, o.load())
-	})
-}
-
-// end makes the file final for a session that never opened.
-func (o *opener) end() {
-	if !o.ended {
-		o.ended = true
-		close(o.h.final)
-	}
-}
-
-// load runs open and builds the session (which reads its skills from the
-// disk); a panic fails the opening.
-func (o *opener) load() (m *opened) {
+// load runs open and reads what the session needs from the disk, on a
+// copy filled from its state; a panic fails the opening.
+func (rt *Runtime) load(h *Session, open func(*Session) (*SessionState, any)) (m *opened) {
 	defer func() {
 		if r := recover(); r != nil {
-			o.h.rt.log.Error(fmt.Sprintf("[acp] session %s: internal error opening it: %v", o.h.ID, r))
-			m = &opened{failed: &Outcome{Err: fmt.Sprintf("mm failed: %v", r)}}
+			rt.log.Error(fmt.Sprintf("[acp] session %s: internal error opening it: %v", h.ID, r))
+			m = &opened{Failed: &Outcome{Err: fmt.Sprintf("mm failed: %v", r)}}
 		}
 	}()
-	st, failed := o.open(o.h)
+	st, failed := open(h)
 	if st == nil {
 		if failed == nil {
 			failed = closedOutcome
 		}
-		return &opened{failed: failed}
+		return &opened{Failed: failed}
 	}
-	st.ID, st.Cwd = o.h.ID, o.h.Cwd
-	return &opened{s: newSession(o.h.rt, st, o.h.final)}
+	st.ID, st.Cwd = h.ID, h.Cwd
+	return &opened{State: st, Read: prepare(rt, st)}
+}
+
+// prepare reads what a session of state st needs from the disk (read),
+// off its actor.
+func prepare(rt *Runtime, st *SessionState) *reads {
+	s := &session{rt: rt}
+	s.fill(st)
+	return s.read()
+}
+
+// whileOpening serves what an opening session is sent besides the edge's
+// requests (which it keeps): its handle, its state, its stop.
+func (s *session) whileOpening(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *given:
+		s.handle = s.rt.handoff.take(m.Handle)
+		s.final = s.handle.final
+	case *opened:
+		s.onOpened(ctx, m)
+	case *actor.Stopping:
+		if s.handle != nil {
+			// Nothing of it ran: its file is final at once.
+			s.stopPersistence()
+		}
+	case *actor.Stopped:
+		if s.handle == nil {
+			// A grain no request gave a session (the request for it
+			// failed, or its node is leaving): nothing waits for it.
+			s.rt.grains.drop(s.id, ctx.Self())
+			return
+		}
+		s.handle.stopped1()
+	}
+}
+
+// onOpened makes the session from its state, starts it, and serves what it
+// kept meanwhile; or, when it has none, fails what it was sent and stops.
+func (s *session) onOpened(ctx actor.Context, m *opened) {
+	if m.State == nil {
+		s.handle.fail(m.Failed)
+		ctx.Stop(ctx.Self())
+		return
+	}
+	s.fill(m.State)
+	s.build(m.Read)
+	s.opening = false
+	s.start(ctx)
+	if len(s.stash) > 0 {
+		// Served in order, behind anything still to come.
+		s.unstashing = true
+		ctx.Send(ctx.Self(), &unstash{})
+	}
+}
+
+// handoff holds the handles of sessions given to grains until each grain
+// takes its own (given).
+type handoff struct {
+	mu   sync.Mutex
+	last uint64
+	m    map[uint64]*Session
+}
+
+func (t *handoff) put(h *Session) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[uint64]*Session{}
+	}
+	t.last++
+	t.m[t.last] = h
+	return t.last
+}
+
+func (t *handoff) take(n uint64) *Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.m[n]
+	delete(t.m, n)
+	return h
 }
 
 // fail records that the session could not open: what it was sent, and is

@@ -33,7 +33,7 @@ var messages = []any{
 	toolPrepared{}, toolStarted{}, toolProgress{}, toolAsking{}, toolAnswered{}, toolRemember{},
 	toolFinished{}, toolProceed{},
 	// the runtime's own, on a session's PID
-	bind{}, opened{},
+	given{}, opened{},
 }
 
 // notYetData are the fields that still carry something other than data,
@@ -46,8 +46,7 @@ var notYetData = map[string]string{
 	"Attach.Client":       "the connection's client, whom the session's tools ask",
 	"SessionState.Out":    "GetState's copy names the connection the session is on",
 	"SessionState.Client": "GetState's copy names the connection the session is on",
-	"bind.inner":          "the session's actor, given to the grain the cluster spawned",
-	"opened.s":            "the session's whole state, built by the opener",
+	"opened.State":        "the state names the connection the session opens on (SessionState.Out, Client)",
 }
 
 // dataLeaf are types taken as data without looking inside: a PID is an

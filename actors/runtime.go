@@ -119,7 +119,9 @@ type Runtime struct {
 	// grains are the session actors a cluster activated whose session is
 	// still to be given to them, by session id (grain.go).
 	grains grainTable
-	turns  *actor.PID
+	// handoff holds the handles given to grains (given).
+	handoff handoff
+	turns   *actor.PID
 	// watch says when the folders a session's instructions come from
 	// change (nil where inotify cannot be had: every turn looks again).
 	watch *prompt.Watch

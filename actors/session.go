@@ -143,9 +143,12 @@ type session struct {
 	ranCommands bool
 	// settlers wait for the session to have no turn (Session.Settle).
 	settlers []uint64
+	// opening is set while the session waits for its state (open.go).
+	opening bool
 	// moving is a move to another connection waiting for the session's
 	// turns to end (Session.Move); stash the edge's messages that came
-	// after it, served in order once it is done (unstashing until then).
+	// while it opened or after the move, served in order once it is
+	// done (unstashing until then).
 	moving     *Attach
 	stash      []any
 	unstashing bool
@@ -159,31 +162,28 @@ type heldReply struct {
 	res    *TurnResult
 }
 
+// newSession builds the actor of a session whose state is known, off the
+// actor (on the edge's goroutine for SpawnSession): its state, what it
+// reads from the disk, and what it starts.
 func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
-	s := &session{
-		rt:          rt,
-		id:          st.ID,
-		owner:       st.Owner,
-		cwd:         st.Cwd,
-		roots:       st.Roots,
-		dirs:        st.Dirs,
-		created:     st.Created,
-		prov:        st.Provenance,
-		rev:         st.Rev,
-		sandboxMode: rt.sandboxMode,
-		network:     rt.cfg.Sandbox.Network,
-		tempDir:     landlockTemp(rt),
-		outputDir:   outputDir(rt, st.ID),
-		mode:        st.Mode,
-		modelID:     st.Model,
-		history:     st.History,
-		usage:       usageFromStore(st.Usage),
-		budget:      newBudget(streamBudget),
-		plan:        st.Plan,
-		final:       final,
-		out:         st.Out,
-		client:      st.Client,
-	}
+	s := &session{rt: rt, final: final}
+	s.fill(st)
+	s.build(s.read())
+	return s
+}
+
+// fill sets the session's fields from its state. It only assigns (no disk,
+// no log): an opening session fills a copy of its own off the actor to
+// read what it needs (read), and fills itself from the same state in its
+// actor (opened).
+func (s *session) fill(st *SessionState) {
+	rt := s.rt
+	s.id, s.owner, s.cwd, s.roots, s.dirs = st.ID, st.Owner, st.Cwd, st.Roots, st.Dirs
+	s.created, s.prov, s.rev = st.Created, st.Provenance, st.Rev
+	s.sandboxMode, s.network = rt.sandboxMode, rt.cfg.Sandbox.Network
+	s.mode, s.modelID = st.Mode, st.Model
+	s.history, s.usage, s.plan = st.History, usageFromStore(st.Usage), st.Plan
+	s.out, s.client = st.Out, st.Client
 	if s.out == nil {
 		s.out = rt.out
 	}
@@ -196,23 +196,6 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 		s.title = history.Title(st.History)
 	}
 	s.mcpServers = rt.mcpServers(st.MCP)
-	// newSession runs off the actor (on the edge's goroutine for
-	// SpawnSession, a worker's for OpenSession), where reading the
-	// catalog may wait on the disk.
-	s.skillDirs = rt.skillDirs(s.cwd)
-	s.skills = skills.Load(s.skillDirs)
-	if len(rt.cfg.LSP.Servers) > 0 {
-		s.lsp = lsp.NewClient(lsp.Config{Servers: rt.cfg.LSP.Servers, Timeout: rt.cfg.LSP.Timeout, Confine: s.confine()}, s.cwd, s.id, rt.log)
-	}
-	if len(rt.cfg.Agents) > 0 {
-		cfgs := rt.agentConfigs()
-		confine := s.confine()
-		for i := range cfgs {
-			cfgs[i].Confine = confine
-		}
-		s.agents = agents.NewPool(cfgs, s.cwd, s.id, rt.log)
-	}
-	s.useTools()
 	if s.created.IsZero() {
 		s.created = time.Now()
 	}
@@ -229,7 +212,6 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	}
 	if st.Untrusted != "" {
 		s.notice = st.Untrusted + ": the session runs in " + s.mode + " mode"
-		rt.log.Warn(fmt.Sprintf("[acp] session %s: %s", s.id, s.notice))
 	}
 	if _, ok := rt.models[s.modelID]; !ok {
 		s.modelID = "default"
@@ -237,8 +219,32 @@ func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
 	// The stored system prompt is always replaced by the current one, in
 	// a slice of the session's own.
 	s.history = append([]history.Message(nil), s.history...)
-	s.openSystem()
-	return s
+}
+
+// build makes the session from what was read for it (read): its folders,
+// its tools, its system message. It starts no actor: start does, in it.
+func (s *session) build(r *reads) {
+	rt := s.rt
+	s.budget = newBudget(streamBudget)
+	s.tempDir = landlockTemp(rt)
+	s.outputDir = outputDir(rt, s.id)
+	s.skillDirs, s.skills = r.SkillDirs, r.Skills
+	if len(rt.cfg.LSP.Servers) > 0 {
+		s.lsp = lsp.NewClient(lsp.Config{Servers: rt.cfg.LSP.Servers, Timeout: rt.cfg.LSP.Timeout, Confine: s.confine()}, s.cwd, s.id, rt.log)
+	}
+	if len(rt.cfg.Agents) > 0 {
+		cfgs := rt.agentConfigs()
+		confine := s.confine()
+		for i := range cfgs {
+			cfgs[i].Confine = confine
+		}
+		s.agents = agents.NewPool(cfgs, s.cwd, s.id, rt.log)
+	}
+	s.useTools()
+	if s.notice != "" {
+		rt.log.Warn(fmt.Sprintf("[acp] session %s: %s", s.id, s.notice))
+	}
+	s.openSystem(r)
 }
 
 func (s *session) Receive(ctx actor.Context) {
@@ -247,8 +253,12 @@ func (s *session) Receive(ctx actor.Context) {
 	// session goes on.
 	defer s.survive(ctx)
 	msg := ctx.Message()
-	if (s.moving != nil || s.unstashing) && fromEdge(msg) {
+	if (s.opening || s.moving != nil || s.unstashing) && fromEdge(msg) {
 		s.stash = keep(s.stash, msg)
+		return
+	}
+	if s.opening {
+		s.whileOpening(ctx, msg)
 		return
 	}
 	s.receive(ctx, msg)
@@ -471,9 +481,6 @@ func (s *session) start(ctx actor.Context) {
 	s.startMCP(ctx, s.mcpServers)
 	s.logPolicy()
 }
-
-// started starts a session given to a grain (grain.go) as its spawn would.
-func (s *session) started(ctx actor.Context) { s.start(ctx) }
 
 // idle says whether the session has no turn running, held or queued.
 func (s *session) idle() bool { return s.cur == nil && s.held == nil && len(s.queue) == 0 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mm-agent/mm/prompt"
 	"github.com/mm-agent/mm/sandbox"
 	"github.com/mm-agent/mm/tools"
+	"github.com/mm-agent/mm/tools/skills"
 )
 
 // The session's system message (package prompt): mm's prompt in the size
@@ -59,20 +60,51 @@ type sysState struct {
 	dirty bool
 }
 
-// openSystem reads what the system message needs when the session opens:
-// the user's prompt file and the instructions, and starts gathering the
-// environment. It runs off the actor (newSession).
-func (s *session) openSystem() {
+// reads is what a session reads from the disk as it opens, off its actor
+// (read): its skills, the user's prompt file and the instruction files.
+// Plain data: an opening session is sent it (opened).
+type reads struct {
+	SkillDirs []string
+	Skills    *skills.Set
+	// Own is the user's prompt file (prompt.systemFile), OwnErr why it
+	// could not be read.
+	Own, OwnErr string
+	// Root, Files, Empty, Watched and Looked are the instructions as the
+	// session's Finder found them (sysState's fields of those names).
+	Root    string
+	Files   []prompt.File
+	Empty   []prompt.Empty
+	Watched bool
+	Looked  int
+}
+
+// read reads what the session needs from the disk as it opens. It runs off
+// the actor, on a session filled (fill) by the caller and never shared.
+func (s *session) read() *reads {
 	cfg := s.rt.cfg
-	s.sys.root = prompt.Root(s.cwd)
+	r := &reads{Root: prompt.Root(s.cwd)}
+	r.SkillDirs = s.rt.skillDirs(s.cwd)
+	r.Skills = skills.Load(r.SkillDirs)
 	if own, err := prompt.ReadOwn(cfg.Prompt.SystemFile); err != nil {
-		s.rt.log.Warn(fmt.Sprintf("[acp] session %s: prompt.systemFile: %v; the session uses mm's prompt alone", s.id, err))
+		r.OwnErr = err.Error()
 	} else {
-		s.sys.own = own
+		r.Own = own
 	}
 	f := s.finder()
-	s.sys.looked = f.MaxBytes
-	s.sys.files, s.sys.empty, s.sys.watched = f.Watched(s.rt.watch, s.id, s.sys.root, s.cwd, nil, nil)
+	r.Looked = f.MaxBytes
+	r.Files, r.Empty, r.Watched = f.Watched(s.rt.watch, s.id, r.Root, s.cwd, nil, nil)
+	return r
+}
+
+// openSystem makes the system message from what was read (read), and
+// starts gathering the environment off the actor.
+func (s *session) openSystem(r *reads) {
+	if r.OwnErr != "" {
+		s.rt.log.Warn(fmt.Sprintf("[acp] session %s: prompt.systemFile: %s; the session uses mm's prompt alone", s.id, r.OwnErr))
+	}
+	s.sys.root, s.sys.own = r.Root, r.Own
+	s.sys.looked = r.Looked
+	s.sys.files, s.sys.empty, s.sys.watched = r.Files, r.Empty, r.Watched
 	done, out := make(chan struct{}), new(prompt.Env)
 	s.sys.envDone, s.sys.envOut = done, out
 	cwd, root, confine, ctx := s.cwd, s.sys.root, s.confine(), s.rt.ctx

@@ -33,7 +33,7 @@
 // grain is the session's actor: the node's runtime runs in the member's
 // actor system, the kind spawns with the runtime's session props, and the
 // first request for a session gives the activation its session
-// (actors.Grain) — a session/new or a fork its new state, a load or a
+// (actors.Grain, a session that opens) — a session/new or a fork its new state, a load or a
 // resume its stored one, a prompt for a session whose node was lost its
 // stored one first (protocol.Caller.Reopen). One actor, one mailbox, its
 // order the session's.

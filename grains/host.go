@@ -205,7 +205,7 @@ type grain struct {
 	h   *Host
 	rt  *actors.Runtime
 	sid string
-	s   *actors.Grain
+	s   actors.Grain
 	// last is the seq of the last call served, by client connection: a
 	// call sent again (the cluster's requests retry) is served once.
 	last map[string]uint64

@@ -15,7 +15,7 @@ import (
 // scripted model, the reply. It is the scheduling cost every turn pays.
 func BenchmarkTurn(b *testing.B) {
 	rt, _ := newTestRuntime(b, "rules:\n  - match: \"^ping$\"\n    steps: [{text: pong}]\n")
-	s := rt.SpawnSession(&SessionState{ID: "s", Cwd: b.TempDir()})
+	s := rt.SpawnSession(&SessionState{ID: "s", Cwd: b.TempDir()}, Attachment{})
 	defer s.Stop()
 	b.ReportAllocs()
 	seq := uint64(0)
@@ -41,7 +41,7 @@ func BenchmarkTurnParallel(b *testing.B) {
 	i := 0
 	b.RunParallel(func(pb *testing.PB) {
 		i++
-		s := rt.SpawnSession(&SessionState{ID: fmt.Sprintf("s%d", i), Cwd: b.TempDir()})
+		s := rt.SpawnSession(&SessionState{ID: fmt.Sprintf("s%d", i), Cwd: b.TempDir()}, Attachment{})
 		defer s.Stop()
 		seq := uint64(0)
 		for pb.Next() {
@@ -61,7 +61,7 @@ func BenchmarkSessionSpawn(b *testing.B) {
 	cwd := b.TempDir()
 	b.ReportAllocs()
 	for b.Loop() {
-		rt.SpawnSession(&SessionState{ID: "s", Cwd: cwd}).Stop()
+		rt.SpawnSession(&SessionState{ID: "s", Cwd: cwd}, Attachment{}).Stop()
 	}
 }
 

@@ -46,9 +46,9 @@ func TestSessionIsItsGrain(t *testing.T) {
 			}
 			var s *Session
 			if how == "made" {
-				s = rt.SpawnSession(&SessionState{ID: id, Cwd: t.TempDir()})
+				s = rt.SpawnSession(&SessionState{ID: id, Cwd: t.TempDir()}, Attachment{})
 			} else {
-				s = rt.OpenSession(id, t.TempDir(), nil, nil, func(*Session) (*SessionState, any) {
+				s = rt.OpenSession(id, t.TempDir(), Attachment{}, nil, func(*Session) (*SessionState, any) {
 					return &SessionState{History: []history.Message{{Role: history.RoleUser, Content: "earlier"}}}, nil
 				})
 			}
@@ -71,7 +71,7 @@ func TestSessionIsItsGrain(t *testing.T) {
 			}
 		})
 	}
-	alone := rt.SpawnSession(&SessionState{ID: "no-grain", Cwd: t.TempDir()})
+	alone := rt.SpawnSession(&SessionState{ID: "no-grain", Cwd: t.TempDir()}, Attachment{})
 	defer alone.Stop()
 	if alone.pid == nil {
 		t.Fatal("a session no grain waits for is not spawned")

@@ -64,20 +64,18 @@ type Session struct {
 // set) or one loaded or forked from st. The system prompt is always the
 // current one. On a node of a cluster the actor is the session's grain
 // (grain.go).
-func (rt *Runtime) SpawnSession(st *SessionState) *Session {
+func (rt *Runtime) SpawnSession(st *SessionState, on Attachment) *Session {
 	final := make(chan struct{})
 	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final, gone: make(chan struct{})}
+	h.out, _ = rt.attachment(on)
 	if pid := rt.grains.take(st.ID); pid != nil {
 		// A grain waits for it: it is given the state, as data.
-		s := &session{rt: rt}
-		s.fill(st)
-		h.out, h.pid = s.out, pid
-		rt.give(pid, h)
-		rt.sys.Root.Send(pid, &opened{State: st, Read: s.read()})
+		h.pid = pid
+		rt.give(pid, h, on)
+		rt.sys.Root.Send(pid, &opened{State: st, Read: prepare(rt, st)})
 		return h
 	}
-	s := newSession(rt, st, final)
-	h.out = s.out
+	s := newSession(rt, st, on, final)
 	// The actor holds its handle to mark it stopped when it stops by
 	// itself (fenced) and its replies answered; it never reads pid, set
 	// below.
@@ -89,17 +87,39 @@ func (rt *Runtime) SpawnSession(st *SessionState) *Session {
 // place gives the handle h of a session that opens (OpenSession) its
 // actor: the grain a cluster activated for it, when one waits (grain.go),
 // or one spawned here.
-func (rt *Runtime) place(h *Session) *actor.PID {
+func (rt *Runtime) place(h *Session, on Attachment) *actor.PID {
 	if pid := rt.grains.take(h.ID); pid != nil {
-		rt.give(pid, h)
+		rt.give(pid, h, on)
 		return pid
 	}
-	return rt.spawnSession(&session{rt: rt, id: h.ID, cwd: h.Cwd, opening: true, handle: h, final: h.final})
+	s := &session{rt: rt, id: h.ID, cwd: h.Cwd, opening: true, handle: h, final: h.final}
+	s.out, s.client = rt.attachment(on)
+	return rt.spawnSession(s)
 }
 
-// give gives the grain pid the handle h (given).
-func (rt *Runtime) give(pid *actor.PID, h *Session) {
-	rt.sys.Root.Send(pid, &given{Handle: rt.handoff.put(h)})
+// give gives the grain pid the handle h and the connection it is on
+// (given).
+func (rt *Runtime) give(pid *actor.PID, h *Session, on Attachment) {
+	rt.sys.Root.Send(pid, &given{Handle: rt.handoff.put(h, on)})
+}
+
+// Attachment is the connection a session speaks through: where what it
+// says goes, and whom its tools ask. A nil one is the runtime's
+// (Options.Out, Options.Client).
+type Attachment struct {
+	Out    Outbox
+	Client Client
+}
+
+// attachment is on with the runtime's connection where on names none.
+func (rt *Runtime) attachment(on Attachment) (Outbox, Client) {
+	if on.Out == nil {
+		on.Out = rt.out
+	}
+	if on.Client == nil {
+		on.Client = rt.client
+	}
+	return on.Out, on.Client
 }
 
 // spawnSession spawns a session's actor: cancels first in its mailbox,

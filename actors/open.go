@@ -23,14 +23,11 @@ import (
 // it is open, in the order they were sent, the opening first. open
 // returns the state; or nil and what every request sent to the session is
 // answered (the opening request it answers itself), and the session
-// stops. out is the outbox it answers through until open (nil: the
-// runtime's).
-func (rt *Runtime) OpenSession(id, cwd string, out Outbox, after <-chan struct{}, open func(*Session) (*SessionState, any)) *Session {
-	if out == nil {
-		out = rt.out
-	}
-	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{}), out: out}
-	h.pid = rt.place(h)
+// stops. on is the connection it is on.
+func (rt *Runtime) OpenSession(id, cwd string, on Attachment, after <-chan struct{}, open func(*Session) (*SessionState, any)) *Session {
+	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{})}
+	h.out, _ = rt.attachment(on)
+	h.pid = rt.place(h, on)
 	rt.goWork(func() {
 		if after != nil {
 			<-after
@@ -49,8 +46,8 @@ type opened struct {
 }
 
 // given gives a grain (grain.go) the handle the edge reaches its session
-// by, numbered in the runtime's handoff: the grain is the session's actor
-// from then on.
+// by and the connection it is on, numbered in the runtime's handoff: the
+// grain is the session's actor from then on.
 type given struct{ Handle uint64 }
 
 // load runs open and reads what the session needs from the disk, on a
@@ -86,8 +83,10 @@ func prepare(rt *Runtime, st *SessionState) *reads {
 func (s *session) whileOpening(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *given:
-		s.handle = s.rt.handoff.take(m.Handle)
+		var on Attachment
+		s.handle, on = s.rt.handoff.take(m.Handle)
 		s.final = s.handle.final
+		s.out, s.client = s.rt.attachment(on)
 	case *opened:
 		s.onOpened(ctx, m)
 	case *actor.Stopping:
@@ -130,26 +129,31 @@ func (s *session) onOpened(ctx actor.Context, m *opened) {
 type handoff struct {
 	mu   sync.Mutex
 	last uint64
-	m    map[uint64]*Session
+	m    map[uint64]handed
 }
 
-func (t *handoff) put(h *Session) uint64 {
+type handed struct {
+	h  *Session
+	on Attachment
+}
+
+func (t *handoff) put(h *Session, on Attachment) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
-		t.m = map[uint64]*Session{}
+		t.m = map[uint64]handed{}
 	}
 	t.last++
-	t.m[t.last] = h
+	t.m[t.last] = handed{h, on}
 	return t.last
 }
 
-func (t *handoff) take(n uint64) *Session {
+func (t *handoff) take(n uint64) (*Session, Attachment) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h := t.m[n]
+	x := t.m[n]
 	delete(t.m, n)
-	return h
+	return x.h, x.on
 }
 
 // fail records that the session could not open: what it was sent, and is

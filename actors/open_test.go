@@ -26,7 +26,7 @@ func TestOpeningKeepsWhatComes(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
 	release := make(chan struct{})
 	cwd := t.TempDir()
-	s := rt.OpenSession("s1", cwd, nil, release, func(*Session) (*SessionState, any) {
+	s := rt.OpenSession("s1", cwd, Attachment{}, release, func(*Session) (*SessionState, any) {
 		return &SessionState{History: []history.Message{{Role: history.RoleUser, Content: "earlier"}, {Role: history.RoleAssistant, Content: "yes"}}}, nil
 	})
 	defer s.Stop()
@@ -63,7 +63,7 @@ func TestFailedOpeningAnswersEverything(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
 	release := make(chan struct{})
 	gone := &Outcome{Err: "no such session"}
-	s := rt.OpenSession("s1", t.TempDir(), nil, release, func(*Session) (*SessionState, any) { return nil, gone })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, release, func(*Session) (*SessionState, any) { return nil, gone })
 	early := out.reply(acp.AgentMethodSessionPrompt)
 	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, early); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestStopWhileOpening(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
 	release := make(chan struct{})
 	defer close(release)
-	s := rt.OpenSession("s1", t.TempDir(), nil, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
 	turn := out.reply(acp.AgentMethodSessionPrompt)
 	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn); err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ rules:
   - match: "^sleep$"
     steps: [{text: "partial", stall: true}]
 `)
-	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	defer s.Stop()
 	turn := NewReply(jsonrpc.IntID(1), acp.AgentMethodSessionPrompt)
 	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, turn); err != nil {
@@ -175,7 +175,7 @@ rules:
     steps: [{text: "partial", stall: true}]
 `)
 	release := make(chan struct{})
-	s := rt.OpenSession("s1", t.TempDir(), nil, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
 	mode := out.reply(acp.AgentMethodSessionSetMode)
 	s.SetMode(ModeAsk, mode)
 	ended := s.End(false)
@@ -189,7 +189,7 @@ rules:
 
 	// The same while the session moves: its turn there ends first, then
 	// the mode sent after the move, then the end.
-	m := rt.SpawnSession(&SessionState{ID: "s2", Cwd: t.TempDir()})
+	m := rt.SpawnSession(&SessionState{ID: "s2", Cwd: t.TempDir()}, Attachment{})
 	if _, err := m.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, NewReply(jsonrpc.IntID(1), acp.AgentMethodSessionPrompt)); err != nil {
 		t.Fatal(err)
 	}

@@ -40,10 +40,6 @@ type SessionState struct {
 	// cwd is: its commands may write them as they write the cwd. Not
 	// saved: a load or a resume names them again.
 	Dirs []string
-	// Out and Client are the connection the session starts attached to;
-	// nil: the runtime's (Options.Out, Options.Client).
-	Out    Outbox
-	Client Client
 	// Rev is the stored revision the state was read at (store.File.Rev):
 	// the session's saves are fenced on it. 0 for a new session.
 	Rev int64

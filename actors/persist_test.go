@@ -52,7 +52,7 @@ func TestFencedSessionStops(t *testing.T) {
 	out.rt = rt
 	t.Cleanup(rt.Shutdown)
 
-	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	defer s.Stop()
 	if err := s.Flush(); err != nil { // session/new's save: accepted
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestStoppedSessionAnswersWhatItNeverRead(t *testing.T) {
 	out.rt = rt
 	t.Cleanup(rt.Shutdown)
 
-	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	mode := out.reply(acp.AgentMethodSessionSetMode)
 	s.SetMode("yolo", mode) // its current_mode_update holds the actor
 	select {

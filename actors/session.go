@@ -165,8 +165,9 @@ type heldReply struct {
 // newSession builds the actor of a session whose state is known, off the
 // actor (on the edge's goroutine for SpawnSession): its state, what it
 // reads from the disk, and what it starts.
-func newSession(rt *Runtime, st *SessionState, final chan struct{}) *session {
+func newSession(rt *Runtime, st *SessionState, on Attachment, final chan struct{}) *session {
 	s := &session{rt: rt, final: final}
+	s.out, s.client = rt.attachment(on)
 	s.fill(st)
 	s.build(s.read())
 	return s
@@ -183,13 +184,6 @@ func (s *session) fill(st *SessionState) {
 	s.sandboxMode, s.network = rt.sandboxMode, rt.cfg.Sandbox.Network
 	s.mode, s.modelID = st.Mode, st.Model
 	s.history, s.usage, s.plan = st.History, usageFromStore(st.Usage), st.Plan
-	s.out, s.client = st.Out, st.Client
-	if s.out == nil {
-		s.out = rt.out
-	}
-	if s.client == nil {
-		s.client = rt.client
-	}
 	if st.Provenance.Kind != "fork" {
 		// A loaded session's title is the one session/list showed; a
 		// fork's is news to the client, told after its first turn.

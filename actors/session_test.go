@@ -160,7 +160,7 @@ rules:
       - {text: "model read: {{last_tool_output}}"}
 `)
 	rt.runTool = func(context.Context, tools.Env, *tools.Call) tools.Result { panic("tool exploded") }
-	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	defer s.Stop()
 	res := ask(s, "run")
 	if res.Err != "" || res.StopReason != acp.StopReasonEndTurn {
@@ -182,7 +182,7 @@ rules:
 		t.Errorf("the model did not read the failure: %q", text)
 	}
 	// The runtime still serves other sessions.
-	s2 := rt.SpawnSession(&SessionState{ID: "s2", Cwd: t.TempDir()})
+	s2 := rt.SpawnSession(&SessionState{ID: "s2", Cwd: t.TempDir()}, Attachment{})
 	defer s2.Stop()
 	if res := ask(s2, "run"); res.StopReason != acp.StopReasonEndTurn || res.Err != "" {
 		t.Errorf("second session: %+v", res)
@@ -198,7 +198,7 @@ rules:
     steps:
       - toolCalls: [{name: bash, args: {command: "sleep 1000"}}]
 `)
-	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	res := make(chan *TurnResult, 1)
 	go func() { res <- ask(s, "sleep") }()
 	for deadline := time.Now().Add(testwait.Hang); ; time.Sleep(time.Millisecond) {
@@ -225,7 +225,7 @@ rules:
 // session's state: the history is intact and the next turn works.
 func TestSessionSurvivesPanic(t *testing.T) {
 	rt, _ := newTestRuntime(t, "rules:\n  - match: \"^ping$\"\n    steps: [{text: pong}]\n  - match: \"^slow$\"\n    steps: [{sleep: 30s}]\n")
-	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	defer s.Stop()
 	if r := ask(s, "ping"); r.StopReason != acp.StopReasonEndTurn {
 		t.Fatal(r)
@@ -280,7 +280,7 @@ rules:
 // the mailbox or started after the session stopped, cancelled.
 func TestStartAnswersEveryPromptOnce(t *testing.T) {
 	rt, out := newTestRuntime(t, slowOrQuick)
-	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	s.Start(text("quick"), NewReply(jsonrpc.IntID(1), ""))
 	waitFor(t, func() bool { return len(out.answered()) == 1 })
 	if a := out.answered()[0]; a.id != "1" || a.res.StopReason != acp.StopReasonEndTurn {
@@ -349,7 +349,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // other.
 func TestCancelRequest(t *testing.T) {
 	rt, out := newTestRuntime(t, slowOrQuick)
-	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()})
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	answer := func(id string) *TurnResult {
 		t.Helper()
 		var got *TurnResult

@@ -109,10 +109,14 @@ func (c *Caller) unregister(id string) *actors.Session {
 	return s
 }
 
-// attach is what a session this connection creates or takes over writes
-// to and asks.
+// on is the connection a session this Caller opens speaks through: what it
+// writes to and whom it asks.
+func (c *Caller) on() actors.Attachment { return actors.Attachment{Out: c.out, Client: c.asks} }
+
+// attach gives the state of a session this connection creates or opens
+// the folders its file tools may open.
 func (c *Caller) attach(st *actors.SessionState) *actors.SessionState {
-	st.Out, st.Client, st.Roots = c.out, c.asks, c.roots
+	st.Roots = c.roots
 	return st
 }
 
@@ -181,7 +185,7 @@ func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) 
 		}
 		c.know(cwd)
 		rt := c.runtime()
-		s, err := c.register(rt.SpawnSession(c.attach(&actors.SessionState{ID: id, Cwd: cwd, Dirs: dirs, Owner: c.owner, MCP: c.mcpServers(p.McpServers)})), mcp)
+		s, err := c.register(rt.SpawnSession(c.attach(&actors.SessionState{ID: id, Cwd: cwd, Dirs: dirs, Owner: c.owner, MCP: c.mcpServers(p.McpServers)}), c.on()), mcp)
 		if err != nil {
 			return "", nil, err
 		}

@@ -122,7 +122,7 @@ func (c *Caller) fork(st *actors.SessionState, p acp.UnstableForkSessionRequest,
 		return "", nil, err
 	}
 	st.MCP = c.mcpServers(servers)
-	s, err := c.register(c.runtime().SpawnSession(c.attach(st)), mcp)
+	s, err := c.register(c.runtime().SpawnSession(c.attach(st), c.on()), mcp)
 	if err != nil {
 		return "", nil, err
 	}

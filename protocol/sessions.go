@@ -181,7 +181,7 @@ func (c *Caller) openFile(r actors.Reply, id, rawCwd string, dirs []string, serv
 	if err := c.roomFor(mcp); err != nil {
 		return nil, err
 	}
-	return c.register(c.runtime().OpenSession(id, cwd, c.out, c.hub.sessions.After(id), open), mcp)
+	return c.register(c.runtime().OpenSession(id, cwd, c.on(), c.hub.sessions.After(id), open), mcp)
 }
 
 // loadFile reads stored session id of cwd as this connection may see it:

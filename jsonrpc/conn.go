@@ -216,16 +216,15 @@ func (c *Conn) route(m *Message) {
 		}
 		return
 	}
-	var method string
-	if m.Method[0] != '"' || json.Unmarshal(m.Method, &method) != nil || method == "" {
+	method, ok := plainString(m.Method)
+	if !ok && (m.Method[0] != '"' || json.Unmarshal(m.Method, &method) != nil) || method == "" {
 		c.writeError(ID{}, raw, "", m.Tag, ErrInvalidRequest.With("method must be a non-empty string"))
 		return
 	}
-	if len(m.Params) > 0 && m.Params[0] == '{' {
-		if dup, twice := DuplicateKey(m.Params); twice {
-			c.writeError(ID{}, raw, "", m.Tag, ErrInvalidRequest.With(fmt.Sprintf("the member %q appears twice in params", dup)))
-			return
-		}
+	session, dup, twice := scanParams(m.Params)
+	if twice {
+		c.writeError(ID{}, raw, "", m.Tag, ErrInvalidRequest.With(fmt.Sprintf("the member %q appears twice in params", dup)))
+		return
 	}
 	if raw != nil && !hasID {
 		// JSON-RPC 2.0 allows a null id and advises against it: no answer
@@ -234,7 +233,7 @@ func (c *Conn) route(m *Message) {
 			"error": "a request's id must be a string or a number: with a null id no answer could name its request"}))
 		return
 	}
-	r := &Request{ID: id, Method: method, Params: m.Params, Session: SessionOf(m.Params), Tag: m.Tag}
+	r := &Request{ID: id, Method: method, Params: m.Params, Session: session, Tag: m.Tag}
 	if c.opts.Preempt != nil && c.opts.Preempt(r) {
 		return
 	}
@@ -572,4 +571,19 @@ func (c *Conn) waitProgress(seen uint64, idle time.Duration) bool {
 		t.Stop()
 	}
 	return true
+}
+
+// plainString is the JSON string raw (valid JSON, as Parse checked) when
+// it has no escape in it: its bytes between the quotes, without a decode.
+func plainString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c == '\\' || c == '"' || c < 0x20 || c >= 0x80 {
+			return "", false
+		}
+	}
+	return string(body), true
 }

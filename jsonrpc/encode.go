@@ -1,7 +1,9 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	"github.com/tidwall/gjson"
@@ -40,11 +42,62 @@ func EncodeResponse(id ID, result any, err *Error) ([]byte, error) {
 // EncodeRequest is a request of method with params (a notification when
 // id is zero).
 func EncodeRequest(id ID, method string, params any) ([]byte, error) {
-	w := wire{JSONRPC: "2.0", Method: method, Params: params}
-	if !id.IsZero() {
-		w.ID = id.AppendJSON(nil)
+	var raw []byte
+	check := false // raw is not encoding/json's own: compact it, checked
+	switch p := params.(type) {
+	case nil:
+	case json.RawMessage:
+		raw, check = p, true
+		if raw == nil {
+			raw = []byte("null")
+		}
+	default:
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		raw = b
 	}
-	return json.Marshal(&w)
+	// The envelope is appended, not reflected on: the bytes are
+	// encoding/json's (TestEncodeRequestIsMarshal), params compacted and
+	// checked as it does with a RawMessage.
+	b := make([]byte, 0, len(raw)+len(method)+48)
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	if !id.IsZero() {
+		b = append(b, `,"id":`...)
+		b = id.AppendJSON(b)
+	}
+	if method != "" {
+		b = append(b, `,"method":`...)
+		b = AppendString(b, method)
+	}
+	if params != nil {
+		b = append(b, `,"params":`...)
+		if check {
+			w := bytes.NewBuffer(b)
+			if err := json.Compact(w, raw); err != nil {
+				return nil, fmt.Errorf("json: error calling MarshalJSON for type json.RawMessage: %w", err)
+			}
+			b = w.Bytes()
+		} else {
+			b = append(b, raw...)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// AppendString appends s to b as encoding/json writes a string (its HTML
+// characters escaped too).
+func AppendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Said is e as it goes on the wire: an "Invalid params" error says why in

@@ -144,12 +144,37 @@ func DuplicateKey(obj []byte) (dup string, twice bool) {
 	return dup, twice
 }
 
+// scanParams reads the members of params (an object, checked JSON) once:
+// the session it names (SessionOf) and the first member name that appears
+// twice (DuplicateKey).
+func scanParams(params json.RawMessage) (session, dup string, twice bool) {
+	if len(params) == 0 || params[0] != '{' {
+		return "", "", false
+	}
+	var n memberNames
+	gjson.Parse(unsafe.String(unsafe.SliceData(params), len(params))).ForEach(func(k, v gjson.Result) bool {
+		name := k.String()
+		if n.again(name) {
+			dup, twice = name, true
+			return false
+		}
+		if name == "sessionId" && v.Type == gjson.String && session == "" {
+			session = strings.Clone(v.Str) // v.Str may be params' own bytes
+		}
+		return true
+	})
+	return session, dup, twice
+}
+
 // memberNames are the member names of an object seen so far: a slice for
 // the handful of a message, a map past 16 (an object of a million members
 // costs a million lookups, not a million squared).
 type memberNames struct {
 	seen []string
 	many map[string]bool
+	// first holds the first names, so that a message's take no
+	// allocation of their own.
+	first [8]string
 }
 
 // again records name and says whether it was seen before.
@@ -163,6 +188,9 @@ func (n *memberNames) again(name string) bool {
 	}
 	if slices.Contains(n.seen, name) {
 		return true
+	}
+	if n.seen == nil {
+		n.seen = n.first[:0]
 	}
 	n.seen = append(n.seen, name)
 	if len(n.seen) > 16 {

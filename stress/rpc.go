@@ -209,9 +209,15 @@ func (c *rpc) call(ctx context.Context, method string, params any, session strin
 	default:
 	}
 	id, answer := c.conn.Await("")
-	data, err := jsonrpc.EncodeRequest(id, method, params)
-	if err != nil {
-		return nil, err // never sent: the call waits for nothing until the end
+	var data []byte
+	if p, ok := params.(appended); ok {
+		data = appendRequest(id, method, p)
+	} else {
+		var err error
+		data, err = jsonrpc.EncodeRequest(id, method, params)
+		if err != nil {
+			return nil, err // never sent: the call waits for nothing until the end
+		}
 	}
 	if err := c.conn.Write(jsonrpc.Out{Data: data, ID: id, Session: session}); err != nil {
 		return nil, err
@@ -268,9 +274,36 @@ func textPrompt(sessionID, text string) *promptParams {
 	return &promptParams{SessionID: sessionID, Prompt: [1]textBlock{{Type: "text", Text: text}}}
 }
 
+// appended are params the harness appended itself, compact and valid:
+// its request is appended too, not encoded and checked again.
+type appended []byte
+
+// appendRequest is jsonrpc.EncodeRequest's bytes for params p.
+func appendRequest(id jsonrpc.ID, method string, p appended) []byte {
+	b := make([]byte, 0, len(p)+len(method)+48)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = id.AppendJSON(b)
+	b = append(b, `,"method":`...)
+	b = jsonrpc.AppendString(b, method)
+	b = append(b, `,"params":`...)
+	b = append(b, p...)
+	return append(b, '}')
+}
+
+// promptBytes are textPrompt's bytes, appended: the harness's one call
+// per turn.
+func promptBytes(sessionID, text string) appended {
+	b := make([]byte, 0, 64+len(sessionID)+len(text))
+	b = append(b, `{"sessionId":`...)
+	b = jsonrpc.AppendString(b, sessionID)
+	b = append(b, `,"prompt":[{"type":"text","text":`...)
+	b = jsonrpc.AppendString(b, text)
+	return append(b, "}]}"...)
+}
+
 // prompt sends a text prompt and returns the stop reason.
 func (c *rpc) prompt(ctx context.Context, sessionID, text string) (string, error) {
-	res, err := c.call(ctx, "session/prompt", textPrompt(sessionID, text), sessionID)
+	res, err := c.call(ctx, "session/prompt", promptBytes(sessionID, text), sessionID)
 	if err != nil {
 		return "", err
 	}

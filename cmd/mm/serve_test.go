@@ -141,6 +141,10 @@ func startServeIn(t testing.TB, prefix []string, bin, dir, name, model, script, 
 	if name == defaultConfig {
 		argv = argv[:len(argv)-2]
 	}
+	if prof := os.Getenv("MM_TEST_CPUPROFILES"); prof != "" {
+		// Performance work: each mm serve writes its CPU profile there.
+		argv = append(argv, "-cpuprofile", filepath.Join(prof, strings.NewReplacer("/", "_").Replace(name)+".prof"))
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
@@ -170,6 +174,15 @@ func startServeIn(t testing.TB, prefix []string, bin, dir, name, model, script, 
 		s.exited <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
+		if os.Getenv("MM_TEST_CPUPROFILES") != "" {
+			// Its profile is written as it exits.
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-s.exited:
+				s.exited <- err
+			case <-time.After(time.Minute):
+			}
+		}
 		_ = cmd.Process.Kill()
 		<-s.exited
 		s.exited <- nil

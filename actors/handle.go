@@ -49,12 +49,9 @@ type Session struct {
 	open    []Reply
 	out     Outbox
 	stopped bool
-	// calls are the requests the actor answers to the handle (Flush,
-	// State…), some maybe answered already; gone is closed once the
-	// actor stopped, so their waits end.
-	calls    map[uint64]chan any
-	lastCall uint64
-	gone     chan struct{}
+	// gone is closed once the actor stopped, so that the waits of the
+	// calls it did not answer end (reply.go).
+	gone chan struct{}
 	// failed, once the session's opening failed (OpenSession), answers
 	// every request it was sent.
 	failed any
@@ -263,9 +260,9 @@ var closedOutcome = &Outcome{Err: ErrSessionClosed.Error()}
 // RequestState asks for a copy of the session's state now, in the
 // session's order, and returns a function that waits for it.
 func (s *Session) RequestState() func() (*SessionState, error) {
-	id, done := s.call(func(c uint64) any { return &GetState{call: c} })
+	wait := s.call(func(to *actor.PID) any { return &GetState{ReplyTo: to} })
 	return func() (*SessionState, error) {
-		res := s.wait(id, done)
+		res := wait()
 		st, ok := res.(*SessionState)
 		if !ok {
 			return nil, doneErr(res)
@@ -282,7 +279,7 @@ func (s *Session) State() (*SessionState, error) { return s.RequestState()() }
 // the session has moved.
 func (s *Session) Attach(out Outbox, client Client) error {
 	s.attached(out)
-	return s.ask(func(c uint64) any { return &Attach{Out: out, Client: client, call: c} })
+	return s.ask(func(to *actor.PID) any { return &Attach{Out: out, Client: client, ReplyTo: to} })
 }
 
 // Move moves the session to another connection's writer and client, after
@@ -303,74 +300,53 @@ func (s *Session) Move(out Outbox, client Client, taken bool) {
 // it had ended (after a Cancel, they end cancelled) and their answers are
 // queued. A session that stops meanwhile is settled too.
 func (s *Session) Settle() {
-	s.wait(s.call(func(c uint64) any { return &settle{call: c} }))
+	s.call(func(to *actor.PID) any { return &settle{ReplyTo: to} })()
 }
 
 // Flush writes the session file (when sessions are persisted) and returns
 // once it is on disk.
 func (s *Session) Flush() error {
-	return s.ask(func(c uint64) any { return &Flush{call: c} })
+	return s.ask(func(to *actor.PID) any { return &Flush{ReplyTo: to} })
 }
-
-// A call is a request of the edge's that the session answers to its
-// handle itself, not through an Outbox (Flush, State, Attach, Settle, a
-// delete's Forget). Its message carries the call's number, plain data;
-// whoever answers first (the actor, its writer, or the handle once the
-// actor is gone) answers it, once (answerCall).
 
 // closedDone answers a call the session stopped before answering.
 var closedDone = &Done{Err: ErrSessionClosed.Error()}
 
-// call sends the message msg makes for a new call, in the order of the
-// handle's other methods, and returns the call's number and where its
-// answer comes. A session that has stopped gets nothing: the call is
-// answered closed at once.
-func (s *Session) call(msg func(call uint64) any) (uint64, chan any) {
-	done := make(chan any, 1)
+// call sends the message msg makes for a new call (reply.go), in the order
+// of the handle's other methods, and returns a function that waits for its
+// answer. Once the actor is gone, a call it did not answer is answered
+// closed, after the session's file is final: a flush its writer still held
+// is answered by the writer first. A session that has stopped gets
+// nothing: the call is answered closed at once.
+func (s *Session) call(msg func(to *actor.PID) any) (wait func() any) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.stopped {
-		done <- closedDone
-		return 0, done
+		s.mu.Unlock()
+		return func() any { return closedDone }
 	}
-	if s.calls == nil {
-		s.calls = map[uint64]chan any{}
-	}
-	s.lastCall++
-	id := s.lastCall
-	s.calls[id] = done
-	s.rt.sys.Root.Send(s.pid, msg(id))
-	return id, done
-}
-
-// answerCall answers call id with v, unless it was answered already.
-func (s *Session) answerCall(id uint64, v any) {
-	s.mu.Lock()
-	done, ok := s.calls[id]
-	delete(s.calls, id)
+	to, r := s.rt.newReply()
+	s.rt.sys.Root.Send(s.pid, msg(to))
 	s.mu.Unlock()
-	if ok {
-		done <- v
+	return func() any {
+		defer s.rt.sys.ProcessRegistry.Remove(to)
+		select {
+		case v := <-r.ch:
+			return v
+		case <-s.gone:
+		}
+		<-s.final
+		select {
+		case v := <-r.ch:
+			return v
+		default:
+			return closedDone
+		}
 	}
 }
 
-// wait returns call id's answer. Once the actor is gone, what it did not
-// answer is answered closed, after the session's file is final: a flush
-// its writer still held is answered by the writer first.
-func (s *Session) wait(id uint64, done chan any) any {
-	select {
-	case v := <-done:
-		return v
-	case <-s.gone:
-	}
-	<-s.final
-	s.answerCall(id, closedDone)
-	return <-done
-}
-
-// ask is call and wait for a request answered with a *Done.
-func (s *Session) ask(msg func(call uint64) any) error {
-	return doneErr(s.wait(s.call(msg)))
+// ask is call and its wait, for a request answered with a *Done.
+func (s *Session) ask(msg func(to *actor.PID) any) error {
+	return doneErr(s.call(msg)())
 }
 
 // doneErr is the error a *Done (or another reply) stands for.
@@ -407,18 +383,15 @@ var ErrNeverOpened = errors.New("the session never opened")
 // session's opening failed and there was nothing to end.
 func (s *Session) End(forget bool) (wait func() error) {
 	s.Cancel()
-	var (
-		forgot uint64
-		done   chan any
-	)
+	var forgot func() any
 	if forget {
-		forgot, done = s.call(func(c uint64) any { return &Forget{call: c} })
+		forgot = s.call(func(to *actor.PID) any { return &Forget{ReplyTo: to} })
 	}
 	s.send(&endSession{}, nil, nil)
 	return func() error {
 		var err error
-		if done != nil {
-			err = doneErr(s.wait(forgot, done))
+		if forgot != nil {
+			err = doneErr(forgot())
 		}
 		<-s.gone
 		<-s.final

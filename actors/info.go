@@ -36,11 +36,11 @@ func (s *session) infoUpdate() {
 // Forget makes the session remove its file when it stops (session/delete);
 // the reply is a *Done. The session's final channel is closed once the file
 // is gone (or there was none to remove).
-type Forget struct{ call uint64 }
+type Forget struct{ ReplyTo *actor.PID }
 
-func (s *session) onForget(_ actor.Context, m *Forget) {
+func (s *session) onForget(ctx actor.Context, m *Forget) {
 	s.forget = true
-	s.handle.answerCall(m.call, &Done{})
+	ctx.Send(m.ReplyTo, &Done{})
 }
 
 // removeFile deletes the stored session once its writer w (nil: none) is

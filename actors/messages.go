@@ -52,7 +52,8 @@ type Attach struct {
 	// messages sent after the Attach wait in the session until then
 	// (Session.Move).
 	settle bool
-	call   uint64
+	// ReplyTo, when set, is told once the session has moved (Session.Attach).
+	ReplyTo *actor.PID
 }
 
 // endSession stops a session once the messages sent before it are served
@@ -65,11 +66,11 @@ type endSession struct{}
 type unstash struct{}
 
 // settle asks a session to answer, with a *Done, once it has no turn.
-type settle struct{ call uint64 }
+type settle struct{ ReplyTo *actor.PID }
 
 // GetState asks a session for a copy of its state; the reply is a
 // *SessionState.
-type GetState struct{ call uint64 }
+type GetState struct{ ReplyTo *actor.PID }
 
 // SetMode switches a session between "ask" and "yolo"; the answer is an
 // *Outcome.
@@ -121,7 +122,7 @@ type Done struct{ Err string }
 
 // Flush asks a session to write its file now; the reply, a *Done, comes
 // once it is on disk (or at once without persistence).
-type Flush struct{ call uint64 }
+type Flush struct{ ReplyTo *actor.PID }
 
 // persisted tells a session its file was written, or why it was not.
 type persisted struct{ Err string }

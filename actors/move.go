@@ -60,8 +60,8 @@ func (s *session) attach(ctx actor.Context, m *Attach) {
 	if s.client == nil {
 		s.client = nobody{}
 	}
-	if m.call != 0 {
-		s.handle.answerCall(m.call, &Done{})
+	if m.ReplyTo != nil {
+		ctx.Send(m.ReplyTo, &Done{})
 	}
 }
 

@@ -178,28 +178,28 @@ func (s *session) fencedWhy() string {
 // fenced session writes nothing more: protoactor still hands a stopping
 // actor the messages queued before its stop took effect, and such a flush
 // was answered as saved (TestFencedSessionStops, under load).
-func (s *session) onFlush(m *Flush) {
-	h, c := s.handle, m.call
+func (s *session) onFlush(ctx actor.Context, m *Flush) {
+	to := m.ReplyTo
 	if s.fenced {
-		h.answerCall(c, &Done{Err: s.fencedWhy()})
+		ctx.Send(to, &Done{Err: s.fencedWhy()})
 		return
 	}
 	if s.writer == nil {
-		h.answerCall(c, &Done{})
+		ctx.Send(to, &Done{})
 		return
 	}
 	data, err := s.encode(s.file())
 	if err != nil {
-		h.answerCall(c, &Done{Err: err.Error()})
+		ctx.Send(to, &Done{Err: err.Error()})
 		return
 	}
-	id := s.id
+	id, root := s.id, ctx.ActorSystem().Root
 	s.writer.Save(data, func(err error) {
 		if err != nil {
-			h.answerCall(c, &Done{Err: fmt.Sprintf("session %s could not be saved: %v", id, err)})
+			root.Send(to, &Done{Err: fmt.Sprintf("session %s could not be saved: %v", id, err)})
 			return
 		}
-		h.answerCall(c, &Done{})
+		root.Send(to, &Done{})
 	})
 }
 

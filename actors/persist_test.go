@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -160,4 +161,40 @@ func TestStoppedSessionAnswersWhatItNeverRead(t *testing.T) {
 		}
 	}
 	s.Stop()
+}
+
+// TestCallsLeaveNoReply: a call's answer goes to a reply process of its
+// own (reply.go), which is gone once the call is answered, whether the
+// caller waited or not, and once a stopped session's call is answered
+// closed. (A call never waited for that a stopping session dropped stays:
+// protoactor drops what is left in a stopped actor's mailbox.)
+func TestCallsLeaveNoReply(t *testing.T) {
+	rt, _ := newTestRuntime(t, pongScript)
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
+	for range 3 {
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.State(); err != nil {
+			t.Fatal(err)
+		}
+		s.Settle()
+	}
+	_ = s.RequestState() // never waited for, answered before the Settle
+	s.Settle()
+	s.Stop()
+	if _, err := s.State(); err == nil {
+		t.Error("a stopped session's state was given")
+	}
+	n := 0
+	for _, bucket := range rt.sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for _, id := range bucket.Keys() {
+			if strings.HasPrefix(id, "reply") {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d reply processes left in the registry", n)
+	}
 }

@@ -142,7 +142,7 @@ type session struct {
 	// session have left processes running.
 	ranCommands bool
 	// settlers wait for the session to have no turn (Session.Settle).
-	settlers []uint64
+	settlers []*actor.PID
 	// opening is set while the session waits for its state (open.go).
 	opening bool
 	// moving is a move to another connection waiting for the session's
@@ -305,13 +305,13 @@ func (s *session) receive(ctx actor.Context, msg any) {
 	case *fenced:
 		s.onFenced(ctx, m)
 	case *Flush:
-		s.onFlush(m)
+		s.onFlush(ctx, m)
 	case *Replay:
 		s.onReplay(ctx, m)
 	case *Resume:
 		s.onResume(m)
 	case *GetState:
-		s.handle.answerCall(m.call, s.state())
+		ctx.Send(m.ReplyTo, s.state())
 	case *Attach:
 		s.onAttach(ctx, m)
 	case *unstash:
@@ -320,9 +320,9 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		ctx.Stop(ctx.Self())
 	case *settle:
 		if s.idle() {
-			s.handle.answerCall(m.call, &Done{})
+			ctx.Send(m.ReplyTo, &Done{})
 		} else {
-			s.settlers = append(s.settlers, m.call)
+			s.settlers = append(s.settlers, m.ReplyTo)
 		}
 	case *Forget:
 		s.onForget(ctx, m)

@@ -537,8 +537,8 @@ func (s *session) reply(t *turn, res *TurnResult) {
 
 // settled answers the requests waiting for the session to have no turn.
 func (s *session) settled() {
-	for _, c := range s.settlers {
-		s.handle.answerCall(c, &Done{})
+	for _, to := range s.settlers {
+		s.rt.sys.Root.Send(to, &Done{})
 	}
 	s.settlers = nil
 }

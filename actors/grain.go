@@ -36,11 +36,13 @@ func (rt *Runtime) NewGrain(id string, self *actor.PID) Grain {
 // Bound says whether the grain has been given its session (its handle).
 func (s *session) Bound() bool { return s.handle != nil }
 
-// SessionProps are the props a cluster spawns session actors with: those of
-// a session the runtime spawns itself (its priority mailbox, for cancels;
-// its children stopped when they fail; the runtime's dispatcher).
+// SessionProps are the props of a session's actor, the runtime's and a
+// cluster's: its priority mailbox, for cancels; its children stopped when
+// they fail; a PoisonPill taken as a drain (drain.go); the runtime's
+// dispatcher.
 func (rt *Runtime) SessionProps(producer actor.Producer) *actor.Props {
-	return rt.props(producer, actor.WithMailbox(actor.UnboundedPriorityMpsc()), actor.WithSupervisor(stopChildren))
+	return rt.props(producer, actor.WithMailbox(actor.UnboundedPriorityMpsc()), actor.WithSupervisor(stopChildren),
+		actor.WithReceiverMiddleware(sessionMiddleware))
 }
 
 // grainTable holds the grains waiting for their session, by id.

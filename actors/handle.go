@@ -42,11 +42,15 @@ type Session struct {
 
 	// started numbers the prompts handed to Start.
 	started atomic.Uint64
-	// open are the replies of the requests sent and not answered; once
-	// stopped, the ones left are answered here, through out: the outbox
-	// the session was last attached to.
+	// waiting counts the prompts sent and not answered yet (a 65th is
+	// refused). ended is set once the session's end is on its way (End,
+	// or the session's own: drain.go): it took every request sent before,
+	// and answers each; one sent after is answered here, closed, through
+	// out (the outbox the session was last attached to). stopped is set
+	// once the actor is gone.
 	mu      sync.Mutex
-	open    []Reply
+	waiting int
+	ended   bool
 	out     Outbox
 	stopped bool
 	// gone is closed once the actor stopped, so that the waits of the
@@ -122,9 +126,7 @@ func (rt *Runtime) attachment(on Attachment) (Outbox, Client) {
 // spawnSession spawns a session's actor: cancels first in its mailbox,
 // its children stopped when they fail.
 func (rt *Runtime) spawnSession(a actor.Actor) *actor.PID {
-	return rt.sys.Root.Spawn(rt.props(func() actor.Actor { return a },
-		actor.WithMailbox(actor.UnboundedPriorityMpsc()),
-		actor.WithSupervisor(stopChildren)))
+	return rt.sys.Root.Spawn(rt.SessionProps(func() actor.Actor { return a }))
 }
 
 // stopChildren stops a failed child (a model or tool actor) instead of
@@ -134,35 +136,42 @@ var stopChildren = actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Di
 	return actor.StopDirective
 })
 
-// send records r (when set) as open and sends msg, under the handle's lock
-// so that the messages keep the order of the calls. When the session has
-// stopped it sends nothing and answers r with closed.
+// send sends msg, under the handle's lock so that the messages keep the
+// order of the calls. When the session's end is on its way it sends
+// nothing and answers r (when set) with closed: the session answers what
+// it took, the handle what came after. An endSession or a drain ends it.
 func (s *Session) send(msg any, r *Reply, closed any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped {
+	if s.stopped || s.ended {
 		if r != nil {
 			s.out.Answer(s.ID, *r, s.closedAnswer(closed))
 		}
 		return
 	}
-	if r != nil {
-		s.open = append(s.open, *r)
+	switch msg.(type) {
+	case *endSession, *drain:
+		s.ended = true
 	}
 	s.rt.sys.Root.Send(s.pid, msg)
 }
 
-// answered forgets r: the session answered it. A session has a request or
-// two in flight, not a growing list.
+// answered counts a prompt's answer: one fewer waits.
 func (s *Session) answered(r Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, o := range s.open {
-		if o.Seq == r.Seq {
-			s.open = append(s.open[:i], s.open[i+1:]...)
-			return
-		}
+	if !r.isPrompt() {
+		return
 	}
+	s.mu.Lock()
+	s.waiting--
+	s.mu.Unlock()
+}
+
+// end marks the session's end on its way: the session ends itself
+// (drain.go), and answers what it was sent before.
+func (s *Session) end() {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
 }
 
 // isPrompt says whether r stands for a prompt (a turn's reply).
@@ -178,20 +187,14 @@ func (r Reply) isPrompt() bool {
 func (s *Session) Start(prompt []acp.ContentBlock, r Reply) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped {
+	if s.stopped || s.ended {
 		s.out.Answer(s.ID, r, s.closedAnswer(&TurnResult{StopReason: acp.StopReasonCancelled}))
 		return 0, nil
 	}
-	waiting := 0
-	for _, o := range s.open {
-		if o.isPrompt() {
-			waiting++
-		}
-	}
-	if waiting >= maxWaiting {
+	if s.waiting >= maxWaiting {
 		return 0, ErrTooManyPrompts
 	}
-	s.open = append(s.open, r)
+	s.waiting++
 	seq := s.started.Add(1)
 	s.rt.sys.Root.Send(s.pid, &StartTurn{Seq: seq, Prompt: prompt, Reply: r})
 	return seq, nil
@@ -320,7 +323,7 @@ var closedDone = &Done{Err: ErrSessionClosed.Error()}
 // nothing: the call is answered closed at once.
 func (s *Session) call(msg func(to *actor.PID) any) (wait func() any) {
 	s.mu.Lock()
-	if s.stopped {
+	if s.stopped || s.ended {
 		s.mu.Unlock()
 		return func() any { return closedDone }
 	}
@@ -405,48 +408,46 @@ func (s *Session) End(forget bool) (wait func() error) {
 // Close ends the session (End) and returns once its file is final.
 func (s *Session) Close() { _ = s.End(false)() }
 
-// Stop stops the session actor and its children at once (which cancels
-// their streams and kills their processes); its turns answer cancelled and
-// the requests still queued are answered as closed. It returns once the
-// actor is gone and its file final.
+// Stop ends the session at once: its turns are cancelled (they answer
+// cancelled), the requests sent before are served (or, while it opens,
+// answered closed), and the actor and its children stop (which cancels
+// their streams and kills their processes).
+// It returns once the actor is gone and its file final.
 func (s *Session) Stop() { StopAll([]*Session{s}) }
 
-// StopAll stops sessions all at once, and returns once every one is gone
-// and its file final.
+// stopGrace is how long StopAll waits for a session to serve what it was
+// sent before it is stopped as it is (a session still opening, whose store
+// does not answer).
+const stopGrace = 10 * time.Second
+
+// StopAll stops sessions all at once (Stop), and returns once every one is
+// gone and its file final.
 func StopAll(sessions []*Session) {
-	futures := make([]*actor.Future, len(sessions))
-	for i, s := range sessions {
-		futures[i] = s.rt.sys.Root.StopFuture(s.pid)
+	for _, s := range sessions {
+		// A drain, unlike End's endSession, does not wait for a session
+		// still opening: what it was sent is answered at once.
+		s.send(&drain{}, nil, nil)
 	}
-	for i, s := range sessions {
-		_ = futures[i].Wait()
-		s.stopped1()
+	for _, s := range sessions {
+		select {
+		case <-s.gone:
+		case <-time.After(stopGrace):
+			s.rt.log.Warn(fmt.Sprintf("[acp] session %s did not end within %s: stopped as it is", s.ID, stopGrace))
+			_ = s.rt.sys.Root.StopFuture(s.pid).Wait()
+			s.stopped1()
+		}
 	}
 	for _, s := range sessions {
 		<-s.final
 	}
 }
 
-// stopped1 marks the session stopped and answers what it left: a message
-// still in the mailbox when the actor stopped is dropped by protoactor.
+// stopped1 marks the session stopped: its actor is gone.
 func (s *Session) stopped1() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.stopped {
 		close(s.gone)
 	}
 	s.stopped = true
-	open := s.open
-	s.open = nil
-	failed, out := s.failed, s.out
-	s.mu.Unlock()
-	for _, r := range open {
-		switch {
-		case failed != nil:
-			out.Answer(s.ID, r, failed)
-		case r.isPrompt():
-			out.Answer(s.ID, r, &TurnResult{StopReason: acp.StopReasonCancelled})
-		default:
-			out.Answer(s.ID, r, closedOutcome)
-		}
-	}
 }

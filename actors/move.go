@@ -88,8 +88,7 @@ func (s *session) onUnstash(ctx actor.Context) {
 		s.stash = s.stash[1:]
 		s.receive(ctx, msg)
 		if _, ok := msg.(*endSession); ok {
-			// What came after the end is answered as a stopped
-			// session's (Session.stopped1).
+			// The end answered what came after it (stop).
 			s.stash = nil
 			break
 		}

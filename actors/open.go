@@ -89,6 +89,14 @@ func (s *session) whileOpening(ctx actor.Context, msg any) {
 		s.out, s.client = s.rt.attachment(on)
 	case *opened:
 		s.onOpened(ctx, m)
+	case *drain:
+		if s.handle == nil {
+			ctx.Stop(ctx.Self()) // a grain no request gave a session
+			return
+		}
+		s.endItself(ctx)
+	case *drained:
+		s.stop(ctx)
 	case *actor.Stopping:
 		if s.handle != nil {
 			// Nothing of it ran: its file is final at once.
@@ -109,8 +117,9 @@ func (s *session) whileOpening(ctx actor.Context, msg any) {
 // kept meanwhile; or, when it has none, fails what it was sent and stops.
 func (s *session) onOpened(ctx actor.Context, m *opened) {
 	if m.State == nil {
+		s.failed = m.Failed
 		s.handle.fail(m.Failed)
-		ctx.Stop(ctx.Self())
+		ctx.Send(ctx.Self(), &drained{})
 		return
 	}
 	s.fill(m.State)
@@ -156,11 +165,12 @@ func (t *handoff) take(n uint64) (*Session, Attachment) {
 	return x.h, x.on
 }
 
-// fail records that the session could not open: what it was sent, and is
-// sent from now on, is answered with failed.
+// fail records that the session could not open: what it was sent is
+// answered with failed, by the session as it ends, and what is sent from
+// now on by the handle.
 func (s *Session) fail(failed any) {
 	s.mu.Lock()
-	s.failed = failed
+	s.failed, s.ended = failed, true
 	s.mu.Unlock()
 }
 

@@ -229,3 +229,39 @@ func TestKeptCancelsAreOne(t *testing.T) {
 		t.Fatalf("kept %d messages, want 4", len(kept))
 	}
 }
+
+// TestPoisonedSessionAnswersWhatItTook: a session the cluster poisons (its
+// grain's identity moved, its node leaves) ends in its order, and answers
+// what it took: what it kept while opening, closed; a request sent after
+// the end is answered by the handle, closed too.
+func TestPoisonedSessionAnswersWhatItTook(t *testing.T) {
+	rt, out := newTestRuntime(t, pongScript)
+	release := make(chan struct{})
+	defer close(release)
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	mode := out.reply(acp.AgentMethodSessionSetMode)
+	s.SetMode(ModeAsk, mode)
+	turn := out.reply(acp.AgentMethodSessionPrompt)
+	if _, err := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.sys.Root.PoisonFuture(s.pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if res, ok := out.wait(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonCancelled {
+		t.Fatalf("the prompt kept while opening: %#v", res)
+	}
+	if o, ok := out.wait(t, mode).(*Outcome); !ok || o.Err != ErrSessionClosed.Error() {
+		t.Fatalf("the mode kept while opening: %#v", o)
+	}
+	after := out.reply(acp.AgentMethodSessionSetMode)
+	s.SetMode(ModeAsk, after)
+	if o, ok := out.wait(t, after).(*Outcome); !ok || o.Err != ErrSessionClosed.Error() {
+		t.Fatalf("a request sent after the end: %#v", o)
+	}
+	select {
+	case <-s.gone:
+	case <-time.After(testwait.Hang):
+		t.Fatal("the poisoned session's handle does not know it is gone")
+	}
+}

@@ -167,7 +167,8 @@ func (s *session) onFenced(ctx actor.Context, m *fenced) {
 	} else {
 		s.say("\n⚠️ " + why + "\n")
 	}
-	ctx.Stop(ctx.Self())
+	s.onCancel(ctx, &CancelTurns{UpTo: ^uint64(0)})
+	s.endItself(ctx)
 }
 
 func (s *session) fencedWhy() string {

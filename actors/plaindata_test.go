@@ -33,7 +33,7 @@ var messages = []any{
 	toolPrepared{}, toolStarted{}, toolProgress{}, toolAsking{}, toolAnswered{}, toolRemember{},
 	toolFinished{}, toolProceed{},
 	// the runtime's own, on a session's PID
-	given{}, opened{},
+	given{}, opened{}, drain{}, drained{},
 }
 
 // notYetData are the fields that still carry something other than data,

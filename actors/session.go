@@ -143,8 +143,10 @@ type session struct {
 	ranCommands bool
 	// settlers wait for the session to have no turn (Session.Settle).
 	settlers []*actor.PID
-	// opening is set while the session waits for its state (open.go).
+	// opening is set while the session waits for its state (open.go);
+	// failed is what its requests are answered once its opening failed.
 	opening bool
+	failed  any
 	// moving is a move to another connection waiting for the session's
 	// turns to end (Session.Move); stash the edge's messages that came
 	// while it opened or after the move, served in order once it is
@@ -316,8 +318,11 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		s.onAttach(ctx, m)
 	case *unstash:
 		s.onUnstash(ctx)
-	case *endSession:
-		ctx.Stop(ctx.Self())
+	case *endSession, *drained:
+		s.stop(ctx)
+	case *drain:
+		s.onCancel(ctx, &CancelTurns{UpTo: ^uint64(0)})
+		s.endItself(ctx)
 	case *settle:
 		if s.idle() {
 			ctx.Send(m.ReplyTo, &Done{})
@@ -344,10 +349,8 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		s.onStopping(ctx)
 	case *actor.Stopped:
 		s.rt.watch.Drop(s.id)
-		// The handle learns it here, whoever stopped the session (a
-		// fenced one stopped itself), and answers what the edge sent it
-		// that the actor will not see: protoactor drops the messages
-		// left in a stopped actor's mailbox.
+		// The handle learns it here, whoever ended the session: the
+		// waits of the calls it did not answer end.
 		s.handle.stopped1()
 		if s.rt.selfStopped != nil {
 			// Whoever stopped it: a handle whose actor is gone must not

@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
+)
+
+// A session answers every request it took, also when it stops: it drains
+// before it goes. Every end is in its mailbox's order:
+//   - the edge's marks the handle ended and sends, behind what it sent
+//     before, endSession (Session.End: served in the session's order, after
+//     its opening) or drain (Stop, StopAll: at once, an opening session
+//     answering what it kept): what comes after is answered by the
+//     handle, closed, and never reaches the actor;
+//   - the session's own (its save was fenced, its opening failed) and the
+//     cluster's (a grain poisoned when its identity moves or its node
+//     leaves: the PoisonPill is taken as a drain, sessionMiddleware)
+//     mark the handle ended and send the session drained, behind what
+//     the edge sent before.
+// When the end comes, the edge's messages the session still keeps (its
+// stash, while it opened or moved) are answered (refuse), then the actor
+// stops; its turns end cancelled as it stops (onStopping).
+
+// drain asks a session to end itself, in its order (a PoisonPill, as the
+// session's middleware hands it).
+type drain struct{}
+
+// drained is the end of a session's drain: what the edge sent before it
+// has been taken.
+type drained struct{}
+
+// endItself starts the session's own end: the handle sends nothing more,
+// and drained comes behind what it sent.
+func (s *session) endItself(ctx actor.Context) {
+	if s.handle != nil {
+		s.handle.end()
+	}
+	ctx.Send(ctx.Self(), &drained{})
+}
+
+// stop answers what the session still keeps, and stops it.
+func (s *session) stop(ctx actor.Context) {
+	kept := s.stash
+	s.stash, s.moving, s.unstashing = nil, nil, false
+	for _, m := range kept {
+		s.refuse(m)
+	}
+	ctx.Stop(ctx.Self())
+}
+
+// refuse answers an edge's message the session ends before serving: a
+// prompt cancelled, a request closed, or with why its opening failed.
+func (s *session) refuse(msg any) {
+	closed := func(v any) any {
+		if s.failed != nil {
+			return s.failed
+		}
+		return v
+	}
+	switch m := msg.(type) {
+	case *StartTurn:
+		s.answer(m.Reply, closed(&TurnResult{StopReason: acp.StopReasonCancelled}))
+	case *SetMode:
+		s.answer(m.Reply, closed(closedOutcome))
+	case *SetModel:
+		s.answer(m.Reply, closed(closedOutcome))
+	case *SetSandbox:
+		s.answer(m.Reply, closed(closedOutcome))
+	case *SetNetwork:
+		s.answer(m.Reply, closed(closedOutcome))
+	case *Replay:
+		s.answer(m.Reply, closed(closedOutcome))
+	case *Resume:
+		s.answer(m.Reply, closed(closedOutcome))
+	case *Flush:
+		s.rt.sys.Root.Send(m.ReplyTo, closedDone)
+	case *Forget:
+		s.rt.sys.Root.Send(m.ReplyTo, closedDone)
+	case *GetState:
+		s.rt.sys.Root.Send(m.ReplyTo, closedDone)
+	case *settle:
+		s.rt.sys.Root.Send(m.ReplyTo, &Done{})
+	case *Attach:
+		if m.ReplyTo != nil {
+			s.rt.sys.Root.Send(m.ReplyTo, closedDone)
+		}
+	}
+}
+
+// sessionMiddleware hands a session a PoisonPill as a drain: protoactor
+// would stop the actor at once and drop what waits in its mailbox, the
+// requests of the edge's among it, unanswered.
+func sessionMiddleware(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+		if _, ok := env.Message.(*actor.PoisonPill); ok {
+			env = &actor.MessageEnvelope{Header: env.Header, Message: &drain{}, Sender: env.Sender}
+		}
+		next(c, env)
+	}
+}

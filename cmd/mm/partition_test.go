@@ -156,6 +156,9 @@ func forward(t *testing.T, ln net.Listener, dial func() (net.Conn, error)) {
 			wg.Go(func() {
 				up, err := dial()
 				if err != nil {
+					// Said, so that a client's "connection reset" has
+					// its reason in the log.
+					t.Logf("forwarder: %v", err)
 					c.Close()
 					return
 				}

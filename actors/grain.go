@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -17,24 +18,57 @@ import (
 // id its handle (given) and its state (opened), both plain data. One
 // actor, one mailbox, whoever spawned it.
 
-// Grain is a session's actor as a cluster activated it (NewGrain).
-type Grain interface {
-	actor.Actor
-	// Bound says whether the grain has been given its session.
-	Bound() bool
+// Calls serves what a cluster sends a session's actor besides the
+// session's own messages (its clients' calls from other nodes: package
+// grains), in the session's order: the actor is the session's, one
+// Receive, and it hands them on.
+type Calls interface {
+	// Identity is the session id of an actor the cluster activated.
+	Identity(ctx actor.Context) string
+	// Takes says whether msg is the cluster's, for Serve.
+	Takes(msg any) bool
+	// Serve serves msg for session sid; state is the session's slot for
+	// what Serve keeps of it.
+	Serve(ctx actor.Context, sid string, state *any, msg any)
 }
 
-// NewGrain makes the actor of session id that a cluster activated as self,
-// and lets the runtime give it the session (SpawnSession, OpenSession). It
-// is to be called from the activation's Receive, at actor.Started; the
-// Grain's Receive then takes every message of the actor's.
-func (rt *Runtime) NewGrain(id string, self *actor.PID) Grain {
-	rt.grains.put(id, self)
-	return &session{rt: rt, id: id, opening: true}
+// grainIdle is how long a grain that no request gave a session stays: its
+// request failed (an unknown session, a cwd outside the roots), and no
+// other has come.
+const grainIdle = time.Minute
+
+// GrainProps are the props a cluster spawns a session's actor with: a
+// session that opens, waiting to be given its handle and state (given,
+// opened) by the request that makes or opens it, calls serving what the
+// cluster sends it besides.
+func (rt *Runtime) GrainProps(calls Calls) *actor.Props {
+	return rt.SessionProps(func() actor.Actor { return &session{rt: rt, opening: true, calls: calls} })
 }
 
-// Bound says whether the grain has been given its session (its handle).
-func (s *session) Bound() bool { return s.handle != nil }
+// clusters serves what a session's actor the cluster activated is sent by
+// the cluster, and says whether msg was that.
+func (s *session) clusters(ctx actor.Context, msg any) bool {
+	switch msg.(type) {
+	case *actor.Started:
+		if s.handle != nil || s.id != "" {
+			return false
+		}
+		s.id = s.calls.Identity(ctx)
+		s.rt.grains.put(s.id, ctx.Self())
+		ctx.SetReceiveTimeout(grainIdle)
+		return true
+	case *actor.ReceiveTimeout:
+		if s.handle == nil {
+			ctx.Stop(ctx.Self())
+		}
+		return true
+	}
+	if !s.calls.Takes(msg) {
+		return false
+	}
+	s.calls.Serve(ctx, s.id, &s.callState, msg)
+	return true
+}
 
 // SessionProps are the props of a session's actor, the runtime's and a
 // cluster's: its priority mailbox, for cancels; its children stopped when

@@ -2,31 +2,45 @@ package actors
 
 import (
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/history"
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
-// activation spawns what a cluster's activation would: an actor, with
-// the session props, whose Receive is a Grain's from its start; it
-// returns its PID and the Grain.
-func activation(t *testing.T, rt *Runtime, id string) (*actor.PID, chan Grain) {
+// testCalls are a cluster's calls as a test activation has them: the
+// session's id, and nothing else to serve.
+type testCalls struct{ id string }
+
+func (c testCalls) Identity(actor.Context) string          { return c.id }
+func (c testCalls) Takes(any) bool                         { return false }
+func (c testCalls) Serve(actor.Context, string, *any, any) {}
+
+// activation spawns what a cluster's activation would: a session's actor
+// with the grain props, waiting for its session; it returns its PID once
+// it waits.
+func activation(t *testing.T, rt *Runtime, id string) *actor.PID {
 	t.Helper()
-	made := make(chan Grain, 1)
-	var g Grain
-	pid := rt.sys.Root.Spawn(rt.SessionProps(func() actor.Actor {
-		return actor.ReceiveFunc(func(ctx actor.Context) {
-			if _, ok := ctx.Message().(*actor.Started); ok {
-				g = rt.NewGrain(id, ctx.Self())
-				made <- g
-				return
-			}
-			g.Receive(ctx)
-		})
-	}))
-	return pid, made
+	pid := rt.sys.Root.Spawn(rt.GrainProps(testCalls{id}))
+	deadline := time.Now().Add(testwait.Hang)
+	for !grainWaits(rt, id, pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the activation does not wait for its session")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return pid
+}
+
+// grainWaits says whether the grain pid waits for session id.
+func grainWaits(rt *Runtime, id string, pid *actor.PID) bool {
+	rt.grains.mu.Lock()
+	defer rt.grains.mu.Unlock()
+	p := rt.grains.m[id]
+	return p != nil && p.Equal(pid)
 }
 
 // TestSessionIsItsGrain: a session made (SpawnSession) or opened
@@ -39,11 +53,7 @@ func TestSessionIsItsGrain(t *testing.T) {
 	for _, how := range []string{"made", "opened"} {
 		t.Run(how, func(t *testing.T) {
 			id := "grain-" + how
-			pid, made := activation(t, rt, id)
-			g := <-made
-			if g.Bound() {
-				t.Fatal("a grain has a session before one is given to it")
-			}
+			pid := activation(t, rt, id)
 			var s *Session
 			if how == "made" {
 				s = rt.SpawnSession(&SessionState{ID: id, Cwd: t.TempDir()}, Attachment{})
@@ -62,9 +72,6 @@ func TestSessionIsItsGrain(t *testing.T) {
 			}
 			if res, ok := out.wait(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonEndTurn {
 				t.Fatalf("a turn in the grain: %#v", res)
-			}
-			if !g.Bound() {
-				t.Error("the grain does not know it has its session")
 			}
 			if rt.grains.take(id) != nil {
 				t.Error("a grain given its session still waits for one")

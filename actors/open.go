@@ -87,6 +87,7 @@ func (s *session) whileOpening(ctx actor.Context, msg any) {
 		s.handle, on = s.rt.handoff.take(m.Handle)
 		s.final = s.handle.final
 		s.out, s.client = s.rt.attachment(on)
+		ctx.CancelReceiveTimeout() // a grain's wait for its session
 	case *opened:
 		s.onOpened(ctx, m)
 	case *drain:

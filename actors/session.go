@@ -143,6 +143,10 @@ type session struct {
 	ranCommands bool
 	// settlers wait for the session to have no turn (Session.Settle).
 	settlers []*actor.PID
+	// calls serves what a cluster sends the session's actor, when a
+	// cluster activated it (grain.go); callState is what they keep of it.
+	calls     Calls
+	callState any
 	// opening is set while the session waits for its state (open.go);
 	// failed is what its requests are answered once its opening failed.
 	opening bool
@@ -249,6 +253,9 @@ func (s *session) Receive(ctx actor.Context) {
 	// session goes on.
 	defer s.survive(ctx)
 	msg := ctx.Message()
+	if s.calls != nil && s.clusters(ctx, msg) {
+		return
+	}
 	if (s.opening || s.moving != nil || s.unstashing) && fromEdge(msg) {
 		s.stash = keep(s.stash, msg)
 		return

@@ -31,14 +31,15 @@
 //
 // A session is a grain of kind "session" whose identity is its id, and the
 // grain is the session's actor: the node's runtime runs in the member's
-// actor system, the kind spawns with the runtime's session props, and the
-// first request for a session gives the activation, a session that opens
-// (actors.Grain), its handle and its state as plain data — a session/new
-// or a fork its new state, a load or a resume its stored one, a prompt
-// for a session whose node was lost its stored one first
-// (protocol.Caller.Reopen). One actor, one mailbox, its order the
-// session's; a PoisonPill the cluster sends it (its identity moved, its
-// node leaving) is taken as a drain: it answers what it took, then stops.
+// actor system, the kind spawns a session that opens
+// (actors.Runtime.GrainProps), and the first request for a session gives
+// it its handle and its state as plain data — a session/new or a fork its
+// new state, a load or a resume its stored one, a prompt for a session
+// whose node was lost its stored one first (protocol.Caller.Reopen). One
+// actor, one Receive (the session's, which hands the clients' calls to
+// the Host: actors.Calls), one mailbox, its order the session's; a
+// PoisonPill the cluster sends it (its identity moved, its node leaving)
+// is taken as a drain: it answers what it took, then stops.
 //
 // The edge (the node holding the client's connection) decodes each request
 // of a session once (protocol's method table) and sends it to the grain as

@@ -26,13 +26,14 @@ const SessionKind = "session"
 
 // Host serves this node's session grains on its hub. A session grain is
 // the session's own actor: the cluster activates it with the runtime's
-// session props, and the first request for the session gives it its
-// session (actors.Grain): a session/new its new state, a load, a resume
-// or a fork theirs, and a prompt for a session whose node was lost its
-// stored state first (reopen). The grain serves the typed calls of a
-// client's node itself, in its mailbox's order, through the client's link
-// on this node (link.go): the client as the hub's session code knows it
-// (a protocol.Caller), and the way back to the client's node.
+// grain props (actors.Runtime.GrainProps), and the first request for the
+// session gives it its handle and state: a session/new its new state, a
+// load, a resume or a fork theirs, and a prompt for a session whose node
+// was lost its stored state first (reopen). The session's one Receive
+// hands the typed calls of a client's node to the Host (actors.Calls),
+// which serves them in its mailbox's order, through the client's link on
+// this node (link.go): the client as the hub's session code knows it (a
+// protocol.Caller), and the way back to the client's node.
 type Host struct {
 	hub *protocol.Hub
 	// roots are the folders this node's sessions may be in (serve.roots):
@@ -67,10 +68,7 @@ func NewHost(hub *protocol.Hub, roots []string, owners *Owners, log *slog.Logger
 // sessions', spawned with the runtime's session props (its priority
 // mailbox, its dispatcher). It waits for the hub's runtime.
 func (h *Host) Kind() *cluster.Kind {
-	rt := h.hub.Runtime()
-	return cluster.NewKind(SessionKind, rt.SessionProps(func() actor.Actor {
-		return &grain{h: h, rt: rt, last: map[string]uint64{}}
-	}))
+	return cluster.NewKind(SessionKind, h.hub.Runtime().GrainProps(h))
 }
 
 // Watch follows the membership: the links of a client whose node is lost
@@ -194,50 +192,49 @@ func nullable(b []byte) json.RawMessage {
 	return b
 }
 
-// unbornIdle is how long a grain that no request gave a session stays:
-// its request failed (an unknown session, a cwd outside the roots), and
-// no other has come.
-const unbornIdle = time.Minute
+// The Host serves what a session's clients on other nodes send its actor
+// (actors.Calls): the session's actor is the grain, one Receive, and
+// hands the cluster's messages here in its order.
 
-// grain is a session's actor as the cluster activates it: the session's
-// own (actors.Grain), which also takes the calls of its clients' nodes.
-type grain struct {
-	h   *Host
-	rt  *actors.Runtime
-	sid string
-	s   actors.Grain
-	// last is the seq of the last call served, by client connection: a
-	// call sent again (the cluster's requests retry) is served once.
-	last map[string]uint64
-	// born is set once the grain has its session: the wait for one ends.
-	born bool
+var _ actors.Calls = (*Host)(nil)
+
+// Identity is the session id of an actor the cluster activated.
+func (h *Host) Identity(ctx actor.Context) string { return cluster.GetClusterIdentity(ctx).Identity }
+
+// Takes says whether msg is the cluster's: a client's call or cancel, or
+// the cluster's own word to a new activation.
+func (h *Host) Takes(msg any) bool {
+	switch msg.(type) {
+	case *grainspb.Call, *grainspb.Cancel, *cluster.ClusterInit:
+		return true
+	}
+	return false
 }
 
-func (g *grain) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		g.sid = cluster.GetClusterIdentity(ctx).Identity
-		g.s = g.rt.NewGrain(g.sid, ctx.Self())
-		ctx.SetReceiveTimeout(unbornIdle)
-		return
-	case *cluster.ClusterInit:
-		return
-	case *actor.ReceiveTimeout:
-		if !g.s.Bound() {
-			ctx.Stop(ctx.Self())
-		}
-		return
+// Serve serves a client's call or cancel to session sid; state keeps its
+// grain's record of the calls served.
+func (h *Host) Serve(ctx actor.Context, sid string, state *any, msg any) {
+	g, _ := (*state).(*grain)
+	if g == nil {
+		g = &grain{h: h, sid: sid, last: map[string]uint64{}}
+		*state = g
+	}
+	switch m := msg.(type) {
 	case *grainspb.Call:
 		g.call(ctx, m)
 	case *grainspb.Cancel:
 		g.cancel(ctx, m)
-	default:
-		g.s.Receive(ctx)
 	}
-	if !g.born && g.s.Bound() {
-		g.born = true
-		ctx.CancelReceiveTimeout()
-	}
+}
+
+// grain is what the Host keeps of one session's actor: the calls of its
+// clients' nodes it served.
+type grain struct {
+	h   *Host
+	sid string
+	// last is the seq of the last call served, by client connection: a
+	// call sent again (the cluster's requests retry) is served once.
+	last map[string]uint64
 }
 
 // opens and starts are the requests that open a session and those that

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coder/acp-go-sdk"
 	"golang.org/x/sys/unix"
@@ -28,7 +29,15 @@ import (
 const netnsEnv = "MM_REQUIRE_NETNS"
 
 // netns is a network namespace of the test's, removed at its end.
-type netns struct{ name string }
+// netns is a network namespace of the test's: its name for ip, and a
+// descriptor of it held from its making, which the test's own sockets
+// join (do): a descriptor stays the namespace's whatever becomes of the
+// mount of /run/netns/NAME (a full run once saw it go mid-test, and every
+// dial into the namespace failed with "invalid argument" from then on).
+type netns struct {
+	name string
+	fd   int
+}
 
 // needNetns skips (or fails, with MM_REQUIRE_NETNS=1) a test that needs
 // network namespaces and nft where this process cannot make them.
@@ -69,7 +78,12 @@ func newNetns(t *testing.T, name string) *netns {
 	_ = exec.Command("ip", "netns", "del", name).Run() // a run killed before its cleanup
 	run(t, "ip", "netns", "add", name)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	n := &netns{name: name}
+	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	n := &netns{name: name, fd: fd}
 	n.ip(t, "link", "set", "lo", "up")
 	return n
 }
@@ -83,7 +97,16 @@ func (n *netns) ip(t *testing.T, args ...string) {
 // nft runs an nft script in the namespace.
 func (n *netns) nft(t *testing.T, script string) {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", n.name, "nft", "-f", "-")
+	// Through its descriptor, as do: nsenter joins the namespace the
+	// descriptor (its fd 3) is.
+	dup, err := unix.Dup(n.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(dup), n.name) // a copy: an os.File closes its descriptor
+	defer f.Close()
+	cmd := exec.Command("nsenter", "--net=/proc/self/fd/3", "nft", "-f", "-")
+	cmd.ExtraFiles = []*os.File{f}
 	cmd.Stdin = strings.NewReader(script)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("nft in %s: %v\n%s\n%s", n.name, err, out, script)
@@ -100,15 +123,18 @@ func (n *netns) do(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // not unlocked: the thread ends with the goroutine
-		fd, err := unix.Open("/run/netns/"+n.name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
+		if err := unix.Setns(n.fd, unix.CLONE_NEWNET); err != nil {
+			// Its path, then: whichever of the two went, the other
+			// may still be the namespace.
+			fd, oerr := unix.Open("/run/netns/"+n.name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if oerr == nil {
+				defer unix.Close(fd)
+				err = unix.Setns(fd, unix.CLONE_NEWNET)
+			}
+			if err != nil {
+				errc <- fmt.Errorf("setns %s: %w", n.name, err)
+				return
+			}
 		}
 		errc <- f()
 	}()
@@ -155,9 +181,16 @@ func forward(t *testing.T, ln net.Listener, dial func() (net.Conn, error)) {
 			}
 			wg.Go(func() {
 				up, err := dial()
+				for try := 1; err != nil && try < 3; try++ {
+					// Said, so that a failure of the test's own
+					// plumbing has its reason in the log; tried
+					// again: a dial into a namespace failed once in
+					// a full run ("invalid argument"), never alone.
+					t.Logf("forwarder: %v; trying again", err)
+					time.Sleep(100 * time.Millisecond)
+					up, err = dial()
+				}
 				if err != nil {
-					// Said, so that a client's "connection reset" has
-					// its reason in the log.
 					t.Logf("forwarder: %v", err)
 					c.Close()
 					return

@@ -33,7 +33,14 @@ var ErrAbandoned = errors.New("the call was given up")
 func (c *Conn) ExpectNoted(session string, note any) (id ID, wait func(ctx context.Context) (Response, error)) {
 	abandon := make(chan struct{})
 	id, ch := c.await(session, call{note: note, abandon: abandon})
-	return id, func(ctx context.Context) (Response, error) {
+	return id, c.waiter(id, ch, abandon)
+}
+
+// waiter is the wait of call id, whose answer comes on ch: the answer,
+// ErrClosed, ErrAbandoned once abandon is closed (nil: never), or ctx's
+// error, the call forgotten.
+func (c *Conn) waiter(id ID, ch chan Response, abandon chan struct{}) func(ctx context.Context) (Response, error) {
+	return func(ctx context.Context) (Response, error) {
 		select {
 		case r, ok := <-ch:
 			if !ok {

@@ -425,20 +425,7 @@ type call struct {
 // where it must go in order with what else it writes.
 func (c *Conn) Expect(session string) (id ID, wait func(ctx context.Context) (Response, error)) {
 	id, ch := c.await(session, call{})
-	return id, func(ctx context.Context) (Response, error) {
-		select {
-		case r, ok := <-ch:
-			if !ok {
-				return Response{}, ErrClosed
-			}
-			return r, nil
-		case <-ctx.Done():
-			c.mu.Lock()
-			delete(c.outgoing, id)
-			c.mu.Unlock()
-			return Response{}, ctx.Err()
-		}
-	}
+	return id, c.waiter(id, ch, nil)
 }
 
 // Call calls method with params and waits for its answer: its result, the

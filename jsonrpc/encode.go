@@ -58,10 +58,24 @@ func EncodeRequest(id ID, method string, params any) ([]byte, error) {
 		}
 		raw = b
 	}
-	// The envelope is appended, not reflected on: the bytes are
-	// encoding/json's (TestEncodeRequestIsMarshal), params compacted and
-	// checked as it does with a RawMessage.
-	b := make([]byte, 0, len(raw)+len(method)+48)
+	if check {
+		// As encoding/json takes a RawMessage: compacted, and checked.
+		var w bytes.Buffer
+		w.Grow(len(raw))
+		if err := json.Compact(&w, raw); err != nil {
+			return nil, fmt.Errorf("json: error calling MarshalJSON for type json.RawMessage: %w", err)
+		}
+		raw = w.Bytes()
+	}
+	return AppendRequest(make([]byte, 0, len(raw)+len(method)+48), id, method, raw, params != nil), nil
+}
+
+// AppendRequest appends a request of method (a notification when id is
+// zero) to b, with params, compact JSON, when withParams: the envelope is
+// appended, not reflected on, and its bytes are encoding/json's
+// (TestEncodeRequestIsMarshal). EncodeRequest, which checks its params,
+// is the one to use for params not made by the caller.
+func AppendRequest(b []byte, id ID, method string, params []byte, withParams bool) []byte {
 	b = append(b, `{"jsonrpc":"2.0"`...)
 	if !id.IsZero() {
 		b = append(b, `,"id":`...)
@@ -71,19 +85,11 @@ func EncodeRequest(id ID, method string, params any) ([]byte, error) {
 		b = append(b, `,"method":`...)
 		b = AppendString(b, method)
 	}
-	if params != nil {
+	if withParams {
 		b = append(b, `,"params":`...)
-		if check {
-			w := bytes.NewBuffer(b)
-			if err := json.Compact(w, raw); err != nil {
-				return nil, fmt.Errorf("json: error calling MarshalJSON for type json.RawMessage: %w", err)
-			}
-			b = w.Bytes()
-		} else {
-			b = append(b, raw...)
-		}
+		b = append(b, params...)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // AppendString appends s to b as encoding/json writes a string (its HTML

@@ -23,8 +23,8 @@ func TestPromptBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendRequest(jsonrpc.IntID(42), "session/prompt", p); string(got) != string(wantReq) {
-			t.Errorf("appendRequest\n got %s\nwant %s", got, wantReq)
+		if got := jsonrpc.AppendRequest(nil, jsonrpc.IntID(42), "session/prompt", p, true); string(got) != string(wantReq) {
+			t.Errorf("AppendRequest\n got %s\nwant %s", got, wantReq)
 		}
 	}
 }

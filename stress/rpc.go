@@ -211,7 +211,7 @@ func (c *rpc) call(ctx context.Context, method string, params any, session strin
 	id, answer := c.conn.Await("")
 	var data []byte
 	if p, ok := params.(appended); ok {
-		data = appendRequest(id, method, p)
+		data = jsonrpc.AppendRequest(make([]byte, 0, len(p)+len(method)+48), id, method, p, true)
 	} else {
 		var err error
 		data, err = jsonrpc.EncodeRequest(id, method, params)
@@ -275,20 +275,8 @@ func textPrompt(sessionID, text string) *promptParams {
 }
 
 // appended are params the harness appended itself, compact and valid:
-// its request is appended too, not encoded and checked again.
+// its request is appended too (jsonrpc.AppendRequest), not checked again.
 type appended []byte
-
-// appendRequest is jsonrpc.EncodeRequest's bytes for params p.
-func appendRequest(id jsonrpc.ID, method string, p appended) []byte {
-	b := make([]byte, 0, len(p)+len(method)+48)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = id.AppendJSON(b)
-	b = append(b, `,"method":`...)
-	b = jsonrpc.AppendString(b, method)
-	b = append(b, `,"params":`...)
-	b = append(b, p...)
-	return append(b, '}')
-}
 
 // promptBytes are textPrompt's bytes, appended: the harness's one call
 // per turn.

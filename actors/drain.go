@@ -51,40 +51,52 @@ func (s *session) stop(ctx actor.Context) {
 // refuse answers an edge's message the session ends before serving: a
 // prompt cancelled, a request closed, or with why its opening failed.
 func (s *session) refuse(msg any) {
-	closed := func(v any) any {
-		if s.failed != nil {
-			return s.failed
-		}
-		return v
-	}
+	closed := any(closedOutcome)
+	var r Reply
 	switch m := msg.(type) {
 	case *StartTurn:
-		s.answer(m.Reply, closed(&TurnResult{StopReason: acp.StopReasonCancelled}))
+		r, closed = m.Reply, &TurnResult{StopReason: acp.StopReasonCancelled}
 	case *SetMode:
-		s.answer(m.Reply, closed(closedOutcome))
+		r = m.Reply
 	case *SetModel:
-		s.answer(m.Reply, closed(closedOutcome))
+		r = m.Reply
 	case *SetSandbox:
-		s.answer(m.Reply, closed(closedOutcome))
+		r = m.Reply
 	case *SetNetwork:
-		s.answer(m.Reply, closed(closedOutcome))
+		r = m.Reply
 	case *Replay:
-		s.answer(m.Reply, closed(closedOutcome))
+		r = m.Reply
 	case *Resume:
-		s.answer(m.Reply, closed(closedOutcome))
-	case *Flush:
-		s.rt.sys.Root.Send(m.ReplyTo, closedDone)
-	case *Forget:
-		s.rt.sys.Root.Send(m.ReplyTo, closedDone)
-	case *GetState:
-		s.rt.sys.Root.Send(m.ReplyTo, closedDone)
-	case *settle:
-		s.rt.sys.Root.Send(m.ReplyTo, &Done{})
-	case *Attach:
-		if m.ReplyTo != nil {
-			s.rt.sys.Root.Send(m.ReplyTo, closedDone)
+		r = m.Reply
+	case *Flush, *Forget, *GetState, *Attach, *settle:
+		if to := replyTo(m); to != nil {
+			s.rt.sys.Root.Send(to, closedDone)
 		}
+		return
+	default:
+		return // a cancel, an announce, an end: nothing waits for them
 	}
+	if s.failed != nil {
+		closed = s.failed
+	}
+	s.answer(r, closed)
+}
+
+// replyTo is where a call's answer goes (reply.go).
+func replyTo(call any) *actor.PID {
+	switch m := call.(type) {
+	case *Flush:
+		return m.ReplyTo
+	case *Forget:
+		return m.ReplyTo
+	case *GetState:
+		return m.ReplyTo
+	case *Attach:
+		return m.ReplyTo
+	case *settle:
+		return m.ReplyTo
+	}
+	return nil
 }
 
 // sessionMiddleware hands a session a PoisonPill as a drain: protoactor

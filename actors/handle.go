@@ -428,10 +428,13 @@ func StopAll(sessions []*Session) {
 		// still opening: what it was sent is answered at once.
 		s.send(&drain{}, nil, nil)
 	}
+	late := make(chan struct{}) // closed once the grace, for them all, is over
+	grace := time.AfterFunc(stopGrace, func() { close(late) })
+	defer grace.Stop()
 	for _, s := range sessions {
 		select {
 		case <-s.gone:
-		case <-time.After(stopGrace):
+		case <-late:
 			s.rt.log.Warn(fmt.Sprintf("[acp] session %s did not end within %s: stopped as it is", s.ID, stopGrace))
 			_ = s.rt.sys.Root.StopFuture(s.pid).Wait()
 			s.stopped1()

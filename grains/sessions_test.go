@@ -198,14 +198,7 @@ func TestSessionsAsGrains(t *testing.T) {
 	}()
 	waitFor(t, "the slow turn at the model", func() bool { return srv.Requests() > asked })
 	_ = c.Cancel(ctx, acp.CancelNotification{SessionId: remote})
-	select {
-	case r := <-done:
-		if r != acp.StopReasonCancelled {
-			t.Errorf("cancelled turn on node 1: %s", r)
-		}
-	case <-time.After(testwait.Hang):
-		t.Fatal("the cancel did not reach node 1")
-	}
+	endsCancelled(t, done, "the cancel did not reach node 1")
 	// $/cancel_request alone ends that prompt on node 1: the session's
 	// next prompt, queued behind an hour otherwise, is answered.
 	asked = srv.Requests()
@@ -236,14 +229,7 @@ func TestSessionsAsGrains(t *testing.T) {
 	waitFor(t, "the permission request of node 1", func() bool { return len(c.Client.Permissions()) > asked })
 	gaveUp := c.Client.Cancels()
 	_ = c.Cancel(ctx, acp.CancelNotification{SessionId: remote})
-	select {
-	case r := <-done:
-		if r != acp.StopReasonCancelled {
-			t.Errorf("a turn cancelled while it asked, on node 1: %s", r)
-		}
-	case <-time.After(testwait.Hang):
-		t.Fatal("the turn on node 1 waited for its abandoned question")
-	}
+	endsCancelled(t, done, "the turn on node 1 waited for its abandoned question")
 	// Node 0 gave the question up: the client is told.
 	waitFor(t, "the $/cancel_request of the abandoned question", func() bool { return c.Client.Cancels() > gaveUp })
 	close(release)
@@ -272,5 +258,19 @@ func TestSessionsAsGrains(t *testing.T) {
 	}
 	if text := acptest.Text(c.Client.Updates(remote)); !strings.Contains(text, "made") || !strings.Contains(text, "pong") {
 		t.Errorf("replayed history: %q", text)
+	}
+}
+
+// endsCancelled waits for the stop reason of a turn a cancel is to end:
+// cancelled, or the test fails saying hung.
+func endsCancelled(t *testing.T, done <-chan acp.StopReason, hung string) {
+	t.Helper()
+	select {
+	case r := <-done:
+		if r != acp.StopReasonCancelled {
+			t.Errorf("%s: it ended %s, not cancelled", hung, r)
+		}
+	case <-time.After(testwait.Hang):
+		t.Fatal(hung)
 	}
 }

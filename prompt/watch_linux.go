@@ -36,6 +36,7 @@ type Watch struct {
 type watched struct {
 	wd   int32
 	dir  string
+	dirs []string // the paths byDir keeps it under (a link is another)
 	refs int
 	gen  uint64
 	dead bool // the kernel removed the watch (the folder went)
@@ -100,9 +101,7 @@ func (w *Watch) drain() {
 			if ev.Mask&unix.IN_IGNORED != 0 {
 				x.dead = true
 				delete(w.byWD, ev.Wd)
-				if w.byDir[x.dir] == x {
-					delete(w.byDir, x.dir)
-				}
+				w.unname(x)
 			}
 		}
 	}
@@ -191,9 +190,10 @@ func (w *Watch) hold(dir string) (*watched, bool) {
 		// The same folder by another path (a link): one watch.
 		x.refs++
 		w.byDir[dir] = x
+		x.dirs = append(x.dirs, dir)
 		return x, true
 	}
-	x := &watched{wd: int32(wd), dir: dir, refs: 1}
+	x := &watched{wd: int32(wd), dir: dir, dirs: []string{dir}, refs: 1}
 	w.byWD[x.wd], w.byDir[dir] = x, x
 	return x, true
 }
@@ -245,13 +245,19 @@ func (w *Watch) release(s *seen) {
 		}
 		_, _ = unix.InotifyRmWatch(w.fd, uint32(x.wd))
 		delete(w.byWD, x.wd)
-		for dir, y := range w.byDir {
-			if y == x {
-				delete(w.byDir, dir)
-			}
-		}
+		w.unname(x)
 	}
 	s.held = nil
+}
+
+// unname forgets the paths x is known by, those not taken since by
+// another watch. w.mu is held.
+func (w *Watch) unname(x *watched) {
+	for _, dir := range x.dirs {
+		if w.byDir[dir] == x {
+			delete(w.byDir, dir)
+		}
+	}
 }
 
 // Watched is how many folders are watched.

@@ -221,7 +221,10 @@ func (c *Conn) route(m *Message) {
 		c.writeError(ID{}, raw, "", m.Tag, ErrInvalidRequest.With("method must be a non-empty string"))
 		return
 	}
-	session, dup, twice := scanParams(m.Params)
+	session, dup, twice, read := m.paramsRead()
+	if !read {
+		session, dup, twice = scanParams(m.Params)
+	}
 	if twice {
 		c.writeError(ID{}, raw, "", m.Tag, ErrInvalidRequest.With(fmt.Sprintf("the member %q appears twice in params", dup)))
 		return

@@ -51,6 +51,9 @@ type Message struct {
 	// streamable HTTP POST's stream), handed back with the answer to a
 	// request (Out.Tag); nil for a stream of lines.
 	Tag any `json:"-"`
+
+	// scan is what Parse read of Params on its way (scan.go).
+	scan paramsScan
 }
 
 // ErrNotObject is Parse's error for JSON that is not an object.
@@ -68,12 +71,22 @@ func Parses() uint64 { return parses.Load() }
 // members would (names matched without regard to case, the last of a name
 // wins; a body that is not JSON, or not an object, is Err, a
 // *json.SyntaxError for the first), and finds the first member name that
-// appears twice. It reads body twice, validating, then walking its
-// members (gjson, in place); the encoding/json decode and the duplicate
+// appears twice. It reads body once where it can (fastParse, which also
+// reads params for the Conn); else twice, validating, then walking its
+// members (gjson, in place): the encoding/json decode and the duplicate
 // scan after it took four times as long on a prompt's line, the one line
 // of every turn.
 func Parse(body []byte) Message {
 	parses.Add(1)
+	m := Message{Line: body}
+	if fastParse(body, &m) {
+		return m
+	}
+	return slowParse(body)
+}
+
+// slowParse is Parse without its fast path.
+func slowParse(body []byte) Message {
 	m := Message{Line: body}
 	if !gjson.ValidBytes(body) {
 		// The slow path: encoding/json's error message, or what it reads

@@ -277,26 +277,25 @@ func (s *Session) RequestState() func() (*SessionState, error) {
 // State returns a copy of the session's state.
 func (s *Session) State() (*SessionState, error) { return s.RequestState()() }
 
-// Attach moves the session to another connection's writer and client (nil
-// and nil: to none), after every message sent to it before; it returns once
-// the session has moved.
-func (s *Session) Attach(out Outbox, client Client) error {
-	s.attached(out)
-	return s.ask(func(to *actor.PID) any { return &Attach{Out: out, Client: client, ReplyTo: to} })
+// Attach moves the session to connection conn (0: to none), after every
+// message sent to it before; it returns once the session has moved.
+func (s *Session) Attach(conn ConnID) error {
+	s.attached(conn)
+	return s.ask(func(to *actor.PID) any { return &Attach{Conn: conn, ReplyTo: to} })
 }
 
-// Move moves the session to another connection's writer and client, after
+// Move moves the session to connection conn, after
 // every message sent to it before, without waiting. taken says that
 // another connection held it: its turns there are cancelled, and the
 // session moves once they have ended (so what they still say goes to the
 // connection that asked for them), the messages sent after the Move
 // waiting in the session until then.
-func (s *Session) Move(out Outbox, client Client, taken bool) {
+func (s *Session) Move(conn ConnID, taken bool) {
 	if taken {
 		s.Cancel()
 	}
-	s.attached(out)
-	s.send(&Attach{Out: out, Client: client, settle: taken}, nil, nil)
+	s.attached(conn)
+	s.send(&Attach{Conn: conn, settle: taken}, nil, nil)
 }
 
 // Settle waits until the session has no turn running or queued: the ones
@@ -364,8 +363,10 @@ func doneErr(res any) error {
 	return nil
 }
 
-// attached records the outbox the session answers through from now on.
-func (s *Session) attached(out Outbox) {
+// attached records the outbox the session answers through from now on:
+// connection conn's.
+func (s *Session) attached(conn ConnID) {
+	out := s.rt.connection(conn).Out
 	if out == nil {
 		out = discard{root: s.rt.sys.Root}
 	}

@@ -46,8 +46,9 @@ type Resume struct{ Reply Reply }
 // message that carries interfaces rather than plain data: a connection is
 // not data.
 type Attach struct {
-	Out    Outbox
-	Client Client
+	// Conn is the connection, in the runtime's table (Runtime.Connect); 0
+	// detaches the session.
+	Conn ConnID
 	// settle, when set, moves the session only once it has no turn: the
 	// messages sent after the Attach wait in the session until then
 	// (Session.Move).

@@ -53,7 +53,8 @@ func (s *session) onAttach(ctx actor.Context, m *Attach) {
 }
 
 func (s *session) attach(ctx actor.Context, m *Attach) {
-	s.out, s.client = m.Out, m.Client
+	on := s.rt.connection(m.Conn)
+	s.out, s.client = on.Out, on.Client
 	if s.out == nil {
 		s.out = discard{root: ctx.ActorSystem().Root}
 	}

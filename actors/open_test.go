@@ -131,7 +131,7 @@ rules:
 	})
 	second := &recOutbox{rt: rt}
 	mode := second.reply(acp.AgentMethodSessionSetMode)
-	s.Move(second, nil, true)
+	s.Move(rt.Connect(Attachment{Out: second}), true)
 	s.SetMode(ModeAsk, mode)
 	if o, ok := second.wait(t, mode).(*Outcome); !ok || o.Mode != ModeAsk {
 		t.Fatalf("the mode after the move: %#v", o)
@@ -200,7 +200,7 @@ rules:
 	})
 	second := &recOutbox{rt: rt}
 	mode = second.reply(acp.AgentMethodSessionSetMode)
-	m.Move(second, nil, true)
+	m.Move(rt.Connect(Attachment{Out: second}), true)
 	m.SetMode(ModeAsk, mode)
 	ended = m.End(false)
 	if o, ok := second.wait(t, mode).(*Outcome); !ok || o.Err != "" || o.Mode != ModeAsk {
@@ -263,5 +263,36 @@ func TestPoisonedSessionAnswersWhatItTook(t *testing.T) {
 	case <-s.gone:
 	case <-time.After(testwait.Hang):
 		t.Fatal("the poisoned session's handle does not know it is gone")
+	}
+}
+
+// TestAttachNamesTheConnection: an Attach carries a connection's number,
+// looked up as the session takes it. A connection that closed before
+// (Disconnect) is none: the session is detached, and what it says goes
+// to no one, not to the closed connection; a live one hears it.
+func TestAttachNamesTheConnection(t *testing.T) {
+	rt, first := newTestRuntime(t, "rules: []\n")
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
+	defer s.Stop()
+	closed := &recOutbox{rt: rt}
+	gone := rt.Connect(Attachment{Out: closed})
+	rt.Disconnect(gone)
+	s.Move(gone, false)
+	lost := closed.reply(acp.AgentMethodSessionSetMode)
+	s.SetMode(ModeAsk, lost)
+	third := &recOutbox{rt: rt}
+	s.Move(rt.Connect(Attachment{Out: third}), false)
+	heard := third.reply(acp.AgentMethodSessionSetMode)
+	s.SetMode(ModeYolo, heard)
+	if o, ok := third.wait(t, heard).(*Outcome); !ok || o.Mode != ModeYolo {
+		t.Fatalf("the mode, on the live connection: %#v", o)
+	}
+	for _, o := range []*recOutbox{closed, first} {
+		o.mu.Lock()
+		n, m := len(o.updates), len(o.answers)
+		o.mu.Unlock()
+		if n != 0 || m != 0 {
+			t.Fatalf("a connection the session had left heard %d update(s) and %d answer(s)", n, m)
+		}
 	}
 }

@@ -41,10 +41,7 @@ var messages = []any{
 // that is not here and carries a channel, a func, an interface (other
 // than any, which holds decoded JSON in the ACP SDK's types and in the
 // tools' arguments), a mutex or an atomic fails the test.
-var notYetData = map[string]string{
-	"Attach.Out":    "the connection's outbox: a connection is not data yet",
-	"Attach.Client": "the connection's client, whom the session's tools ask",
-}
+var notYetData = map[string]string{}
 
 // dataLeaf are types taken as data without looking inside: a PID is an
 // address and an id (its protobuf state is the runtime's, never

@@ -121,7 +121,9 @@ type Runtime struct {
 	grains grainTable
 	// handoff holds the handles given to grains (given).
 	handoff handoff
-	turns   *actor.PID
+	// conns are the connections sessions may be attached to (Connect).
+	conns conns
+	turns *actor.PID
 	// watch says when the folders a session's instructions come from
 	// change (nil where inotify cannot be had: every turn looks again).
 	watch *prompt.Watch

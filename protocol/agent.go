@@ -113,6 +113,18 @@ func (c *Caller) unregister(id string) *actors.Session {
 // writes to and whom it asks.
 func (c *Caller) on() actors.Attachment { return actors.Attachment{Out: c.out, Client: c.asks} }
 
+// connection is this connection's number in the runtime's table, entered
+// there the first time a session moves to it (the runtime is up then);
+// it leaves the table as the connection lets its sessions go (letGo).
+func (c *Caller) connection() actors.ConnID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == 0 {
+		c.conn = c.runtime().Connect(c.on())
+	}
+	return c.conn
+}
+
 // attach gives the state of a session this connection creates or opens
 // the folders its file tools may open.
 func (c *Caller) attach(st *actors.SessionState) *actors.SessionState {

@@ -71,6 +71,9 @@ type Caller struct {
 	// any more, and prompts end cancelled; closed once those in flight are
 	// done: no session is registered on it any more.
 	draining, closed bool
+	// conn is the connection's number in the runtime's table (connection),
+	// 0 until a session moves to it.
+	conn actors.ConnID
 }
 
 // Out is where a caller's sessions write and its requests are answered:

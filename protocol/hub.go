@@ -248,7 +248,7 @@ func (h *Hub) forget(s *actors.Session) { h.sessions.Forget(s.ID, s) }
 func (h *Hub) detach(a *Caller) {
 	for _, s := range h.sessions.HeldBy(a) {
 		if h.sessions.Detach(s.ID, a) {
-			_ = s.Attach(nil, nil)
+			_ = s.Attach(0)
 		}
 	}
 }

@@ -264,6 +264,12 @@ func (c *Caller) letGo() {
 		s.Settle()
 	}
 	c.hub.detach(c)
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn != 0 {
+		c.runtime().Disconnect(conn)
+	}
 	c.cancel()
 }
 

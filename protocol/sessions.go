@@ -256,7 +256,7 @@ func (c *Caller) serveOpen(r actors.Reply, id, cwd string, dirs []string, server
 		// Live, held by another connection of its owner or by none: it
 		// moves here, its turns there ending cancelled first.
 		c.hub.sessions.Move(id, c)
-		s.Move(c.out, c.asks, from != nil)
+		s.Move(c.connection(), from != nil)
 		if from != nil {
 			c.log.Info(fmt.Sprintf("[acp] session %s moved to this connection from another", id))
 		}

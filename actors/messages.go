@@ -40,11 +40,10 @@ type Replay struct{ Reply Reply }
 type Resume struct{ Reply Reply }
 
 // Attach moves a session to another connection: from the message on,
-// everything it says goes to Out, and its tools ask Client. nil for both
-// detaches it (no connection holds it: its output is dropped, no one can be
-// asked). The reply is a *Done. It is an edge's control message, the one
-// message that carries interfaces rather than plain data: a connection is
-// not data.
+// everything it says goes to that connection's outbox, and its tools ask
+// its client. Connection 0, or one closed by the time the session takes
+// the message, detaches it (no connection holds it: its output is
+// dropped, no one can be asked). The reply is a *Done.
 type Attach struct {
 	// Conn is the connection, in the runtime's table (Runtime.Connect); 0
 	// detaches the session.

@@ -14,11 +14,13 @@ import (
 )
 
 // maxWaiting bounds the prompts of one session that may wait unanswered:
-// a client that sends more before the first ones end is refused.
+// a client that sends more before the first ones end is refused, by the
+// session as it takes each (onStartTurn).
 const maxWaiting = 64
 
-// ErrTooManyPrompts refuses a prompt beyond maxWaiting.
-var ErrTooManyPrompts = fmt.Errorf("more than %d prompts of this session are waiting for their turn", maxWaiting)
+// tooManyPrompts is the refusal of a prompt beyond maxWaiting
+// (TurnResult.Refused).
+var tooManyPrompts = fmt.Sprintf("more than %d prompts of this session are waiting for their turn", maxWaiting)
 
 // ErrSessionClosed answers the requests a session could not serve because
 // it stopped first.
@@ -40,16 +42,15 @@ type Session struct {
 	// once when sessions are not saved.
 	final chan struct{}
 
-	// started numbers the prompts handed to Start.
+	// started numbers the prompts handed to Start, so that a cancel,
+	// which overtakes them in the mailbox, names those sent before it.
 	started atomic.Uint64
-	// waiting counts the prompts sent and not answered yet (a 65th is
-	// refused). ended is set once the session's end is on its way (End,
-	// or the session's own: drain.go): it took every request sent before,
-	// and answers each; one sent after is answered here, closed, through
-	// out (the outbox the session was last attached to). stopped is set
-	// once the actor is gone.
+	// ended is set once the session's end is on its way (End, or the
+	// session's own: drain.go): it took every request sent before, and
+	// answers each; one sent after is answered here, closed, through out
+	// (the outbox the session was last attached to). stopped is set once
+	// the actor is gone.
 	mu      sync.Mutex
-	waiting int
 	ended   bool
 	out     Outbox
 	stopped bool
@@ -156,16 +157,6 @@ func (s *Session) send(msg any, r *Reply, closed any) {
 	s.rt.sys.Root.Send(s.pid, msg)
 }
 
-// answered counts a prompt's answer: one fewer waits.
-func (s *Session) answered(r Reply) {
-	if !r.isPrompt() {
-		return
-	}
-	s.mu.Lock()
-	s.waiting--
-	s.mu.Unlock()
-}
-
 // end marks the session's end on its way: the session ends itself
 // (drain.go), and answers what it was sent before.
 func (s *Session) end() {
@@ -182,22 +173,18 @@ func (r Reply) isPrompt() bool {
 // Start starts one prompt's turn without waiting for it and returns its
 // number in the session. Its result, a *TurnResult, comes back through the
 // Outbox's Answer, behind the turn's updates, exactly once — cancelled if
-// the session stops before the turn has run. It fails, having started
-// nothing, when too many of the session's prompts wait already.
-func (s *Session) Start(prompt []acp.ContentBlock, r Reply) (uint64, error) {
+// the session stops before the turn has run, refused (TurnResult.Refused)
+// when too many of the session's prompts wait already as it takes it.
+func (s *Session) Start(prompt []acp.ContentBlock, r Reply) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped || s.ended {
 		s.out.Answer(s.ID, r, s.closedAnswer(&TurnResult{StopReason: acp.StopReasonCancelled}))
-		return 0, nil
+		return 0
 	}
-	if s.waiting >= maxWaiting {
-		return 0, ErrTooManyPrompts
-	}
-	s.waiting++
 	seq := s.started.Add(1)
 	s.rt.sys.Root.Send(s.pid, &StartTurn{Seq: seq, Prompt: prompt, Reply: r})
-	return seq, nil
+	return seq
 }
 
 // Cancel cancels the session's prompts started so far, running or queued;

@@ -27,6 +27,9 @@ type TurnResult struct {
 	StopReason acp.StopReason
 	Usage      *acp.Usage
 	Err        string
+	// Refused says why the prompt was not taken (too many of its
+	// session's wait): the client's request was invalid, not mm.
+	Refused string
 	// Provenance is set after /new and /compact, which change it.
 	Provenance store.Provenance
 }

@@ -437,10 +437,9 @@ func (s *session) survive(ctx actor.Context) {
 }
 
 // answer answers request r through the connection the session is attached
-// to, and tells the handle it is answered.
+// to.
 func (s *session) answer(r Reply, res any) {
 	s.out.Answer(s.id, r, res)
-	s.handle.answered(r)
 }
 
 // announce queues available_commands_update, once.

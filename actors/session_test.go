@@ -315,9 +315,7 @@ func text(s string) []acp.ContentBlock { return []acp.ContentBlock{acp.TextBlock
 func ask(s *Session, prompt string) *TurnResult {
 	out := s.rt.out.(*recOutbox)
 	r := out.reply(acp.AgentMethodSessionPrompt)
-	if _, err := s.Start(text(prompt), r); err != nil {
-		return &TurnResult{Err: err.Error()}
-	}
+	s.Start(text(prompt), r)
 	v, ok := out.await(r)
 	if !ok {
 		return &TurnResult{Err: "no answer"}

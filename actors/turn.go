@@ -124,9 +124,28 @@ func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 		s.reply(t, res)
 		return
 	}
+	if s.unanswered() >= maxWaiting {
+		// Nothing of it is kept: the turn never was (its number and id
+		// are not the session's history).
+		s.answer(m.Reply, &TurnResult{Refused: tooManyPrompts})
+		return
+	}
 	s.rt.turnStarted(s.modelID)
 	s.queue = append(s.queue, t)
 	s.next(ctx)
+}
+
+// unanswered counts the session's prompts not answered yet: queued,
+// current, or answered once its file is written (held).
+func (s *session) unanswered() int {
+	n := len(s.queue)
+	if s.cur != nil {
+		n++
+	}
+	if s.held != nil {
+		n++
+	}
+	return n
 }
 
 // next starts the first queued turn when none is current.

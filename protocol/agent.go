@@ -357,13 +357,7 @@ func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest) {
 		c.answer(sid, r, nil, unknownSession(sid))
 		return
 	}
-	seq, err := s.Start(p.Prompt, r)
-	if err != nil {
-		// The reason is the message: an editor shows the message only.
-		c.answer(sid, r, nil, &acp.RequestError{Code: jsonrpc.ErrInvalidRequest.Code, Message: err.Error(),
-			Data: map[string]any{"sessionId": sid, "error": err.Error()}})
-		return
-	}
+	seq := s.Start(p.Prompt, r)
 	if c.isDraining() {
 		// Read before the connection ended, served after: it is
 		// answered, cancelled.

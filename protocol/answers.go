@@ -35,11 +35,16 @@ func (c *Caller) answer(sid string, r actors.Reply, result any, rerr *acp.Reques
 }
 
 // encode turns the answer to r into its ACP result or error.
-func (c *Caller) encode(r actors.Reply, res any) (any, *acp.RequestError) {
+func (c *Caller) encode(sid string, r actors.Reply, res any) (any, *acp.RequestError) {
 	switch v := res.(type) {
 	case *edgeAnswer:
 		return v.result, v.err
 	case *actors.TurnResult:
+		if v.Refused != "" {
+			// The reason is the message: an editor shows the message only.
+			return nil, &acp.RequestError{Code: jsonrpc.ErrInvalidRequest.Code, Message: v.Refused,
+				Data: map[string]any{"sessionId": sid, "error": v.Refused}}
+		}
 		if v.Err != "" {
 			// The session logged it ("turn failed").
 			return nil, jsonrpc.Internal(v.Err, nil)

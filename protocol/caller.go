@@ -186,7 +186,7 @@ func (o linkOut) Answer(sid string, r actors.Reply, res any) {
 	if r.ID.IsZero() {
 		return // nobody's (Reopen's)
 	}
-	result, rerr := o.c.encode(r, res)
+	result, rerr := o.c.encode(sid, r, res)
 	o.link.Answer(sid, r, result, rerr)
 }
 

@@ -36,7 +36,7 @@ type outbox struct {
 	// connection's, is dropped), and its writer takes what is written.
 	rpc *jsonrpc.Conn
 	// encode turns an answer into its ACP result or error (answers.go).
-	encode func(actors.Reply, any) (any, *acp.RequestError)
+	encode func(string, actors.Reply, any) (any, *acp.RequestError)
 	// written is told how many responses to the client's requests each
 	// write carried.
 	written func(n int)
@@ -291,7 +291,7 @@ func (b *batch) add(o jsonrpc.Out) {
 // appendAnswer encodes the response to a request a session or the edge
 // answered (jsonrpc's encoder: the one place a response is made).
 func (s *shard) appendAnswer(b *batch, it *outItem) {
-	result, rerr := s.box.encode(it.reply, it.res)
+	result, rerr := s.box.encode(it.sessionID, it.reply, it.res)
 	data, err := jsonrpc.EncodeResponse(it.reply.ID, result, rerr)
 	if err != nil {
 		s.log.Error("encoding a message for the client: " + err.Error())

@@ -228,5 +228,13 @@ func TestTooManyPromptsSaysSo(t *testing.T) {
 	if e["code"].(float64) != -32600 || !strings.Contains(fmt.Sprint(e["message"]), "prompts of this session are waiting for their turn") {
 		t.Errorf("the refused prompt's error: %v", m)
 	}
+	if d, _ := e["data"].(map[string]any); d["sessionId"] != sid || d["error"] != e["message"] {
+		t.Errorf("the refused prompt's error data: %v", e["data"])
+	}
+	// The 65th is refused: 64 may wait (the session counts them as it
+	// takes them, in its order).
+	if m["id"].(float64) != 164 {
+		t.Errorf("the first prompt refused is %v, want the 65th (164)", m["id"])
+	}
 	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
 }

@@ -210,6 +210,13 @@ func (o *Owners) write(m map[string]string) error {
 	if err := WriteAtomic(o.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("the record of the folders' owners: %w", err)
 	}
+	// What was written is what the next read would find: it is kept, so
+	// that the next claim does not read the file back (a record of
+	// thousands of folders took milliseconds to decode). Another mm's
+	// write since makes the file at path another, and it is read again.
+	if fi, err := os.Stat(o.path); err == nil {
+		o.seen, o.mem = fi, m
+	}
 	return nil
 }
 

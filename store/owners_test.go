@@ -123,7 +123,8 @@ func TestFolderOwnersLast(t *testing.T) {
 	t.Run("files", func(t *testing.T) {
 		// A state folder not made yet: the first claim makes it.
 		state := filepath.Join(t.TempDir(), "state", "mm")
-		if err := NewFileStore(".mm/sessions", nil, nil, OpenOwners(state)).ClaimFolders(ctx, "alice", []string{"/w/p1"}, nil); err != nil {
+		first := NewFileStore(".mm/sessions", nil, nil, OpenOwners(state))
+		if err := first.ClaimFolders(ctx, "alice", []string{"/w/p1"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		again := NewFileStore(".mm/sessions", nil, nil, OpenOwners(state))
@@ -140,6 +141,11 @@ func TestFolderOwnersLast(t *testing.T) {
 		}
 		if got, err := again.FoldersNotOf(ctx, "carol"); err != nil || !slices.Equal(got, []string{"/w/p1", "/w/p2"}) {
 			t.Errorf("FoldersNotOf after another process's claim: %v, %v", got, err)
+		}
+		// The store that wrote keeps what it wrote, and reads again once
+		// another process wrote after it.
+		if err := first.ClaimFolders(ctx, "alice", []string{"/w/p2/x"}, nil); !errors.Is(err, ErrFolderTaken) {
+			t.Errorf("alice inside bob's folder, on the store that wrote before bob: %v", err)
 		}
 		b, err := os.ReadFile(filepath.Join(state, "owners.json"))
 		if err != nil || !strings.Contains(string(b), `"/w/p1": "alice"`) {

@@ -41,7 +41,7 @@ func startServeProc(ctx context.Context, bin, cfgPath, dir, marker, token string
 	}
 	cmd := exec.Command(path, "serve", "-listen", "127.0.0.1:0", "-config", cfgPath)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), markerEnv+"="+marker, "MM_SERVE_TOKEN="+token)
+	cmd.Env = append(os.Environ(), markerEnv+"="+marker, "MM_SERVE_TOKEN="+token, stateEnv(dir))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

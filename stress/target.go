@@ -182,7 +182,7 @@ func inProcess(cfg *configs.Config, model llm.Model, cl *client) (*agent, error)
 
 func subprocess(bin, cfgPath, marker string, cl *client) (*agent, int, error) {
 	cmd := exec.Command(bin, "-acp", "-config", cfgPath)
-	cmd.Env = append(os.Environ(), markerEnv+"="+marker)
+	cmd.Env = append(os.Environ(), markerEnv+"="+marker, stateEnv(filepath.Dir(cfgPath)))
 	// nil: the null device itself, not a pipe this process would have to
 	// drain (mm logs a line per turn).
 	stdin, stdout, err := startPiped(cmd, nil)
@@ -275,6 +275,20 @@ func selfCPU() time.Duration {
 // command they start: a live process that carries it after the agents are
 // closed was left behind.
 const markerEnv = "MMSTRESS_RUN"
+
+// stateEnv gives the mm a run starts the run's own state folder (the
+// folders' owners, the index of project folders, the session key), in its
+// folder dir: a run leaves the user's ~/.local/state/mm as it found it,
+// and starts from an empty one whatever runs came before (the record of
+// folders' owners grew by a few hundred folders a run, and a claim reads
+// and writes it whole). The nodes of a cluster share it, as they share
+// the run's folder.
+func stateEnv(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return "XDG_STATE_HOME=" + filepath.Join(dir, "state")
+}
 
 // leftovers lists the live (non-zombie) processes, other than this one,
 // whose environment carries the run's marker.

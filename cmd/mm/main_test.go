@@ -49,6 +49,13 @@ func TestMain(m *testing.M) {
 	}
 	// mm, and mm-node beside it: mm serve on a cluster config runs the
 	// mm-node next to it, as an installed pair does.
+	// The mm the tests start keep their state (the folders' owners, the
+	// index of project folders) in the run's folder, not in the user's
+	// ~/.local/state/mm, which they would grow run after run; a test that
+	// needs a state of its own sets XDG_STATE_HOME itself.
+	if err := os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")); err != nil {
+		panic(err)
+	}
 	mmBin = filepath.Join(dir, "mm")
 	if err := buildPair(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "building mm: %v\n", err)
@@ -597,7 +604,7 @@ func runSmokeTest(t *testing.T, line string) (stdout, stderr string) {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", line)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(mmBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"MM_CONFIG=", "HOME="+t.TempDir(), "OPENAI_BASE_URL=")
+		"MM_CONFIG=", "HOME="+t.TempDir(), "XDG_STATE_HOME=", "OPENAI_BASE_URL=")
 	cmd.Dir = t.TempDir()
 	var errb strings.Builder
 	cmd.Stderr = &errb

@@ -40,7 +40,17 @@ func TestMain(m *testing.M) {
 		fmt.Printf("%d %s", os.Getpid(), comm)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// What the tests serve keeps its state (the folders' owners, the
+	// index of project folders) in a folder of the run's, not in the
+	// user's ~/.local/state/mm, which it would grow run after run.
+	state, err := os.MkdirTemp("", "mm-state")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
+	code := m.Run()
+	os.RemoveAll(state)
+	os.Exit(code)
 }
 
 // startedAgain runs a copy of the test binary named mm-node, which starts

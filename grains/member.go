@@ -101,6 +101,10 @@ type handler struct {
 	fresh bool // not yet called: its first call is the members as they are
 }
 
+// endpointQueue is the first size of the queue of messages to one member
+// (it doubles when full).
+const endpointQueue = 4096
+
 // Start starts an actor system with remote on Config.Advertise, the
 // configured provider, the disthash identity lookup and the given kinds,
 // and returns once protoactor's StartMember has returned (about a second:
@@ -174,7 +178,12 @@ func Start(o Options) (*Member, error) {
 	// CA signed, and a node dials only a server with one.
 	rc := remote.Configure(host, port,
 		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(tlsc.server))),
-		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(tlsc.client))))
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(tlsc.client))),
+		// The queue of what waits to be sent to a member grows as it
+		// must (a ring that doubles); protoactor's default starts it at a
+		// million slots, 16 MB a member, which a node touches page after
+		// page as messages go round it and keeps for its life.
+		remote.WithEndpointWriterQueueSize(endpointQueue))
 	// The remote tries to connect to a member this many times, 2 s apart,
 	// before it gives the endpoint up, blocking that endpoint (and a
 	// leave) meanwhile: as long as the failure timeout, and no longer.

@@ -165,11 +165,6 @@ func (s *Session) end() {
 	s.mu.Unlock()
 }
 
-// isPrompt says whether r stands for a prompt (a turn's reply).
-func (r Reply) isPrompt() bool {
-	return r.Method == acp.AgentMethodSessionPrompt || r.Method == ""
-}
-
 // Start starts one prompt's turn without waiting for it and returns its
 // number in the session. Its result, a *TurnResult, comes back through the
 // Outbox's Answer, behind the turn's updates, exactly once — cancelled if

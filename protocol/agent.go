@@ -163,17 +163,12 @@ func (a *Agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.Auth
 	return acp.AuthenticateResponse{}, nil
 }
 
-// serveNew creates a session actor for an existing, absolute cwd, off the
-// ingress (creating one reads the disk). Its response is queued on the
-// session's ordered writer, then the session announces its commands
-// behind it: an editor drops notifications for a session id it does not
-// know yet.
-func (c *Caller) serveNew(r actors.Reply, p acp.NewSessionRequest) {
-	c.serveNewAs(r, p, "")
-}
-
-// serveNewAs is serveNew with the session's id chosen by the caller (a
-// cluster's edge, which places the session by its id); "" makes one.
+// serveNewAs creates a session actor for an existing, absolute cwd, off
+// the ingress (creating one reads the disk), with the session's id chosen
+// by the caller (a cluster's edge, which places the session by its id);
+// "" makes one. Its response is queued on the session's ordered writer,
+// then the session announces its commands behind it: an editor drops
+// notifications for a session id it does not know yet.
 func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) {
 	c.create(r, func() (string, any, error) {
 		defer c.survive("session/new", r)

@@ -98,13 +98,11 @@ func (c *Caller) internal(method string, err error) *acp.RequestError {
 	return jsonrpc.Internal(err.Error(), nil)
 }
 
-// said is rerr as it goes on the wire: an "Invalid params" error says why
+// Said is rerr as it goes on the wire: an "Invalid params" error says why
 // in its message too (its data's "error"), since a client may show only
-// the message (acpx prints "[error] RUNTIME: Invalid params").
-func said(rerr *acp.RequestError) *acp.RequestError { return Said(rerr) }
-
-// Said is said for the errors that cross nodes (package grains), whose
-// data is JSON on the way.
+// the message (acpx prints "[error] RUNTIME: Invalid params"). The errors
+// that cross nodes (package grains) go through it too, their data JSON on
+// the way.
 func Said(rerr *acp.RequestError) *acp.RequestError {
 	if rerr == nil || rerr.Code != -32602 || rerr.Message != "Invalid params" {
 		return rerr

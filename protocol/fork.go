@@ -14,15 +14,10 @@ import (
 
 // session/fork: a new session with a copy of another's history.
 
-// serveFork starts a new session with a copy of another's history, as the
-// requests read before the fork left it; its provenance points at the
-// parent.
-func (c *Caller) serveFork(r actors.Reply, p acp.UnstableForkSessionRequest) {
-	c.serveForkAs(r, p, "")
-}
-
-// serveForkAs is serveFork with the new session's id chosen by the caller
-// (a cluster's edge); "" makes one.
+// serveForkAs starts a new session with a copy of another's history, as
+// the requests read before the fork left it, with the new session's id
+// chosen by the caller (a cluster's edge); "" makes one. Its provenance
+// points at the parent.
 func (c *Caller) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id string) {
 	parent := string(p.SessionId)
 	var state func() (*actors.SessionState, error)

@@ -460,12 +460,6 @@ func (r docRun) testArgs(a docAdapt) ([]string, error) {
 	return args, nil
 }
 
-// testEnv is the environment the engine runs in: the caller's, with the
-// block's exports (what -e NAME passes on).
-func (r docRun) testEnv() []string {
-	return append(os.Environ(), r.env...)
-}
-
 // readDoc returns a file of the repository as text.
 func readDoc(t *testing.T, path string) string {
 	t.Helper()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -202,5 +203,45 @@ func TestFrames(t *testing.T) {
 	_ = c.close()
 	if fmt.Sprint(updates) != "[s1|agent_message_chunk|re: ping]" {
 		t.Errorf("updates: %q", updates)
+	}
+}
+
+// TestRunLeavesTheUsersStateAlone: the mm a run starts, over pipes and
+// served, keep their state (the folders' owners, the index of project
+// folders, the session key) in the run's folder: the user's state folder
+// is as the run found it. Runs on the user's own had grown its record of
+// folders' owners by a few hundred folders each, which every claim reads
+// and writes whole.
+func TestRunLeavesTheUsersStateAlone(t *testing.T) {
+	testwait.Short(t, "runs that need the mm binary built")
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+	}{
+		{"over pipes", func(c *Config) { c.Procs, c.MM, c.Persist = 1, binary(t, "mm"), true }},
+		{"served", func(c *Config) { c.Serve = binary(t, "mm") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			users := t.TempDir()
+			t.Setenv("XDG_STATE_HOME", users)
+			c := Defaults()
+			c.Sessions, c.Turns, c.Concurrency = 4, 1, 2
+			tc.set(&c)
+			r, err := Run(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.OK() || r.Turns != 4 {
+				r.Human(testWriter{t})
+				t.Fatal("run not OK")
+			}
+			entries, err := os.ReadDir(users)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				t.Errorf("the run wrote %s in the user's state folder", e.Name())
+			}
+		})
 	}
 }

@@ -179,15 +179,14 @@ func scanParams(params json.RawMessage) (session, dup string, twice bool) {
 	return session, dup, twice
 }
 
-// memberNames are the member names of an object seen so far: a slice for
-// the handful of a message, a map past 16 (an object of a million members
-// costs a million lookups, not a million squared).
+// memberNames are the member names of an object seen so far: an array for
+// the handful of a message, a map past it (an object of a million members
+// costs a million lookups, not a million squared). It holds no pointer
+// into itself, so that it stays on its user's stack.
 type memberNames struct {
-	seen []string
-	many map[string]bool
-	// first holds the first names, so that a message's take no
-	// allocation of their own.
 	first [8]string
+	n     int
+	many  map[string]bool
 }
 
 // again records name and says whether it was seen before.
@@ -199,19 +198,19 @@ func (n *memberNames) again(name string) bool {
 		n.many[name] = true
 		return false
 	}
-	if slices.Contains(n.seen, name) {
+	if slices.Contains(n.first[:n.n], name) {
 		return true
 	}
-	if n.seen == nil {
-		n.seen = n.first[:0]
+	if n.n < len(n.first) {
+		n.first[n.n] = name
+		n.n++
+		return false
 	}
-	n.seen = append(n.seen, name)
-	if len(n.seen) > 16 {
-		n.many = make(map[string]bool, 2*len(n.seen))
-		for _, s := range n.seen {
-			n.many[s] = true
-		}
+	n.many = make(map[string]bool, 4*len(n.first))
+	for _, s := range n.first {
+		n.many[s] = true
 	}
+	n.many[name] = true
 	return false
 }
 

@@ -43,7 +43,19 @@ type scanner struct {
 	b     []byte
 	i     int
 	depth int
+	// m is the message the walk fills; names and params are the member
+	// names seen in it and in its params (a name held twice).
+	m             *Message
+	names, params memberNames
 }
+
+// What a container holds (container).
+const (
+	values        = iota // an array's values
+	members              // an object's members, whose names do not matter
+	topMembers           // the message's members
+	paramsMembers        // the members of its params
+)
 
 // fastParse fills m from body (trimmed) in one walk; false when the slow
 // path is to read it (m is then to be made again).
@@ -51,33 +63,31 @@ func fastParse(body []byte, m *Message) bool {
 	if len(body) < 2 || body[0] != '{' {
 		return false
 	}
-	s := scanner{b: body, i: 1, depth: 1}
-	var names memberNames
+	s := scanner{b: body, m: m}
+	if !s.container('}', topMembers) {
+		return false
+	}
 	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
+	return s.i == len(s.b)
+}
+
+// container reads an object or an array, s.b[s.i] being its opening
+// bracket and close its closing one, whose items are of kind items.
+func (s *scanner) container(close byte, items int) bool {
+	s.i++
+	s.depth++
+	if s.depth > maxScanDepth {
+		return false
+	}
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == close {
 		s.i++
-		return s.end()
+		s.depth--
+		return true
 	}
 	for {
-		name, ok := s.name()
-		if !ok {
+		if !s.item(items) {
 			return false
-		}
-		if !m.Twice && names.again(name) {
-			m.Dup, m.Twice = strings.Clone(name), true
-		}
-		f := m.member(name)
-		start := s.i
-		if f == &m.Params && s.i < len(s.b) && s.b[s.i] == '{' {
-			if !s.params(&m.scan) {
-				return false
-			}
-			m.scan.of = s.b[start:s.i]
-		} else if !s.value() {
-			return false
-		}
-		if f != nil {
-			*f = s.b[start:s.i]
 		}
 		s.ws()
 		if s.i >= len(s.b) {
@@ -87,19 +97,90 @@ func fastParse(body []byte, m *Message) bool {
 		case ',':
 			s.i++
 			s.ws()
-			continue
-		case '}':
+		case close:
 			s.i++
-			return s.end()
+			s.depth--
+			return true
+		default:
+			return false
 		}
-		return false
 	}
 }
 
-// end says the object just read ends the body.
-func (s *scanner) end() bool {
-	s.ws()
-	return s.i == len(s.b)
+// item reads one item of a container.
+func (s *scanner) item(kind int) bool {
+	switch kind {
+	case values:
+		return s.value()
+	case members:
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
+		}
+		if _, _, _, ok := s.str(); !ok || !s.colon() {
+			return false
+		}
+		return s.value()
+	case topMembers:
+		return s.topMember()
+	default:
+		return s.paramsMember()
+	}
+}
+
+// topMember reads a member of the message into its field (Message.member)
+// and notes a name held twice; params, an object, are read for their
+// session and a name held twice on the way.
+func (s *scanner) topMember() bool {
+	m := s.m
+	name, ok := s.name()
+	if !ok {
+		return false
+	}
+	if !m.Twice && s.names.again(name) {
+		m.Dup, m.Twice = strings.Clone(name), true
+	}
+	f := m.member(name)
+	start := s.i
+	if f == &m.Params && s.i < len(s.b) && s.b[s.i] == '{' {
+		m.scan, s.params = paramsScan{}, memberNames{}
+		if !s.container('}', paramsMembers) {
+			return false
+		}
+		m.scan.of = s.b[start:s.i]
+	} else if !s.value() {
+		return false
+	}
+	if f != nil {
+		*f = s.b[start:s.i]
+	}
+	return true
+}
+
+// paramsMember reads a member of params for its session and a name held
+// twice.
+func (s *scanner) paramsMember() bool {
+	p := &s.m.scan
+	name, ok := s.name()
+	if !ok {
+		return false
+	}
+	if !p.twice && s.params.again(name) {
+		p.dup, p.twice = strings.Clone(name), true
+	}
+	start := s.i
+	if !s.value() {
+		return false
+	}
+	if name == "sessionId" && !p.twice && p.session == "" && s.b[start] == '"' {
+		v := s.b[start+1 : s.i-1]
+		for _, c := range v {
+			if c == '\\' {
+				return false // an escaped session: the slow path unescapes it
+			}
+		}
+		p.session = string(v)
+	}
+	return true
 }
 
 // name reads a member's name and its colon, and the space after it: a
@@ -109,70 +190,21 @@ func (s *scanner) name() (string, bool) {
 		return "", false
 	}
 	start, end, esc, ok := s.str()
-	if !ok || esc {
+	if !ok || esc || !s.colon() {
 		return "", false
 	}
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != ':' {
-		return "", false
-	}
-	s.i++
-	s.ws()
 	return unsafe.String(unsafe.SliceData(s.b[start:end]), end-start), true
 }
 
-// params reads params, an object, for its session and a name held twice.
-func (s *scanner) params(p *paramsScan) bool {
-	*p = paramsScan{}
-	s.i++
-	s.depth++
-	if s.depth > maxScanDepth {
-		return false
-	}
-	var names memberNames
+// colon reads the colon after a member's name, and the space around it.
+func (s *scanner) colon() bool {
 	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.depth--
-		return true
-	}
-	for {
-		name, ok := s.name()
-		if !ok {
-			return false
-		}
-		if !p.twice && names.again(name) {
-			p.dup, p.twice = strings.Clone(name), true
-		}
-		start := s.i
-		if !s.value() {
-			return false
-		}
-		if name == "sessionId" && !p.twice && p.session == "" && s.b[start] == '"' {
-			v := s.b[start+1 : s.i-1]
-			for _, c := range v {
-				if c == '\\' {
-					return false // an escaped session: the slow path unescapes it
-				}
-			}
-			p.session = string(v)
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.ws()
-			continue
-		case '}':
-			s.i++
-			s.depth--
-			return true
-		}
+	if s.i >= len(s.b) || s.b[s.i] != ':' {
 		return false
 	}
+	s.i++
+	s.ws()
+	return true
 }
 
 func (s *scanner) ws() {
@@ -196,9 +228,9 @@ func (s *scanner) value() bool {
 		_, _, _, ok := s.str()
 		return ok
 	case '{':
-		return s.object()
+		return s.container('}', members)
 	case '[':
-		return s.array()
+		return s.container(']', values)
 	case 't':
 		return s.lit("true")
 	case 'f':
@@ -304,85 +336,4 @@ func (s *scanner) number() bool {
 	}
 	s.i = i
 	return true
-}
-
-// object reads an object whose names do not matter here.
-func (s *scanner) object() bool {
-	s.i++
-	s.depth++
-	if s.depth > maxScanDepth {
-		return false
-	}
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.depth--
-		return true
-	}
-	for {
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return false
-		}
-		if _, _, _, ok := s.str(); !ok {
-			return false
-		}
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return false
-		}
-		s.i++
-		s.ws()
-		if !s.value() {
-			return false
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.ws()
-			continue
-		case '}':
-			s.i++
-			s.depth--
-			return true
-		}
-		return false
-	}
-}
-
-func (s *scanner) array() bool {
-	s.i++
-	s.depth++
-	if s.depth > maxScanDepth {
-		return false
-	}
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		s.depth--
-		return true
-	}
-	for {
-		if !s.value() {
-			return false
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.ws()
-			continue
-		case ']':
-			s.i++
-			s.depth--
-			return true
-		}
-		return false
-	}
 }

@@ -266,8 +266,8 @@ func (s *Session) Attach(conn ConnID) error {
 	return s.ask(func(to *actor.PID) any { return &Attach{Conn: conn, ReplyTo: to} })
 }
 
-// Move moves the session to connection conn, after
-// every message sent to it before, without waiting. taken says that
+// Move moves the session to connection conn, after every message sent to
+// it before, without waiting. taken says that
 // another connection held it: its turns there are cancelled, and the
 // session moves once they have ended (so what they still say goes to the
 // connection that asked for them), the messages sent after the Move

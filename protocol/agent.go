@@ -115,11 +115,13 @@ func (c *Caller) on() actors.Attachment { return actors.Attachment{Out: c.out, C
 
 // connection is this connection's number in the runtime's table, entered
 // there the first time a session moves to it (the runtime is up then);
-// it leaves the table as the connection lets its sessions go (letGo).
+// it leaves the table as the connection lets its sessions go (letGo). A
+// connection closed by then is entered no more: 0, none, and the session
+// that moves to it is detached, as letGo would detach it.
 func (c *Caller) connection() actors.ConnID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.conn == 0 {
+	if c.conn == 0 && !c.closed {
 		c.conn = c.runtime().Connect(c.on())
 	}
 	return c.conn

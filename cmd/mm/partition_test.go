@@ -28,12 +28,12 @@ import (
 // .ci/run sets it after installing nftables.
 const netnsEnv = "MM_REQUIRE_NETNS"
 
-// netns is a network namespace of the test's, removed at its end.
-// netns is a network namespace of the test's: its name for ip, and a
-// descriptor of it held from its making, which the test's own sockets
-// join (do): a descriptor stays the namespace's whatever becomes of the
-// mount of /run/netns/NAME (a full run once saw it go mid-test, and every
-// dial into the namespace failed with "invalid argument" from then on).
+// netns is a network namespace of the test's, removed at its end: its
+// name for ip, and a descriptor of it held from its making, which the
+// test's own sockets join (do): a descriptor stays the namespace's
+// whatever becomes of the mount of /run/netns/NAME (a full run once saw it
+// go mid-test, and every dial into the namespace failed with "invalid
+// argument" from then on).
 type netns struct {
 	name string
 	fd   int

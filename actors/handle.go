@@ -267,11 +267,11 @@ func (s *Session) Attach(conn ConnID) error {
 }
 
 // Move moves the session to connection conn, after every message sent to
-// it before, without waiting. taken says that
-// another connection held it: its turns there are cancelled, and the
-// session moves once they have ended (so what they still say goes to the
-// connection that asked for them), the messages sent after the Move
-// waiting in the session until then.
+// it before, without waiting. taken says that another connection held it:
+// its turns there are cancelled, and the session moves once they have
+// ended (so what they still say goes to the connection that asked for
+// them), the messages sent after the Move waiting in the session until
+// then.
 func (s *Session) Move(conn ConnID, taken bool) {
 	if taken {
 		s.Cancel()

@@ -74,22 +74,11 @@ func System(p Parts) string {
 	var b strings.Builder
 	base := configs.SystemPrompt(p.Compact)
 	own := strings.ReplaceAll(strings.TrimSpace(p.Own), "{{cwd}}", p.Env.Cwd)
-	// One allocation for the whole prompt, as near as it can be told:
-	// the environment block is about a kilobyte.
+	// Room for the prompt's large parts at once, and a couple of
+	// kilobytes for the rest (the environment block is about one).
 	size := len(base) + len(own) + 2048
-	for _, k := range p.Skills {
-		size += len(k.Name) + len(k.Description) + 8
-	}
 	for i := range p.Instructions {
-		size += len(p.Instructions[i].Text) + len(p.Instructions[i].Path) + 64
-	}
-	if p.Env.Git != nil {
-		for _, l := range p.Env.Git.Status {
-			size += len(l) + 5
-		}
-		for _, l := range p.Env.Git.Commits {
-			size += len(l) + 5
-		}
+		size += len(p.Instructions[i].Text)
 	}
 	b.Grow(size)
 	switch {

@@ -35,7 +35,6 @@ type Watch struct {
 
 type watched struct {
 	wd   int32
-	dir  string
 	dirs []string // the paths byDir keeps it under (a link is another)
 	refs int
 	gen  uint64
@@ -193,7 +192,7 @@ func (w *Watch) hold(dir string) (*watched, bool) {
 		x.dirs = append(x.dirs, dir)
 		return x, true
 	}
-	x := &watched{wd: int32(wd), dir: dir, dirs: []string{dir}, refs: 1}
+	x := &watched{wd: int32(wd), dirs: []string{dir}, refs: 1}
 	w.byWD[x.wd], w.byDir[dir] = x, x
 	return x, true
 }

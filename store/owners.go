@@ -212,8 +212,10 @@ func (o *Owners) write(m map[string]string) error {
 	}
 	// What was written is what the next read would find: it is kept, so
 	// that the next claim does not read the file back (a record of
-	// thousands of folders took milliseconds to decode). Another mm's
-	// write since makes the file at path another, and it is read again.
+	// thousands of folders took milliseconds to decode). The claim holds
+	// the record's lock, so the file stat sees is the one just renamed in
+	// place; another mm's write after it makes the file at path another,
+	// and it is read again.
 	if fi, err := os.Stat(o.path); err == nil {
 		o.seen, o.mem = fi, m
 	}

@@ -78,6 +78,7 @@ func outputDir(rt *Runtime, id string) string {
 // share of its model's window) and where it is kept whole when cut.
 func (s *session) output(callID string) tools.Output {
 	o := s.rt.cfg.Tools.Output
+	s.outputGiven = s.outputGiven || s.outputDir != ""
 	return tools.Output{
 		Budget: tools.OutputBudget(s.rt.windowFor(s.modelID), int(o.MinBytes), int(o.MaxBytes)),
 		Dir:    s.outputDir, Name: callID + ".out", Keep: int64(o.KeepBytes), Owner: s.policy().User,
@@ -85,14 +86,19 @@ func (s *session) output(callID string) tools.Output {
 }
 
 // removeTemp removes the session's temporary folder and its folder of
-// whole outputs, off the actor, and ends its own network.
+// whole outputs, those that may have been made, off the actor, and ends
+// its own network.
 func (s *session) removeTemp() {
-	for _, d := range []string{s.tempDir, s.outputDir} {
+	out := s.outputDir
+	if !s.outputGiven {
+		out = ""
+	}
+	for _, d := range []string{s.tempDir, out} {
 		if d != "" {
 			s.rt.goWork(func() { _ = os.RemoveAll(d) })
 		}
 	}
-	s.tempDir, s.outputDir = "", ""
+	s.tempDir, s.outputDir, s.outputGiven = "", "", false
 	if n := s.net; n != nil {
 		s.net = nil
 		s.rt.goWork(n.Close)

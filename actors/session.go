@@ -76,8 +76,11 @@ type session struct {
 	// when the first of them needs it (sandbox.go); nil: none yet.
 	net *sandbox.Network
 	// outputDir is the session's folder of whole outputs (tools.Output),
-	// "" when none are kept.
-	outputDir string
+	// "" when none are kept; outputGiven says a tool was handed it, which
+	// only a tool's result makes: a session that ran none has nothing to
+	// remove as it ends.
+	outputDir   string
+	outputGiven bool
 	// sandboxMode is the session's sandbox mode: the runtime's, or one no
 	// wider set over ACP (sandbox.go).
 	sandboxMode sandbox.Mode

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coder/acp-go-sdk"
 	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/app"
 	"github.com/mm-agent/mm/configs"
@@ -81,5 +82,30 @@ func TestTolerantEditApproved(t *testing.T) {
 	}
 	if text := acptest.Text(e.conn.Client.Updates(sid)); !strings.Contains(text, "old_text matched only after removing the line numbers copied from read_file and ignoring trailing whitespace and Unicode quotes") {
 		t.Errorf("the model read %q", text)
+	}
+}
+
+// TestCutOutputGoesWithItsSession: the folder a cut output was kept in is
+// removed when its session closes, and a session that cut none leaves
+// none behind.
+func TestCutOutputGoesWithItsSession(t *testing.T) {
+	e := newEnvWith(t, outputsScript, func(c *configs.Config) { c.Model.ContextWindow = 8192 }, nil)
+	mine := func(sid acp.SessionId) []string {
+		got, _ := filepath.Glob(filepath.Join(tools.OutputsRoot(), strconv.Itoa(os.Getpid()), string(sid)+"-*"))
+		return got
+	}
+	cut, idle := e.newSession(), e.newSession()
+	e.ask(cut, "count")
+	if len(mine(cut)) != 1 {
+		t.Fatalf("the cut output's folder: %v", mine(cut))
+	}
+	for _, sid := range []acp.SessionId{cut, idle} {
+		if _, err := e.conn.CloseSession(e.ctx, acp.CloseSessionRequest{SessionId: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the closed session's outputs removed", func() bool { return len(mine(cut)) == 0 })
+	if got := mine(idle); len(got) != 0 {
+		t.Errorf("a session that cut no output left %v", got)
 	}
 }

@@ -28,7 +28,14 @@ type Table[S, C comparable] struct {
 	// after is, by session id, the latest work on a session that is not
 	// live (Follow).
 	after map[string]<-chan struct{}
+	// rooms is, by owner, what its live sessions hold (Room): kept as
+	// sessions come and go, so that a new session's check costs the same
+	// however many are live.
+	rooms map[string]room
 }
+
+// room is what an owner's live sessions hold.
+type room struct{ sessions, mcp int }
 
 type entry[S, C comparable] struct {
 	s     S
@@ -44,7 +51,35 @@ type entry[S, C comparable] struct {
 
 // New returns an empty table.
 func New[S, C comparable]() *Table[S, C] {
-	return &Table[S, C]{sessions: map[string]*entry[S, C]{}, after: map[string]<-chan struct{}{}}
+	return &Table[S, C]{sessions: map[string]*entry[S, C]{}, after: map[string]<-chan struct{}{}, rooms: map[string]room{}}
+}
+
+// put records e under id, in place of the entry there. t.mu is held.
+func (t *Table[S, C]) put(id string, e *entry[S, C]) {
+	t.drop(id)
+	t.sessions[id] = e
+	r := t.rooms[e.owner]
+	r.sessions++
+	r.mcp += e.mcp
+	t.rooms[e.owner] = r
+}
+
+// drop takes id's entry out, if any, and returns it. t.mu is held.
+func (t *Table[S, C]) drop(id string) *entry[S, C] {
+	e := t.sessions[id]
+	if e == nil {
+		return nil
+	}
+	delete(t.sessions, id)
+	r := t.rooms[e.owner]
+	r.sessions--
+	r.mcp -= e.mcp
+	if r.sessions == 0 {
+		delete(t.rooms, e.owner)
+	} else {
+		t.rooms[e.owner] = r
+	}
+	return e
 }
 
 // mine says whether owner may see a session of e's.
@@ -68,7 +103,7 @@ func (t *Table[S, C]) Add(id, cwd string, s S, owner string, c C, mcp int, refus
 			return err
 		}
 	}
-	t.sessions[id] = &entry[S, C]{s: s, cwd: cwd, owner: owner, conn: c, mcp: mcp}
+	t.put(id, &entry[S, C]{s: s, cwd: cwd, owner: owner, conn: c, mcp: mcp})
 	return nil
 }
 
@@ -84,13 +119,8 @@ func (t *Table[S, C]) Room(owner string) (sessions, mcp int) {
 }
 
 func (t *Table[S, C]) room(owner string) (sessions, mcp int) {
-	for _, e := range t.sessions {
-		if e.owner == owner {
-			sessions++
-			mcp += e.mcp
-		}
-	}
-	return sessions, mcp
+	r := t.rooms[owner]
+	return r.sessions, r.mcp
 }
 
 // Attached returns session id when connection c holds it.
@@ -147,7 +177,7 @@ func (t *Table[S, C]) Release(id string, c C) (S, bool) {
 		var none S
 		return none, false
 	}
-	delete(t.sessions, id)
+	t.drop(id)
 	return e.s, true
 }
 
@@ -161,7 +191,7 @@ func (t *Table[S, C]) Remove(id, owner string) (S, bool) {
 		var none S
 		return none, false
 	}
-	delete(t.sessions, id)
+	t.drop(id)
 	return e.s, true
 }
 
@@ -170,7 +200,7 @@ func (t *Table[S, C]) Remove(id, owner string) (S, bool) {
 func (t *Table[S, C]) Forget(id string, s S) {
 	t.mu.Lock()
 	if e := t.sessions[id]; e != nil && e.s == s {
-		delete(t.sessions, id)
+		t.drop(id)
 	}
 	t.mu.Unlock()
 }
@@ -213,7 +243,7 @@ func (t *Table[S, C]) TakeDetached(before time.Time) []S {
 	for id, e := range t.sessions {
 		if !e.detached.IsZero() && e.detached.Before(before) {
 			out = append(out, e.s)
-			delete(t.sessions, id)
+			t.drop(id)
 		}
 	}
 	return out
@@ -254,6 +284,7 @@ func (t *Table[S, C]) Close() []S {
 		out = append(out, e.s)
 	}
 	clear(t.sessions)
+	clear(t.rooms)
 	return out
 }
 

@@ -221,3 +221,64 @@ func TestRoomAndDetached(t *testing.T) {
 		t.Errorf("TakeDetached: %v; holds a %v, c %v", got, tb.Holds("a"), tb.Holds("c"))
 	}
 }
+
+// TestRoomFollowsEveryExit: Room is kept as sessions come and go, not
+// counted again: after every way a session enters or leaves the table
+// (Add, an Add of an id already there, Release, Remove, Forget,
+// TakeDetached, Close), each owner's room is what its live sessions hold.
+func TestRoomFollowsEveryExit(t *testing.T) {
+	tb := New[string, int]()
+	want := map[string][2]int{}
+	live := map[string]struct {
+		owner string
+		mcp   int
+	}{}
+	check := func(step string) {
+		t.Helper()
+		got := map[string][2]int{}
+		for _, e := range live {
+			r := got[e.owner]
+			got[e.owner] = [2]int{r[0] + 1, r[1] + e.mcp}
+		}
+		want = got
+		for _, o := range []string{"alice", "bob", ""} {
+			if n, m := tb.Room(o); n != want[o][0] || m != want[o][1] {
+				t.Errorf("after %s: %q's room is %d sessions, %d MCP; its live sessions hold %v", step, o, n, m, want[o])
+			}
+		}
+	}
+	add := func(id, owner string, conn, mcp int) {
+		if err := tb.Add(id, "/w", "S"+id, owner, conn, mcp, nil); err != nil {
+			t.Fatal(err)
+		}
+		live[id] = struct {
+			owner string
+			mcp   int
+		}{owner, mcp}
+	}
+	add("a", "alice", 1, 2)
+	add("b", "alice", 1, 1)
+	add("c", "bob", 2, 4)
+	add("d", "bob", 2, 0)
+	check("adds")
+	add("a", "bob", 2, 5) // the same id again: the old entry goes
+	check("an id added again")
+	tb.Release("b", 1)
+	delete(live, "b")
+	check("Release")
+	tb.Remove("c", "bob")
+	delete(live, "c")
+	check("Remove")
+	tb.Forget("d", "Sd")
+	delete(live, "d")
+	check("Forget")
+	add("e", "alice", 1, 3)
+	tb.Detach("e", 1)
+	time.Sleep(time.Millisecond)
+	tb.TakeDetached(time.Now())
+	delete(live, "e")
+	check("TakeDetached")
+	tb.Close()
+	clear(live)
+	check("Close")
+}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mm-agent/mm/configs"
+	"github.com/mm-agent/mm/history"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/llm"
 	"github.com/mm-agent/mm/tools"
@@ -385,5 +386,36 @@ func TestCancelRequest(t *testing.T) {
 	s.Start(text("slow"), NewReply(jsonrpc.StringID("early"), ""))
 	if r := answer(`"early"`); r.StopReason != acp.StopReasonCancelled {
 		t.Errorf("a prompt whose cancel came first: %+v", r)
+	}
+}
+
+// TestBareFolderSystemAtOnce: a session opened in a folder of no
+// repository has its environment in its system message before its first
+// turn (taken as it opens, not gathered off its actor and made again),
+// and one in a repository has it by its first model call.
+func TestBareFolderSystemAtOnce(t *testing.T) {
+	rt, _ := newTestRuntime(t, "rules:\n  - match: \".*\"\n    steps: [{text: \"ok\"}]\n")
+	bare := t.TempDir()
+	s := rt.SpawnSession(&SessionState{ID: "bare", Cwd: bare}, Attachment{})
+	defer s.Stop()
+	st, err := s.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.History) == 0 || st.History[0].Role != history.RoleSystem || !strings.Contains(st.History[0].Content, bare) ||
+		!strings.Contains(st.History[0].Content, "# Environment") {
+		t.Fatalf("the bare folder's session opened with %+v", st.History)
+	}
+	repo := t.TempDir()
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g := rt.SpawnSession(&SessionState{ID: "repo", Cwd: repo}, Attachment{})
+	defer g.Stop()
+	if res := ask(g, "hi"); res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("turn = %+v", res)
+	}
+	if st, err := g.State(); err != nil || !strings.Contains(st.History[0].Content, "# Environment") {
+		t.Fatalf("the repository's session after a turn: %v %+v", err, st)
 	}
 }

@@ -71,7 +71,10 @@ type reads struct {
 	Own, OwnErr string
 	// Root, Files, Empty, Watched and Looked are the instructions as the
 	// session's Finder found them (sysState's fields of those names).
-	Root    string
+	Root string
+	// Env is the environment, taken at once when Root is no repository
+	// (prompt.GatherBare); nil: it is gathered off the actor (git).
+	Env     *prompt.Env
 	Files   []prompt.File
 	Empty   []prompt.Empty
 	Watched bool
@@ -82,7 +85,13 @@ type reads struct {
 // the actor, on a session filled (fill) by the caller and never shared.
 func (s *session) read() *reads {
 	cfg := s.rt.cfg
-	r := &reads{Root: prompt.Root(s.cwd)}
+	r := &reads{}
+	root, git := prompt.RootOf(s.cwd)
+	r.Root = root
+	if !git {
+		env := prompt.GatherBare(s.cwd, time.Now())
+		r.Env = &env
+	}
 	r.SkillDirs = s.rt.skillDirs(s.cwd)
 	r.Skills = skills.Load(r.SkillDirs)
 	if own, err := prompt.ReadOwn(cfg.Prompt.SystemFile); err != nil {
@@ -105,6 +114,14 @@ func (s *session) openSystem(r *reads) {
 	s.sys.root, s.sys.own = r.Root, r.Own
 	s.sys.looked = r.Looked
 	s.sys.files, s.sys.empty, s.sys.watched = r.Files, r.Empty, r.Watched
+	s.sys.dirty = true
+	if r.Env != nil {
+		// No repository: the environment is there already, and the
+		// system message is made once, with it.
+		s.sys.env, s.sys.envReady = *r.Env, true
+		s.applySystem()
+		return
+	}
 	done, out := make(chan struct{}), new(prompt.Env)
 	s.sys.envDone, s.sys.envOut = done, out
 	cwd, root, confine, ctx := s.cwd, s.sys.root, s.confine(), s.rt.ctx

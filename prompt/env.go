@@ -78,11 +78,18 @@ type Policy struct {
 // set, makes the git commands run as the session's commands do (a tenant's
 // repository may configure what git runs); lookPath finds rg.
 func Gather(ctx context.Context, cwd, root string, now time.Time, confine func(*exec.Cmd) (func(), error)) Env {
-	env := Env{Date: now, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: cwd, RG: rgInstalled(now)}
+	env := GatherBare(cwd, now)
 	if _, err := os.Lstat(root + string(os.PathSeparator) + ".git"); err == nil {
 		env.Git = snapshot(ctx, cwd, root, confine)
 	}
 	return env
+}
+
+// GatherBare is Gather for a cwd in no repository (RootOf found none): it
+// runs no command and costs no more than a lock, so a session takes it
+// as it opens rather than off its actor.
+func GatherBare(cwd string, now time.Time) Env {
+	return Env{Date: now, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: cwd, RG: rgInstalled(now)}
 }
 
 // rgSeen is whether rg was on PATH when last looked for, and when: a

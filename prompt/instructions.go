@@ -65,13 +65,20 @@ type Finder struct {
 // Root is the folder instructions are looked for from: the git root
 // above cwd (the first folder with a .git, a folder or a file), else cwd.
 func Root(cwd string) string {
+	root, _ := RootOf(cwd)
+	return root
+}
+
+// RootOf is Root, and whether it is a git root (false: none was found,
+// and root is cwd).
+func RootOf(cwd string) (root string, git bool) {
 	for dir := cwd; ; {
 		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
-			return dir
+			return dir, true
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return cwd
+			return cwd, false
 		}
 		dir = parent
 	}

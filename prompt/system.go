@@ -69,48 +69,56 @@ func ReadOwn(path string) (string, error) {
 	return text, nil
 }
 
-// System assembles the system message.
+// System assembles the system message. It is made in one allocation of
+// its exact size: what follows mm's prompt (the user's, the skills, the
+// instructions, the environment) is written first on its own, so that a
+// session's system message takes a size class of its own rather than the
+// next power of two (an 8 KiB object is a span of its own, which a
+// process opening sessions by the thousand pays for in page faults).
 func System(p Parts) string {
-	var b strings.Builder
 	base := configs.SystemPrompt(p.Compact)
 	own := strings.ReplaceAll(strings.TrimSpace(p.Own), "{{cwd}}", p.Env.Cwd)
-	// Room for the prompt's large parts at once, and a couple of
-	// kilobytes for the rest (the environment block is about one).
-	size := len(base) + len(own) + 2048
+	var t strings.Builder
+	// Room for the tail's large parts at once, and a little more than
+	// the environment block, the skills and the headings need.
+	size := len(own) + 1536
 	for i := range p.Instructions {
-		size += len(p.Instructions[i].Text)
+		size += len(p.Instructions[i].Text) + 128
 	}
-	b.Grow(size)
+	t.Grow(size)
+	head := base
 	switch {
 	case own != "" && p.Replace:
-		b.WriteString(own + "\n")
+		head = own
+		t.WriteString("\n")
 	case own != "":
-		b.WriteString(base)
-		b.WriteString("\n# The user's own instructions\n" + own + "\n")
-	default:
-		b.WriteString(base)
+		t.WriteString("\n# The user's own instructions\n" + own + "\n")
 	}
 	if len(p.Skills) > 0 {
-		b.WriteString("\n# Skills\nSkills are procedures written for this project or this user. When a message names one as $name, call read_skill with that name first and follow what it says; use one yourself when it fits the task. The skills:\n")
+		t.WriteString("\n# Skills\nSkills are procedures written for this project or this user. When a message names one as $name, call read_skill with that name first and follow what it says; use one yourself when it fits the task. The skills:\n")
 		for _, k := range p.Skills {
-			fmt.Fprintf(&b, "- %s: %s\n", k.Name, k.Description)
+			fmt.Fprintf(&t, "- %s: %s\n", k.Name, k.Description)
 		}
 	}
 	if len(p.Instructions) > 0 {
-		b.WriteString("\n# Project instructions\nThe files below hold instructions from the people who work on this project; follow them. A file applies to its folder and everything below it. Where two disagree, the deeper file wins for the files under it, and what the user says in this conversation wins over every file. A subfolder's file is shown to you after a tool's result the first time you work on a file there.\n")
+		t.WriteString("\n# Project instructions\nThe files below hold instructions from the people who work on this project; follow them. A file applies to its folder and everything below it. Where two disagree, the deeper file wins for the files under it, and what the user says in this conversation wins over every file. A subfolder's file is shown to you after a tool's result the first time you work on a file there.\n")
 		for i := range p.Instructions {
 			f := &p.Instructions[i]
 			if f.Global {
-				fmt.Fprintf(&b, "\n## %s (the user's own, for every project)\n", f.Path)
+				fmt.Fprintf(&t, "\n## %s (the user's own, for every project)\n", f.Path)
 			} else {
-				fmt.Fprintf(&b, "\n## %s (for %s)\n", f.Path, f.Dir+string(filepath.Separator))
+				fmt.Fprintf(&t, "\n## %s (for %s)\n", f.Path, f.Dir+string(filepath.Separator))
 			}
-			b.WriteString(f.body() + "\n")
+			t.WriteString(f.body() + "\n")
 		}
 	}
 	if !p.Env.Date.IsZero() {
-		b.WriteString("\n")
-		p.Env.render(&b, p.Policy)
+		t.WriteString("\n")
+		p.Env.render(&t, p.Policy)
 	}
+	var b strings.Builder
+	b.Grow(len(head) + t.Len())
+	b.WriteString(head)
+	b.WriteString(t.String())
 	return b.String()
 }

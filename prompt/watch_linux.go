@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -31,6 +32,11 @@ type Watch struct {
 	// all moves on when the kernel dropped events (its queue overflowed):
 	// any folder may have changed.
 	all uint64
+	// drains counts the reads of the kernel's queue begun (drain), each
+	// under mu: a question asked when it read n is answered by any drain
+	// that began after, which read every event queued before the
+	// question. Turns that start together then share one read.
+	drains atomic.Uint64
 }
 
 type watched struct {
@@ -74,6 +80,7 @@ func (w *Watch) Close() {
 // drain reads the kernel's queue until it is empty and moves on the
 // generations of the folders its events name. w.mu is held.
 func (w *Watch) drain() {
+	w.drains.Add(1)
 	for w.fd >= 0 {
 		n, err := unix.Read(w.fd, w.buf)
 		if err == unix.EINTR {
@@ -203,13 +210,19 @@ func (w *Watch) Same(key string) bool {
 	if w == nil {
 		return false
 	}
+	asked := w.drains.Load()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.looks[key]
 	if s == nil {
 		return false
 	}
-	w.drain()
+	if w.drains.Load() == asked {
+		// No read of the queue began since the question: one now. (One
+		// that began after it, while this one waited for the lock, has
+		// read everything queued before the question.)
+		w.drain()
+	}
 	if w.all != s.all {
 		return false
 	}

@@ -1,9 +1,11 @@
 package prompt
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 )
 
@@ -108,5 +110,44 @@ func TestWatchFollowsLinks(t *testing.T) {
 	}
 	if w.Same("s") {
 		t.Error("a change to the file a link leads to was not seen")
+	}
+}
+
+// TestWatchSharedReadsMissNothing: many sessions ask at once, each right
+// after a change in its own folder, while the others' questions share the
+// reads of the kernel's queue: every question made after a change sees it.
+func TestWatchSharedReadsMissNothing(t *testing.T) {
+	w := newWatch(t)
+	const sessions, rounds = 8, 200
+	var wg sync.WaitGroup
+	errs := make(chan string, sessions*rounds)
+	for i := range sessions {
+		dir := t.TempDir()
+		key := fmt.Sprint("s", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				if !w.Look(key, []string{dir}) {
+					errs <- "not watched"
+					return
+				}
+				if !w.Same(key) {
+					errs <- "not the same right after the look"
+				}
+				if err := os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte(fmt.Sprint(r)), 0o644); err != nil {
+					errs <- err.Error()
+					return
+				}
+				if w.Same(key) {
+					errs <- fmt.Sprintf("%s, round %d: a change made before the question is not in its answer", key, r)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

@@ -178,7 +178,7 @@ func (s *Session) Start(prompt []acp.ContentBlock, r Reply) uint64 {
 		return 0
 	}
 	seq := s.started.Add(1)
-	s.rt.sys.Root.Send(s.pid, &StartTurn{Seq: seq, Prompt: prompt, Reply: r})
+	s.rt.sys.Root.Send(s.pid, &StartTurn{Seq: seq, Prompt: prompt, Reply: r, Asked: s.rt.watch.Ticket()})
 	return seq
 }
 

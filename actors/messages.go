@@ -19,6 +19,10 @@ type StartTurn struct {
 	Seq    uint64
 	Prompt []acp.ContentBlock
 	Reply  Reply
+	// Asked is the instructions watch's ticket when the prompt reached
+	// mm (prompt.Watch.Ticket): a read of the kernel's queue begun since
+	// answers whether its instructions changed before it.
+	Asked uint64
 }
 
 // TurnResult ends a turn. Err, when set, is a one-line explanation and the

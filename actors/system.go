@@ -179,11 +179,12 @@ func (s *session) waitEnv() func() {
 	}
 }
 
-// fresh says the instruction files the session holds are those on disk:
-// the Watch saw no change in their folders since they were looked at,
-// with the budget the session's model gives now.
-func (s *session) fresh(maxBytes int) bool {
-	return s.sys.watched && s.sys.looked == maxBytes && s.rt.watch.Same(s.id)
+// fresh says the instruction files the session holds are those on disk
+// as the prompt with the Watch's ticket asked found them: the Watch saw
+// no change in their folders since they were looked at, with the budget
+// the session's model gives now.
+func (s *session) fresh(maxBytes int, asked uint64) bool {
+	return s.sys.watched && s.sys.looked == maxBytes && s.rt.watch.SameSince(s.id, asked)
 }
 
 // instructionBytes is the instructions' budget for the session's model

@@ -36,8 +36,10 @@ const (
 type turn struct {
 	id  uint64 // process-wide, for the serializer
 	seq uint64 // the prompt's sequence in its session
-	// arrived is when the prompt reached its session.
+	// arrived is when the prompt reached its session; asked is the
+	// instructions watch's ticket when it reached mm (StartTurn.Asked).
 	arrived time.Time
+	asked   uint64
 	// text is what the user typed; extra (pasted files, notes) and images
 	// join it in the user message (history.Flatten).
 	text   string
@@ -110,6 +112,7 @@ func (s *session) onStartTurn(ctx actor.Context, m *StartTurn) {
 		seq:     m.Seq,
 		out:     m.Reply,
 		arrived: time.Now(),
+		asked:   m.Asked,
 	}
 	limit := int(s.rt.cfg.Prompt.MaxResourceBytes)
 	if t.tooLarge = history.TooMuchText(m.Prompt, limit, int(s.rt.cfg.Prompt.MaxTextBytes)); t.tooLarge == "" {
@@ -205,7 +208,7 @@ func (s *session) prepare(ctx actor.Context, t *turn) {
 		t.state = turnPreparing
 		text := t.text
 		named, mentions := mayNameSkill(text), history.HasMentions(text)
-		fresh := s.fresh(s.instructionBytes())
+		fresh := s.fresh(s.instructionBytes(), t.asked)
 		if s.takeEnv(); fresh && !named && !mentions && s.sys.envReady {
 			// Nothing to look up: the turn goes on here, at once.
 			s.onPromptReady(ctx, &promptReady{Turn: t.id, Text: text})

@@ -210,7 +210,27 @@ func (w *Watch) Same(key string) bool {
 	if w == nil {
 		return false
 	}
-	asked := w.drains.Load()
+	return w.SameSince(key, w.drains.Load())
+}
+
+// Ticket is what a question asked now hands SameSince: taken when a
+// prompt reaches mm, it lets any read of the kernel's queue begun since
+// answer for it, however long the prompt waits for its turn.
+func (w *Watch) Ticket() uint64 {
+	if w == nil {
+		return 0
+	}
+	return w.drains.Load()
+}
+
+// SameSince is Same for a question asked when Ticket said asked: a read
+// of the kernel's queue begun since (by any session) has every event
+// queued before the question, and none is made again; one is made when
+// none began.
+func (w *Watch) SameSince(key string, asked uint64) bool {
+	if w == nil {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.looks[key]
@@ -219,8 +239,8 @@ func (w *Watch) Same(key string) bool {
 	}
 	if w.drains.Load() == asked {
 		// No read of the queue began since the question: one now. (One
-		// that began after it, while this one waited for the lock, has
-		// read everything queued before the question.)
+		// that began after it, since or while this one waited for the
+		// lock, has read everything queued before the question.)
 		w.drain()
 	}
 	if w.all != s.all {

@@ -20,6 +20,12 @@ func (w *Watch) Look(string, []string) bool { return false }
 // Same is false off Linux.
 func (w *Watch) Same(string) bool { return false }
 
+// Ticket is 0 off Linux.
+func (w *Watch) Ticket() uint64 { return 0 }
+
+// SameSince is false off Linux.
+func (w *Watch) SameSince(string, uint64) bool { return false }
+
 // Drop does nothing.
 func (w *Watch) Drop(string) {}
 

@@ -151,3 +151,45 @@ func TestWatchSharedReadsMissNothing(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestWatchTicket: a prompt's ticket, taken as it reaches mm, lets a read
+// of the kernel's queue that another session began since answer for it,
+// and never one that began before it.
+func TestWatchTicket(t *testing.T) {
+	w := newWatch(t)
+	d1, d2 := t.TempDir(), t.TempDir()
+	change := func(r int) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(d1, "AGENTS.md"), []byte(fmt.Sprint(r)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	look := func() {
+		t.Helper()
+		if !w.Look("s1", []string{d1}) || !w.Look("s2", []string{d2}) {
+			t.Fatal("not watched")
+		}
+	}
+	look()
+	change(1)
+	asked := w.Ticket()
+	if !w.Same("s2") {
+		t.Fatal("s2 changed")
+	}
+	if w.Ticket() == asked {
+		t.Fatal("s2's question read no queue")
+	}
+	if w.SameSince("s1", asked) {
+		t.Error("a change made before the question, read by another session's question since: not in the answer")
+	}
+	look()
+	w.Same("s2") // a read before the change and the question
+	change(2)
+	if w.SameSince("s1", w.Ticket()) {
+		t.Error("a change made before the question, with no read since: not in the answer")
+	}
+	look()
+	if !w.SameSince("s1", w.Ticket()) {
+		t.Error("no change: not the same")
+	}
+}

@@ -2,6 +2,8 @@ package jsonrpc
 
 import (
 	"encoding/json"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -80,4 +82,56 @@ func TestScanParams(t *testing.T) {
 			t.Errorf("scanParams(%s) finds session %q, SessionOf %q", raw, session, want)
 		}
 	}
+}
+
+// TestAppendStringIsMarshal: AppendString writes every string as
+// encoding/json does: the characters it escapes, invalid UTF-8, the line
+// separators, and many random strings of them.
+func TestAppendStringIsMarshal(t *testing.T) {
+	seeds := []string{"", "plain", "é ü 日本", "<a href=\"x\">&amp;</a>", "\x00\x01\x1f\x7f", "\b\f\n\r\t\\\"",
+		"\u2028\u2029", "bad \xff\xfe utf8 \xc3", "\xed\xa0\x80 surrogate", "emoji 🙂 \U0010ffff", "\u00a0\ufeff"}
+	alphabet := []string{"a", " ", "\"", "\\", "<", ">", "&", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "日", "🙂", "\u2028", "\u2029", "\xff", "\xc3", "\ufffd"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b strings.Builder
+		for range r.IntN(12) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		seeds = append(seeds, b.String())
+	}
+	for _, s := range seeds {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendString([]byte("x"), s); string(got[1:]) != string(want) {
+			t.Fatalf("AppendString(%q)\n got %s\nwant %s", s, got[1:], want)
+		}
+	}
+}
+
+// TestAppendResultIsEncodeResponse: the appended envelope is the encoded
+// one.
+func TestAppendResultIsEncodeResponse(t *testing.T) {
+	for _, id := range []ID{IntID(1), IntID(-9007199254740993), StringID("a\"<b>")} {
+		want, err := EncodeResponse(id, json.RawMessage(`{"stopReason":"end_turn"}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendResult(nil, id, []byte(`{"stopReason":"end_turn"}`)); string(got) != string(want) {
+			t.Errorf("AppendResult(%v)\n got %s\nwant %s", id, got, want)
+		}
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "<&>", "\xff\u2028\x00", "é🙂"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := AppendString(nil, s); string(got) != string(want) {
+			t.Fatalf("AppendString(%q)\n got %s\nwant %s", s, got, want)
+		}
+	})
 }

@@ -276,6 +276,9 @@ type batch struct {
 	data []byte
 	outs []jsonrpc.Out
 	ends []int // where each message's bytes end in data
+	// scratch holds the params or result a fast encoder made (fast.go),
+	// reused from message to message.
+	scratch []byte
 }
 
 func (b *batch) reset() {
@@ -292,6 +295,12 @@ func (b *batch) add(o jsonrpc.Out) {
 // answered (jsonrpc's encoder: the one place a response is made).
 func (s *shard) appendAnswer(b *batch, it *outItem) {
 	result, rerr := s.box.encode(it.sessionID, it.reply, it.res)
+	if raw, ok := appendResult(b.scratch[:0], result, rerr); ok && !it.reply.ID.IsZero() {
+		b.scratch = raw
+		b.data = jsonrpc.AppendResult(b.data, it.reply.ID, raw)
+		b.add(jsonrpc.Out{Response: true, ID: it.reply.ID, Session: it.in.Session, Tag: it.in.Tag, Method: it.reply.Method})
+		return
+	}
 	data, err := jsonrpc.EncodeResponse(it.reply.ID, result, rerr)
 	if err != nil {
 		s.log.Error("encoding a message for the client: " + err.Error())
@@ -305,6 +314,14 @@ func (s *shard) appendAnswer(b *batch, it *outItem) {
 // whose params cannot be encoded is dropped, logged (a request of mm's then
 // waits until its caller gives up).
 func (s *shard) appendRequest(b *batch, sessionID string, id jsonrpc.ID, method string, params any) {
+	if n, ok := params.(sessionNotification); ok {
+		if raw, ok := n.appendJSON(b.scratch[:0]); ok {
+			b.scratch = raw
+			b.data = jsonrpc.AppendRequest(b.data, id, method, raw, true)
+			b.add(jsonrpc.Out{ID: id, Session: sessionID, Method: method})
+			return
+		}
+	}
 	data, err := jsonrpc.EncodeRequest(id, method, params)
 	if err != nil {
 		s.log.Error("encoding a message for the client: " + err.Error())
@@ -438,9 +455,10 @@ func mergeRun(run []outItem) {
 // every update by marshalling it, decoding that into a map and marshalling
 // the map, its content block the same way: two thirds of mm's CPU went
 // there under load (mmstress over pipes). The kinds every turn sends — a
-// plain text chunk, a usage_update — are encoded by encoding/json from
-// structs that give the same bytes (TestOutboxWritesWhatTheSDKWrites holds
-// them to it); any other goes through the SDK's types.
+// plain text chunk, a usage_update — are these structs, written byte by
+// byte as the SDK writes them (fast.go; TestFastIsMarshal and
+// TestOutboxWritesWhatTheSDKWrites hold them to it); any other goes
+// through the SDK's types.
 func notification(sessionID string, u *acp.SessionUpdate) any {
 	var update any
 	switch {

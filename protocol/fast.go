@@ -1,0 +1,119 @@
+package protocol
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/jsonrpc"
+)
+
+// What every turn writes — a text chunk, a usage_update, the prompt's
+// answer — is appended here byte by byte, as encoding/json writes the
+// shapes notification gives (and the SDK its types): reflection on them
+// was a tenth of mm's CPU over pipes under load. TestFastIsMarshal holds
+// each to encoding/json over many random values; anything else is
+// encoded as before.
+
+// appendJSON appends n as encoding/json writes it; false for an update
+// of a shape not written here.
+func (n sessionNotification) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"sessionId":`...)
+	b = jsonrpc.AppendString(b, n.SessionID)
+	b = append(b, `,"update":`...)
+	switch u := n.Update.(type) {
+	case textChunk:
+		b = append(b, `{"content":{"text":`...)
+		b = appendRoundTripped(b, u.Content.Text)
+		b = append(b, `,"type":`...)
+		b = jsonrpc.AppendString(b, u.Content.Type)
+		b = append(b, '}')
+		if u.MessageID != nil {
+			b = append(b, `,"messageId":`...)
+			b = appendRoundTripped(b, *u.MessageID)
+		}
+		b = append(b, `,"sessionUpdate":`...)
+		b = jsonrpc.AppendString(b, u.SessionUpdate)
+	case usageUpdate:
+		b = append(b, `{"sessionUpdate":`...)
+		b = jsonrpc.AppendString(b, u.SessionUpdate)
+		b = append(b, `,"size":`...)
+		b = appendRoundTrippedInt(b, u.Size)
+		b = append(b, `,"used":`...)
+		b = appendRoundTrippedInt(b, u.Used)
+	default:
+		return b, false
+	}
+	return append(b, '}', '}'), true
+}
+
+// appendRoundTripped appends s as the SDK writes a string of an update,
+// which it encodes, decodes into a map and encodes again: an invalid byte
+// of UTF-8, escaped as \ufffd the first time, is the character U+FFFD
+// itself the second.
+func appendRoundTripped(b []byte, s string) []byte {
+	if utf8.ValidString(s) {
+		return jsonrpc.AppendString(b, s)
+	}
+	var v strings.Builder
+	v.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			v.WriteRune(utf8.RuneError)
+		} else {
+			v.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return jsonrpc.AppendString(b, v.String())
+}
+
+// appendRoundTrippedInt appends n as the SDK writes a number of an
+// update, decoded into a float64 on the way: exact up to 2^53, rounded
+// past it.
+func appendRoundTrippedInt(b []byte, n int) []byte {
+	if n >= -1<<53 && n <= 1<<53 {
+		return strconv.AppendInt(b, int64(n), 10)
+	}
+	return strconv.AppendFloat(b, float64(n), 'f', -1, 64)
+}
+
+// appendResult appends the result of a prompt's answer (an
+// acp.PromptResponse with no _meta nor userMessageId) as encoding/json
+// writes it; false for any other answer.
+func appendResult(b []byte, result any, rerr *jsonrpc.Error) ([]byte, bool) {
+	r, ok := result.(acp.PromptResponse)
+	if !ok || rerr != nil || r.Meta != nil || r.UserMessageId != nil {
+		return b, false
+	}
+	b = append(b, `{"stopReason":`...)
+	b = jsonrpc.AppendString(b, string(r.StopReason))
+	if u := r.Usage; u != nil {
+		b = append(b, `,"usage":{`...)
+		if u.CachedReadTokens != nil {
+			b = append(b, `"cachedReadTokens":`...)
+			b = strconv.AppendInt(b, int64(*u.CachedReadTokens), 10)
+			b = append(b, ',')
+		}
+		if u.CachedWriteTokens != nil {
+			b = append(b, `"cachedWriteTokens":`...)
+			b = strconv.AppendInt(b, int64(*u.CachedWriteTokens), 10)
+			b = append(b, ',')
+		}
+		b = append(b, `"inputTokens":`...)
+		b = strconv.AppendInt(b, int64(u.InputTokens), 10)
+		b = append(b, `,"outputTokens":`...)
+		b = strconv.AppendInt(b, int64(u.OutputTokens), 10)
+		if u.ThoughtTokens != nil {
+			b = append(b, `,"thoughtTokens":`...)
+			b = strconv.AppendInt(b, int64(*u.ThoughtTokens), 10)
+		}
+		b = append(b, `,"totalTokens":`...)
+		b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+		b = append(b, '}')
+	}
+	return append(b, '}'), true
+}

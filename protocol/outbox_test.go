@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +106,14 @@ func BenchmarkDecodePrompt(b *testing.B) {
 	b.Run("ingress", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
+			if _, rerr := decodePrompt(params); rerr != nil {
+				b.Fatal("decode")
+			}
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
 			var p promptRequest
 			if decodeParams(params, &p) != nil {
 				b.Fatal("decode")
@@ -122,10 +132,20 @@ func BenchmarkDecodePrompt(b *testing.B) {
 }
 
 // BenchmarkEncodeChunk: an answer chunk's notification encoded as the
-// outbox does and as the SDK's types do.
+// outbox does (fast.go), by encoding/json from the same shapes, and as
+// the SDK's types do.
 func BenchmarkEncodeChunk(b *testing.B) {
 	u := acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: acp.TextBlock("re: ping s12 t3 w1 w2 w3 w4 w5 w6 w7 w8")}}
 	b.Run("outbox", func(b *testing.B) {
+		b.ReportAllocs()
+		var data, scratch []byte
+		for b.Loop() {
+			n := notification("20260101-000000-00000000", &u).(sessionNotification)
+			scratch, _ = n.appendJSON(scratch[:0])
+			data = jsonrpc.AppendRequest(data[:0], jsonrpc.ID{}, acp.ClientMethodSessionUpdate, scratch, true)
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_, _ = jsonrpc.EncodeRequest(jsonrpc.ID{}, acp.ClientMethodSessionUpdate, notification("20260101-000000-00000000", &u))
@@ -162,16 +182,31 @@ func TestDecodePromptMatchesTheSDK(t *testing.T) {
 // decodesAsTheSDK says how the ingress's decoding of prompt params differs
 // from acp.PromptRequest's, "" when it does not.
 func decodesAsTheSDK(params string) string {
-	var ours promptRequest
+	var ours acp.PromptRequest
+	var e1 *acp.RequestError
+	if json.Valid([]byte(params)) {
+		// What the ingress reads: a line jsonrpc.Parse checked.
+		var p any
+		if p, e1 = decodePrompt([]byte(params)); e1 == nil {
+			ours = p.(acp.PromptRequest)
+		}
+	} else {
+		var p promptRequest
+		e1 = decodeParams([]byte(params), &p)
+		ours = p.request()
+	}
 	var sdk acp.PromptRequest
-	e1, e2 := decodeParams([]byte(params), &ours), decodeParams([]byte(params), &sdk)
+	e2 := decodeParams([]byte(params), &sdk)
 	if (e1 == nil) != (e2 == nil) {
 		return fmt.Sprintf("%q: ours %v, the SDK's %v", params, e1, e2)
 	}
 	if e1 != nil {
 		return ""
 	}
-	a, _ := json.Marshal(ours.request())
+	if _, fast := fastPrompt([]byte(params)); fast && json.Valid([]byte(params)) && !reflect.DeepEqual(ours, sdk) {
+		return fmt.Sprintf("%q: read in one walk as %#v, by the SDK as %#v", params, ours, sdk)
+	}
+	a, _ := json.Marshal(ours)
 	b, _ := json.Marshal(sdk)
 	if string(a) != string(b) {
 		return fmt.Sprintf("%q:\nours %s\nsdk  %s", params, a, b)
@@ -200,4 +235,73 @@ func FuzzDecodePrompt(f *testing.F) {
 			t.Fatal(why)
 		}
 	})
+}
+
+// TestFastPromptIsDecode: the one-walk read of a prompt's params
+// (fastPrompt) gives what the SDK's decoding gives, to the field, on
+// seeds of every shape it takes or leaves, and on 30,000 of their
+// mutations that are JSON still; what it leaves is decoded as before.
+func TestFastPromptIsDecode(t *testing.T) {
+	seeds := []string{
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"hi"}]}`,
+		` { "prompt" : [ { "text" : "a b" , "type" : "text" } , {"type":"text","text":""} ] , "sessionId" : "20260101-000000-0000beef" } `,
+		`{"sessionId":"s1","prompt":[]}`,
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"a\nb\"c\\d\/e\tf <&> é 日本"}]}`,
+		`{"sessionId":"s\u0031","prompt":[{"type":"text","text":"x"}]}`,
+		`{"sessionId":"s1","sessionId":"s2","prompt":[{"type":"text","text":"x"}]}`,
+		`{"SessionId":"s1","prompt":[{"type":"text","text":"x"}]}`,
+		`{"sessionId":"s1","Prompt":[{"type":"text","text":"x"}]}`,
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"x"}],"prompt":[]}`,
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"x"}],"messageId":"m"}`,
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"x"}],"_meta":{"a":1}}`,
+		`{"sessionId":"s1","prompt":[{"type":"text","text":"x","annotations":{"priority":1}}]}`,
+		`{"sessionId":"s1","prompt":[{"type":"image","data":"AA==","mimeType":"image/png"}]}`,
+		`{"sessionId":"s1","prompt":[1,"x",null,[]]}`,
+		`{"sessionId":"s1","prompt":null}`,
+		`{"sessionId":null,"prompt":[]}`,
+		`{"sessionId":7,"prompt":[]}`,
+		`{"prompt":[{"type":"text","text":"x"}]}`,
+		`{"sessionId":"s1"}`,
+		`{}`, `[]`, `"x"`, `null`,
+		"{\"sessionId\":\"s\xff\",\"prompt\":[]}",
+		"{\"sessionId\":\"s1\",\"prompt\":[{\"type\":\"text\",\"text\":\"\xc3\"}]}",
+	}
+	for _, s := range seeds {
+		if why := decodesAsTheSDK(s); why != "" {
+			t.Error(why)
+		}
+	}
+	tokens := []string{"{", "}", "[", "]", ",", ":", " ", `"`, `\\`, `\u00e9`, "é", "\xff", `"sessionId"`, `"prompt"`, `"type"`, `"text"`,
+		`"SESSIONID"`, `"x"`, "1", "null", "true", `{"type":"text","text":"y"}`}
+	r := rand.New(rand.NewPCG(5, 6))
+	taken := 0
+	for n := 0; n < 30000; {
+		b := []byte(seeds[r.IntN(len(seeds))])
+		for range 1 + r.IntN(3) {
+			i := r.IntN(len(b) + 1)
+			switch r.IntN(3) {
+			case 0:
+				b = append(b[:i:i], append([]byte(tokens[r.IntN(len(tokens))]), b[i:]...)...)
+			case 1:
+				if i < len(b) {
+					b = append(b[:i:i], b[i+1:]...)
+				}
+			case 2:
+				if i < len(b) {
+					b[i] = tokens[r.IntN(len(tokens))][0]
+				}
+			}
+		}
+		if !json.Valid(b) {
+			continue
+		}
+		n++
+		if _, ok := fastPrompt(b); ok {
+			taken++
+		}
+		if why := decodesAsTheSDK(string(b)); why != "" {
+			t.Fatal(why)
+		}
+	}
+	t.Logf("30,000 mutations: %d read in one walk", taken)
 }

@@ -18,6 +18,9 @@ import (
 
 // decodePrompt is session/prompt's decode, the hot path (promptRequest).
 func decodePrompt(raw json.RawMessage) (any, *acp.RequestError) {
+	if r, ok := fastPrompt(raw); ok {
+		return r, nil
+	}
 	var p promptRequest
 	if rerr := decodeParams(raw, &p); rerr != nil {
 		return nil, rerr
@@ -85,6 +88,45 @@ func plainText(data []byte) (string, bool) {
 		return strings.Clone(text.Str), true // a slice of data: copied
 	}
 	return text.Str, true // unescaped: gjson's own
+}
+
+// fastPrompt reads the params nearly every prompt has, in one walk:
+// {"sessionId":…,"prompt":[…]} and nothing else, each named once and so,
+// the session's id with no escape and valid UTF-8, every block one that
+// plainText reads. Anything else is left to encoding/json (false), whose
+// reading could differ: a name in other case, a member twice, another
+// member, an escape. raw is valid JSON: the connection checked the whole
+// line (jsonrpc.Parse). TestFastPromptIsDecode holds it to the slow path.
+func fastPrompt(raw []byte) (acp.PromptRequest, bool) {
+	var r acp.PromptRequest
+	v := gjson.Parse(unsafe.String(unsafe.SliceData(raw), len(raw)))
+	if !v.IsObject() {
+		return r, false
+	}
+	ok, session, prompt := true, false, false
+	v.ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Raw == `"sessionId"` && !session && v.Type == gjson.String && strings.IndexByte(v.Raw, '\\') < 0 && utf8.ValidString(v.Raw):
+			session = true
+			r.SessionId = acp.SessionId(strings.Clone(v.Str))
+		case k.Raw == `"prompt"` && !prompt && v.IsArray():
+			prompt = true
+			r.Prompt = make([]acp.ContentBlock, 0, 1)
+			v.ForEach(func(_, b gjson.Result) bool {
+				text, plain := plainText(unsafe.Slice(unsafe.StringData(b.Raw), len(b.Raw)))
+				if !plain || !b.IsObject() {
+					ok = false
+					return false
+				}
+				r.Prompt = append(r.Prompt, acp.ContentBlock{Text: &acp.ContentBlockText{Type: "text", Text: text}})
+				return true
+			})
+		default:
+			ok = false
+		}
+		return ok
+	})
+	return r, ok && session && prompt
 }
 
 func (p *promptRequest) request() acp.PromptRequest {

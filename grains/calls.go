@@ -11,6 +11,7 @@ import (
 	"github.com/mm-agent/mm/acpmethod"
 	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/jsonrpc"
+	"github.com/mm-agent/mm/protocol"
 )
 
 // A client's request crosses nodes as ACP: the edge decoded its params
@@ -84,6 +85,16 @@ func decodeParams(c *grainspb.Call) (any, error) {
 	m, ok := acpmethod.Lookup(c.Method)
 	if !ok || m.Params == nil || m.ToClient {
 		return nil, fmt.Errorf("mm's nodes carry no method %q", c.Method)
+	}
+	if c.Method == acp.AgentMethodSessionPrompt {
+		// What nearly every call is: read in one walk, as the client's
+		// node read it (protocol.FastPrompt checks it is JSON first).
+		if p, ok := protocol.FastPrompt(c.Params); ok {
+			if string(p.SessionId) != c.SessionId {
+				return nil, fmt.Errorf("%s: params for session %q in a call for session %q", c.Method, p.SessionId, c.SessionId)
+			}
+			return p, nil
+		}
 	}
 	v := m.Params()
 	if err := json.Unmarshal(c.Params, v); err != nil {

@@ -110,6 +110,9 @@ func TestCallsFromAnotherNodeAreChecked(t *testing.T) {
 		"params that are not JSON":    {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte("{")},
 		"a block of the wrong type":   {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte(`{"sessionId":"s","prompt":[{"type":"text","text":5}]}`)},
 		"another session's params":    {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte(`{"sessionId":"t","prompt":[]}`)},
+		"another session's, plain":    {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte(`{"sessionId":"t","prompt":[{"type":"text","text":"x"}]}`)},
+		"a plain prompt cut short":    {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte(`{"sessionId":"s","prompt":[{"type":"text","text":"x"}]`)},
+		"a plain prompt, then more":   {Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte(`{"sessionId":"s","prompt":[{"type":"text","text":"x"}]} {}`)},
 		"MCP servers that are not":    {Method: acp.AgentMethodSessionNew, SessionId: "s", Params: []byte(`{"cwd":"/w","mcpServers":{}}`)},
 		"a method only a client gets": {Method: acp.ClientMethodSessionUpdate, SessionId: "s", Params: []byte(`{"sessionId":"s","update":{}}`)},
 	} {
@@ -138,4 +141,29 @@ func overTheWire(t *testing.T, call *grainspb.Call) *grainspb.Call {
 		t.Fatal(err)
 	}
 	return &back
+}
+
+// TestPromptCallsDecodeAsTheSDK: a prompt's params from another node,
+// read in one walk where they are plain (protocol.FastPrompt), are what
+// the SDK's decoding makes of them, to the field.
+func TestPromptCallsDecodeAsTheSDK(t *testing.T) {
+	for _, params := range []string{
+		`{"sessionId":"s","prompt":[{"type":"text","text":"hi <é> \n \"q\""}]}`,
+		` { "prompt" : [ ] , "sessionId" : "s" } `,
+		`{"sessionId":"s","prompt":[{"type":"text","text":"a"},{"text":"b","type":"text"}]}`,
+		`{"sessionId":"s","prompt":[{"type":"text","text":"a","annotations":{"priority":1}}],"_meta":{"k":1}}`,
+		`{"sessionId":"s","prompt":[{"type":"resource_link","uri":"file:///x","name":"x"}]}`,
+	} {
+		got, err := decodeParams(&grainspb.Call{Method: acp.AgentMethodSessionPrompt, SessionId: "s", Params: []byte(params)})
+		if err != nil {
+			t.Fatalf("%s: %v", params, err)
+		}
+		var want acp.PromptRequest
+		if err := json.Unmarshal([]byte(params), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %#v\nwant %#v", params, got, want)
+		}
+	}
 }

@@ -23,7 +23,14 @@ func (n sessionNotification) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `{"sessionId":`...)
 	b = jsonrpc.AppendString(b, n.SessionID)
 	b = append(b, `,"update":`...)
-	switch u := n.Update.(type) {
+	b, ok := appendUpdate(b, n.Update)
+	return append(b, '}'), ok
+}
+
+// appendUpdate appends an update of notification's shapes as the SDK
+// writes its acp.SessionUpdate; false for another.
+func appendUpdate(b []byte, update any) ([]byte, bool) {
+	switch u := update.(type) {
 	case textChunk:
 		b = append(b, `{"content":{"text":`...)
 		b = appendRoundTripped(b, u.Content.Text)
@@ -46,8 +53,29 @@ func (n sessionNotification) appendJSON(b []byte) ([]byte, bool) {
 	default:
 		return b, false
 	}
-	return append(b, '}', '}'), true
+	return append(b, '}'), true
 }
+
+// AppendUpdate appends u as json.Marshal writes it (the SDK's bytes) when
+// it is one of the updates every turn sends (a plain text chunk, a usage
+// update); false, with b as it was, for any other: what a node sends
+// across for a session's update.
+func AppendUpdate(b []byte, u *acp.SessionUpdate) ([]byte, bool) {
+	n, ok := notification("", u).(sessionNotification)
+	if !ok {
+		return b, false
+	}
+	out, ok := appendUpdate(b, n.Update)
+	if !ok {
+		return b, false
+	}
+	return out, true
+}
+
+// AppendAnswer appends result as json.Marshal writes it when it is a
+// prompt's answer that appendResult writes; false, with b as it was, for
+// any other.
+func AppendAnswer(b []byte, result any) ([]byte, bool) { return appendResult(b, result, nil) }
 
 // appendRoundTripped appends s as the SDK writes a string of an update,
 // which it encodes, decodes into a map and encodes again: an invalid byte

@@ -73,6 +73,16 @@ func TestFastIsMarshal(t *testing.T) {
 		if string(got) != string(want) {
 			t.Fatalf("update\n got %s\nwant %s", got, want)
 		}
+		// What a node sends across: the update alone.
+		if got, ok = AppendUpdate([]byte("x"), &u); !ok {
+			t.Fatalf("%+v not written alone", u)
+		}
+		if want, err = json.Marshal(u); err != nil {
+			t.Fatal(err)
+		}
+		if string(got[1:]) != string(want) {
+			t.Fatalf("update alone\n got %s\nwant %s", got[1:], want)
+		}
 
 		res := acp.PromptResponse{StopReason: acp.StopReason(text())}
 		if r.IntN(4) > 0 {
@@ -89,6 +99,9 @@ func TestFastIsMarshal(t *testing.T) {
 		if string(got) != string(want) {
 			t.Fatalf("answer\n got %s\nwant %s", got, want)
 		}
+		if got, ok = AppendAnswer(nil, res); !ok || string(got) != string(want) {
+			t.Fatalf("answer across\n got %s\nwant %s", got, want)
+		}
 	}
 	// What is not written here is said so, and encoded as before.
 	if _, ok := appendResult(nil, acp.PromptResponse{StopReason: "end_turn", Meta: map[string]any{"a": 1}}, nil); ok {
@@ -96,5 +109,9 @@ func TestFastIsMarshal(t *testing.T) {
 	}
 	if _, ok := (sessionNotification{Update: 3}).appendJSON(nil); ok {
 		t.Error("an update of another shape was written here")
+	}
+	other := acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{ToolCallId: "c", Title: "t"}}
+	if b, ok := AppendUpdate([]byte("x"), &other); ok || string(b) != "x" {
+		t.Errorf("a tool call was written here: %q %v", b, ok)
 	}
 }

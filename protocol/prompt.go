@@ -144,3 +144,13 @@ func (p *promptRequest) Validate() error {
 	}
 	return nil
 }
+
+// FastPrompt is fastPrompt for params read from elsewhere (another
+// node's call), which it checks are JSON first; false leaves them to
+// encoding/json.
+func FastPrompt(raw []byte) (acp.PromptRequest, bool) {
+	if !json.Valid(raw) {
+		return acp.PromptRequest{}, false
+	}
+	return fastPrompt(raw)
+}

@@ -54,6 +54,7 @@ func (n *Node) Join(hub *protocol.Hub, roots []string, tokens map[string]string,
 	if err != nil {
 		return err
 	}
+	owners.Here(m.Address())
 	n.host.Watch(m)
 	if c := m.CountedOut(); c != nil {
 		go func() {

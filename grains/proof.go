@@ -2,11 +2,13 @@ package grains
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
 	"hash"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -39,6 +41,15 @@ import (
 // sent itself (a member the cluster places sessions on), which then goes
 // to the same session, for the same client, whose node gets the answers.
 
+//
+// A message made on this node for an actor on it never crosses the wire
+// (protoactor hands it over in process), and needs no HMAC: its proof is
+// the node's own, 32 random bytes made as it starts (Owners.local), which
+// only ever goes to actors at this node's address, in process, so that no
+// other node, nor anything outside the process, ever sees it. A message
+// that came over the wire to an actor here checks against it only if its
+// sender knew those bytes.
+
 // connLabel begins what a connection key is made of.
 const connLabel = "mm cluster connection v1"
 
@@ -46,16 +57,27 @@ const connLabel = "mm cluster connection v1"
 // proofs it can make and check.
 type Owners struct {
 	tokens map[string][]byte
+	// here is this node's address once it is a member (Here); local is
+	// the proof of a message made here for an actor here.
+	here  atomic.Pointer[string]
+	local []byte
 }
 
 // NewOwners makes Owners of tokens (owner name → token).
 func NewOwners(tokens map[string]string) *Owners {
-	o := &Owners{tokens: make(map[string][]byte, len(tokens))}
+	o := &Owners{tokens: make(map[string][]byte, len(tokens)), local: make([]byte, sha256.Size)}
 	for name, t := range tokens {
 		o.tokens[name] = []byte(t)
 	}
+	if _, err := rand.Read(o.local); err != nil {
+		panic(fmt.Sprintf("grains: no random bytes for the node's own proof: %v", err))
+	}
 	return o
 }
+
+// Here says this node's address (its actor system's): a message made
+// here for an actor at it is proved with the node's own proof.
+func (o *Owners) Here(address string) { o.here.Store(&address) }
 
 // key is the key of the client connection conn of owner; nil when no
 // token here names owner.
@@ -69,19 +91,33 @@ func (o *Owners) key(owner string, conn *grainspb.Conn) *secret {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	return &secret{k: h.Sum(nil)}
+	return &secret{k: h.Sum(nil), o: o}
 }
 
 // secret is a connection's key, and the HMACs keyed with it, kept for
 // the next message (an HMAC's Reset is cheaper than a new one).
 type secret struct {
 	k    []byte
+	o    *Owners
 	macs sync.Pool
+}
+
+// inProcess says whether to is an actor of this node's: what is sent to
+// it stays in the process.
+func (s *secret) inProcess(to *actor.PID) bool {
+	if to == nil || s.o == nil {
+		return false
+	}
+	here := s.o.here.Load()
+	return here != nil && to.Address == *here
 }
 
 // prove is m's proof for recipient to (nil: none), made with s: m's proof
 // field must be empty (it is set to what this returns).
 func (s *secret) prove(to *actor.PID, m proto.Message) []byte {
+	if s != nil && s.inProcess(to) {
+		return s.o.local
+	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil || s == nil {
 		// A message of ours that does not encode is a bug, and a
@@ -104,6 +140,9 @@ func (s *secret) checks(to *actor.PID, m proto.Message) bool {
 	proof := r.Get(f).Bytes()
 	if len(proof) != sha256.Size {
 		return false
+	}
+	if s.inProcess(to) && hmac.Equal(proof, s.o.local) {
+		return true
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {

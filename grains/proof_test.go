@@ -222,3 +222,51 @@ func BenchmarkProof(b *testing.B) {
 		}
 	})
 }
+
+// TestInProcessProof: a message made on a node for an actor at its own
+// address carries the node's own proof, which checks there and only
+// there: not for an actor elsewhere, not on another node that holds the
+// same tokens (a member that has the owner's token has not the node's own
+// bytes), and bytes of the same length made up do not check.
+func TestInProcessProof(t *testing.T) {
+	tokens := map[string]string{"alice": "alice-token"}
+	here, there := NewOwners(tokens), NewOwners(tokens)
+	here.Here("10.0.0.1:7000")
+	there.Here("10.0.0.2:7000")
+	conn := &grainspb.Conn{Address: "10.0.0.1:7000", Id: "edge-x"}
+	k, k2 := here.key("alice", conn), there.key("alice", conn)
+	local, remote := actor.NewPID("10.0.0.1:7000", "link"), actor.NewPID("10.0.0.2:7000", "link")
+
+	cr := &grainspb.Credit{SessionId: "s1", Bytes: 10}
+	cr.Proof = k.prove(local, cr)
+	if !k.checks(local, cr) {
+		t.Fatal("the node's own proof does not check at its own address")
+	}
+	if k.checks(remote, cr) || k2.checks(remote, cr) {
+		t.Error("the node's own proof checks for an actor on another node")
+	}
+	// The other node, with alice's token, makes its own proof for an
+	// actor of its own, and sends it here: it does not check.
+	forged := &grainspb.Credit{SessionId: "s1", Bytes: 10}
+	forged.Proof = k2.prove(remote, forged)
+	if k.checks(local, forged) {
+		t.Error("another node's own proof checks here")
+	}
+	// What another node sends here is proved with the key: it checks.
+	sent := &grainspb.Credit{SessionId: "s1", Bytes: 10}
+	sent.Proof = k2.prove(local, sent)
+	if len(sent.Proof) != 32 || !k.checks(local, sent) {
+		t.Error("a proof made with the key on another node does not check here")
+	}
+	made := &grainspb.Credit{SessionId: "s1", Bytes: 10, Proof: make([]byte, 32)}
+	if k.checks(local, made) {
+		t.Error("32 zero bytes check as the node's own proof")
+	}
+	// Before the node knows its address, every proof is the key's.
+	early := NewOwners(tokens).key("alice", conn)
+	e := &grainspb.Credit{SessionId: "s1"}
+	e.Proof = early.prove(local, e)
+	if !k.checks(local, e) {
+		t.Error("a proof made with the key before the address was known does not check")
+	}
+}

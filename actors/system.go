@@ -86,7 +86,7 @@ type reads struct {
 func (s *session) read() *reads {
 	cfg := s.rt.cfg
 	r := &reads{}
-	root, git := prompt.RootOf(s.cwd)
+	root, git := prompt.Root(s.cwd)
 	r.Root = root
 	if !git {
 		env := prompt.GatherBare(s.cwd, time.Now())
@@ -105,8 +105,9 @@ func (s *session) read() *reads {
 	return r
 }
 
-// openSystem makes the system message from what was read (read), and
-// starts gathering the environment off the actor.
+// openSystem makes the system message from what was read (read), with
+// the environment when read took it (no repository), else while it is
+// gathered off the actor.
 func (s *session) openSystem(r *reads) {
 	if r.OwnErr != "" {
 		s.rt.log.Warn(fmt.Sprintf("[acp] session %s: prompt.systemFile: %s; the session uses mm's prompt alone", s.id, r.OwnErr))
@@ -119,17 +120,15 @@ func (s *session) openSystem(r *reads) {
 		// No repository: the environment is there already, and the
 		// system message is made once, with it.
 		s.sys.env, s.sys.envReady = *r.Env, true
-		s.applySystem()
-		return
+	} else {
+		done, out := make(chan struct{}), new(prompt.Env)
+		s.sys.envDone, s.sys.envOut = done, out
+		cwd, root, confine, ctx := s.cwd, s.sys.root, s.confine(), s.rt.ctx
+		s.rt.goWork(func() {
+			defer close(done)
+			*out = prompt.Gather(ctx, cwd, root, time.Now(), confine)
+		})
 	}
-	done, out := make(chan struct{}), new(prompt.Env)
-	s.sys.envDone, s.sys.envOut = done, out
-	cwd, root, confine, ctx := s.cwd, s.sys.root, s.confine(), s.rt.ctx
-	s.rt.goWork(func() {
-		defer close(done)
-		*out = prompt.Gather(ctx, cwd, root, time.Now(), confine)
-	})
-	s.sys.dirty = true
 	s.applySystem()
 }
 

@@ -85,7 +85,7 @@ func Gather(ctx context.Context, cwd, root string, now time.Time, confine func(*
 	return env
 }
 
-// GatherBare is Gather for a cwd in no repository (RootOf found none): it
+// GatherBare is Gather for a cwd in no repository (Root found none): it
 // runs no command and costs no more than a lock, so a session takes it
 // as it opens rather than off its actor.
 func GatherBare(cwd string, now time.Time) Env {

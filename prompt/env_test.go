@@ -45,7 +45,8 @@ func TestGatherGit(t *testing.T) {
 	cwd := filepath.Join(root, "sub")
 	now := time.Date(2026, 5, 14, 9, 0, 0, 0, time.UTC)
 	start := time.Now()
-	env := Gather(context.Background(), cwd, Root(cwd), now, nil)
+	gitRoot, _ := Root(cwd)
+	env := Gather(context.Background(), cwd, gitRoot, now, nil)
 	t.Logf("gathered in %v", time.Since(start))
 	var b strings.Builder
 	env.render(&b, Policy{})
@@ -69,7 +70,8 @@ func TestGatherGit(t *testing.T) {
 // says so; the policy lines follow the session's settings.
 func TestGatherNoGit(t *testing.T) {
 	cwd := t.TempDir()
-	env := Gather(context.Background(), cwd, Root(cwd), time.Now(), nil)
+	root, _ := Root(cwd)
+	env := Gather(context.Background(), cwd, root, time.Now(), nil)
 	if env.Git != nil {
 		t.Fatalf("a folder outside any repository has a git snapshot: %+v", env.Git)
 	}

@@ -63,15 +63,9 @@ type Finder struct {
 }
 
 // Root is the folder instructions are looked for from: the git root
-// above cwd (the first folder with a .git, a folder or a file), else cwd.
-func Root(cwd string) string {
-	root, _ := RootOf(cwd)
-	return root
-}
-
-// RootOf is Root, and whether it is a git root (false: none was found,
-// and root is cwd).
-func RootOf(cwd string) (root string, git bool) {
+// above cwd (the first folder with a .git, a folder or a file), else cwd;
+// git says whether it is a git root (false: none was found).
+func Root(cwd string) (root string, git bool) {
 	for dir := cwd; ; {
 		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
 			return dir, true

@@ -74,7 +74,8 @@ func TestDiscover(t *testing.T) {
 				f.Global = filepath.Join(root, "global")
 			}
 			cwd := filepath.Join(root, tc.cwd)
-			got := f.Discover(Root(cwd), cwd, nil)
+			gitRoot, _ := Root(cwd)
+			got := f.Discover(gitRoot, cwd, nil)
 			if len(got) != len(tc.want) {
 				t.Fatalf("found %d files, want %d: %+v", len(got), len(tc.want), got)
 			}

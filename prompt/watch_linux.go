@@ -16,7 +16,7 @@ import (
 // moves on (a file made, removed, renamed, written or touched); a
 // session's look is the generations it saw, and the next turn looks again
 // only when one moved. The kernel's queue of events is read when a
-// session asks (Same), under the Watch's lock, so that a change made
+// session asks (SameSince), under the Watch's lock, so that a change made
 // before the question is always in the answer. A folder the kernel
 // cannot watch (a network file system, whose changes made elsewhere the
 // kernel never hears of; the watches' limit reached) is not watched, and
@@ -204,15 +204,6 @@ func (w *Watch) hold(dir string) (*watched, bool) {
 	return x, true
 }
 
-// Same says whether nothing changed in the folders key looked in since
-// its look; false when it holds none.
-func (w *Watch) Same(key string) bool {
-	if w == nil {
-		return false
-	}
-	return w.SameSince(key, w.drains.Load())
-}
-
 // Ticket is what a question asked now hands SameSince: taken when a
 // prompt reaches mm, it lets any read of the kernel's queue begun since
 // answer for it, however long the prompt waits for its turn.
@@ -223,10 +214,11 @@ func (w *Watch) Ticket() uint64 {
 	return w.drains.Load()
 }
 
-// SameSince is Same for a question asked when Ticket said asked: a read
-// of the kernel's queue begun since (by any session) has every event
-// queued before the question, and none is made again; one is made when
-// none began.
+// SameSince says whether nothing changed in the folders key looked in
+// since its look (false when it holds none), for a question asked when
+// Ticket said asked: a read of the kernel's queue begun since (by any
+// session) has every event queued before the question, and none is made
+// again; one is made when none began.
 func (w *Watch) SameSince(key string, asked uint64) bool {
 	if w == nil {
 		return false

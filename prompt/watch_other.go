@@ -17,9 +17,6 @@ func (w *Watch) Close() {}
 // Look fails off Linux: the folders are looked at every turn.
 func (w *Watch) Look(string, []string) bool { return false }
 
-// Same is false off Linux.
-func (w *Watch) Same(string) bool { return false }
-
 // Ticket is 0 off Linux.
 func (w *Watch) Ticket() uint64 { return 0 }
 

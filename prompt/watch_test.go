@@ -38,7 +38,7 @@ func TestWatch(t *testing.T) {
 		if !w.Look("s1", f.Folders(root, cwd)) {
 			t.Fatal("the folders could not be watched")
 		}
-		if !w.Same("s1") {
+		if !w.SameSince("s1", w.Ticket()) {
 			t.Fatal("a look is not the same right after it")
 		}
 	}
@@ -63,7 +63,7 @@ func TestWatch(t *testing.T) {
 		if err := change.do(); err != nil {
 			t.Fatal(err)
 		}
-		if w.Same("s1") {
+		if w.SameSince("s1", w.Ticket()) {
 			t.Errorf("%s: the look is still the same", change.what)
 		}
 	}
@@ -71,7 +71,7 @@ func TestWatch(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cwd, "sub.go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if w.Same("s1") {
+	if w.SameSince("s1", w.Ticket()) {
 		t.Error("any entry of a folder moves its generation on")
 	}
 	look()
@@ -83,7 +83,7 @@ func TestWatch(t *testing.T) {
 	if n := w.Watched(); n != 0 {
 		t.Errorf("%d watches left once every look is dropped", n)
 	}
-	if w.Same("s1") {
+	if w.SameSince("s1", w.Ticket()) {
 		t.Error("a dropped look is the same")
 	}
 }
@@ -99,7 +99,7 @@ func TestWatchFollowsLinks(t *testing.T) {
 	}
 	f := Finder{Names: names, MaxBytes: 1000}
 	files, _, watched := f.Watched(w, "s", root, cwd, nil, nil)
-	if !watched || !w.Same("s") {
+	if !watched || !w.SameSince("s", w.Ticket()) {
 		t.Fatal("the folders could not be watched")
 	}
 	if len(files) != 1 || files[0].Text != "shared rules" {
@@ -108,7 +108,7 @@ func TestWatchFollowsLinks(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "shared", "rules.md"), []byte("new shared rules"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if w.Same("s") {
+	if w.SameSince("s", w.Ticket()) {
 		t.Error("a change to the file a link leads to was not seen")
 	}
 }
@@ -132,14 +132,14 @@ func TestWatchSharedReadsMissNothing(t *testing.T) {
 					errs <- "not watched"
 					return
 				}
-				if !w.Same(key) {
+				if !w.SameSince(key, w.Ticket()) {
 					errs <- "not the same right after the look"
 				}
 				if err := os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte(fmt.Sprint(r)), 0o644); err != nil {
 					errs <- err.Error()
 					return
 				}
-				if w.Same(key) {
+				if w.SameSince(key, w.Ticket()) {
 					errs <- fmt.Sprintf("%s, round %d: a change made before the question is not in its answer", key, r)
 				}
 			}
@@ -173,7 +173,7 @@ func TestWatchTicket(t *testing.T) {
 	look()
 	change(1)
 	asked := w.Ticket()
-	if !w.Same("s2") {
+	if !w.SameSince("s2", w.Ticket()) {
 		t.Fatal("s2 changed")
 	}
 	if w.Ticket() == asked {
@@ -183,7 +183,7 @@ func TestWatchTicket(t *testing.T) {
 		t.Error("a change made before the question, read by another session's question since: not in the answer")
 	}
 	look()
-	w.Same("s2") // a read before the change and the question
+	w.SameSince("s2", w.Ticket()) // a read before the change and the question
 	change(2)
 	if w.SameSince("s1", w.Ticket()) {
 		t.Error("a change made before the question, with no read since: not in the answer")

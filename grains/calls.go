@@ -86,27 +86,31 @@ func decodeParams(c *grainspb.Call) (any, error) {
 	if !ok || m.Params == nil || m.ToClient {
 		return nil, fmt.Errorf("mm's nodes carry no method %q", c.Method)
 	}
+	p, sid, err := decodeOf(m, c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Method, err)
+	}
+	if m.Session && !m.Creates && sid != c.SessionId {
+		return nil, fmt.Errorf("%s: params for session %q in a call for session %q", c.Method, sid, c.SessionId)
+	}
+	return p, nil
+}
+
+// decodeOf decodes c's params as method m's type, and reads the session
+// they name. A prompt's, nearly every call, is read in one walk where it
+// is plain, as the client's node read it (protocol.FastPrompt checks the
+// params are JSON first).
+func decodeOf(m acpmethod.Method, c *grainspb.Call) (p any, sid string, err error) {
 	if c.Method == acp.AgentMethodSessionPrompt {
-		// What nearly every call is: read in one walk, as the client's
-		// node read it (protocol.FastPrompt checks it is JSON first).
-		if p, ok := protocol.FastPrompt(c.Params); ok {
-			if string(p.SessionId) != c.SessionId {
-				return nil, fmt.Errorf("%s: params for session %q in a call for session %q", c.Method, p.SessionId, c.SessionId)
-			}
-			return p, nil
+		if r, ok := protocol.FastPrompt(c.Params); ok {
+			return r, string(r.SessionId), nil
 		}
 	}
 	v := m.Params()
 	if err := json.Unmarshal(c.Params, v); err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Method, err)
+		return nil, "", err
 	}
-	p := reflect.ValueOf(v).Elem().Interface()
-	if m.Session && !m.Creates {
-		if sid := jsonrpc.SessionOf(c.Params); sid != c.SessionId {
-			return nil, fmt.Errorf("%s: params for session %q in a call for session %q", c.Method, sid, c.SessionId)
-		}
-	}
-	return p, nil
+	return reflect.ValueOf(v).Elem().Interface(), jsonrpc.SessionOf(c.Params), nil
 }
 
 // resumeOf is a session/resume of session sid with what o opened it with.

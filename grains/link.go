@@ -182,11 +182,7 @@ func (l *link) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) 
 	case plain:
 		out.Item, out.MessageId = &grainspb.Out_Chunk{Chunk: text}, id
 	default:
-		raw, fast := protocol.AppendUpdate(nil, &u)
-		var err error
-		if !fast {
-			raw, err = json.Marshal(u)
-		}
+		raw, err := protocol.MarshalUpdate(&u)
 		if err != nil {
 			l.h.log.Error(fmt.Sprintf("cluster: an update of session %s could not be encoded: %v", sid, err))
 			b.Give(n)
@@ -229,11 +225,7 @@ func (l *link) Deliver(sid string, pid *actor.PID, msg any) {
 func (l *link) Answer(sid string, r actors.Reply, result any, rerr *acp.RequestError) {
 	resp := &grainspb.Response{Id: idBytes(r.ID)}
 	if rerr == nil {
-		b, fast := protocol.AppendAnswer(nil, result)
-		var err error
-		if !fast {
-			b, err = json.Marshal(result)
-		}
+		b, err := protocol.MarshalAnswer(result)
 		if err != nil || result == nil {
 			if err != nil {
 				l.h.log.Error(fmt.Sprintf("cluster: the answer to %s could not be encoded: %v", r.Method, err))

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -12,10 +13,10 @@ import (
 
 // What every turn writes — a text chunk, a usage_update, the prompt's
 // answer — is appended here byte by byte, as encoding/json writes the
-// shapes notification gives (and the SDK its types): reflection on them
-// was a tenth of mm's CPU over pipes under load. TestFastIsMarshal holds
-// each to encoding/json over many random values; anything else is
-// encoded as before.
+// shapes notification gives: reflection on them was a tenth of mm's CPU
+// over pipes under load. TestFastIsMarshal holds each to the SDK's bytes
+// for the same values, over many random ones; anything else is encoded
+// as before.
 
 // appendJSON appends n as encoding/json writes it; false for an update
 // of a shape not written here.
@@ -56,26 +57,27 @@ func appendUpdate(b []byte, update any) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
-// AppendUpdate appends u as json.Marshal writes it (the SDK's bytes) when
-// it is one of the updates every turn sends (a plain text chunk, a usage
-// update); false, with b as it was, for any other: what a node sends
-// across for a session's update.
-func AppendUpdate(b []byte, u *acp.SessionUpdate) ([]byte, bool) {
-	n, ok := notification("", u).(sessionNotification)
-	if !ok {
-		return b, false
+// MarshalUpdate is json.Marshal(u), the SDK's bytes, appended here when u
+// is one of the updates every turn sends: what a node sends across for a
+// session's update.
+func MarshalUpdate(u *acp.SessionUpdate) ([]byte, error) {
+	if update, ok := hotUpdate(u); ok {
+		if b, ok := appendUpdate(nil, update); ok {
+			return b, nil
+		}
 	}
-	out, ok := appendUpdate(b, n.Update)
-	if !ok {
-		return b, false
-	}
-	return out, true
+	return json.Marshal(u)
 }
 
-// AppendAnswer appends result as json.Marshal writes it when it is a
-// prompt's answer that appendResult writes; false, with b as it was, for
-// any other.
-func AppendAnswer(b []byte, result any) ([]byte, bool) { return appendResult(b, result, nil) }
+// MarshalAnswer is json.Marshal(result), appended here when result is a
+// prompt's answer that appendResult writes: what a node sends across for
+// a session's answer.
+func MarshalAnswer(result any) ([]byte, error) {
+	if b, ok := appendResult(nil, result, nil); ok {
+		return b, nil
+	}
+	return json.Marshal(result)
+}
 
 // appendRoundTripped appends s as the SDK writes a string of an update,
 // which it encodes, decodes into a map and encodes again: an invalid byte

@@ -74,14 +74,17 @@ func TestFastIsMarshal(t *testing.T) {
 			t.Fatalf("update\n got %s\nwant %s", got, want)
 		}
 		// What a node sends across: the update alone.
-		if got, ok = AppendUpdate([]byte("x"), &u); !ok {
-			t.Fatalf("%+v not written alone", u)
+		if _, hot := hotUpdate(&u); !hot {
+			t.Fatalf("%+v is not hot alone", u)
+		}
+		if got, err = MarshalUpdate(&u); err != nil {
+			t.Fatal(err)
 		}
 		if want, err = json.Marshal(u); err != nil {
 			t.Fatal(err)
 		}
-		if string(got[1:]) != string(want) {
-			t.Fatalf("update alone\n got %s\nwant %s", got[1:], want)
+		if string(got) != string(want) {
+			t.Fatalf("update alone\n got %s\nwant %s", got, want)
 		}
 
 		res := acp.PromptResponse{StopReason: acp.StopReason(text())}
@@ -99,7 +102,7 @@ func TestFastIsMarshal(t *testing.T) {
 		if string(got) != string(want) {
 			t.Fatalf("answer\n got %s\nwant %s", got, want)
 		}
-		if got, ok = AppendAnswer(nil, res); !ok || string(got) != string(want) {
+		if got, err = MarshalAnswer(res); err != nil || string(got) != string(want) {
 			t.Fatalf("answer across\n got %s\nwant %s", got, want)
 		}
 	}
@@ -111,7 +114,12 @@ func TestFastIsMarshal(t *testing.T) {
 		t.Error("an update of another shape was written here")
 	}
 	other := acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{ToolCallId: "c", Title: "t"}}
-	if b, ok := AppendUpdate([]byte("x"), &other); ok || string(b) != "x" {
-		t.Errorf("a tool call was written here: %q %v", b, ok)
+	if _, hot := hotUpdate(&other); hot {
+		t.Error("a tool call is taken for a hot update")
+	}
+	got, err := MarshalUpdate(&other)
+	want, _ := json.Marshal(other)
+	if err != nil || string(got) != string(want) {
+		t.Errorf("a tool call across: %s, want %s", got, want)
 	}
 }

@@ -460,18 +460,24 @@ func mergeRun(run []outItem) {
 // TestOutboxWritesWhatTheSDKWrites hold them to it); any other goes
 // through the SDK's types.
 func notification(sessionID string, u *acp.SessionUpdate) any {
-	var update any
+	if update, ok := hotUpdate(u); ok {
+		return sessionNotification{SessionID: sessionID, Update: update}
+	}
+	return acp.SessionNotification{SessionId: acp.SessionId(sessionID), Update: *u}
+}
+
+// hotUpdate is u as one of the hot updates' shapes (textChunk,
+// usageUpdate); false when it is of no such shape.
+func hotUpdate(u *acp.SessionUpdate) (any, bool) {
 	switch {
 	case u.AgentMessageChunk != nil && plainChunk(u.AgentMessageChunk.Meta, u.AgentMessageChunk.Content):
-		update = textChunk{Content: textBlock{Text: u.AgentMessageChunk.Content.Text.Text, Type: "text"}, MessageID: u.AgentMessageChunk.MessageId, SessionUpdate: "agent_message_chunk"}
+		return textChunk{Content: textBlock{Text: u.AgentMessageChunk.Content.Text.Text, Type: "text"}, MessageID: u.AgentMessageChunk.MessageId, SessionUpdate: "agent_message_chunk"}, true
 	case u.AgentThoughtChunk != nil && plainChunk(u.AgentThoughtChunk.Meta, u.AgentThoughtChunk.Content):
-		update = textChunk{Content: textBlock{Text: u.AgentThoughtChunk.Content.Text.Text, Type: "text"}, MessageID: u.AgentThoughtChunk.MessageId, SessionUpdate: "agent_thought_chunk"}
+		return textChunk{Content: textBlock{Text: u.AgentThoughtChunk.Content.Text.Text, Type: "text"}, MessageID: u.AgentThoughtChunk.MessageId, SessionUpdate: "agent_thought_chunk"}, true
 	case u.UsageUpdate != nil && u.UsageUpdate.Meta == nil && u.UsageUpdate.Cost == nil:
-		update = usageUpdate{SessionUpdate: "usage_update", Size: u.UsageUpdate.Size, Used: u.UsageUpdate.Used}
-	default:
-		return acp.SessionNotification{SessionId: acp.SessionId(sessionID), Update: *u}
+		return usageUpdate{SessionUpdate: "usage_update", Size: u.UsageUpdate.Size, Used: u.UsageUpdate.Used}, true
 	}
-	return sessionNotification{SessionID: sessionID, Update: update}
+	return nil, false
 }
 
 // The shapes of the hot updates, fields in the order the SDK writes them

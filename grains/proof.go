@@ -43,12 +43,14 @@ import (
 
 //
 // A message made on this node for an actor on it never crosses the wire
-// (protoactor hands it over in process), and needs no HMAC: its proof is
-// the node's own, 32 random bytes made as it starts (Owners.local), which
-// only ever goes to actors at this node's address, in process, so that no
-// other node, nor anything outside the process, ever sees it. A message
-// that came over the wire to an actor here checks against it only if its
-// sender knew those bytes.
+// (protoactor hands it over in process), and needs no HMAC of its own:
+// its proof is the connection's in-process proof, an HMAC of the
+// connection key made once with the node's own 32 random bytes
+// (Owners.local, made as it starts). It only ever goes to actors at this
+// node's address, in process, so that no other node, nor anything
+// outside the process, ever sees it; it is one connection's, as the key
+// is. A message that came over the wire to an actor here checks against
+// it only if its sender knew it.
 
 // connLabel begins what a connection key is made of.
 const connLabel = "mm cluster connection v1"
@@ -91,15 +93,20 @@ func (o *Owners) key(owner string, conn *grainspb.Conn) *secret {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	return &secret{k: h.Sum(nil), o: o}
+	k := h.Sum(nil)
+	local := hmac.New(sha256.New, o.local)
+	local.Write(k)
+	return &secret{k: k, o: o, local: local.Sum(nil)}
 }
 
 // secret is a connection's key, and the HMACs keyed with it, kept for
 // the next message (an HMAC's Reset is cheaper than a new one).
 type secret struct {
-	k    []byte
-	o    *Owners
-	macs sync.Pool
+	k []byte
+	// o is the node's Owners, local the connection's in-process proof.
+	o     *Owners
+	local []byte
+	macs  sync.Pool
 }
 
 // inProcess says whether to is an actor of this node's: what is sent to
@@ -116,7 +123,7 @@ func (s *secret) inProcess(to *actor.PID) bool {
 // field must be empty (it is set to what this returns).
 func (s *secret) prove(to *actor.PID, m proto.Message) []byte {
 	if s != nil && s.inProcess(to) {
-		return s.o.local
+		return s.local
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil || s == nil {
@@ -141,7 +148,7 @@ func (s *secret) checks(to *actor.PID, m proto.Message) bool {
 	if len(proof) != sha256.Size {
 		return false
 	}
-	if s.inProcess(to) && hmac.Equal(proof, s.o.local) {
+	if s.inProcess(to) && hmac.Equal(proof, s.local) {
 		return true
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)

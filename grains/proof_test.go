@@ -224,10 +224,11 @@ func BenchmarkProof(b *testing.B) {
 }
 
 // TestInProcessProof: a message made on a node for an actor at its own
-// address carries the node's own proof, which checks there and only
-// there: not for an actor elsewhere, not on another node that holds the
-// same tokens (a member that has the owner's token has not the node's own
-// bytes), and bytes of the same length made up do not check.
+// address carries the connection's in-process proof, which checks there
+// and only there: not for an actor elsewhere, not on another node that
+// holds the same tokens (a member that has the owner's token has not the
+// node's own bytes), not for another connection; and bytes of the same
+// length made up do not check.
 func TestInProcessProof(t *testing.T) {
 	tokens := map[string]string{"alice": "alice-token"}
 	here, there := NewOwners(tokens), NewOwners(tokens)
@@ -257,6 +258,14 @@ func TestInProcessProof(t *testing.T) {
 	sent.Proof = k2.prove(local, sent)
 	if len(sent.Proof) != 32 || !k.checks(local, sent) {
 		t.Error("a proof made with the key on another node does not check here")
+	}
+	// It is the connection's: another connection's key, or another
+	// owner's, does not take it.
+	if here.key("alice", &grainspb.Conn{Address: "10.0.0.1:7000", Id: "edge-y"}).checks(local, cr) {
+		t.Error("one connection's in-process proof checks for another connection")
+	}
+	if here.key("bob", conn) != nil {
+		t.Fatal("a key for an owner with no token")
 	}
 	made := &grainspb.Credit{SessionId: "s1", Bytes: 10, Proof: make([]byte, 32)}
 	if k.checks(local, made) {

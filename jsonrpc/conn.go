@@ -497,16 +497,17 @@ func (c *Conn) answer(id ID, result, rerr json.RawMessage) bool {
 }
 
 // Close gives every call still waiting ErrClosed, and lets a read loop
-// waiting for a place through; it does not close the transport.
+// waiting for a place through; it does not close the transport. Done is
+// closed first: a call that got ErrClosed finds the Conn done.
 func (c *Conn) Close() {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
+		close(c.done)
 		for id, w := range c.outgoing {
 			close(w.ch)
 			delete(c.outgoing, id)
 		}
-		close(c.done)
 	}
 	c.mu.Unlock()
 	c.cond.Broadcast()

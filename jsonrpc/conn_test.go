@@ -233,6 +233,40 @@ func TestConnCalls(t *testing.T) {
 	}
 }
 
+// TestClosedCallFindsConnDone: a call that got ErrClosed finds the Conn
+// done (a caller that asks Done to say why its call failed, as the asked
+// agents do, must not find it still open): Done is closed before the
+// waiting calls are let go. Many calls wait at once, so that the first
+// let go run while Close lets the others go.
+func TestClosedCallFindsConnDone(t *testing.T) {
+	const calls = 200
+	for i := range 30 {
+		p := newPipeConn(t, Options{Max: 1})
+		got := make(chan bool, calls)
+		for range calls {
+			go func() {
+				_, err := p.c.Call(context.Background(), "ask", nil, "")
+				select {
+				case <-p.c.Done():
+					got <- errors.Is(err, ErrClosed)
+				default:
+					got <- false
+				}
+			}()
+		}
+		for n := range calls {
+			p.out.next(t, n)
+		}
+		p.c.Close()
+		for range calls {
+			if !<-got {
+				t.Fatalf("round %d: a call let go by Close did not find the Conn done", i)
+			}
+		}
+		p.in.Close()
+	}
+}
+
 // TestIDs: ids are equal when JSON-RPC takes them for the same, exactly.
 func TestIDs(t *testing.T) {
 	for _, tc := range []struct {

@@ -157,6 +157,15 @@ func (s *Session) send(msg any, r *Reply, closed any) {
 	s.rt.sys.Root.Send(s.pid, msg)
 }
 
+// Ended says whether the session takes no request any more: its end is on
+// its way (End, Stop, or its own), or its actor is gone. A table of live
+// sessions takes an ended one for gone (registry.Session).
+func (s *Session) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended || s.stopped
+}
+
 // end marks the session's end on its way: the session ends itself
 // (drain.go), and answers what it was sent before.
 func (s *Session) end() {

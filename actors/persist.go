@@ -155,12 +155,10 @@ func (s *session) onFenced(ctx actor.Context, m *fenced) {
 	s.fenced = true
 	why := s.fencedWhy()
 	s.rt.log.Error(fmt.Sprintf("[acp] %s (%s)", why, m.Err))
-	if s.rt.selfStopped != nil {
-		// The edge forgets the session before its user hears why: what
-		// the user sends next finds no session rather than this one
-		// stopping.
-		s.rt.selfStopped(s.handle)
-	}
+	// The session ends before its user hears why: what the user sends
+	// next finds no session (the edge's table takes an ended one for
+	// gone) rather than this one stopping.
+	s.handle.end()
 	if h := s.held; h != nil {
 		s.held, s.cur = nil, nil
 		s.answer(h.answer, &TurnResult{Err: why})

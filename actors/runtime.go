@@ -93,13 +93,6 @@ type Options struct {
 	// the store, and is called off the actors, when a command or a file
 	// tool starts; an error stops the command or the tool.
 	OthersFolders func(owner string) ([]string, error)
-	// SelfStopped, when set, is called when a session's actor stops, so
-	// that the edge forgets it: once it has stopped, whoever stopped it
-	// (the cluster deactivating a grain included), and, when it stops by
-	// itself, its saves fenced because another mm took it over, also
-	// before its user is told. It may be called twice for one session. It
-	// is called from the session's actor and must not block.
-	SelfStopped func(*Session)
 }
 
 // NamedModel is a model a session can select by ID.
@@ -147,8 +140,6 @@ type Runtime struct {
 	shared      bool
 	hidden      []string
 	others      func(owner string) ([]string, error)
-	// selfStopped is Options.SelfStopped.
-	selfStopped func(*Session)
 
 	client  Client
 	metrics Metrics
@@ -205,7 +196,7 @@ func NewRuntime(o Options) *Runtime {
 	} else {
 		log.Debug(fmt.Sprintf("instructions: no inotify (%v): each turn looks for them again", err))
 	}
-	rt.store, rt.selfStopped = o.Store, o.SelfStopped
+	rt.store = o.Store
 	rt.sandbox, rt.sandboxMode, rt.hidden, rt.others = o.Sandbox, o.SandboxMode, o.Hidden, o.OthersFolders
 	rt.sandboxUser, rt.shared = o.SandboxUser, o.Shared
 	if rt.store == nil {

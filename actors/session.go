@@ -361,16 +361,14 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		s.rt.watch.Drop(s.id)
 		// The handle learns it here, whoever ended the session: the
 		// waits of the calls it did not answer end.
+		// Whoever stopped it, the handle says it ended: the edge's table
+		// of live sessions takes it for gone (Session.Ended). A grain the
+		// cluster stopped (its identity moved to a node that came back)
+		// stayed there once, and every later request for the session,
+		// once it came back here, was answered cancelled by the dead
+		// handle instead of opening the session again
+		// (TestClusterNodeCycles).
 		s.handle.stopped1()
-		if s.rt.selfStopped != nil {
-			// Whoever stopped it: a handle whose actor is gone must not
-			// stay where the edge finds sessions. A grain the cluster
-			// stopped (its identity moved to a node that came back) left
-			// it there, and every later request for the session, once it
-			// came back here, was answered cancelled by the dead handle
-			// instead of opening the session again (TestClusterNodeCycles).
-			s.rt.selfStopped(s.handle)
-		}
 	}
 }
 

@@ -35,6 +35,8 @@ type recOutbox struct {
 	rt      *Runtime
 	// waiting are the requests a test waits for (reply, wait), by Seq.
 	waiting map[uint64]chan any
+	// answering, when set, is called with each answer as it is given.
+	answering func(res any)
 }
 
 // reply names a request whose answer the test waits for (wait).
@@ -98,6 +100,9 @@ func (o *recOutbox) UpdateRaw(string, json.RawMessage) {}
 func (o *recOutbox) Answer(_ string, r Reply, res any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.answering != nil {
+		o.answering(res)
+	}
 	if ch, ok := o.waiting[r.Seq]; ok {
 		select {
 		case ch <- res:

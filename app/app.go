@@ -101,7 +101,7 @@ func NewHub(o Options) (*protocol.Hub, error) {
 	cfg := o.Config
 	return protocol.NewHub(protocol.HubOptions{
 		Config: cfg, Log: log, Store: backend, DeferRuntime: o.DeferRuntime, Limits: o.Limits,
-		Runtime: func(selfStopped func(*actors.Session), others func(string) ([]string, error)) *actors.Runtime {
+		Runtime: func(others func(string) ([]string, error)) *actors.Runtime {
 			if cfg.Sessions.Enabled {
 				// The key's file is read (or made) here rather than by
 				// the first save, which a session actor waits for.
@@ -111,7 +111,7 @@ func NewHub(o Options) (*protocol.Hub, error) {
 				Config: cfg, Model: o.Model, Models: o.Models, Sensitive: sensitive,
 				Hooks: &hooks.Runner{PreToolCallLines: cfg.Hooks.PreToolCall, PostAskLines: cfg.Hooks.PostAsk, Timeout: cfg.Hooks.Timeout, Log: log},
 				Log:   log, ContextWindow: o.ContextWindow, Probe: o.Probe, Key: key, Metrics: o.Metrics, Store: backend,
-				SelfStopped: selfStopped, System: o.System,
+				System:  o.System,
 				Sandbox: o.Sandbox, SandboxMode: o.SandboxMode, SandboxUser: user, Shared: o.Shared, Hidden: hiddenPaths(cfg, o.StateDir), OthersFolders: others,
 			})
 		},

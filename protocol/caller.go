@@ -105,8 +105,7 @@ func (c *Caller) mcpProcs(fromEditor []acp.McpServer) int {
 // MCP server processes (nil: it may), before anything is started for it;
 // register says it again, under the table's lock.
 func (c *Caller) roomFor(mcp int) error {
-	sessions, procs := c.hub.sessions.Room(c.owner)
-	return c.hub.room(c, sessions, procs, mcp)
+	return c.hub.sessions.Fits(c.owner, func(sessions, procs int) error { return c.hub.room(c, sessions, procs, mcp) })
 }
 
 // newCaller makes a caller of the hub.

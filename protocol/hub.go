@@ -78,9 +78,8 @@ type HubOptions struct {
 	// Store keeps the sessions; the hub closes it at Shutdown.
 	Store store.Backend
 	// Runtime makes the actor runtime, on a goroutine of the hub's;
-	// selfStopped is to be its actors.Options.SelfStopped, and others its
-	// OthersFolders.
-	Runtime func(selfStopped func(*actors.Session), others func(owner string) ([]string, error)) *actors.Runtime
+	// others is to be its OthersFolders.
+	Runtime func(others func(owner string) ([]string, error)) *actors.Runtime
 	// Limits bound what one token holds on a shared hub (mm serve).
 	Limits Limits
 	// DeferRuntime starts the runtime only once initialize is answered, or
@@ -124,7 +123,7 @@ func NewHub(o HubOptions) *Hub {
 	}
 	h.beginFunc = func() {
 		go func() {
-			h.rt = o.Runtime(h.forget, h.othersFolders)
+			h.rt = o.Runtime(h.othersFolders)
 			close(h.ready)
 		}()
 	}
@@ -236,12 +235,6 @@ func (h *Hub) stopDetached(idle time.Duration) {
 		}
 	}
 }
-
-// forget takes session s out of the table, if it is still there, once its
-// actor has stopped, or when it stops by itself (another mm took it over):
-// its id is unknown here from now on, until a session/load (or, on a
-// node of a cluster, its next request) takes it up again.
-func (h *Hub) forget(s *actors.Session) { h.sessions.Forget(s.ID, s) }
 
 // detach leaves the sessions connection a holds to no connection: live,
 // loadable by their owner from another connection.

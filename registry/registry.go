@@ -9,6 +9,12 @@
 // holds does not exist for them (Owned), yet its id is taken (Taken), so
 // that no one can open a second copy of it.
 //
+// Liveness: a session says whether it has ended (Session.Ended); the table
+// takes an ended one for gone, and drops it as it meets it. A session
+// that ends on its own (its save fenced, its opening failed, its actor
+// stopped by the cluster) needs no one to tell the table: no callback
+// from the session into whoever keeps it.
+//
 // Concurrency: every method may be called from any goroutine.
 package registry
 
@@ -18,9 +24,16 @@ import (
 	"time"
 )
 
+// Session is what the table holds: comparable, and saying whether it has
+// ended (it takes no request any more).
+type Session interface {
+	comparable
+	Ended() bool
+}
+
 // Table holds the live sessions S, each attached to at most one
 // connection C (C's zero value: none).
-type Table[S, C comparable] struct {
+type Table[S Session, C comparable] struct {
 	mu       sync.Mutex
 	sessions map[string]*entry[S, C]
 	// closed is set by Close: no session is added any more.
@@ -28,16 +41,22 @@ type Table[S, C comparable] struct {
 	// after is, by session id, the latest work on a session that is not
 	// live (Follow).
 	after map[string]<-chan struct{}
-	// rooms is, by owner, what its live sessions hold (Room): kept as
-	// sessions come and go, so that a new session's check costs the same
-	// however many are live.
+	// rooms is, by owner, what its sessions in the table hold (Fits):
+	// kept as sessions come and go, so that a new session's check costs
+	// the same however many are live. It counts the sessions that ended
+	// on their own until they are met: a refusal looks again (sweep).
 	rooms map[string]room
+	// adds counts the Adds since the table last dropped every ended
+	// session (swept: how many it kept then), which it does again once
+	// they pass that number: the table holds at most about twice its
+	// live sessions, at a constant cost per Add.
+	adds, swept int
 }
 
 // room is what an owner's live sessions hold.
 type room struct{ sessions, mcp int }
 
-type entry[S, C comparable] struct {
+type entry[S Session, C comparable] struct {
 	s     S
 	cwd   string
 	owner string
@@ -50,7 +69,7 @@ type entry[S, C comparable] struct {
 }
 
 // New returns an empty table.
-func New[S, C comparable]() *Table[S, C] {
+func New[S Session, C comparable]() *Table[S, C] {
 	return &Table[S, C]{sessions: map[string]*entry[S, C]{}, after: map[string]<-chan struct{}{}, rooms: map[string]room{}}
 }
 
@@ -82,6 +101,41 @@ func (t *Table[S, C]) drop(id string) *entry[S, C] {
 	return e
 }
 
+// live returns id's entry when its session has not ended; an ended one
+// goes. t.mu is held.
+func (t *Table[S, C]) live(id string) *entry[S, C] {
+	e := t.sessions[id]
+	if e != nil && e.s.Ended() {
+		t.drop(id)
+		return nil
+	}
+	return e
+}
+
+// sweep drops the ended sessions of owner (every owner's for ""), and
+// says whether it dropped any. t.mu is held.
+func (t *Table[S, C]) sweep(owner string) bool {
+	dropped := false
+	for id, e := range t.sessions {
+		if (owner == "" || e.owner == owner) && e.s.Ended() {
+			t.drop(id)
+			dropped = true
+		}
+	}
+	return dropped
+}
+
+// fits says what refuse says of what owner has live; a refusal counted
+// sessions that ended on their own, it looks again without them. t.mu is
+// held.
+func (t *Table[S, C]) fits(owner string, refuse func(sessions, mcp int) error) error {
+	err := refuse(t.room(owner))
+	if err != nil && t.sweep(owner) {
+		err = refuse(t.room(owner))
+	}
+	return err
+}
+
 // mine says whether owner may see a session of e's.
 func (e *entry[S, C]) mine(owner string) bool { return owner == "" || e.owner == owner }
 
@@ -99,9 +153,13 @@ func (t *Table[S, C]) Add(id, cwd string, s S, owner string, c C, mcp int, refus
 		return ErrClosed
 	}
 	if refuse != nil {
-		if err := refuse(t.room(owner)); err != nil {
+		if err := t.fits(owner, refuse); err != nil {
 			return err
 		}
+	}
+	if t.adds++; t.adds > t.swept {
+		t.sweep("")
+		t.adds, t.swept = 0, len(t.sessions)
 	}
 	t.put(id, &entry[S, C]{s: s, cwd: cwd, owner: owner, conn: c, mcp: mcp})
 	return nil
@@ -110,11 +168,20 @@ func (t *Table[S, C]) Add(id, cwd string, s S, owner string, c C, mcp int, refus
 // ErrClosed refuses a session once the table is closed.
 var ErrClosed = errors.New("the table of live sessions is closed")
 
+// Fits says what refuse says of what owner has live (its sessions, and
+// their MCP server processes): nil when one more session fits.
+func (t *Table[S, C]) Fits(owner string, refuse func(sessions, mcp int) error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.fits(owner, refuse)
+}
+
 // Room says what owner has live: its sessions, and their MCP server
-// processes.
+// processes. It walks the table.
 func (t *Table[S, C]) Room(owner string) (sessions, mcp int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sweep(owner)
 	return t.room(owner)
 }
 
@@ -127,7 +194,7 @@ func (t *Table[S, C]) room(owner string) (sessions, mcp int) {
 func (t *Table[S, C]) Attached(id string, c C) (S, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.sessions[id]; e != nil && e.conn == c {
+	if e := t.live(id); e != nil && e.conn == c {
 		return e.s, true
 	}
 	var none S
@@ -139,7 +206,7 @@ func (t *Table[S, C]) Attached(id string, c C) (S, bool) {
 func (t *Table[S, C]) Owned(id, owner string) (S, C, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.sessions[id]; e != nil && e.mine(owner) {
+	if e := t.live(id); e != nil && e.mine(owner) {
 		return e.s, e.conn, true
 	}
 	var (
@@ -153,14 +220,14 @@ func (t *Table[S, C]) Owned(id, owner string) (S, C, bool) {
 func (t *Table[S, C]) Taken(id, owner string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.sessions[id]
+	e := t.live(id)
 	return e != nil && !e.mine(owner)
 }
 
 // Move records that connection c now holds session id.
 func (t *Table[S, C]) Move(id string, c C) {
 	t.mu.Lock()
-	if e := t.sessions[id]; e != nil {
+	if e := t.live(id); e != nil {
 		e.conn = c
 		e.detached = time.Time{}
 	}
@@ -172,7 +239,7 @@ func (t *Table[S, C]) Move(id string, c C) {
 func (t *Table[S, C]) Release(id string, c C) (S, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.sessions[id]
+	e := t.live(id)
 	if e == nil || e.conn != c {
 		var none S
 		return none, false
@@ -186,7 +253,7 @@ func (t *Table[S, C]) Release(id string, c C) (S, bool) {
 func (t *Table[S, C]) Remove(id, owner string) (S, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.sessions[id]
+	e := t.live(id)
 	if e == nil || !e.mine(owner) {
 		var none S
 		return none, false
@@ -196,7 +263,9 @@ func (t *Table[S, C]) Remove(id, owner string) (S, bool) {
 }
 
 // Forget takes session id out of the table when it is still s: a session
-// that stopped by itself. A newer session of the same id stays.
+// whose opening failed, before its requester hears why (a session that
+// ends on its own goes as the table meets it, Ended). A newer session of
+// the same id stays.
 func (t *Table[S, C]) Forget(id string, s S) {
 	t.mu.Lock()
 	if e := t.sessions[id]; e != nil && e.s == s {
@@ -210,8 +279,11 @@ func (t *Table[S, C]) HeldBy(c C) []S {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []S
-	for _, e := range t.sessions {
-		if e.conn == c {
+	for id, e := range t.sessions {
+		switch {
+		case e.s.Ended():
+			t.drop(id)
+		case e.conn == c:
 			out = append(out, e.s)
 		}
 	}
@@ -224,7 +296,7 @@ func (t *Table[S, C]) HeldBy(c C) []S {
 func (t *Table[S, C]) Detach(id string, c C) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.sessions[id]
+	e := t.live(id)
 	if e == nil || e.conn != c {
 		return false
 	}
@@ -241,7 +313,9 @@ func (t *Table[S, C]) TakeDetached(before time.Time) []S {
 	defer t.mu.Unlock()
 	var out []S
 	for id, e := range t.sessions {
-		if !e.detached.IsZero() && e.detached.Before(before) {
+		if e.s.Ended() {
+			t.drop(id)
+		} else if !e.detached.IsZero() && e.detached.Before(before) {
 			out = append(out, e.s)
 			t.drop(id)
 		}
@@ -254,8 +328,11 @@ func (t *Table[S, C]) Cwds(owner string) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []string
-	for _, e := range t.sessions {
-		if e.mine(owner) {
+	for id, e := range t.sessions {
+		switch {
+		case e.s.Ended():
+			t.drop(id)
+		case e.mine(owner):
 			out = append(out, e.cwd)
 		}
 	}
@@ -267,8 +344,12 @@ func (t *Table[S, C]) All() []S {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]S, 0, len(t.sessions))
-	for _, e := range t.sessions {
-		out = append(out, e.s)
+	for id, e := range t.sessions {
+		if e.s.Ended() {
+			t.drop(id)
+		} else {
+			out = append(out, e.s)
+		}
 	}
 	return out
 }
@@ -288,10 +369,11 @@ func (t *Table[S, C]) Close() []S {
 	return out
 }
 
-// Len counts the live sessions, attached or not.
+// Len counts the live sessions, attached or not. It walks the table.
 func (t *Table[S, C]) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sweep("")
 	return len(t.sessions)
 }
 
@@ -299,7 +381,7 @@ func (t *Table[S, C]) Len() int {
 func (t *Table[S, C]) Holds(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sessions[id] != nil
+	return t.live(id) != nil
 }
 
 // A session that is not live has work done on it outside any session: a

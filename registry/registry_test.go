@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -9,11 +10,18 @@ import (
 )
 
 // A session here is a name, a connection a number (0: none).
-type table = Table[string, int]
+type table = Table[sess, int]
+
+// sess is a session of the tests': it has ended once named in ended.
+type sess string
+
+var ended sync.Map
+
+func (s sess) Ended() bool { _, ok := ended.Load(s); return ok }
 
 func filled(t *testing.T) *table {
 	t.Helper()
-	tb := New[string, int]()
+	tb := New[sess, int]()
 	for _, s := range []struct {
 		id, cwd, owner string
 		conn           int
@@ -22,7 +30,7 @@ func filled(t *testing.T) *table {
 		{"a2", "/w/a2", "alice", 2},
 		{"b1", "/w/b", "bob", 3},
 	} {
-		if tb.Add(s.id, s.cwd, "S"+s.id, s.owner, s.conn, 0, nil) != nil {
+		if tb.Add(s.id, s.cwd, sess("S"+s.id), s.owner, s.conn, 0, nil) != nil {
 			t.Fatalf("Add(%s) refused on an open table", s.id)
 		}
 	}
@@ -45,7 +53,7 @@ func TestOwnership(t *testing.T) {
 		{"nope", "bob", false, 0, false},
 	} {
 		s, conn, ok := tb.Owned(c.id, c.owner)
-		if ok != c.owned || conn != c.conn || (ok && s != "S"+c.id) {
+		if ok != c.owned || conn != c.conn || (ok && s != sess("S"+c.id)) {
 			t.Errorf("Owned(%s, %q) = %q, %d, %v; want owned %v on %d", c.id, c.owner, s, conn, ok, c.owned, c.conn)
 		}
 		if got := tb.Taken(c.id, c.owner); got != c.taken {
@@ -73,7 +81,7 @@ func TestAttachment(t *testing.T) {
 	}
 	held := tb.HeldBy(2)
 	slices.Sort(held)
-	if !slices.Equal(held, []string{"Sa1", "Sa2"}) {
+	if !slices.Equal(held, []sess{"Sa1", "Sa2"}) {
 		t.Errorf("HeldBy(2) = %v", held)
 	}
 	if tb.Detach("a1", 1) {
@@ -100,7 +108,7 @@ func TestAttachment(t *testing.T) {
 }
 
 func TestForgetKeepsANewerSession(t *testing.T) {
-	tb := New[string, int]()
+	tb := New[sess, int]()
 	tb.Add("x", "/w", "old", "", 1, 0, nil)
 	tb.Add("x", "/w", "new", "", 1, 0, nil) // taken up again
 	tb.Forget("x", "old")
@@ -116,7 +124,7 @@ func TestForgetKeepsANewerSession(t *testing.T) {
 // TestWorkChain: each work on a session that is not live follows the one
 // before it, and the chain forgets what is done.
 func TestWorkChain(t *testing.T) {
-	tb := New[string, int]()
+	tb := New[sess, int]()
 	if tb.After("x") != nil {
 		t.Fatal("a session no work was done on has some")
 	}
@@ -149,7 +157,7 @@ func TestClose(t *testing.T) {
 	}
 	all := tb.Close()
 	slices.Sort(all)
-	if !slices.Equal(all, []string{"Sa1", "Sa2", "Sb1"}) || tb.Len() != 0 {
+	if !slices.Equal(all, []sess{"Sa1", "Sa2", "Sb1"}) || tb.Len() != 0 {
 		t.Errorf("Close = %v, %d left", all, tb.Len())
 	}
 	if tb.Add("d", "/w", "Sd", "", 1, 0, nil) == nil {
@@ -159,7 +167,7 @@ func TestClose(t *testing.T) {
 
 // TestConcurrent is for the race detector: every method at once.
 func TestConcurrent(t *testing.T) {
-	tb := New[string, int]()
+	tb := New[sess, int]()
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -167,14 +175,14 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				id := string(rune('a' + (g+i)%5))
-				tb.Add(id, "/w", id, "o", g, 0, nil)
+				tb.Add(id, "/w", sess(id), "o", g, 0, nil)
 				tb.Owned(id, "o")
 				tb.Move(id, g+1)
 				tb.HeldBy(g + 1)
 				tb.Detach(id, g+1)
 				tb.Cwds("")
 				tb.Release(id, 0)
-				tb.Forget(id, id)
+				tb.Forget(id, sess(id))
 				done := make(chan struct{})
 				tb.Follow(id, done)
 				tb.After(id)
@@ -194,7 +202,7 @@ func TestConcurrent(t *testing.T) {
 // what refuse is given; a session detached before a time is taken out
 // with TakeDetached, and one moved to a connection again is not.
 func TestRoomAndDetached(t *testing.T) {
-	tb := New[string, int]()
+	tb := New[sess, int]()
 	limit := func(sessions, mcp int) error {
 		if sessions >= 2 || mcp+3 > 3 {
 			return errors.New("full")
@@ -227,7 +235,7 @@ func TestRoomAndDetached(t *testing.T) {
 // (Add, an Add of an id already there, Release, Remove, Forget,
 // TakeDetached, Close), each owner's room is what its live sessions hold.
 func TestRoomFollowsEveryExit(t *testing.T) {
-	tb := New[string, int]()
+	tb := New[sess, int]()
 	want := map[string][2]int{}
 	live := map[string]struct {
 		owner string
@@ -248,7 +256,7 @@ func TestRoomFollowsEveryExit(t *testing.T) {
 		}
 	}
 	add := func(id, owner string, conn, mcp int) {
-		if err := tb.Add(id, "/w", "S"+id, owner, conn, mcp, nil); err != nil {
+		if err := tb.Add(id, "/w", sess("S"+id), owner, conn, mcp, nil); err != nil {
 			t.Fatal(err)
 		}
 		live[id] = struct {
@@ -281,4 +289,71 @@ func TestRoomFollowsEveryExit(t *testing.T) {
 	tb.Close()
 	clear(live)
 	check("Close")
+}
+
+// TestEndedIsGone: a session that ended on its own (no one told the
+// table) is gone for every lookup, its room is free for its owner's next
+// session, and the table does not keep it forever.
+func TestEndedIsGone(t *testing.T) {
+	tb := New[sess, int]()
+	limit := func(sessions, mcp int) error {
+		if sessions >= 2 {
+			return errors.New("full")
+		}
+		return nil
+	}
+	for _, id := range []string{"e1", "e2"} {
+		if err := tb.Add(id, "/w/"+id, sess("S"+id), "eve", 1, 1, limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tb.Fits("eve", limit) == nil {
+		t.Fatal("a third session fits a limit of two")
+	}
+	ended.Store(sess("Se1"), true)
+	t.Cleanup(func() { ended.Delete(sess("Se1")) })
+	if _, _, ok := tb.Owned("e1", "eve"); ok {
+		t.Error("Owned finds an ended session")
+	}
+	if _, ok := tb.Attached("e1", 1); ok {
+		t.Error("Attached finds an ended session")
+	}
+	if tb.Taken("e1", "mallory") || tb.Holds("e1") {
+		t.Error("an ended session's id is still taken")
+	}
+	if held := tb.HeldBy(1); !slices.Equal(held, []sess{"Se2"}) {
+		t.Errorf("HeldBy = %v, want only the live one", held)
+	}
+	if cwds := tb.Cwds("eve"); !slices.Equal(cwds, []string{"/w/e2"}) {
+		t.Errorf("Cwds = %v", cwds)
+	}
+	if all := tb.All(); !slices.Equal(all, []sess{"Se2"}) || tb.Len() != 1 {
+		t.Errorf("All = %v, Len = %d", all, tb.Len())
+	}
+	if n, m := tb.Room("eve"); n != 1 || m != 1 {
+		t.Errorf("eve's room: %d sessions, %d MCP; want the live one's", n, m)
+	}
+	// Ended and never met: a refusal looks again.
+	ended.Store(sess("Se2"), true)
+	t.Cleanup(func() { ended.Delete(sess("Se2")) })
+	if err := tb.Add("e3", "/w", "Se3", "eve", 1, 0, limit); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Add("e4", "/w", "Se4", "eve", 1, 0, limit); err != nil {
+		t.Errorf("eve's room counts a session that ended: %v", err)
+	}
+	// Many sessions that end on their own and are never looked up: the
+	// table keeps at most about as many as it has live.
+	for i := range 1000 {
+		s := sess(fmt.Sprintf("Sx%d", i))
+		tb.Add(fmt.Sprintf("x%d", i), "/w", s, "", 1, 0, nil)
+		ended.Store(s, true)
+		t.Cleanup(func() { ended.Delete(s) })
+	}
+	tb.mu.Lock()
+	n := len(tb.sessions)
+	tb.mu.Unlock()
+	if n > 2*2+2 {
+		t.Errorf("the table keeps %d entries for 2 live sessions", n)
+	}
 }

@@ -20,7 +20,11 @@ type Cache struct {
 	mu     sync.Mutex
 	idle   []chan func()
 	closed bool
-	wg     sync.WaitGroup
+	// live counts the goroutines, idle or not; Close waits (ended) until
+	// it is 0. A WaitGroup would not do: a Go after every goroutine ended
+	// but while Close waits adds to a counter at zero during its Wait.
+	live  int
+	ended *sync.Cond
 }
 
 // Go runs f on an idle goroutine, or a new one.
@@ -33,13 +37,19 @@ func (c *Cache) Go(f func()) {
 		ch <- f
 		return
 	}
-	c.wg.Add(1)
+	c.live++
 	c.mu.Unlock()
 	go c.loop(f)
 }
 
 func (c *Cache) loop(f func()) {
-	defer c.wg.Done()
+	defer func() {
+		c.mu.Lock()
+		if c.live--; c.live == 0 && c.ended != nil {
+			c.ended.Broadcast()
+		}
+		c.mu.Unlock()
+	}()
 	ch := make(chan func())
 	max := c.MaxIdle
 	if max == 0 {
@@ -68,5 +78,12 @@ func (c *Cache) Close() {
 	for _, ch := range idle {
 		close(ch)
 	}
-	c.wg.Wait()
+	c.mu.Lock()
+	if c.ended == nil {
+		c.ended = sync.NewCond(&c.mu)
+	}
+	for c.live > 0 {
+		c.ended.Wait()
+	}
+	c.mu.Unlock()
 }

@@ -38,14 +38,22 @@ func (s *session) endItself(ctx actor.Context) {
 	ctx.Send(ctx.Self(), &drained{})
 }
 
-// stop answers what the session still keeps, and stops it.
+// stop answers what the session still keeps, and ends it: an open
+// session closes up and stops once its file is final (closeUp), one that
+// never opened at once.
 func (s *session) stop(ctx actor.Context) {
 	kept := s.stash
 	s.stash, s.moving, s.unstashing = nil, nil, false
 	for _, m := range kept {
 		s.refuse(m)
 	}
-	ctx.Stop(ctx.Self())
+	switch {
+	case s.closing: // closing up already: it stops once its file is final
+	case s.opening:
+		ctx.Stop(ctx.Self())
+	default:
+		s.closeUp(ctx, ctx.Self())
+	}
 }
 
 // refuse answers an edge's message the session ends before serving: a

@@ -73,7 +73,7 @@ func (rt *Runtime) SpawnSession(st *SessionState, on Attachment) *Session {
 	if pid := rt.grains.take(st.ID); pid != nil {
 		// A grain waits for it: it is given the state, as data.
 		h.pid = pid
-		rt.give(pid, h, on)
+		rt.give(pid, h, on, opening{})
 		rt.sys.Root.Send(pid, &opened{State: st, Read: prepare(rt, st)})
 		return h
 	}
@@ -89,20 +89,20 @@ func (rt *Runtime) SpawnSession(st *SessionState, on Attachment) *Session {
 // place gives the handle h of a session that opens (OpenSession) its
 // actor: the grain a cluster activated for it, when one waits (grain.go),
 // or one spawned here.
-func (rt *Runtime) place(h *Session, on Attachment) *actor.PID {
+func (rt *Runtime) place(h *Session, on Attachment, o opening) *actor.PID {
 	if pid := rt.grains.take(h.ID); pid != nil {
-		rt.give(pid, h, on)
+		rt.give(pid, h, on, o)
 		return pid
 	}
-	s := &session{rt: rt, id: h.ID, cwd: h.Cwd, opening: true, handle: h, final: h.final}
+	s := &session{rt: rt, id: h.ID, cwd: h.Cwd, opening: true, handle: h, final: h.final, opener: o}
 	s.out, s.client = rt.attachment(on)
 	return rt.spawnSession(s)
 }
 
-// give gives the grain pid the handle h and the connection it is on
-// (given).
-func (rt *Runtime) give(pid *actor.PID, h *Session, on Attachment) {
-	rt.sys.Root.Send(pid, &given{Handle: rt.handoff.put(h, on)})
+// give gives the grain pid the handle h, the connection it is on and how
+// it opens (given).
+func (rt *Runtime) give(pid *actor.PID, h *Session, on Attachment, o opening) {
+	rt.sys.Root.Send(pid, &given{Handle: rt.handoff.put(h, on, o)})
 }
 
 // Attachment is the connection a session speaks through: where what it
@@ -390,7 +390,7 @@ func (s *Session) End(forget bool) (wait func() error) {
 		}
 		<-s.gone
 		<-s.final
-		if s.neverOpened() {
+		if s.NeverOpened() {
 			return ErrNeverOpened
 		}
 		return err

@@ -45,12 +45,12 @@ func (s *session) onForget(ctx actor.Context, m *Forget) {
 
 // removeFile deletes the stored session once its writer w (nil: none) is
 // done, off the actor: a save still queued would otherwise bring it back,
-// and waiting for it is disk or database work. removed is closed when it
-// is gone.
-func (s *session) removeFile(w *store.Writer, removed chan struct{}) {
+// and waiting for it is disk or database work. The file is final when it
+// is gone: removed is called then.
+func (s *session) removeFile(w *store.Writer, removed func()) {
 	id, cwd, log, st := s.id, s.cwd, s.rt.log, s.rt.store
 	s.rt.goWork(func() {
-		defer close(removed)
+		defer removed()
 		if w != nil {
 			w.Close()
 		}

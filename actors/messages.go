@@ -131,6 +131,10 @@ type Done struct{ Err string }
 // once it is on disk (or at once without persistence).
 type Flush struct{ ReplyTo *actor.PID }
 
+// fileFinal tells a session that ends itself that its file is final
+// (written and closed, or removed): it stops.
+type fileFinal struct{}
+
 // persisted tells a session its file was written, or why it was not.
 type persisted struct{ Err string }
 

@@ -18,23 +18,44 @@ import (
 
 // OpenSession starts the actor of a session whose state is still to be
 // read (a load or a resume of a stored session): the actor starts
-// opening, and off it, once after is closed (nil: at once), open gives
-// the state. The requests sent to the session meanwhile are served once
-// it is open, in the order they were sent, the opening first. open
-// returns the state; or nil and what every request sent to the session is
-// answered (the opening request it answers itself), and the session
-// stops. on is the connection it is on.
-func (rt *Runtime) OpenSession(id, cwd string, on Attachment, after <-chan struct{}, open func(*Session) (*SessionState, any)) *Session {
+// opening, and once the actor of the work on the session before is gone
+// (before, nil: none; behind.go), open gives the state, off the actor.
+// The requests sent to the session meanwhile are served once it is open,
+// in the order they were sent, the opening first. open returns the state;
+// or nil and what every request sent to the session is answered (the
+// opening request it answers itself), and the session stops. on is the
+// connection it is on.
+func (rt *Runtime) OpenSession(id, cwd string, on Attachment, before *Session, open func(*Session) (*SessionState, any)) *Session {
 	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{})}
 	h.out, _ = rt.attachment(on)
-	h.pid = rt.place(h, on)
-	rt.goWork(func() {
-		if after != nil {
-			<-after
-		}
-		rt.sys.Root.Send(h.pid, rt.load(h, open))
-	})
+	o := opening{open: open}
+	if before != nil {
+		o.before = before.pid
+	}
+	h.pid = rt.place(h, on, o)
 	return h
+}
+
+// opening is how a session that opens gets its state: open, once the
+// actor before it is gone.
+type opening struct {
+	before *actor.PID
+	open   func(*Session) (*SessionState, any)
+}
+
+// beginOpening starts the session's opening: at once, or once the actor
+// before it is gone (Terminated). A session given its state (SpawnSession)
+// has none to start.
+func (s *session) beginOpening(ctx actor.Context) {
+	switch {
+	case s.opener.open == nil:
+	case s.opener.before != nil:
+		ctx.Watch(s.opener.before)
+	default:
+		open, h, rt, self := s.opener.open, s.handle, s.rt, ctx.Self()
+		s.opener = opening{}
+		rt.goWork(func() { rt.sys.Root.Send(self, rt.load(h, open)) })
+	}
 }
 
 // opened brings an opening session its state and what was read for it,
@@ -82,12 +103,20 @@ func prepare(rt *Runtime, st *SessionState) *reads {
 // requests (which it keeps): its handle, its state, its stop.
 func (s *session) whileOpening(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
+	case *actor.Started:
+		s.beginOpening(ctx)
+	case *actor.Terminated:
+		if b := s.opener.before; b != nil && m.Who.Equal(b) {
+			s.opener.before = nil
+			s.beginOpening(ctx)
+		}
 	case *given:
 		var on Attachment
-		s.handle, on = s.rt.handoff.take(m.Handle)
+		s.handle, on, s.opener = s.rt.handoff.take(m.Handle)
 		s.final = s.handle.final
 		s.out, s.client = s.rt.attachment(on)
 		ctx.CancelReceiveTimeout() // a grain's wait for its session
+		s.beginOpening(ctx)
 	case *opened:
 		s.onOpened(ctx, m)
 	case *drain:
@@ -101,7 +130,7 @@ func (s *session) whileOpening(ctx actor.Context, msg any) {
 	case *actor.Stopping:
 		if s.handle != nil {
 			// Nothing of it ran: its file is final at once.
-			s.stopPersistence()
+			s.stopPersistence(nil)
 		}
 	case *actor.Stopped:
 		if s.handle == nil {
@@ -145,25 +174,26 @@ type handoff struct {
 type handed struct {
 	h  *Session
 	on Attachment
+	o  opening
 }
 
-func (t *handoff) put(h *Session, on Attachment) uint64 {
+func (t *handoff) put(h *Session, on Attachment, o opening) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
 		t.m = map[uint64]handed{}
 	}
 	t.last++
-	t.m[t.last] = handed{h, on}
+	t.m[t.last] = handed{h, on, o}
 	return t.last
 }
 
-func (t *handoff) take(n uint64) (*Session, Attachment) {
+func (t *handoff) take(n uint64) (*Session, Attachment, opening) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	x := t.m[n]
 	delete(t.m, n)
-	return x.h, x.on
+	return x.h, x.on, x.o
 }
 
 // fail records that the session could not open: what it was sent is
@@ -175,8 +205,8 @@ func (s *Session) fail(failed any) {
 	s.mu.Unlock()
 }
 
-// neverOpened reports whether the session's opening failed (OpenSession).
-func (s *Session) neverOpened() bool {
+// NeverOpened reports whether the session's opening failed (OpenSession).
+func (s *Session) NeverOpened() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.failed != nil

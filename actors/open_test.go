@@ -24,9 +24,9 @@ rules:
 // then the prompt run in it, on the history it opened with.
 func TestOpeningKeepsWhatComes(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
-	release := make(chan struct{})
+	release, before := heldBehind(rt)
 	cwd := t.TempDir()
-	s := rt.OpenSession("s1", cwd, Attachment{}, release, func(*Session) (*SessionState, any) {
+	s := rt.OpenSession("s1", cwd, Attachment{}, before, func(*Session) (*SessionState, any) {
 		return &SessionState{History: []history.Message{{Role: history.RoleUser, Content: "earlier"}, {Role: history.RoleAssistant, Content: "yes"}}}, nil
 	})
 	defer s.Stop()
@@ -59,9 +59,9 @@ func TestOpeningKeepsWhatComes(t *testing.T) {
 // its opening gave, and a state request is refused.
 func TestFailedOpeningAnswersEverything(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
-	release := make(chan struct{})
+	release, before := heldBehind(rt)
 	gone := &Outcome{Err: "no such session"}
-	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, release, func(*Session) (*SessionState, any) { return nil, gone })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return nil, gone })
 	early := out.reply(acp.AgentMethodSessionPrompt)
 	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, early)
 	close(release)
@@ -85,9 +85,9 @@ func TestFailedOpeningAnswersEverything(t *testing.T) {
 // (its file final at once: it had none), and answers what it was sent.
 func TestStopWhileOpening(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
-	release := make(chan struct{})
+	release, before := heldBehind(rt)
 	defer close(release)
-	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
 	turn := out.reply(acp.AgentMethodSessionPrompt)
 	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn)
 	stopped := make(chan struct{})
@@ -166,8 +166,8 @@ rules:
   - match: "^sleep$"
     steps: [{text: "partial", stall: true}]
 `)
-	release := make(chan struct{})
-	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	release, before := heldBehind(rt)
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
 	mode := out.reply(acp.AgentMethodSessionSetMode)
 	s.SetMode(ModeAsk, mode)
 	ended := s.End(false)
@@ -226,9 +226,9 @@ func TestKeptCancelsAreOne(t *testing.T) {
 // the end is answered by the handle, closed too.
 func TestPoisonedSessionAnswersWhatItTook(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
-	release := make(chan struct{})
+	release, before := heldBehind(rt)
 	defer close(release)
-	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, release, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
 	mode := out.reply(acp.AgentMethodSessionSetMode)
 	s.SetMode(ModeAsk, mode)
 	turn := out.reply(acp.AgentMethodSessionPrompt)
@@ -283,4 +283,11 @@ func TestAttachNamesTheConnection(t *testing.T) {
 			t.Fatalf("a connection the session had left heard %d update(s) and %d answer(s)", n, m)
 		}
 	}
+}
+
+// heldBehind is the actor of a work on a session that goes on until release
+// is closed: a session opened behind it (OpenSession) waits for it.
+func heldBehind(rt *Runtime) (release chan struct{}, before *Session) {
+	release = make(chan struct{})
+	return release, rt.Behind("s0", nil, func() { <-release })
 }

@@ -251,21 +251,32 @@ type keepJob struct {
 
 // stopPersistence closes the writer off the actor (closing waits for the
 // last save to be on disk) and closes final once the file is final; for a
-// deleted session, the file is removed once the writer is done.
-func (s *session) stopPersistence() {
+// deleted session, the file is removed once the writer is done. Then, when
+// self is set (the session ends itself, closeUp), the actor is sent
+// fileFinal, and stops: it is gone only once its file is final, so that
+// what is done with the session next waits for its actor alone
+// (Runtime.Behind). A nil self is an actor that stops already.
+func (s *session) stopPersistence(self *actor.PID) {
 	w, final := s.writer, s.final
 	s.writer = nil
+	root := s.rt.sys.Root
+	done := func() {
+		close(final)
+		if self != nil {
+			root.Send(self, &fileFinal{})
+		}
+	}
 	if s.forget {
-		s.removeFile(w, final)
+		s.removeFile(w, done)
 		return
 	}
 	if w == nil {
-		close(final)
+		done()
 		return
 	}
 	s.rt.goWork(func() {
 		w.Close()
-		close(final)
+		done()
 	})
 }
 

@@ -24,7 +24,7 @@ var messages = []any{
 	// answers
 	TurnResult{}, Outcome{}, Done{}, SessionState{},
 	// a session's own: its store, its work goroutines, its MCP servers
-	persisted{}, fenced{}, holds{}, reloaded{}, promptReady{}, mcpChanged{}, mcpWarning{},
+	persisted{}, fileFinal{}, workDone{}, fenced{}, holds{}, reloaded{}, promptReady{}, mcpChanged{}, mcpWarning{},
 	// the turn serializer
 	acquireSlot{}, releaseSlot{}, slotGranted{}, checkWaits{}, slotQueue{},
 	// the model's actor

@@ -150,9 +150,11 @@ type session struct {
 	// cluster activated it (grain.go); callState is what they keep of it.
 	calls     Calls
 	callState any
-	// opening is set while the session waits for its state (open.go);
-	// failed is what its requests are answered once its opening failed.
+	// opening is set while the session waits for its state (open.go),
+	// which opener gives; failed is what its requests are answered once
+	// its opening failed.
 	opening bool
+	opener  opening
 	failed  any
 	// moving is a move to another connection waiting for the session's
 	// turns to end (Session.Move); stash the edge's messages that came
@@ -330,6 +332,8 @@ func (s *session) receive(ctx actor.Context, msg any) {
 		s.onUnstash(ctx)
 	case *endSession, *drained:
 		s.stop(ctx)
+	case *fileFinal:
+		ctx.Stop(ctx.Self())
 	case *drain:
 		s.onCancel(ctx, &CancelTurns{UpTo: ^uint64(0)})
 		s.endItself(ctx)
@@ -372,12 +376,22 @@ func (s *session) receive(ctx actor.Context, msg any) {
 	}
 }
 
-// onStopping ends the session: the process or the client is going away,
-// or the session was closed. Every turn ends cancelled, and so does any
-// that arrives until the actor is gone; children are stopped by the actor
-// system after this. What the session's commands left running (background
-// jobs, processes that left the group) is killed too.
+// onStopping ends a session stopped before it ended itself (StopAll past
+// its grace, the actor system's end): closeUp, its file final after the
+// actor is gone.
 func (s *session) onStopping(ctx actor.Context) {
+	if !s.closing {
+		s.closeUp(ctx, nil)
+	}
+}
+
+// closeUp ends the session: the process or the client is going away, or
+// the session was closed. Every turn ends cancelled, and so does any that
+// arrives until the actor is gone; children are stopped by the actor
+// system as it stops. What the session's commands left running
+// (background jobs, processes that left the group) is killed too. With
+// self, the actor stops once its file is final (stopPersistence).
+func (s *session) closeUp(ctx actor.Context, self *actor.PID) {
 	s.closing = true
 	defer s.removeTemp()
 	s.onCancel(ctx, &CancelTurns{UpTo: ^uint64(0)})
@@ -389,7 +403,7 @@ func (s *session) onStopping(ctx actor.Context) {
 		s.held = nil
 		s.answer(h.answer, h.res)
 	}
-	s.stopPersistence()
+	s.stopPersistence(self)
 	s.settled()
 	if pool := s.agents; pool != nil {
 		s.rt.goWork(pool.Close)

@@ -45,8 +45,9 @@ func (c *Caller) serveDelete(r actors.Reply, p acp.UnstableDeleteSessionRequest)
 	if s != nil {
 		ended = s.End(true) // in the session's order, now
 	}
-	c.end(id, func() {
+	c.behind(id, s, r, func() {
 		if ended != nil {
+			// Its actor is gone: this returns at once.
 			err := ended()
 			if err == nil {
 				c.log.Info(fmt.Sprintf("[acp] session %s deleted (it was open: closed first)", id))
@@ -64,7 +65,7 @@ func (c *Caller) serveDelete(r actors.Reply, p acp.UnstableDeleteSessionRequest)
 			return
 		}
 		c.answer(id, r, acp.UnstableDeleteSessionResponse{}, nil)
-	}, r)
+	})
 }
 
 // removeStored removes a session that is not open, wherever a known

@@ -32,11 +32,13 @@
 // requests wait in its mailbox; a session taken from another connection
 // moves once its turns there have ended, keeping meanwhile what it is sent
 // (actors.Session.Move); a close or a delete is sent to the session, which
-// stops once the requests before it are served (actors.Session.End). Work
-// on a session that is no longer live — its close until its file is
-// final, a delete or a fork's read of its stored file — is chained per
-// session (registry.Table.Follow): what is done with it next (it is opened
-// again, its file read or removed) waits for it.
+// stops once the requests before it are served and its file is final
+// (actors.Session.End). Work on a session that is not live (any more) —
+// a close's answer, a delete, a fork's read of its stored file, a load —
+// is done by an actor of its own (actors.Runtime.Behind), which watches
+// the actor of the work on the same id before it and starts once that one
+// is gone; the table keeps the latest by id (registry.Table.Behind). The
+// order is the actors': nothing waits outside a mailbox.
 // session/new is served in order too, so that its response goes out before
 // the new session's first update. Not ordered, each on a goroutine of its
 // own: initialize, authenticate and logout, which name no session and

@@ -3,7 +3,6 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -20,70 +19,58 @@ import (
 // points at the parent.
 func (c *Caller) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id string) {
 	parent := string(p.SessionId)
-	var state func() (*actors.SessionState, error)
-	// claimed is set once the stored parent's read claimed the fork's
-	// folders, before it looked in them.
-	claimed := false
-	started := false
 	switch src, _, _ := c.hub.sessions.Owned(parent, c.owner); {
 	case c.hub.sessions.Taken(parent, c.owner):
 		c.answer(parent, r, nil, unknownSession(parent))
-		return
 	case src != nil:
-		state = src.RequestState() // in the parent's order, now
+		state := src.RequestState() // in the parent's order, now
+		c.create(r, func() (string, any, error) {
+			defer c.survive("session/fork", r)
+			st, err := state()
+			if err != nil {
+				return "", nil, err
+			}
+			return c.fork(st, p, id, false)
+		})
 	case !c.cfg.Sessions.Enabled:
 		c.answer(parent, r, nil, unknownSession(parent))
-		return
 	default:
-		// The stored parent is read after the work on it before (a
-		// close) and before what is done with it next (a delete): the
-		// read ends once it has run, or here when the fork does not start.
-		done := make(chan struct{})
-		before := c.hub.sessions.Follow(parent, done)
-		var once sync.Once
-		read := func() {
-			once.Do(func() {
-				close(done)
-				c.hub.sessions.Done(parent, done)
+		// The stored parent is read by an actor of its own, behind the
+		// work on it before (a close) and before what is done with it
+		// next (a delete, behind the read in turn); the fork is made
+		// from what it read.
+		c.behind(parent, nil, r, func() {
+			st, err := c.readParent(parent, p)
+			c.create(r, func() (string, any, error) {
+				defer c.survive("session/fork", r)
+				if err != nil {
+					return "", nil, err
+				}
+				return c.fork(st, p, id, true)
 			})
-		}
-		defer func() {
-			if !started {
-				read()
-			}
-		}()
-		state = func() (*actors.SessionState, error) {
-			defer read()
-			if before != nil {
-				<-before
-			}
-			cwd, err := c.checkCwd(p.Cwd)
-			if err != nil {
-				return nil, err
-			}
-			dirs, err := c.checkDirs(p.AdditionalDirectories)
-			if err != nil {
-				return nil, err
-			}
-			// The folders first: another token's is not even looked in.
-			if err := c.claimFolders(append([]string{cwd}, dirs...)...); err != nil {
-				return nil, err
-			}
-			claimed = true
-			if err := store.CheckID(parent); err != nil {
-				return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
-			}
-			return c.loadFile(parent, cwd)
-		}
+		})
 	}
-	started = c.create(r, func() (string, any, error) {
-		defer c.survive("session/fork", r)
-		st, err := state()
-		if err != nil {
-			return "", nil, err
-		}
-		return c.fork(st, p, id, claimed)
-	})
+}
+
+// readParent reads the stored parent of fork request p, once the fork's
+// folders are claimed for the caller's token: another token's is not even
+// looked in.
+func (c *Caller) readParent(parent string, p acp.UnstableForkSessionRequest) (*actors.SessionState, error) {
+	cwd, err := c.checkCwd(p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := c.checkDirs(p.AdditionalDirectories)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.claimFolders(append([]string{cwd}, dirs...)...); err != nil {
+		return nil, err
+	}
+	if err := store.CheckID(parent); err != nil {
+		return nil, acp.NewInvalidParams(map[string]any{"sessionId": parent, "error": err.Error()})
+	}
+	return c.loadFile(parent, cwd)
 }
 
 // fork spawns the copy of st a fork request asks for, in its cwd and

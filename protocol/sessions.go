@@ -150,8 +150,9 @@ func (c *Caller) sessionMeta(p store.Provenance, sandbox string, network bool) m
 var errShuttingDown = jsonrpc.Internal("mm is shutting down", nil)
 
 // openFile opens session id from its file in cwd: its actor starts at
-// once, registered, and reads its state itself (after the work still done
-// on the stored session: a close, a delete), the session's requests
+// once, registered, and reads its state itself (once the actor of the
+// work still done on the stored session is gone: a close, a delete,
+// registry.Table.Latest), the session's requests
 // waiting in its mailbox meanwhile. When it cannot be opened, the request
 // r is answered why, and every later one of the session that it does not
 // exist.
@@ -181,7 +182,7 @@ func (c *Caller) openFile(r actors.Reply, id, rawCwd string, dirs []string, serv
 	if err := c.roomFor(mcp); err != nil {
 		return nil, err
 	}
-	return c.register(c.runtime().OpenSession(id, cwd, c.on(), c.hub.sessions.After(id), open), mcp)
+	return c.register(c.runtime().OpenSession(id, cwd, c.on(), c.hub.sessions.Latest(id), open), mcp)
 }
 
 // loadFile reads stored session id of cwd as this connection may see it:
@@ -328,9 +329,10 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 }
 
 // serveClose ends a session after the requests read before the close:
-// its turns are cancelled, the rest served, its actor freed. It answers
-// once the session's file is final; what is done with the session next (a
-// load, a delete) waits until then (registry.Table.Follow).
+// its turns are cancelled, the rest served, its actor freed once its file
+// is final. The close is answered behind it, by an actor of its own
+// (actors.Runtime.Behind), which what is done with the session next (a
+// load, a delete) starts behind in turn.
 func (c *Caller) serveClose(r actors.Reply, p acp.CloseSessionRequest) {
 	id := string(p.SessionId)
 	s := c.unregister(id)
@@ -338,31 +340,27 @@ func (c *Caller) serveClose(r actors.Reply, p acp.CloseSessionRequest) {
 		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	ended := s.End(false) // in the session's order, now
-	c.end(id, func() {
-		_ = ended()
+	s.End(false) // in the session's order, now
+	c.behind(id, s, r, func() {
 		c.log.Info(fmt.Sprintf("[acp] session %s closed", id))
 		c.answer(id, r, acp.CloseSessionResponse{}, nil)
-	}, r)
+	})
 }
 
-// end runs work on a session that is no longer live, off the ingress,
-// after the work on it before (Follow), and before what is done with it
-// next; r is the request it serves.
-func (c *Caller) end(id string, work func(), r actors.Reply) {
-	done := make(chan struct{})
-	before := c.hub.sessions.Follow(id, done)
-	go func() {
-		defer func() {
-			close(done)
-			c.hub.sessions.Done(id, done)
-		}()
-		defer c.survive(r.Method, r)
-		if before != nil {
-			<-before
+// behind does work on a session that is not live (any more), off the
+// ingress, in an actor of its own: once the actor of s is gone, or with s
+// nil, the actor of the work on the session before; what is done with it
+// next starts behind this. r is the request it serves.
+func (c *Caller) behind(id string, s *actors.Session, r actors.Reply, work func()) {
+	c.hub.sessions.Behind(id, func(before *actors.Session) *actors.Session {
+		if s != nil {
+			before = s
 		}
-		work()
-	}()
+		return c.runtime().Behind(id, before, func() {
+			defer c.survive(r.Method, r)
+			work()
+		})
+	})
 }
 
 // serveSetMode switches between ask and yolo, in the session's order.

@@ -24,11 +24,12 @@ import (
 	"time"
 )
 
-// Session is what the table holds: comparable, and saying whether it has
-// ended (it takes no request any more).
+// Session is what the table holds: comparable, saying whether it has
+// ended (it takes no request any more), and whether its actor is gone.
 type Session interface {
 	comparable
 	Ended() bool
+	Gone() bool
 }
 
 // Table holds the live sessions S, each attached to at most one
@@ -38,9 +39,12 @@ type Table[S Session, C comparable] struct {
 	sessions map[string]*entry[S, C]
 	// closed is set by Close: no session is added any more.
 	closed bool
-	// after is, by session id, the latest work on a session that is not
-	// live (Follow).
-	after map[string]<-chan struct{}
+	// behind is, by session id, the actor of the latest work on a session
+	// that is not live (Behind).
+	behind map[string]S
+	// behinds counts the Behinds since the table last dropped the works
+	// whose actors are gone (kept: how many it kept then).
+	behinds, kept int
 	// rooms is, by owner, what its sessions in the table hold (Fits):
 	// kept as sessions come and go, so that a new session's check costs
 	// the same however many are live. It counts the sessions that ended
@@ -70,7 +74,7 @@ type entry[S Session, C comparable] struct {
 
 // New returns an empty table.
 func New[S Session, C comparable]() *Table[S, C] {
-	return &Table[S, C]{sessions: map[string]*entry[S, C]{}, after: map[string]<-chan struct{}{}, rooms: map[string]room{}}
+	return &Table[S, C]{sessions: map[string]*entry[S, C]{}, behind: map[string]S{}, rooms: map[string]room{}}
 }
 
 // put records e under id, in place of the entry there. t.mu is held.
@@ -384,36 +388,46 @@ func (t *Table[S, C]) Holds(id string) bool {
 	return t.live(id) != nil
 }
 
-// A session that is not live has work done on it outside any session: a
-// close or a delete until its file is final, a delete or a fork's read of
-// its stored file. Whatever is done with it next (it is opened again, its
-// file read or removed) waits until that work is done: the work is each
-// id's chain, kept here, one channel per work, closed when it is done.
+// A session that is not live has work done on it by actors of their own
+// (actors.Runtime.Behind): a close's answer once its file is final, a
+// delete, a fork's read of its stored file, a load. Each starts once the
+// actor of the work before it on the same id is gone: the table keeps
+// the latest by id, and each work's actor watches the one before.
 
-// Follow records done as the latest work on session id and returns the
-// work before it, which that work waits for first (nil: none).
-func (t *Table[S, C]) Follow(id string, done <-chan struct{}) (before <-chan struct{}) {
+// Behind records the actor of the latest work on session id, which spawn
+// makes behind the one before it (its zero value: none, or one gone),
+// under the table's lock so that the works keep the order of the calls.
+func (t *Table[S, C]) Behind(id string, spawn func(before S) S) S {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	before = t.after[id]
-	t.after[id] = done
-	return before
-}
-
-// After returns the latest work on session id, for what is done with it
-// next to wait for (nil: none).
-func (t *Table[S, C]) After(id string) <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.after[id]
-}
-
-// Done forgets work done (closed now) when it is still id's latest: the
-// chain holds only the work not done.
-func (t *Table[S, C]) Done(id string, done <-chan struct{}) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.after[id] == done {
-		delete(t.after, id)
+	if t.behinds++; t.behinds > t.kept {
+		for k, b := range t.behind {
+			if b.Gone() {
+				delete(t.behind, k)
+			}
+		}
+		t.behinds, t.kept = 0, len(t.behind)
 	}
+	s := spawn(t.latest(id))
+	t.behind[id] = s
+	return s
+}
+
+// Latest returns the actor of the latest work on session id (the zero
+// value: none, or one gone), for what is done with it next to start
+// behind.
+func (t *Table[S, C]) Latest(id string) S {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.latest(id)
+}
+
+func (t *Table[S, C]) latest(id string) S {
+	b, ok := t.behind[id]
+	if ok && b.Gone() {
+		delete(t.behind, id)
+		var none S
+		return none
+	}
+	return b
 }

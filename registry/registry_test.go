@@ -19,6 +19,9 @@ var ended sync.Map
 
 func (s sess) Ended() bool { _, ok := ended.Load(s); return ok }
 
+// Gone is Ended: a test's session has no actor to outlive its end.
+func (s sess) Gone() bool { return s.Ended() }
+
 func filled(t *testing.T) *table {
 	t.Helper()
 	tb := New[sess, int]()
@@ -121,32 +124,43 @@ func TestForgetKeepsANewerSession(t *testing.T) {
 	}
 }
 
-// TestWorkChain: each work on a session that is not live follows the one
-// before it, and the chain forgets what is done.
+// TestWorkChain: each work on a session that is not live is made behind
+// the latest before it, in the order of the calls; a work whose actor is
+// gone is none, and the table forgets it.
 func TestWorkChain(t *testing.T) {
 	tb := New[sess, int]()
-	if tb.After("x") != nil {
+	var none sess
+	if tb.Latest("x") != none {
 		t.Fatal("a session no work was done on has some")
 	}
-	closing, deleting := make(chan struct{}), make(chan struct{})
-	if before := tb.Follow("x", closing); before != nil {
-		t.Fatal("the first work follows something")
+	var got []sess
+	spawn := func(s sess) func(sess) sess {
+		return func(before sess) sess { got = append(got, before); return s }
 	}
-	if before := tb.Follow("x", deleting); before != closing {
-		t.Fatal("the delete does not follow the close")
+	tb.Behind("x", spawn("closing"))
+	tb.Behind("x", spawn("deleting"))
+	tb.Behind("y", spawn("other"))
+	if !slices.Equal(got, []sess{"", "closing", ""}) {
+		t.Fatalf("the works were made behind %q, want none, the close, none", got)
 	}
-	if tb.After("x") != deleting || tb.After("y") != nil {
-		t.Fatal("After is not the latest work, or work on x shows on y")
+	if tb.Latest("x") != "deleting" || tb.Latest("y") != "other" {
+		t.Fatal("Latest is not the latest work, or work on x shows on y")
 	}
-	close(closing)
-	tb.Done("x", closing) // not the latest: kept
-	if tb.After("x") != deleting {
-		t.Fatal("the close's end forgot the delete that follows it")
+	ended.Store(sess("deleting"), true)
+	t.Cleanup(func() { ended.Delete(sess("deleting")) })
+	if tb.Latest("x") != none {
+		t.Fatal("a work whose actor is gone is still waited for")
 	}
-	close(deleting)
-	tb.Done("x", deleting)
-	if tb.After("x") != nil || len(tb.after) != 0 {
-		t.Fatal("work done is still in the chain")
+	// Works whose actors are gone and never looked up again: the table
+	// keeps about as many as it has going.
+	for i := range 1000 {
+		s := sess(fmt.Sprintf("w%d", i))
+		tb.Behind(string(s), spawn(s))
+		ended.Store(s, true)
+		t.Cleanup(func() { ended.Delete(s) })
+	}
+	if n := len(tb.behind); n > 4 {
+		t.Errorf("the table keeps %d works whose actors are gone", n)
 	}
 }
 
@@ -183,11 +197,8 @@ func TestConcurrent(t *testing.T) {
 				tb.Cwds("")
 				tb.Release(id, 0)
 				tb.Forget(id, sess(id))
-				done := make(chan struct{})
-				tb.Follow(id, done)
-				tb.After(id)
-				close(done)
-				tb.Done(id, done)
+				tb.Behind(id, func(sess) sess { return sess(id) })
+				tb.Latest(id)
 			}
 		}()
 	}

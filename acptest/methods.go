@@ -335,3 +335,27 @@ func (c *Conn) NotifyExtension(ctx context.Context, method string, params any) e
 	}
 	return c.notify(ctx, method, params)
 }
+
+// Send writes a request of session sid now, in order with what the
+// connection writes next, and returns the wait for its answer: requests
+// sent so reach mm in the order sent, not waiting for each other.
+func (c *Conn) Send(method string, params any, sid acp.SessionId) (wait func(ctx context.Context) (json.RawMessage, error), err error) {
+	id, w := c.rpc.Expect(string(sid))
+	data, err := jsonrpc.EncodeRequest(id, method, params)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.rpc.Write(jsonrpc.Out{Data: data, ID: id, Session: string(sid), Method: method}); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (json.RawMessage, error) {
+		r, err := w(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		return r.Result, nil
+	}, nil
+}

@@ -28,8 +28,35 @@ type Calls interface {
 	// Takes says whether msg is the cluster's, for Serve.
 	Takes(msg any) bool
 	// Serve serves msg for session sid; state is the session's slot for
-	// what Serve keeps of it.
-	Serve(ctx actor.Context, sid string, state *any, msg any)
+	// what Serve keeps of it; here is the session's actor, for what Serve
+	// has it take there and then (Here).
+	Serve(ctx actor.Context, sid string, state *any, msg any, here *Here)
+}
+
+// Here is a session's actor while it serves a cluster's call of it: a
+// prompt or a cancel the call makes (Session.Start, Session.Cancel) is
+// taken there and then, as if it had come in the call's place, rather
+// than sent through the same mailbox a second time. It is only ever
+// handed down the call's own goroutine, and used while the call is
+// served.
+type Here struct {
+	pid  *actor.PID
+	take func(msg any)
+	// received is the actor's count of the messages its handle sent it
+	// that it took (Session.sent).
+	received *uint64
+}
+
+// behind says whether a message the handle h sent through the mailbox is
+// still on its way: what here would take must come behind it. It is read
+// on the actor's goroutine, as the call is served.
+func (here *Here) behind(h *Session) bool { return h.sent.Load() != *here.received }
+
+// of says whether here is the actor of the session whose handle is h: a
+// session opened again elsewhere since (a load of it on this node is an
+// actor of its own) is sent its messages.
+func (here *Here) of(h *Session) bool {
+	return here != nil && h.pid != nil && here.pid.Equal(h.pid)
 }
 
 // grainIdle is how long a grain that no request gave a session stays: its
@@ -66,7 +93,7 @@ func (s *session) clusters(ctx actor.Context, msg any) bool {
 	if !s.calls.Takes(msg) {
 		return false
 	}
-	s.calls.Serve(ctx, s.id, &s.callState, msg)
+	s.calls.Serve(ctx, s.id, &s.callState, msg, &Here{pid: ctx.Self(), take: func(m any) { s.take(ctx, m) }, received: &s.received})
 	return true
 }
 

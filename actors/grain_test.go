@@ -15,9 +15,9 @@ import (
 // session's id, and nothing else to serve.
 type testCalls struct{ id string }
 
-func (c testCalls) Identity(actor.Context) string          { return c.id }
-func (c testCalls) Takes(any) bool                         { return false }
-func (c testCalls) Serve(actor.Context, string, *any, any) {}
+func (c testCalls) Identity(actor.Context) string                 { return c.id }
+func (c testCalls) Takes(any) bool                                { return false }
+func (c testCalls) Serve(actor.Context, string, *any, any, *Here) {}
 
 // activation spawns what a cluster's activation would: a session's actor
 // with the grain props, waiting for its session; it returns its PID once
@@ -67,7 +67,7 @@ func TestSessionIsItsGrain(t *testing.T) {
 				t.Fatalf("the session runs in %v, its grain is %v", s.pid, pid)
 			}
 			turn := out.reply(acp.AgentMethodSessionPrompt)
-			s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn)
+			s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, nil)
 			if res, ok := out.wait(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonEndTurn {
 				t.Fatalf("a turn in the grain: %#v", res)
 			}
@@ -80,5 +80,56 @@ func TestSessionIsItsGrain(t *testing.T) {
 	defer alone.Stop()
 	if alone.pid == nil {
 		t.Fatal("a session no grain waits for is not spawned")
+	}
+}
+
+// TestHereTakesOnce: a prompt and a cancel a cluster's call makes of the
+// session whose actor serves it (Here) are taken there and then, not sent
+// through its mailbox again; a Here of another actor (the session opened
+// again elsewhere since) does not take them, and they go to the session;
+// nor does it take a prompt while a message its handle sent through the
+// mailbox is on its way, which the prompt must come behind.
+func TestHereTakesOnce(t *testing.T) {
+	rt, out := newTestRuntime(t, pongScript)
+	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
+	defer s.Stop()
+	var took []any
+	received := s.sent.Load() // the actor took all its handle sent
+	here := &Here{pid: s.pid, take: func(m any) { took = append(took, m) }, received: &received}
+	turn := out.reply(acp.AgentMethodSessionPrompt)
+	seq := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, here)
+	s.Cancel(here)
+	if len(took) != 2 {
+		t.Fatalf("here took %d messages, want the prompt and the cancel", len(took))
+	}
+	if m, ok := took[0].(*StartTurn); !ok || m.Seq != seq || m.Seq != 1 {
+		t.Errorf("here took %#v first, want prompt 1", took[0])
+	}
+	if m, ok := took[1].(*CancelTurns); !ok || m.UpTo != seq {
+		t.Errorf("here took %#v second, want a cancel up to prompt %d", took[1], seq)
+	}
+	s.Settle()
+	if out.answeredYet(turn) {
+		t.Fatal("the prompt taken here reached the session's mailbox too")
+	}
+	// A message its handle sent is on its way (a mode set before the
+	// call): the prompt goes behind it, through the mailbox.
+	mode := out.reply(acp.AgentMethodSessionSetMode)
+	s.SetMode(ModeAsk, mode)
+	behind := out.reply(acp.AgentMethodSessionPrompt)
+	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, behind, here)
+	if len(took) != 2 {
+		t.Fatalf("here took %T ahead of the mode its handle sent before", took[len(took)-1])
+	}
+	out.wait(t, mode)
+	if res, ok := out.wait(t, behind).(*TurnResult); !ok || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("a prompt behind a mode on its way: %#v", res)
+	}
+	// Another actor's Here: the session is sent its prompt.
+	elsewhere := &Here{pid: actor.NewPID("nonhost", "other"), take: func(m any) { t.Errorf("another actor's Here took %T", m) }, received: &received}
+	turn2 := out.reply(acp.AgentMethodSessionPrompt)
+	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn2, elsewhere)
+	if res, ok := out.wait(t, turn2).(*TurnResult); !ok || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("a prompt past another actor's Here: %#v", res)
 	}
 }

@@ -45,6 +45,11 @@ type Session struct {
 	// started numbers the prompts handed to Start, so that a cancel,
 	// which overtakes them in the mailbox, names those sent before it.
 	started atomic.Uint64
+	// sent counts the messages sent through the session's mailbox
+	// (post); its actor counts those it took (session.received): while
+	// one is on its way, a prompt its actor serves a call of is sent
+	// behind it, not taken there and then (Here).
+	sent atomic.Uint64
 	// ended is set once the session's end is on its way (End, or the
 	// session's own: drain.go): it took every request sent before, and
 	// answers each; one sent after is answered here, closed, through out
@@ -137,6 +142,13 @@ var stopChildren = actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Di
 	return actor.StopDirective
 })
 
+// post sends the session msg through its mailbox, counted (sent): a
+// message its actor takes there and then (Here) is not.
+func (s *Session) post(msg any) {
+	s.sent.Add(1)
+	s.rt.sys.Root.Send(s.pid, msg)
+}
+
 // send sends msg, under the handle's lock so that the messages keep the
 // order of the calls. When the session's end is on its way it sends
 // nothing and answers r (when set) with closed: the session answers what
@@ -154,7 +166,7 @@ func (s *Session) send(msg any, r *Reply, closed any) {
 	case *endSession, *drain:
 		s.ended = true
 	}
-	s.rt.sys.Root.Send(s.pid, msg)
+	s.post(msg)
 }
 
 // Ended says whether the session takes no request any more: its end is on
@@ -179,39 +191,59 @@ func (s *Session) end() {
 // Outbox's Answer, behind the turn's updates, exactly once — cancelled if
 // the session stops before the turn has run, refused (TurnResult.Refused)
 // when too many of the session's prompts wait already as it takes it.
-func (s *Session) Start(prompt []acp.ContentBlock, r Reply) uint64 {
+//
+// here, when set, is the session's actor serving a cluster's call of it
+// (Here): the turn is taken there and then, not sent through the mailbox
+// a second time.
+func (s *Session) Start(prompt []acp.ContentBlock, r Reply, here *Here) uint64 {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.stopped || s.ended {
 		s.out.Answer(s.ID, r, s.closedAnswer(&TurnResult{StopReason: acp.StopReasonCancelled}))
+		s.mu.Unlock()
 		return 0
 	}
 	seq := s.started.Add(1)
-	s.rt.sys.Root.Send(s.pid, &StartTurn{Seq: seq, Prompt: prompt, Reply: r, Asked: s.rt.watch.Ticket()})
+	m := &StartTurn{Seq: seq, Prompt: prompt, Reply: r, Asked: s.rt.watch.Ticket()}
+	if !here.of(s) || here.behind(s) {
+		s.post(m)
+		s.mu.Unlock()
+		return seq
+	}
+	// Taken outside the lock: the session may call its handle. A message
+	// sent meanwhile comes behind it, as it would have.
+	s.mu.Unlock()
+	here.take(m)
 	return seq
 }
 
 // Cancel cancels the session's prompts started so far, running or queued;
 // the prompts started after it are not affected.
-func (s *Session) Cancel() {
-	s.rt.sys.Root.Send(s.pid, &CancelTurns{UpTo: s.started.Load()})
+//
+// here is as Start's.
+func (s *Session) Cancel(here *Here) {
+	m := &CancelTurns{UpTo: s.started.Load()}
+	if here.of(s) {
+		here.take(m)
+		return
+	}
+	s.post(m)
 }
 
 // CancelPrompt cancels prompt seq alone (its request was cancelled).
 func (s *Session) CancelPrompt(seq uint64) {
-	s.rt.sys.Root.Send(s.pid, &CancelTurns{UpTo: seq, Only: true})
+	s.post(&CancelTurns{UpTo: seq, Only: true})
 }
 
 // CancelRequest cancels the prompt of request id alone, queued, running
 // or still on its way (its $/cancel_request).
 func (s *Session) CancelRequest(id jsonrpc.ID) {
-	s.rt.sys.Root.Send(s.pid, &CancelRequest{ID: id})
+	s.post(&CancelRequest{ID: id})
 }
 
 // Announce tells the session that the response carrying its id is queued:
 // available_commands_update may follow it.
 func (s *Session) Announce() {
-	s.rt.sys.Root.Send(s.pid, &Announce{})
+	s.post(&Announce{})
 }
 
 // SetMode switches the session's mode ("ask" or "yolo"); the answer is an
@@ -283,7 +315,7 @@ func (s *Session) Attach(conn ConnID) error {
 // then.
 func (s *Session) Move(conn ConnID, taken bool) {
 	if taken {
-		s.Cancel()
+		s.Cancel(nil)
 	}
 	s.attached(conn)
 	s.send(&Attach{Conn: conn, settle: taken}, nil, nil)
@@ -318,7 +350,7 @@ func (s *Session) call(msg func(to *actor.PID) any) (wait func() any) {
 		return func() any { return closedDone }
 	}
 	to, r := s.rt.newReply()
-	s.rt.sys.Root.Send(s.pid, msg(to))
+	s.post(msg(to))
 	s.mu.Unlock()
 	return func() any {
 		defer s.rt.sys.ProcessRegistry.Remove(to)
@@ -377,7 +409,7 @@ var ErrNeverOpened = errors.New("the session never opened")
 // session's file is final (or gone): nil, or ErrNeverOpened when the
 // session's opening failed and there was nothing to end.
 func (s *Session) End(forget bool) (wait func() error) {
-	s.Cancel()
+	s.Cancel(nil)
 	var forgot func() any
 	if forget {
 		forgot = s.call(func(to *actor.PID) any { return &Forget{ReplyTo: to} })

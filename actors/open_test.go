@@ -33,7 +33,7 @@ func TestOpeningKeepsWhatComes(t *testing.T) {
 	mode := out.reply(acp.AgentMethodSessionSetMode)
 	s.SetMode(ModeAsk, mode)
 	turn := out.reply(acp.AgentMethodSessionPrompt)
-	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn)
+	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, nil)
 	time.Sleep(50 * time.Millisecond)
 	if out.answeredYet(mode) {
 		t.Fatal("answered before the session opened")
@@ -63,7 +63,7 @@ func TestFailedOpeningAnswersEverything(t *testing.T) {
 	gone := &Outcome{Err: "no such session"}
 	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return nil, gone })
 	early := out.reply(acp.AgentMethodSessionPrompt)
-	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, early)
+	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, early, nil)
 	close(release)
 	if v := out.wait(t, early); v != gone {
 		t.Fatalf("a prompt sent while opening: %#v", v)
@@ -89,7 +89,7 @@ func TestStopWhileOpening(t *testing.T) {
 	defer close(release)
 	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
 	turn := out.reply(acp.AgentMethodSessionPrompt)
-	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn)
+	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, nil)
 	stopped := make(chan struct{})
 	go func() { s.Stop(); close(stopped) }()
 	select {
@@ -115,7 +115,7 @@ rules:
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	defer s.Stop()
 	turn := NewReply(jsonrpc.IntID(1), acp.AgentMethodSessionPrompt)
-	s.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, turn)
+	s.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, turn, nil)
 	waitUntil(t, func() bool {
 		first.mu.Lock()
 		defer first.mu.Unlock()
@@ -182,7 +182,7 @@ rules:
 	// The same while the session moves: its turn there ends first, then
 	// the mode sent after the move, then the end.
 	m := rt.SpawnSession(&SessionState{ID: "s2", Cwd: t.TempDir()}, Attachment{})
-	m.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, NewReply(jsonrpc.IntID(1), acp.AgentMethodSessionPrompt))
+	m.Start([]acp.ContentBlock{acp.TextBlock("sleep")}, NewReply(jsonrpc.IntID(1), acp.AgentMethodSessionPrompt), nil)
 	waitUntil(t, func() bool {
 		out.mu.Lock()
 		defer out.mu.Unlock()
@@ -232,7 +232,7 @@ func TestPoisonedSessionAnswersWhatItTook(t *testing.T) {
 	mode := out.reply(acp.AgentMethodSessionSetMode)
 	s.SetMode(ModeAsk, mode)
 	turn := out.reply(acp.AgentMethodSessionPrompt)
-	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn)
+	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, nil)
 	if err := rt.sys.Root.PoisonFuture(s.pid).Wait(); err != nil {
 		t.Fatal(err)
 	}

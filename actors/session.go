@@ -156,6 +156,9 @@ type session struct {
 	opening bool
 	opener  opening
 	failed  any
+	// received counts the messages of its handle's it took through its
+	// mailbox (Here).
+	received uint64
 	// moving is a move to another connection waiting for the session's
 	// turns to end (Session.Move); stash the edge's messages that came
 	// while it opened or after the move, served in order once it is
@@ -258,9 +261,18 @@ func (s *session) Receive(ctx actor.Context) {
 	// session goes on.
 	defer s.survive(ctx)
 	msg := ctx.Message()
+	if fromEdge(msg) {
+		s.received++ // its handle's (Here)
+	}
 	if s.calls != nil && s.clusters(ctx, msg) {
 		return
 	}
+	s.take(ctx, msg)
+}
+
+// take serves one message as it comes: kept while the session opens or
+// moves, served otherwise.
+func (s *session) take(ctx actor.Context, msg any) {
 	if (s.opening || s.moving != nil || s.unstashing) && fromEdge(msg) {
 		s.stash = keep(s.stash, msg)
 		return

@@ -287,16 +287,16 @@ rules:
 func TestStartAnswersEveryPromptOnce(t *testing.T) {
 	rt, out := newTestRuntime(t, slowOrQuick)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
-	s.Start(text("quick"), NewReply(jsonrpc.IntID(1), ""))
+	s.Start(text("quick"), NewReply(jsonrpc.IntID(1), ""), nil)
 	waitFor(t, func() bool { return len(out.answered()) == 1 })
 	if a := out.answered()[0]; a.id != "1" || a.res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("first answer = %+v %+v, want end_turn for id 1", a, a.res)
 	}
 	for i := 2; i <= 6; i++ {
-		s.Start(text("slow"), NewReply(jsonrpc.IntID(int64(i)), ""))
+		s.Start(text("slow"), NewReply(jsonrpc.IntID(int64(i)), ""), nil)
 	}
 	s.Stop()
-	s.Start(text("quick"), NewReply(jsonrpc.IntID(7), ""))
+	s.Start(text("quick"), NewReply(jsonrpc.IntID(7), ""), nil)
 	got := out.answered()
 	if len(got) != 7 {
 		t.Fatalf("%d answers, want 7 (one per prompt): %+v", len(got), got)
@@ -321,7 +321,7 @@ func text(s string) []acp.ContentBlock { return []acp.ContentBlock{acp.TextBlock
 func ask(s *Session, prompt string) *TurnResult {
 	out := s.rt.out.(*recOutbox)
 	r := out.reply(acp.AgentMethodSessionPrompt)
-	s.Start(text(prompt), r)
+	s.Start(text(prompt), r, nil)
 	v, ok := out.await(r)
 	if !ok {
 		return &TurnResult{Err: "no answer"}
@@ -368,9 +368,9 @@ func TestCancelRequest(t *testing.T) {
 		})
 		return got
 	}
-	s.Start(text("slow"), NewReply(jsonrpc.IntID(1), ""))  // running
-	s.Start(text("slow"), NewReply(jsonrpc.IntID(2), ""))  // queued
-	s.Start(text("quick"), NewReply(jsonrpc.IntID(3), "")) // queued behind them
+	s.Start(text("slow"), NewReply(jsonrpc.IntID(1), ""), nil)  // running
+	s.Start(text("slow"), NewReply(jsonrpc.IntID(2), ""), nil)  // queued
+	s.Start(text("quick"), NewReply(jsonrpc.IntID(3), ""), nil) // queued behind them
 	s.CancelRequest(jsonrpc.IntID(2))
 	if r := answer("2"); r.StopReason != acp.StopReasonCancelled {
 		t.Errorf("the queued prompt cancelled by its request: %+v", r)
@@ -384,11 +384,11 @@ func TestCancelRequest(t *testing.T) {
 	}
 	// Its cancel first, then the prompt.
 	s.CancelRequest(jsonrpc.StringID("early"))
-	s.Start(text("quick"), NewReply(jsonrpc.IntID(4), ""))
+	s.Start(text("quick"), NewReply(jsonrpc.IntID(4), ""), nil)
 	if r := answer("4"); r.StopReason != acp.StopReasonEndTurn {
 		t.Errorf("a prompt another request's cancel does not name: %+v", r)
 	}
-	s.Start(text("slow"), NewReply(jsonrpc.StringID("early"), ""))
+	s.Start(text("slow"), NewReply(jsonrpc.StringID("early"), ""), nil)
 	if r := answer(`"early"`); r.StopReason != acp.StopReasonCancelled {
 		t.Errorf("a prompt whose cancel came first: %+v", r)
 	}

@@ -213,7 +213,7 @@ func (h *Host) Takes(msg any) bool {
 
 // Serve serves a client's call or cancel to session sid; state keeps its
 // grain's record of the calls served.
-func (h *Host) Serve(ctx actor.Context, sid string, state *any, msg any) {
+func (h *Host) Serve(ctx actor.Context, sid string, state *any, msg any, here *actors.Here) {
 	g, _ := (*state).(*grain)
 	if g == nil {
 		g = &grain{h: h, sid: sid, last: map[string]uint64{}}
@@ -221,9 +221,9 @@ func (h *Host) Serve(ctx actor.Context, sid string, state *any, msg any) {
 	}
 	switch m := msg.(type) {
 	case *grainspb.Call:
-		g.call(ctx, m)
+		g.call(ctx, m, here)
 	case *grainspb.Cancel:
-		g.cancel(ctx, m)
+		g.cancel(ctx, m, here)
 	}
 }
 
@@ -243,7 +243,10 @@ type grain struct {
 func opens(m acpmethod.Method) bool  { return m.Opens }
 func starts(m acpmethod.Method) bool { return m.Starts }
 
-func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
+// call serves a call of a client's node; here is the session's actor
+// serving it, which takes a prompt or a cancel there and then: one pass
+// through the mailbox (actors.Here).
+func (g *grain) call(ctx actor.Context, c *grainspb.Call, here *actors.Here) {
 	node := ctx.ActorSystem().Address()
 	// Nothing of a call is taken before its proof checks: its owner, its
 	// connection, its session, its params.
@@ -279,7 +282,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 	ctx.Respond(&grainspb.Accepted{Node: node, Link: l.me, Session: self})
 	switch c.Method {
 	case acp.AgentMethodSessionCancel:
-		l.c.CancelSession(c.SessionId)
+		l.c.CancelSession(c.SessionId, here)
 		return
 	case acpmethod.CancelRequest:
 		if id, ok := jsonrpc.IDOf(requestIDOf(c)); ok {
@@ -307,7 +310,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call) {
 		l.c.Refuse(c.Method, id, err)
 		return
 	}
-	l.c.Serve(c.Method, id, p, c.SessionId)
+	l.c.Serve(c.Method, id, p, c.SessionId, here)
 }
 
 // check says why call is not to be taken ("" if it is), and returns the
@@ -336,7 +339,7 @@ func (g *grain) check(c *grainspb.Call) (key *secret, why string) {
 
 // cancel serves a cancel sent straight to the session's actor, ahead of
 // its mailbox (grainspb.Cancel): every call before it was accepted here.
-func (g *grain) cancel(ctx actor.Context, m *grainspb.Cancel) {
+func (g *grain) cancel(ctx actor.Context, m *grainspb.Cancel, here *actors.Here) {
 	l := g.h.known(m.Conn)
 	if l == nil {
 		return // the client is gone: its turns were cancelled then
@@ -351,5 +354,5 @@ func (g *grain) cancel(ctx actor.Context, m *grainspb.Cancel) {
 		}
 		return
 	}
-	l.c.CancelSession(m.SessionId)
+	l.c.CancelSession(m.SessionId, here)
 }

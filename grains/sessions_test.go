@@ -190,6 +190,30 @@ func TestSessionsAsGrains(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cwd, "made.txt")); err != nil {
 		t.Errorf("the allowed command did not run: %v", err)
 	}
+	// A mode set and a prompt written together, to a session on node 1:
+	// the prompt runs in the mode set, as on one node (in ask mode its
+	// command asks, in yolo mode it does not).
+	for i := range 6 {
+		mode := []string{"yolo", "ask"}[i%2]
+		before := len(c.Client.Permissions())
+		setMode, err := c.Send(acp.AgentMethodSessionSetMode, acp.SetSessionModeRequest{SessionId: remote, ModeId: acp.SessionModeId(mode)}, remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompt, err := c.Send(acp.AgentMethodSessionPrompt, acp.PromptRequest{SessionId: remote, Prompt: []acp.ContentBlock{acp.TextBlock("write")}}, remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := setMode(ctx); err != nil {
+			t.Fatalf("try %d: set_mode %s: %v", i, mode, err)
+		}
+		if _, err := prompt(ctx); err != nil {
+			t.Fatalf("try %d: the prompt after set_mode %s: %v", i, mode, err)
+		}
+		if asked := len(c.Client.Permissions()) > before; asked != (mode == "ask") {
+			t.Fatalf("try %d: a prompt written right after set_mode %s asked permission: %v", i, mode, asked)
+		}
+	}
 	done := make(chan acp.StopReason, 1)
 	asked := srv.Requests()
 	go func() {

@@ -347,14 +347,17 @@ func (c *Caller) create(r actors.Reply, make func() (string, any, error)) (start
 // servePrompt starts a prompt's turn in its session's order; its response
 // comes from the outbox once the turn has ended. A $/cancel_request finds
 // it in its session (Session.CancelRequest).
-func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest) {
+//
+// here, on a node of a cluster, is the session's actor serving the call
+// (actors.Here).
+func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest, here *actors.Here) {
 	sid := string(p.SessionId)
 	s := c.live(sid)
 	if s == nil {
 		c.answer(sid, r, nil, unknownSession(sid))
 		return
 	}
-	seq := s.Start(p.Prompt, r)
+	seq := s.Start(p.Prompt, r, here)
 	if c.isDraining() {
 		// Read before the connection ended, served after: it is
 		// answered, cancelled.
@@ -365,14 +368,19 @@ func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest) {
 // Cancel cancels the session's prompts started so far, running or queued.
 // A cancel is a notification: an unknown session is only logged.
 func (c *Caller) Cancel(_ context.Context, p acp.CancelNotification) error {
-	sid := string(p.SessionId)
+	c.cancelSession(string(p.SessionId), nil)
+	return nil
+}
+
+// cancelSession cancels session sid's prompts started so far; here is as
+// servePrompt's.
+func (c *Caller) cancelSession(sid string, here *actors.Here) {
 	s := c.live(sid)
 	if s == nil {
 		c.log.Warn(fmt.Sprintf("[acp] session/cancel: unknown session %q", sid))
-		return nil
+		return
 	}
-	s.Cancel()
-	return nil
+	s.Cancel(here)
 }
 
 // Logout ends nothing and succeeds: mm has no login of its own

@@ -195,7 +195,10 @@ func (o linkOut) Answer(sid string, r actors.Reply, res any) {
 // from another node is trusted; sid is the id the client's node chose for
 // a session/new or session/fork. Only a session's requests come here: the
 // client's node serves the connection's.
-func (c *Caller) Serve(method string, id jsonrpc.ID, p any, sid string) {
+//
+// here is the session's actor serving the call: a prompt is taken there
+// and then (actors.Here).
+func (c *Caller) Serve(method string, id jsonrpc.ID, p any, sid string, here *actors.Here) {
 	r := c.request(id, method)
 	defer c.survive(method, r)
 	m, ok := methods[method]
@@ -207,6 +210,10 @@ func (c *Caller) Serve(method string, id jsonrpc.ID, p any, sid string) {
 		c.answer("", r, nil, rerr)
 		return
 	}
+	if pp, ok := p.(acp.PromptRequest); ok && method == acp.AgentMethodSessionPrompt {
+		c.servePrompt(r, pp, here)
+		return
+	}
 	m.run(c, r, p, sid)
 }
 
@@ -216,10 +223,9 @@ func (c *Caller) Refuse(method string, id jsonrpc.ID, err error) {
 	c.answer("", c.request(id, method), nil, acp.NewInvalidParams(map[string]any{"error": err.Error()}))
 }
 
-// CancelSession serves the client's session/cancel of session sid.
-func (c *Caller) CancelSession(sid string) {
-	_ = c.Cancel(c.ctx, acp.CancelNotification{SessionId: acp.SessionId(sid)})
-}
+// CancelSession serves the client's session/cancel of session sid; here
+// is as Serve's.
+func (c *Caller) CancelSession(sid string, here *actors.Here) { c.cancelSession(sid, here) }
 
 // CancelRequest serves the client's $/cancel_request of one of its
 // prompts in session sid here: the session finds it among its turns.

@@ -49,11 +49,11 @@ type loopForwarder struct {
 func (f *loopForwarder) Forward(sid string, r actors.Reply, p any, _ json.RawMessage) {
 	switch r.Method {
 	case acp.AgentMethodSessionCancel:
-		f.c.CancelSession(sid)
+		f.c.CancelSession(sid, nil)
 		return
 	}
 	f.link.expect(r, sid)
-	f.c.Serve(r.Method, r.ID, p, sid)
+	f.c.Serve(r.Method, r.ID, p, sid, nil)
 	f.served.Add(1)
 }
 

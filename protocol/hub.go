@@ -264,7 +264,7 @@ func (h *Hub) Drain(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	for _, s := range live {
-		s.Cancel()
+		s.Cancel(nil)
 	}
 	<-settled
 }

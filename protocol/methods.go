@@ -58,7 +58,7 @@ func init() {
 		acp.AgentMethodSessionList:            conn((*Agent).ListSessions),
 		acp.AgentMethodSessionNew:             making((*Caller).serveNewAs),
 		acp.AgentMethodSessionFork:            making((*Caller).serveForkAs),
-		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run(func(c *Caller, r actors.Reply, p acp.PromptRequest, _ string) { c.servePrompt(r, p) })},
+		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run(func(c *Caller, r actors.Reply, p acp.PromptRequest, _ string) { c.servePrompt(r, p, nil) })},
 		acp.AgentMethodSessionLoad:            ordered((*Caller).serveLoad),
 		acp.AgentMethodSessionResume:          ordered((*Caller).serveResume),
 		acp.AgentMethodSessionClose:           ordered((*Caller).serveClose),

@@ -245,7 +245,7 @@ func (c *Caller) stopTaking() {
 	c.mu.Unlock()
 	c.creating.Wait()
 	for _, s := range c.hub.sessions.HeldBy(c) {
-		s.Cancel()
+		s.Cancel(nil)
 	}
 }
 

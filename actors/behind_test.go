@@ -51,8 +51,8 @@ func TestGoneOnlyOnceFinal(t *testing.T) {
 	if err := s.Flush(); err != nil { // the first save goes through
 		t.Fatal(err)
 	}
-	s.SetMode(ModeAsk, out.reply("session/set_mode")) // a change to save
-	ended := s.End(false)
+	s.SetMode(ModeAsk, out.reply("session/set_mode"), nil) // a change to save
+	ended := s.End(false, nil)
 	var order []string
 	ran := make(chan string, 2)
 	first := rt.Behind("s1", s, func() { ran <- "first" })

@@ -33,10 +33,11 @@ type Calls interface {
 	Serve(ctx actor.Context, sid string, state *any, msg any, here *Here)
 }
 
-// Here is a session's actor while it serves a cluster's call of it: a
-// prompt or a cancel the call makes (Session.Start, Session.Cancel) is
-// taken there and then, as if it had come in the call's place, rather
-// than sent through the same mailbox a second time. It is only ever
+// Here is a session's actor while it serves a cluster's call of it: what
+// the call sends the session through its handle (Session.Start, Cancel,
+// SetMode, End, RequestState, …; OpenSession's given) is taken there and
+// then, as if it had come in the call's place, rather than sent through
+// the same mailbox a second time. It is only ever
 // handed down the call's own goroutine, and used while the call is
 // served.
 type Here struct {

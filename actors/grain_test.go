@@ -60,7 +60,7 @@ func TestSessionIsItsGrain(t *testing.T) {
 			} else {
 				s = rt.OpenSession(id, t.TempDir(), Attachment{}, nil, func(*Session) (*SessionState, any) {
 					return &SessionState{History: []history.Message{{Role: history.RoleUser, Content: "earlier"}}}, nil
-				})
+				}, nil)
 			}
 			defer s.Stop()
 			if !s.pid.Equal(pid) {
@@ -83,8 +83,8 @@ func TestSessionIsItsGrain(t *testing.T) {
 	}
 }
 
-// TestHereTakesOnce: a prompt and a cancel a cluster's call makes of the
-// session whose actor serves it (Here) are taken there and then, not sent
+// TestHereTakesOnce: a prompt, a cancel or a mode a cluster's call makes of
+// the session whose actor serves it (Here) are taken there and then, not sent
 // through its mailbox again; a Here of another actor (the session opened
 // again elsewhere since) does not take them, and they go to the session;
 // nor does it take a prompt while a message its handle sent through the
@@ -99,8 +99,12 @@ func TestHereTakesOnce(t *testing.T) {
 	turn := out.reply(acp.AgentMethodSessionPrompt)
 	seq := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, here)
 	s.Cancel(here)
-	if len(took) != 2 {
-		t.Fatalf("here took %d messages, want the prompt and the cancel", len(took))
+	s.SetMode(ModeYolo, out.reply(acp.AgentMethodSessionSetMode), here)
+	if len(took) != 3 {
+		t.Fatalf("here took %d messages, want the prompt, the cancel and the mode", len(took))
+	}
+	if m, ok := took[2].(*SetMode); !ok || m.Mode != ModeYolo {
+		t.Errorf("here took %#v third, want the mode", took[2])
 	}
 	if m, ok := took[0].(*StartTurn); !ok || m.Seq != seq || m.Seq != 1 {
 		t.Errorf("here took %#v first, want prompt 1", took[0])
@@ -115,10 +119,10 @@ func TestHereTakesOnce(t *testing.T) {
 	// A message its handle sent is on its way (a mode set before the
 	// call): the prompt goes behind it, through the mailbox.
 	mode := out.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeAsk, mode)
+	s.SetMode(ModeAsk, mode, nil)
 	behind := out.reply(acp.AgentMethodSessionPrompt)
 	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, behind, here)
-	if len(took) != 2 {
+	if len(took) != 3 {
 		t.Fatalf("here took %T ahead of the mode its handle sent before", took[len(took)-1])
 	}
 	out.wait(t, mode)

@@ -94,14 +94,20 @@ func (rt *Runtime) SpawnSession(st *SessionState, on Attachment) *Session {
 // place gives the handle h of a session that opens (OpenSession) its
 // actor: the grain a cluster activated for it, when one waits (grain.go),
 // or one spawned here.
-func (rt *Runtime) place(h *Session, on Attachment, o opening) *actor.PID {
+func (rt *Runtime) place(h *Session, on Attachment, o opening, here *Here) {
 	if pid := rt.grains.take(h.ID); pid != nil {
-		rt.give(pid, h, on, o)
-		return pid
+		h.pid = pid // before the grain has it: its opening may start at once
+		g := &given{Handle: rt.handoff.put(h, on, o)}
+		if here != nil && here.pid.Equal(pid) {
+			here.take(g) // the grain serving the call that opens it
+		} else {
+			rt.sys.Root.Send(pid, g)
+		}
+		return
 	}
 	s := &session{rt: rt, id: h.ID, cwd: h.Cwd, opening: true, handle: h, final: h.final, opener: o}
 	s.out, s.client = rt.attachment(on)
-	return rt.spawnSession(s)
+	h.pid = rt.spawnSession(s)
 }
 
 // give gives the grain pid the handle h, the connection it is on and how
@@ -149,24 +155,42 @@ func (s *Session) post(msg any) {
 	s.rt.sys.Root.Send(s.pid, msg)
 }
 
+// put hands msg to the session: to here, when here is its actor serving
+// a call of it and nothing the handle posted is on its way (Here), else
+// through its mailbox (post). s.mu is held; what here is to take is
+// returned, for the caller to hand over once the lock is let go (the
+// session may call its handle): nil when posted.
+func (s *Session) put(msg any, here *Here) (take func()) {
+	if !here.of(s) || here.behind(s) {
+		s.post(msg)
+		return nil
+	}
+	return func() { here.take(msg) }
+}
+
 // send sends msg, under the handle's lock so that the messages keep the
-// order of the calls. When the session's end is on its way it sends
-// nothing and answers r (when set) with closed: the session answers what
-// it took, the handle what came after. An endSession or a drain ends it.
-func (s *Session) send(msg any, r *Reply, closed any) {
+// order of the calls; here is as put's. When the session's end is on its
+// way it sends nothing and answers r (when set) with closed: the session
+// answers what it took, the handle what came after. An endSession or a
+// drain ends it.
+func (s *Session) send(msg any, r *Reply, closed any, here *Here) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.stopped || s.ended {
 		if r != nil {
 			s.out.Answer(s.ID, *r, s.closedAnswer(closed))
 		}
+		s.mu.Unlock()
 		return
 	}
 	switch msg.(type) {
 	case *endSession, *drain:
 		s.ended = true
 	}
-	s.post(msg)
+	take := s.put(msg, here)
+	s.mu.Unlock()
+	if take != nil {
+		take()
+	}
 }
 
 // Ended says whether the session takes no request any more: its end is on
@@ -203,16 +227,11 @@ func (s *Session) Start(prompt []acp.ContentBlock, r Reply, here *Here) uint64 {
 		return 0
 	}
 	seq := s.started.Add(1)
-	m := &StartTurn{Seq: seq, Prompt: prompt, Reply: r, Asked: s.rt.watch.Ticket()}
-	if !here.of(s) || here.behind(s) {
-		s.post(m)
-		s.mu.Unlock()
-		return seq
-	}
-	// Taken outside the lock: the session may call its handle. A message
-	// sent meanwhile comes behind it, as it would have.
+	take := s.put(&StartTurn{Seq: seq, Prompt: prompt, Reply: r, Asked: s.rt.watch.Ticket()}, here)
 	s.mu.Unlock()
-	here.take(m)
+	if take != nil {
+		take() // a message sent meanwhile comes behind it, as it would have
+	}
 	return seq
 }
 
@@ -248,36 +267,36 @@ func (s *Session) Announce() {
 
 // SetMode switches the session's mode ("ask" or "yolo"); the answer is an
 // *Outcome.
-func (s *Session) SetMode(mode string, r Reply) {
-	s.send(&SetMode{Mode: mode, Reply: r}, &r, closedOutcome)
+func (s *Session) SetMode(mode string, r Reply, here *Here) {
+	s.send(&SetMode{Mode: mode, Reply: r}, &r, closedOutcome, here)
 }
 
 // SetModel selects the session's model by id; the answer is an *Outcome.
-func (s *Session) SetModel(id string, r Reply) {
-	s.send(&SetModel{ID: id, Reply: r}, &r, closedOutcome)
+func (s *Session) SetModel(id string, r Reply, here *Here) {
+	s.send(&SetModel{ID: id, Reply: r}, &r, closedOutcome, here)
 }
 
 // SetNetwork turns the network of the session's confined commands on or
 // off; the answer is an *Outcome.
-func (s *Session) SetNetwork(on bool, r Reply) {
-	s.send(&SetNetwork{On: on, Reply: r}, &r, closedOutcome)
+func (s *Session) SetNetwork(on bool, r Reply, here *Here) {
+	s.send(&SetNetwork{On: on, Reply: r}, &r, closedOutcome, here)
 }
 
 // SetSandbox sets the session's sandbox mode; the answer is an *Outcome.
-func (s *Session) SetSandbox(mode string, r Reply) {
-	s.send(&SetSandbox{Mode: mode, Reply: r}, &r, closedOutcome)
+func (s *Session) SetSandbox(mode string, r Reply, here *Here) {
+	s.send(&SetSandbox{Mode: mode, Reply: r}, &r, closedOutcome, here)
 }
 
 // Replay sends the session's history as replay notifications, then
 // available_commands_update; the answer, an *Outcome, follows them.
-func (s *Session) Replay(r Reply) {
-	s.send(&Replay{Reply: r}, &r, closedOutcome)
+func (s *Session) Replay(r Reply, here *Here) {
+	s.send(&Replay{Reply: r}, &r, closedOutcome, here)
 }
 
 // Resume answers with an *Outcome describing the session, then announces
 // its commands (a session taken up again without a replay).
-func (s *Session) Resume(r Reply) {
-	s.send(&Resume{Reply: r}, &r, closedOutcome)
+func (s *Session) Resume(r Reply, here *Here) {
+	s.send(&Resume{Reply: r}, &r, closedOutcome, here)
 }
 
 // closedOutcome answers a request that reached a stopped session.
@@ -285,8 +304,10 @@ var closedOutcome = &Outcome{Err: ErrSessionClosed.Error()}
 
 // RequestState asks for a copy of the session's state now, in the
 // session's order, and returns a function that waits for it.
-func (s *Session) RequestState() func() (*SessionState, error) {
-	wait := s.call(func(to *actor.PID) any { return &GetState{ReplyTo: to} })
+//
+// here is as Start's.
+func (s *Session) RequestState(here *Here) func() (*SessionState, error) {
+	wait := s.call(func(to *actor.PID) any { return &GetState{ReplyTo: to} }, here)
 	return func() (*SessionState, error) {
 		res := wait()
 		st, ok := res.(*SessionState)
@@ -298,7 +319,7 @@ func (s *Session) RequestState() func() (*SessionState, error) {
 }
 
 // State returns a copy of the session's state.
-func (s *Session) State() (*SessionState, error) { return s.RequestState()() }
+func (s *Session) State() (*SessionState, error) { return s.RequestState(nil)() }
 
 // Attach moves the session to connection conn (0: to none), after every
 // message sent to it before; it returns once the session has moved.
@@ -312,20 +333,20 @@ func (s *Session) Attach(conn ConnID) error {
 // its turns there are cancelled, and the session moves once they have
 // ended (so what they still say goes to the connection that asked for
 // them), the messages sent after the Move waiting in the session until
-// then.
-func (s *Session) Move(conn ConnID, taken bool) {
+// then. here is as Start's.
+func (s *Session) Move(conn ConnID, taken bool, here *Here) {
 	if taken {
-		s.Cancel(nil)
+		s.Cancel(here)
 	}
 	s.attached(conn)
-	s.send(&Attach{Conn: conn, settle: taken}, nil, nil)
+	s.send(&Attach{Conn: conn, settle: taken}, nil, nil, here)
 }
 
 // Settle waits until the session has no turn running or queued: the ones
 // it had ended (after a Cancel, they end cancelled) and their answers are
 // queued. A session that stops meanwhile is settled too.
 func (s *Session) Settle() {
-	s.call(func(to *actor.PID) any { return &settle{ReplyTo: to} })()
+	s.call(func(to *actor.PID) any { return &settle{ReplyTo: to} }, nil)()
 }
 
 // Flush writes the session file (when sessions are persisted) and returns
@@ -343,15 +364,20 @@ var closedDone = &Done{Err: ErrSessionClosed.Error()}
 // closed, after the session's file is final: a flush its writer still held
 // is answered by the writer first. A session that has stopped gets
 // nothing: the call is answered closed at once.
-func (s *Session) call(msg func(to *actor.PID) any) (wait func() any) {
+//
+// here is as put's.
+func (s *Session) call(msg func(to *actor.PID) any, here *Here) (wait func() any) {
 	s.mu.Lock()
 	if s.stopped || s.ended {
 		s.mu.Unlock()
 		return func() any { return closedDone }
 	}
 	to, r := s.rt.newReply()
-	s.post(msg(to))
+	take := s.put(msg(to), here)
 	s.mu.Unlock()
+	if take != nil {
+		take()
+	}
 	return func() any {
 		defer s.rt.sys.ProcessRegistry.Remove(to)
 		select {
@@ -371,7 +397,7 @@ func (s *Session) call(msg func(to *actor.PID) any) (wait func() any) {
 
 // ask is call and its wait, for a request answered with a *Done.
 func (s *Session) ask(msg func(to *actor.PID) any) error {
-	return doneErr(s.call(msg)())
+	return doneErr(s.call(msg, nil)())
 }
 
 // doneErr is the error a *Done (or another reply) stands for.
@@ -408,13 +434,15 @@ var ErrNeverOpened = errors.New("the session never opened")
 // forget, its file is removed too. The function it returns waits until the
 // session's file is final (or gone): nil, or ErrNeverOpened when the
 // session's opening failed and there was nothing to end.
-func (s *Session) End(forget bool) (wait func() error) {
-	s.Cancel(nil)
+//
+// here is as Start's.
+func (s *Session) End(forget bool, here *Here) (wait func() error) {
+	s.Cancel(here)
 	var forgot func() any
 	if forget {
-		forgot = s.call(func(to *actor.PID) any { return &Forget{ReplyTo: to} })
+		forgot = s.call(func(to *actor.PID) any { return &Forget{ReplyTo: to} }, here)
 	}
-	s.send(&endSession{}, nil, nil)
+	s.send(&endSession{}, nil, nil, here)
 	return func() error {
 		var err error
 		if forgot != nil {
@@ -430,7 +458,7 @@ func (s *Session) End(forget bool) (wait func() error) {
 }
 
 // Close ends the session (End) and returns once its file is final.
-func (s *Session) Close() { _ = s.End(false)() }
+func (s *Session) Close() { _ = s.End(false, nil)() }
 
 // Stop ends the session at once: its turns are cancelled (they answer
 // cancelled), the requests sent before are served (or, while it opens,
@@ -450,7 +478,7 @@ func StopAll(sessions []*Session) {
 	for _, s := range sessions {
 		// A drain, unlike End's endSession, does not wait for a session
 		// still opening: what it was sent is answered at once.
-		s.send(&drain{}, nil, nil)
+		s.send(&drain{}, nil, nil, nil)
 	}
 	late := make(chan struct{}) // closed once the grace, for them all, is over
 	grace := time.AfterFunc(stopGrace, func() { close(late) })

@@ -24,15 +24,17 @@ import (
 // in the order they were sent, the opening first. open returns the state;
 // or nil and what every request sent to the session is answered (the
 // opening request it answers itself), and the session stops. on is the
-// connection it is on.
-func (rt *Runtime) OpenSession(id, cwd string, on Attachment, before *Session, open func(*Session) (*SessionState, any)) *Session {
+// connection it is on; here, when set, the actor serving a cluster's call
+// (Here), which takes the session there and then if it is the session's
+// grain.
+func (rt *Runtime) OpenSession(id, cwd string, on Attachment, before *Session, open func(*Session) (*SessionState, any), here *Here) *Session {
 	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{})}
 	h.out, _ = rt.attachment(on)
 	o := opening{open: open}
 	if before != nil {
 		o.before = before.pid
 	}
-	h.pid = rt.place(h, on, o)
+	rt.place(h, on, o, here)
 	return h
 }
 

@@ -28,10 +28,10 @@ func TestOpeningKeepsWhatComes(t *testing.T) {
 	cwd := t.TempDir()
 	s := rt.OpenSession("s1", cwd, Attachment{}, before, func(*Session) (*SessionState, any) {
 		return &SessionState{History: []history.Message{{Role: history.RoleUser, Content: "earlier"}, {Role: history.RoleAssistant, Content: "yes"}}}, nil
-	})
+	}, nil)
 	defer s.Stop()
 	mode := out.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeAsk, mode)
+	s.SetMode(ModeAsk, mode, nil)
 	turn := out.reply(acp.AgentMethodSessionPrompt)
 	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, nil)
 	time.Sleep(50 * time.Millisecond)
@@ -61,7 +61,7 @@ func TestFailedOpeningAnswersEverything(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
 	release, before := heldBehind(rt)
 	gone := &Outcome{Err: "no such session"}
-	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return nil, gone })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return nil, gone }, nil)
 	early := out.reply(acp.AgentMethodSessionPrompt)
 	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, early, nil)
 	close(release)
@@ -69,14 +69,14 @@ func TestFailedOpeningAnswersEverything(t *testing.T) {
 		t.Fatalf("a prompt sent while opening: %#v", v)
 	}
 	late := out.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeYolo, late)
+	s.SetMode(ModeYolo, late, nil)
 	if v := out.wait(t, late); v != gone {
 		t.Fatalf("a mode sent after the failure: %#v", v)
 	}
 	if _, err := s.State(); err == nil {
 		t.Fatal("a session that never opened has a state")
 	}
-	if err := s.End(true)(); err != ErrNeverOpened {
+	if err := s.End(true, nil)(); err != ErrNeverOpened {
 		t.Fatalf("ending a session that never opened: %v", err)
 	}
 }
@@ -87,7 +87,7 @@ func TestStopWhileOpening(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
 	release, before := heldBehind(rt)
 	defer close(release)
-	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil }, nil)
 	turn := out.reply(acp.AgentMethodSessionPrompt)
 	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, nil)
 	stopped := make(chan struct{})
@@ -123,8 +123,8 @@ rules:
 	})
 	second := &recOutbox{rt: rt}
 	mode := second.reply(acp.AgentMethodSessionSetMode)
-	s.Move(rt.Connect(Attachment{Out: second}), true)
-	s.SetMode(ModeAsk, mode)
+	s.Move(rt.Connect(Attachment{Out: second}), true, nil)
+	s.SetMode(ModeAsk, mode, nil)
 	if o, ok := second.wait(t, mode).(*Outcome); !ok || o.Mode != ModeAsk {
 		t.Fatalf("the mode after the move: %#v", o)
 	}
@@ -167,10 +167,10 @@ rules:
     steps: [{text: "partial", stall: true}]
 `)
 	release, before := heldBehind(rt)
-	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil }, nil)
 	mode := out.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeAsk, mode)
-	ended := s.End(false)
+	s.SetMode(ModeAsk, mode, nil)
+	ended := s.End(false, nil)
 	close(release)
 	if o, ok := out.wait(t, mode).(*Outcome); !ok || o.Err != "" || o.Mode != ModeAsk {
 		t.Fatalf("a mode sent before the end of an opening session: %#v", o)
@@ -190,9 +190,9 @@ rules:
 	})
 	second := &recOutbox{rt: rt}
 	mode = second.reply(acp.AgentMethodSessionSetMode)
-	m.Move(rt.Connect(Attachment{Out: second}), true)
-	m.SetMode(ModeAsk, mode)
-	ended = m.End(false)
+	m.Move(rt.Connect(Attachment{Out: second}), true, nil)
+	m.SetMode(ModeAsk, mode, nil)
+	ended = m.End(false, nil)
 	if o, ok := second.wait(t, mode).(*Outcome); !ok || o.Err != "" || o.Mode != ModeAsk {
 		t.Fatalf("a mode sent after the move and before the end: %#v", o)
 	}
@@ -228,9 +228,9 @@ func TestPoisonedSessionAnswersWhatItTook(t *testing.T) {
 	rt, out := newTestRuntime(t, pongScript)
 	release, before := heldBehind(rt)
 	defer close(release)
-	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil })
+	s := rt.OpenSession("s1", t.TempDir(), Attachment{}, before, func(*Session) (*SessionState, any) { return &SessionState{}, nil }, nil)
 	mode := out.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeAsk, mode)
+	s.SetMode(ModeAsk, mode, nil)
 	turn := out.reply(acp.AgentMethodSessionPrompt)
 	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, nil)
 	if err := rt.sys.Root.PoisonFuture(s.pid).Wait(); err != nil {
@@ -243,7 +243,7 @@ func TestPoisonedSessionAnswersWhatItTook(t *testing.T) {
 		t.Fatalf("the mode kept while opening: %#v", o)
 	}
 	after := out.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeAsk, after)
+	s.SetMode(ModeAsk, after, nil)
 	if o, ok := out.wait(t, after).(*Outcome); !ok || o.Err != ErrSessionClosed.Error() {
 		t.Fatalf("a request sent after the end: %#v", o)
 	}
@@ -265,13 +265,13 @@ func TestAttachNamesTheConnection(t *testing.T) {
 	closed := &recOutbox{rt: rt}
 	gone := rt.Connect(Attachment{Out: closed})
 	rt.Disconnect(gone)
-	s.Move(gone, false)
+	s.Move(gone, false, nil)
 	lost := closed.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeAsk, lost)
+	s.SetMode(ModeAsk, lost, nil)
 	third := &recOutbox{rt: rt}
-	s.Move(rt.Connect(Attachment{Out: third}), false)
+	s.Move(rt.Connect(Attachment{Out: third}), false, nil)
 	heard := third.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeYolo, heard)
+	s.SetMode(ModeYolo, heard, nil)
 	if o, ok := third.wait(t, heard).(*Outcome); !ok || o.Mode != ModeYolo {
 		t.Fatalf("the mode, on the live connection: %#v", o)
 	}

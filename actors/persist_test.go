@@ -132,7 +132,7 @@ func TestStoppedSessionAnswersWhatItNeverRead(t *testing.T) {
 
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
 	mode := out.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode("yolo", mode) // its current_mode_update holds the actor
+	s.SetMode("yolo", mode, nil) // its current_mode_update holds the actor
 	select {
 	case <-out.entered:
 	case <-time.After(testwait.Hang):
@@ -141,7 +141,7 @@ func TestStoppedSessionAnswersWhatItNeverRead(t *testing.T) {
 	// Queued behind the held message: a state request, then the stop,
 	// which protoactor handles first (a system message) and so drops the
 	// request.
-	state := s.RequestState()
+	state := s.RequestState(nil)
 	stop := rt.sys.Root.StopFuture(s.pid)
 	close(out.release)
 	_ = stop.Wait()
@@ -186,7 +186,7 @@ func TestCallsLeaveNoReply(t *testing.T) {
 		}
 		s.Settle()
 	}
-	_ = s.RequestState() // never waited for, answered before the Settle
+	_ = s.RequestState(nil) // never waited for, answered before the Settle
 	s.Settle()
 	s.Stop()
 	if _, err := s.State(); err == nil {

@@ -293,7 +293,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call, here *actors.Here) {
 	if acpmethod.Is(c.Method, starts) || c.Method == acp.AgentMethodSessionClose {
 		// The session was on a node that is gone: it comes back here,
 		// from the store, before the request that needs it.
-		if p, ok := reopenOf(c); ok && l.c.Reopen(c.SessionId, p) {
+		if p, ok := reopenOf(c); ok && l.c.Reopen(c.SessionId, p, here) {
 			g.h.log.Info(fmt.Sprintf("cluster: session %s reactivated on this node", c.SessionId))
 		}
 	}

@@ -171,7 +171,7 @@ func (a *Agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.Auth
 // "" makes one. Its response is queued on the session's ordered writer,
 // then the session announces its commands behind it: an editor drops
 // notifications for a session id it does not know yet.
-func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string) {
+func (c *Caller) serveNewAs(r actors.Reply, p acp.NewSessionRequest, id string, _ *actors.Here) {
 	c.create(r, func() (string, any, error) {
 		defer c.survive("session/new", r)
 		cwd, err := c.checkCwd(p.Cwd)

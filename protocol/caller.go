@@ -196,8 +196,8 @@ func (o linkOut) Answer(sid string, r actors.Reply, res any) {
 // a session/new or session/fork. Only a session's requests come here: the
 // client's node serves the connection's.
 //
-// here is the session's actor serving the call: a prompt is taken there
-// and then (actors.Here).
+// here is the session's actor serving the call: what the request sends
+// the session is taken there and then (actors.Here).
 func (c *Caller) Serve(method string, id jsonrpc.ID, p any, sid string, here *actors.Here) {
 	r := c.request(id, method)
 	defer c.survive(method, r)
@@ -210,11 +210,7 @@ func (c *Caller) Serve(method string, id jsonrpc.ID, p any, sid string, here *ac
 		c.answer("", r, nil, rerr)
 		return
 	}
-	if pp, ok := p.(acp.PromptRequest); ok && method == acp.AgentMethodSessionPrompt {
-		c.servePrompt(r, pp, here)
-		return
-	}
-	m.run(c, r, p, sid)
+	m.run(c, r, p, sid, here)
 }
 
 // Refuse answers a request whose params could not be taken from the
@@ -240,8 +236,8 @@ func (c *Caller) CancelRequest(sid string, id jsonrpc.ID) {
 // a node of the cluster that was lost or left, and its history is in the
 // store. p is a session/resume of it. It reports whether it reopened; a
 // session that cannot be (another owner's, not stored) is left to the
-// request that follows, which says why.
-func (c *Caller) Reopen(sid string, p acp.ResumeSessionRequest) bool {
+// request that follows, which says why. here is as Serve's.
+func (c *Caller) Reopen(sid string, p acp.ResumeSessionRequest, here *actors.Here) bool {
 	if c.live(sid) != nil || c.hub.sessions.Holds(sid) {
 		return false
 	}
@@ -252,7 +248,7 @@ func (c *Caller) Reopen(sid string, p acp.ResumeSessionRequest) bool {
 	// not expect it.
 	r := actors.NewReply(jsonrpc.ID{}, acp.AgentMethodSessionResume)
 	defer c.survive(r.Method, r)
-	c.serveResume(r, p)
+	c.serveResume(r, p, here)
 	return true
 }
 

@@ -24,7 +24,7 @@ func (c *Caller) know(cwd string) {
 // the folder index, as session/list showed it. A session that does not
 // exist (or no longer does) is deleted already: the request succeeds, as
 // ACP's session/delete says.
-func (c *Caller) serveDelete(r actors.Reply, p acp.UnstableDeleteSessionRequest) {
+func (c *Caller) serveDelete(r actors.Reply, p acp.UnstableDeleteSessionRequest, here *actors.Here) {
 	id := string(p.SessionId)
 	if !c.cfg.Sessions.Enabled {
 		c.answer(id, r, nil, acp.NewMethodNotFound(acp.AgentMethodSessionDelete))
@@ -43,7 +43,7 @@ func (c *Caller) serveDelete(r actors.Reply, p acp.UnstableDeleteSessionRequest)
 	s, _ := c.hub.sessions.Remove(id, c.owner)
 	var ended func() error
 	if s != nil {
-		ended = s.End(true) // in the session's order, now
+		ended = s.End(true, here) // in the session's order, now
 	}
 	c.behind(id, s, r, func() {
 		if ended != nil {

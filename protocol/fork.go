@@ -17,13 +17,13 @@ import (
 // the requests read before the fork left it, with the new session's id
 // chosen by the caller (a cluster's edge); "" makes one. Its provenance
 // points at the parent.
-func (c *Caller) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id string) {
+func (c *Caller) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, id string, here *actors.Here) {
 	parent := string(p.SessionId)
 	switch src, _, _ := c.hub.sessions.Owned(parent, c.owner); {
 	case c.hub.sessions.Taken(parent, c.owner):
 		c.answer(parent, r, nil, unknownSession(parent))
 	case src != nil:
-		state := src.RequestState() // in the parent's order, now
+		state := src.RequestState(here) // in the parent's order, now
 		c.create(r, func() (string, any, error) {
 			defer c.survive("session/fork", r)
 			st, err := state()

@@ -106,7 +106,7 @@ func (in *ingress) serve(req *jsonrpc.Request) {
 	case rerr != nil:
 		a.answer("", r, nil, rerr)
 	default:
-		m.run(a.Caller, r, p, "")
+		m.run(a.Caller, r, p, "", nil)
 	}
 }
 

@@ -42,8 +42,10 @@ type methodDef struct {
 	check  func(p any) *acp.RequestError
 	// run serves a decoded request and answers r, now or later; sid is
 	// the id of the session a creating request makes ("": one is made
-	// here).
-	run func(c *Caller, r actors.Reply, p any, sid string)
+	// here); here, on a node of a cluster, is the session's actor serving
+	// the call, which takes what the request sends the session there and
+	// then (actors.Here; nil: none).
+	run func(c *Caller, r actors.Reply, p any, sid string, here *actors.Here)
 	// session and creates are the placement, from acpmethod's table: a
 	// session's ordered request, or one that makes a session.
 	session bool
@@ -52,13 +54,15 @@ type methodDef struct {
 
 func init() {
 	methods = map[string]methodDef{
-		acp.AgentMethodInitialize:             initialize(),
-		acp.AgentMethodAuthenticate:           conn((*Agent).Authenticate),
-		acp.AgentMethodLogout:                 conn((*Agent).Logout),
-		acp.AgentMethodSessionList:            conn((*Agent).ListSessions),
-		acp.AgentMethodSessionNew:             making((*Caller).serveNewAs),
-		acp.AgentMethodSessionFork:            making((*Caller).serveForkAs),
-		acp.AgentMethodSessionPrompt:          {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run(func(c *Caller, r actors.Reply, p acp.PromptRequest, _ string) { c.servePrompt(r, p, nil) })},
+		acp.AgentMethodInitialize:   initialize(),
+		acp.AgentMethodAuthenticate: conn((*Agent).Authenticate),
+		acp.AgentMethodLogout:       conn((*Agent).Logout),
+		acp.AgentMethodSessionList:  conn((*Agent).ListSessions),
+		acp.AgentMethodSessionNew:   making((*Caller).serveNewAs),
+		acp.AgentMethodSessionFork:  making((*Caller).serveForkAs),
+		acp.AgentMethodSessionPrompt: {decode: decodePrompt, check: checker[acp.PromptRequest](), run: run(func(c *Caller, r actors.Reply, p acp.PromptRequest, _ string, here *actors.Here) {
+			c.servePrompt(r, p, here)
+		})},
 		acp.AgentMethodSessionLoad:            ordered((*Caller).serveLoad),
 		acp.AgentMethodSessionResume:          ordered((*Caller).serveResume),
 		acp.AgentMethodSessionClose:           ordered((*Caller).serveClose),
@@ -111,27 +115,27 @@ func checker[P any, PP params[P]]() func(any) *acp.RequestError {
 
 // run serves a decoded request of type P; sid is the id of the session a
 // creating request makes.
-func run[P any](serve func(*Caller, actors.Reply, P, string)) func(*Caller, actors.Reply, any, string) {
-	return func(c *Caller, r actors.Reply, p any, sid string) {
+func run[P any](serve func(*Caller, actors.Reply, P, string, *actors.Here)) func(*Caller, actors.Reply, any, string, *actors.Here) {
+	return func(c *Caller, r actors.Reply, p any, sid string, here *actors.Here) {
 		v, ok := p.(P)
 		if !ok {
 			c.answer("", r, nil, acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("%s: params of type %T", r.Method, p)}))
 			return
 		}
-		serve(c, r, v, sid)
+		serve(c, r, v, sid, here)
 	}
 }
 
 // ordered is a session's request: served in the session's order, in the
 // ingress's goroutine before the next line is read; its handler answers r,
 // now or later.
-func ordered[P any, PP params[P]](serve func(*Caller, actors.Reply, P)) methodDef {
-	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(func(c *Caller, r actors.Reply, p P, _ string) { serve(c, r, p) })}
+func ordered[P any, PP params[P]](serve func(*Caller, actors.Reply, P, *actors.Here)) methodDef {
+	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(func(c *Caller, r actors.Reply, p P, _ string, here *actors.Here) { serve(c, r, p, here) })}
 }
 
 // making is a request that makes a session, ordered too; its handler is
 // given the new session's id, or "" to make one.
-func making[P any, PP params[P]](serve func(*Caller, actors.Reply, P, string)) methodDef {
+func making[P any, PP params[P]](serve func(*Caller, actors.Reply, P, string, *actors.Here)) methodDef {
 	return methodDef{decode: decoder[P, PP](), check: checker[P, PP](), run: run(serve)}
 }
 

@@ -156,7 +156,7 @@ var errShuttingDown = jsonrpc.Internal("mm is shutting down", nil)
 // waiting in its mailbox meanwhile. When it cannot be opened, the request
 // r is answered why, and every later one of the session that it does not
 // exist.
-func (c *Caller) openFile(r actors.Reply, id, rawCwd string, dirs []string, servers []acp.McpServer) (*actors.Session, error) {
+func (c *Caller) openFile(r actors.Reply, id, rawCwd string, dirs []string, servers []acp.McpServer, here *actors.Here) (*actors.Session, error) {
 	cwd, err := c.checkCwd(rawCwd)
 	if err != nil {
 		return nil, err
@@ -182,7 +182,7 @@ func (c *Caller) openFile(r actors.Reply, id, rawCwd string, dirs []string, serv
 	if err := c.roomFor(mcp); err != nil {
 		return nil, err
 	}
-	return c.register(c.runtime().OpenSession(id, cwd, c.on(), c.hub.sessions.Latest(id), open), mcp)
+	return c.register(c.runtime().OpenSession(id, cwd, c.on(), c.hub.sessions.Latest(id), open, here), mcp)
 }
 
 // loadFile reads stored session id of cwd as this connection may see it:
@@ -211,23 +211,23 @@ func (c *Caller) mayOpen(st *actors.SessionState) bool {
 
 // serveLoad replays a stored session, or re-attaches to a live one; the
 // session answers behind its replay.
-func (c *Caller) serveLoad(r actors.Reply, p acp.LoadSessionRequest) {
+func (c *Caller) serveLoad(r actors.Reply, p acp.LoadSessionRequest, here *actors.Here) {
 	dirs, err := c.checkDirs(p.AdditionalDirectories)
 	if err != nil {
 		c.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
 	}
-	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { s.Replay(r) })
+	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { s.Replay(r, here) }, here)
 }
 
 // serveResume is serveLoad without the replay.
-func (c *Caller) serveResume(r actors.Reply, p acp.ResumeSessionRequest) {
+func (c *Caller) serveResume(r actors.Reply, p acp.ResumeSessionRequest, here *actors.Here) {
 	dirs, err := c.checkDirs(p.AdditionalDirectories)
 	if err != nil {
 		c.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
 	}
-	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { s.Resume(r) })
+	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { s.Resume(r, here) }, here)
 }
 
 // serveOpen serves a load or a resume in the session's order: a live
@@ -235,7 +235,7 @@ func (c *Caller) serveResume(r actors.Reply, p acp.ResumeSessionRequest) {
 // connection of its owner holds it; a stored one is opened (openFile),
 // and gets it in its mailbox, behind its opening. then hands the request
 // to the session.
-func (c *Caller) serveOpen(r actors.Reply, id, cwd string, dirs []string, servers []acp.McpServer, then func(s *actors.Session)) {
+func (c *Caller) serveOpen(r actors.Reply, id, cwd string, dirs []string, servers []acp.McpServer, then func(s *actors.Session), here *actors.Here) {
 	if !c.reopens() {
 		c.answer(id, r, nil, acp.NewMethodNotFound(r.Method))
 		return
@@ -257,7 +257,7 @@ func (c *Caller) serveOpen(r actors.Reply, id, cwd string, dirs []string, server
 		// Live, held by another connection of its owner or by none: it
 		// moves here, its turns there ending cancelled first.
 		c.hub.sessions.Move(id, c)
-		s.Move(c.connection(), from != nil)
+		s.Move(c.connection(), from != nil, here)
 		if from != nil {
 			c.log.Info(fmt.Sprintf("[acp] session %s moved to this connection from another", id))
 		}
@@ -268,7 +268,7 @@ func (c *Caller) serveOpen(r actors.Reply, id, cwd string, dirs []string, server
 		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	s, err := c.openFile(r, id, cwd, dirs, servers)
+	s, err := c.openFile(r, id, cwd, dirs, servers, here)
 	if err != nil {
 		c.answer(id, r, nil, toRequestError(err))
 		return
@@ -333,14 +333,14 @@ func (a *Agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (_ ac
 // is final. The close is answered behind it, by an actor of its own
 // (actors.Runtime.Behind), which what is done with the session next (a
 // load, a delete) starts behind in turn.
-func (c *Caller) serveClose(r actors.Reply, p acp.CloseSessionRequest) {
+func (c *Caller) serveClose(r actors.Reply, p acp.CloseSessionRequest, here *actors.Here) {
 	id := string(p.SessionId)
 	s := c.unregister(id)
 	if s == nil {
 		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	s.End(false) // in the session's order, now
+	s.End(false, here) // in the session's order, now
 	c.behind(id, s, r, func() {
 		c.log.Info(fmt.Sprintf("[acp] session %s closed", id))
 		c.answer(id, r, acp.CloseSessionResponse{}, nil)
@@ -364,31 +364,31 @@ func (c *Caller) behind(id string, s *actors.Session, r actors.Reply, work func(
 }
 
 // serveSetMode switches between ask and yolo, in the session's order.
-func (c *Caller) serveSetMode(r actors.Reply, p acp.SetSessionModeRequest) {
+func (c *Caller) serveSetMode(r actors.Reply, p acp.SetSessionModeRequest, here *actors.Here) {
 	id := string(p.SessionId)
 	s := c.live(id)
 	if s == nil {
 		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	s.SetMode(string(p.ModeId), r)
+	s.SetMode(string(p.ModeId), r, here)
 }
 
 // serveSetConfig sets the model selector, in the session's order.
 // serveSetModel serves the legacy session/set_model, which JetBrains AIR
 // still sends: {sessionId, modelId} sets the session's model config option,
 // as session/set_config_option with configId "model" does, and answers {}.
-func (c *Caller) serveSetModel(r actors.Reply, p acpmethod.SetModelRequest) {
+func (c *Caller) serveSetModel(r actors.Reply, p acpmethod.SetModelRequest, here *actors.Here) {
 	id := string(p.SessionId)
 	s := c.live(id)
 	if s == nil {
 		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	s.SetModel(p.ModelId, r)
+	s.SetModel(p.ModelId, r, here)
 }
 
-func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequest) {
+func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequest, here *actors.Here) {
 	if b := p.Boolean; b != nil {
 		id := string(b.SessionId)
 		s := c.live(id)
@@ -396,7 +396,7 @@ func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequ
 		case s == nil:
 			c.answer(id, r, nil, unknownSession(id))
 		case b.ConfigId == "network" && len(c.runtime().SandboxModes()) > 0:
-			s.SetNetwork(b.Value, r)
+			s.SetNetwork(b.Value, r, here)
 		default:
 			c.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(b.ConfigId), "error": "no boolean option " + strconv.Quote(string(b.ConfigId)) + " (network, when commands are confined)"}))
 		}
@@ -415,11 +415,11 @@ func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequ
 	}
 	switch {
 	case v.ConfigId == "model":
-		s.SetModel(string(v.Value), r)
+		s.SetModel(string(v.Value), r, here)
 	case v.ConfigId == "sandbox" && len(c.runtime().SandboxModes()) > 0:
-		s.SetSandbox(string(v.Value), r)
+		s.SetSandbox(string(v.Value), r, here)
 	case v.ConfigId == "network" && len(c.runtime().SandboxModes()) > 0 && (v.Value == "on" || v.Value == "off"):
-		s.SetNetwork(v.Value == "on", r)
+		s.SetNetwork(v.Value == "on", r, here)
 	default:
 		known := "model"
 		if len(c.runtime().SandboxModes()) > 0 {

@@ -10,8 +10,9 @@ import (
 //   - the edge's marks the handle ended and sends, behind what it sent
 //     before, endSession (Session.End: served in the session's order, after
 //     its opening) or drain (Stop, StopAll: at once, an opening session
-//     answering what it kept): what comes after is answered by the
-//     handle, closed, and never reaches the actor;
+//     answering what it kept): what comes after never reaches the actor,
+//     and the handle refuses it, closed, for the request's server (the
+//     edge) to answer;
 //   - the session's own (its save was fenced, its opening failed) and the
 //     cluster's (a grain poisoned when its identity moves or its node
 //     leaves: the PoisonPill is taken as a drain, sessionMiddleware)

@@ -97,7 +97,7 @@ func TestHereTakesOnce(t *testing.T) {
 	received := s.sent.Load() // the actor took all its handle sent
 	here := &Here{pid: s.pid, take: func(m any) { took = append(took, m) }, received: &received}
 	turn := out.reply(acp.AgentMethodSessionPrompt)
-	seq := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, here)
+	seq, _ := s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, here)
 	s.Cancel(here)
 	s.SetMode(ModeYolo, out.reply(acp.AgentMethodSessionSetMode), here)
 	if len(took) != 3 {

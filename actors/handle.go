@@ -52,18 +52,16 @@ type Session struct {
 	sent atomic.Uint64
 	// ended is set once the session's end is on its way (End, or the
 	// session's own: drain.go): it took every request sent before, and
-	// answers each; one sent after is answered here, closed, through out
-	// (the outbox the session was last attached to). stopped is set once
-	// the actor is gone.
+	// answers each; one sent after is refused (send), for its server to
+	// answer. stopped is set once the actor is gone.
 	mu      sync.Mutex
 	ended   bool
-	out     Outbox
 	stopped bool
 	// gone is closed once the actor stopped, so that the waits of the
 	// calls it did not answer end (reply.go).
 	gone chan struct{}
-	// failed, once the session's opening failed (OpenSession), answers
-	// every request it was sent.
+	// failed, once the session's opening failed (OpenSession), is what
+	// every request sent to it is answered.
 	failed any
 }
 
@@ -74,7 +72,6 @@ type Session struct {
 func (rt *Runtime) SpawnSession(st *SessionState, on Attachment) *Session {
 	final := make(chan struct{})
 	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final, gone: make(chan struct{})}
-	h.out, _ = rt.attachment(on)
 	if pid := rt.grains.take(st.ID); pid != nil {
 		// A grain waits for it: it is given the state, as data.
 		h.pid = pid
@@ -170,17 +167,19 @@ func (s *Session) put(msg any, here *Here) (take func()) {
 
 // send sends msg, under the handle's lock so that the messages keep the
 // order of the calls; here is as put's. When the session's end is on its
-// way it sends nothing and answers r (when set) with closed: the session
-// answers what it took, the handle what came after. An endSession or a
-// drain ends it.
-func (s *Session) send(msg any, r *Reply, closed any, here *Here) {
+// way it sends nothing and returns what a request msg carries is to be
+// answered (closed, or why the session's opening failed; nil for a
+// message without one, closed nil): the session answers what it took,
+// the request's server what never reached it. An endSession or a drain
+// ends it.
+func (s *Session) send(msg any, closed any, here *Here) (refused any) {
 	s.mu.Lock()
 	if s.stopped || s.ended {
-		if r != nil {
-			s.out.Answer(s.ID, *r, s.closedAnswer(closed))
+		if closed != nil {
+			refused = s.closedAnswer(closed)
 		}
 		s.mu.Unlock()
-		return
+		return refused
 	}
 	switch msg.(type) {
 	case *endSession, *drain:
@@ -191,6 +190,7 @@ func (s *Session) send(msg any, r *Reply, closed any, here *Here) {
 	if take != nil {
 		take()
 	}
+	return nil
 }
 
 // Ended says whether the session takes no request any more: its end is on
@@ -215,24 +215,27 @@ func (s *Session) end() {
 // Outbox's Answer, behind the turn's updates, exactly once — cancelled if
 // the session stops before the turn has run, refused (TurnResult.Refused)
 // when too many of the session's prompts wait already as it takes it.
+// A session whose end is on its way takes none: Start returns what the
+// prompt is to be answered (refused: cancelled, or why its opening
+// failed), for its server to answer.
 //
 // here, when set, is the session's actor serving a cluster's call of it
 // (Here): the turn is taken there and then, not sent through the mailbox
 // a second time.
-func (s *Session) Start(prompt []acp.ContentBlock, r Reply, here *Here) uint64 {
+func (s *Session) Start(prompt []acp.ContentBlock, r Reply, here *Here) (seq uint64, refused any) {
 	s.mu.Lock()
 	if s.stopped || s.ended {
-		s.out.Answer(s.ID, r, s.closedAnswer(&TurnResult{StopReason: acp.StopReasonCancelled}))
+		refused = s.closedAnswer(&TurnResult{StopReason: acp.StopReasonCancelled})
 		s.mu.Unlock()
-		return 0
+		return 0, refused
 	}
-	seq := s.started.Add(1)
+	seq = s.started.Add(1)
 	take := s.put(&StartTurn{Seq: seq, Prompt: prompt, Reply: r, Asked: s.rt.watch.Ticket()}, here)
 	s.mu.Unlock()
 	if take != nil {
 		take() // a message sent meanwhile comes behind it, as it would have
 	}
-	return seq
+	return seq, nil
 }
 
 // Cancel cancels the session's prompts started so far, running or queued;
@@ -267,36 +270,36 @@ func (s *Session) Announce() {
 
 // SetMode switches the session's mode ("ask" or "yolo"); the answer is an
 // *Outcome.
-func (s *Session) SetMode(mode string, r Reply, here *Here) {
-	s.send(&SetMode{Mode: mode, Reply: r}, &r, closedOutcome, here)
+func (s *Session) SetMode(mode string, r Reply, here *Here) (refused any) {
+	return s.send(&SetMode{Mode: mode, Reply: r}, closedOutcome, here)
 }
 
 // SetModel selects the session's model by id; the answer is an *Outcome.
-func (s *Session) SetModel(id string, r Reply, here *Here) {
-	s.send(&SetModel{ID: id, Reply: r}, &r, closedOutcome, here)
+func (s *Session) SetModel(id string, r Reply, here *Here) (refused any) {
+	return s.send(&SetModel{ID: id, Reply: r}, closedOutcome, here)
 }
 
 // SetNetwork turns the network of the session's confined commands on or
 // off; the answer is an *Outcome.
-func (s *Session) SetNetwork(on bool, r Reply, here *Here) {
-	s.send(&SetNetwork{On: on, Reply: r}, &r, closedOutcome, here)
+func (s *Session) SetNetwork(on bool, r Reply, here *Here) (refused any) {
+	return s.send(&SetNetwork{On: on, Reply: r}, closedOutcome, here)
 }
 
 // SetSandbox sets the session's sandbox mode; the answer is an *Outcome.
-func (s *Session) SetSandbox(mode string, r Reply, here *Here) {
-	s.send(&SetSandbox{Mode: mode, Reply: r}, &r, closedOutcome, here)
+func (s *Session) SetSandbox(mode string, r Reply, here *Here) (refused any) {
+	return s.send(&SetSandbox{Mode: mode, Reply: r}, closedOutcome, here)
 }
 
 // Replay sends the session's history as replay notifications, then
 // available_commands_update; the answer, an *Outcome, follows them.
-func (s *Session) Replay(r Reply, here *Here) {
-	s.send(&Replay{Reply: r}, &r, closedOutcome, here)
+func (s *Session) Replay(r Reply, here *Here) (refused any) {
+	return s.send(&Replay{Reply: r}, closedOutcome, here)
 }
 
 // Resume answers with an *Outcome describing the session, then announces
 // its commands (a session taken up again without a replay).
-func (s *Session) Resume(r Reply, here *Here) {
-	s.send(&Resume{Reply: r}, &r, closedOutcome, here)
+func (s *Session) Resume(r Reply, here *Here) (refused any) {
+	return s.send(&Resume{Reply: r}, closedOutcome, here)
 }
 
 // closedOutcome answers a request that reached a stopped session.
@@ -324,7 +327,6 @@ func (s *Session) State() (*SessionState, error) { return s.RequestState(nil)() 
 // Attach moves the session to connection conn (0: to none), after every
 // message sent to it before; it returns once the session has moved.
 func (s *Session) Attach(conn ConnID) error {
-	s.attached(conn)
 	return s.ask(func(to *actor.PID) any { return &Attach{Conn: conn, ReplyTo: to} })
 }
 
@@ -338,8 +340,7 @@ func (s *Session) Move(conn ConnID, taken bool, here *Here) {
 	if taken {
 		s.Cancel(here)
 	}
-	s.attached(conn)
-	s.send(&Attach{Conn: conn, settle: taken}, nil, nil, here)
+	s.send(&Attach{Conn: conn, settle: taken}, nil, here)
 }
 
 // Settle waits until the session has no turn running or queued: the ones
@@ -412,18 +413,6 @@ func doneErr(res any) error {
 	return nil
 }
 
-// attached records the outbox the session answers through from now on:
-// connection conn's.
-func (s *Session) attached(conn ConnID) {
-	out := s.rt.connection(conn).Out
-	if out == nil {
-		out = discard{root: s.rt.sys.Root}
-	}
-	s.mu.Lock()
-	s.out = out
-	s.mu.Unlock()
-}
-
 // ErrNeverOpened ends a session whose opening failed: there was no
 // session to end (OpenSession).
 var ErrNeverOpened = errors.New("the session never opened")
@@ -442,7 +431,7 @@ func (s *Session) End(forget bool, here *Here) (wait func() error) {
 	if forget {
 		forgot = s.call(func(to *actor.PID) any { return &Forget{ReplyTo: to} }, here)
 	}
-	s.send(&endSession{}, nil, nil, here)
+	s.send(&endSession{}, nil, here)
 	return func() error {
 		var err error
 		if forgot != nil {
@@ -478,7 +467,7 @@ func StopAll(sessions []*Session) {
 	for _, s := range sessions {
 		// A drain, unlike End's endSession, does not wait for a session
 		// still opening: what it was sent is answered at once.
-		s.send(&drain{}, nil, nil, nil)
+		s.send(&drain{}, nil, nil)
 	}
 	late := make(chan struct{}) // closed once the grace, for them all, is over
 	grace := time.AfterFunc(stopGrace, func() { close(late) })

@@ -29,7 +29,6 @@ import (
 // grain.
 func (rt *Runtime) OpenSession(id, cwd string, on Attachment, before *Session, open func(*Session) (*SessionState, any), here *Here) *Session {
 	h := &Session{ID: id, Cwd: cwd, rt: rt, final: make(chan struct{}), gone: make(chan struct{})}
-	h.out, _ = rt.attachment(on)
 	o := opening{open: open}
 	if before != nil {
 		o.before = before.pid

@@ -68,10 +68,14 @@ func TestFailedOpeningAnswersEverything(t *testing.T) {
 	if v := out.wait(t, early); v != gone {
 		t.Fatalf("a prompt sent while opening: %#v", v)
 	}
+	// What is sent after the failure never reaches the session: the
+	// handle refuses it with the failure, for its server to answer.
 	late := out.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeYolo, late, nil)
-	if v := out.wait(t, late); v != gone {
+	if v := s.SetMode(ModeYolo, late, nil); v != gone {
 		t.Fatalf("a mode sent after the failure: %#v", v)
+	}
+	if out.answeredYet(late) {
+		t.Fatal("the handle answered a request itself")
 	}
 	if _, err := s.State(); err == nil {
 		t.Fatal("a session that never opened has a state")
@@ -243,8 +247,7 @@ func TestPoisonedSessionAnswersWhatItTook(t *testing.T) {
 		t.Fatalf("the mode kept while opening: %#v", o)
 	}
 	after := out.reply(acp.AgentMethodSessionSetMode)
-	s.SetMode(ModeAsk, after, nil)
-	if o, ok := out.wait(t, after).(*Outcome); !ok || o.Err != ErrSessionClosed.Error() {
+	if o, ok := s.SetMode(ModeAsk, after, nil).(*Outcome); !ok || o.Err != ErrSessionClosed.Error() {
 		t.Fatalf("a request sent after the end: %#v", o)
 	}
 	select {

@@ -283,7 +283,8 @@ rules:
 // TestStartAnswersEveryPromptOnce: turns started without a waiting
 // goroutine (Session.Start) answer through the outbox exactly once — the
 // one that ran with its stop reason, the ones queued behind it, still in
-// the mailbox or started after the session stopped, cancelled.
+// the mailbox, cancelled; one started after the session stopped is
+// refused, cancelled, for its server to answer.
 func TestStartAnswersEveryPromptOnce(t *testing.T) {
 	rt, out := newTestRuntime(t, slowOrQuick)
 	s := rt.SpawnSession(&SessionState{ID: "s1", Cwd: t.TempDir()}, Attachment{})
@@ -296,10 +297,15 @@ func TestStartAnswersEveryPromptOnce(t *testing.T) {
 		s.Start(text("slow"), NewReply(jsonrpc.IntID(int64(i)), ""), nil)
 	}
 	s.Stop()
-	s.Start(text("quick"), NewReply(jsonrpc.IntID(7), ""), nil)
+	// Started after the stop: refused, for its server to answer.
+	if _, refused := s.Start(text("quick"), NewReply(jsonrpc.IntID(7), ""), nil); refused == nil {
+		t.Fatal("a prompt started after the stop was taken")
+	} else if res, ok := refused.(*TurnResult); !ok || res.StopReason != acp.StopReasonCancelled {
+		t.Fatalf("a prompt started after the stop: %#v", refused)
+	}
 	got := out.answered()
-	if len(got) != 7 {
-		t.Fatalf("%d answers, want 7 (one per prompt): %+v", len(got), got)
+	if len(got) != 6 {
+		t.Fatalf("%d answers, want 6 (one per prompt the session took): %+v", len(got), got)
 	}
 	seen := map[string]bool{}
 	for _, a := range got[1:] {
@@ -321,7 +327,9 @@ func text(s string) []acp.ContentBlock { return []acp.ContentBlock{acp.TextBlock
 func ask(s *Session, prompt string) *TurnResult {
 	out := s.rt.out.(*recOutbox)
 	r := out.reply(acp.AgentMethodSessionPrompt)
-	s.Start(text(prompt), r, nil)
+	if _, refused := s.Start(text(prompt), r, nil); refused != nil {
+		out.Answer(s.ID, r, refused) // as the prompt's server would
+	}
 	v, ok := out.await(r)
 	if !ok {
 		return &TurnResult{Err: "no answer"}

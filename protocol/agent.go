@@ -357,7 +357,11 @@ func (c *Caller) servePrompt(r actors.Reply, p acp.PromptRequest, here *actors.H
 		c.answer(sid, r, nil, unknownSession(sid))
 		return
 	}
-	seq := s.Start(p.Prompt, r, here)
+	seq, refused := s.Start(p.Prompt, r, here)
+	if refused != nil {
+		c.out.Answer(sid, r, refused) // its end was on its way
+		return
+	}
 	if c.isDraining() {
 		// Read before the connection ended, served after: it is
 		// answered, cancelled.

@@ -34,6 +34,14 @@ func (c *Caller) answer(sid string, r actors.Reply, result any, rerr *acp.Reques
 	c.out.Answer(sid, r, &edgeAnswer{result: result, err: rerr})
 }
 
+// sent answers r with refused, when its session refused it: its end was
+// on its way when r was sent to it (actors.Session's methods say so).
+func (c *Caller) sent(sid string, r actors.Reply, refused any) {
+	if refused != nil {
+		c.out.Answer(sid, r, refused)
+	}
+}
+
 // encode turns the answer to r into its ACP result or error.
 func (c *Caller) encode(sid string, r actors.Reply, res any) (any, *acp.RequestError) {
 	switch v := res.(type) {

@@ -217,7 +217,7 @@ func (c *Caller) serveLoad(r actors.Reply, p acp.LoadSessionRequest, here *actor
 		c.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
 	}
-	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { s.Replay(r, here) }, here)
+	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { c.sent(s.ID, r, s.Replay(r, here)) }, here)
 }
 
 // serveResume is serveLoad without the replay.
@@ -227,7 +227,7 @@ func (c *Caller) serveResume(r actors.Reply, p acp.ResumeSessionRequest, here *a
 		c.answer(string(p.SessionId), r, nil, toRequestError(err))
 		return
 	}
-	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { s.Resume(r, here) }, here)
+	c.serveOpen(r, string(p.SessionId), p.Cwd, dirs, p.McpServers, func(s *actors.Session) { c.sent(s.ID, r, s.Resume(r, here)) }, here)
 }
 
 // serveOpen serves a load or a resume in the session's order: a live
@@ -371,7 +371,7 @@ func (c *Caller) serveSetMode(r actors.Reply, p acp.SetSessionModeRequest, here 
 		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	s.SetMode(string(p.ModeId), r, here)
+	c.sent(id, r, s.SetMode(string(p.ModeId), r, here))
 }
 
 // serveSetConfig sets the model selector, in the session's order.
@@ -385,7 +385,7 @@ func (c *Caller) serveSetModel(r actors.Reply, p acpmethod.SetModelRequest, here
 		c.answer(id, r, nil, unknownSession(id))
 		return
 	}
-	s.SetModel(p.ModelId, r, here)
+	c.sent(id, r, s.SetModel(p.ModelId, r, here))
 }
 
 func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequest, here *actors.Here) {
@@ -396,7 +396,7 @@ func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequ
 		case s == nil:
 			c.answer(id, r, nil, unknownSession(id))
 		case b.ConfigId == "network" && len(c.runtime().SandboxModes()) > 0:
-			s.SetNetwork(b.Value, r, here)
+			c.sent(id, r, s.SetNetwork(b.Value, r, here))
 		default:
 			c.answer(id, r, nil, acp.NewInvalidParams(map[string]any{"configId": string(b.ConfigId), "error": "no boolean option " + strconv.Quote(string(b.ConfigId)) + " (network, when commands are confined)"}))
 		}
@@ -415,11 +415,11 @@ func (c *Caller) serveSetConfig(r actors.Reply, p acp.SetSessionConfigOptionRequ
 	}
 	switch {
 	case v.ConfigId == "model":
-		s.SetModel(string(v.Value), r, here)
+		c.sent(id, r, s.SetModel(string(v.Value), r, here))
 	case v.ConfigId == "sandbox" && len(c.runtime().SandboxModes()) > 0:
-		s.SetSandbox(string(v.Value), r, here)
+		c.sent(id, r, s.SetSandbox(string(v.Value), r, here))
 	case v.ConfigId == "network" && len(c.runtime().SandboxModes()) > 0 && (v.Value == "on" || v.Value == "off"):
-		s.SetNetwork(v.Value == "on", r, here)
+		c.sent(id, r, s.SetNetwork(v.Value == "on", r, here))
 	default:
 		known := "model"
 		if len(c.runtime().SandboxModes()) > 0 {

@@ -306,7 +306,18 @@ const maxCreating = 16
 // free creator: a flood of creations slows the reading down. A remote
 // client's creation, served from a grain's Receive, waits for it on its
 // own goroutine instead.
-func (c *Caller) create(r actors.Reply, make func() (string, any, error)) (started bool) {
+func (c *Caller) create(r actors.Reply, make func() (string, any, error)) {
+	if run := c.creation(r); run != nil {
+		go run(make)
+	}
+}
+
+// creation counts request r among the connection's creations (a closing
+// connection waits for them), or answers it that mm is shutting down
+// (nil). run makes the session and answers r, on a goroutine of the
+// caller's: at once (create) or once what it needs is read (a fork of a
+// stored session).
+func (c *Caller) creation(r actors.Reply) (run func(make func() (string, any, error))) {
 	if !c.inMailbox {
 		c.creators <- struct{}{}
 	}
@@ -321,9 +332,9 @@ func (c *Caller) create(r actors.Reply, make func() (string, any, error)) (start
 			<-c.creators
 		}
 		c.answer("", r, nil, errShuttingDown)
-		return false
+		return nil
 	}
-	go func() {
+	return func(make func() (string, any, error)) {
 		if c.inMailbox {
 			c.creators <- struct{}{}
 		}
@@ -340,8 +351,7 @@ func (c *Caller) create(r actors.Reply, make func() (string, any, error)) (start
 		if s := c.live(sid); s != nil {
 			s.Announce()
 		}
-	}()
-	return true
+	}
 }
 
 // servePrompt starts a prompt's turn in its session's order; its response

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,16 +39,26 @@ func (c *Caller) serveForkAs(r actors.Reply, p acp.UnstableForkSessionRequest, i
 		// The stored parent is read by an actor of its own, behind the
 		// work on it before (a close) and before what is done with it
 		// next (a delete, behind the read in turn); the fork is made
-		// from what it read.
+		// from what it read. It counts as a creation from now on.
+		run := c.creation(r)
+		if run == nil {
+			return
+		}
 		c.behind(parent, nil, r, func() {
-			st, err := c.readParent(parent, p)
-			c.create(r, func() (string, any, error) {
-				defer c.survive("session/fork", r)
-				if err != nil {
-					return "", nil, err
-				}
-				return c.fork(st, p, id, true)
-			})
+			var st *actors.SessionState
+			err := errors.New("mm failed reading the parent session")
+			// Deferred, so that a read that panics still ends the
+			// creation it counts.
+			defer func() {
+				go run(func() (string, any, error) {
+					defer c.survive("session/fork", r)
+					if err != nil {
+						return "", nil, err
+					}
+					return c.fork(st, p, id, true)
+				})
+			}()
+			st, err = c.readParent(parent, p)
 		})
 	}
 }

@@ -523,3 +523,23 @@ func TestLegacySetModel(t *testing.T) {
 		}
 	}
 }
+
+// TestForkOfStoredAtEOF: a fork of a session closed just before it, and
+// then the end of the input: the fork waits for the close's file, and is
+// a creation all along, so the connection's end waits for it and it is
+// answered with its session, not refused as mm shuts down.
+func TestForkOfStoredAtEOF(t *testing.T) {
+	cwd := t.TempDir()
+	r, _ := newRawAgentWith(t, script, func(c *configs.Config) { c.Sessions.Enabled = true })
+	parent := r.initSession(cwd)
+	r.send(promptLine(10, parent, "ping"))
+	r.untilResponses(10)
+	r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"session/close","params":{"sessionId":%q}}`, parent),
+		sessionLine(12, "session/fork", parent, cwd))
+	_ = r.in.Close()
+	_, res := r.untilResponses(11, 12)
+	result(t, res[11])
+	if child, _ := result(t, res[12])["sessionId"].(string); child == "" {
+		t.Fatalf("the fork at the input's end: %v", res[12])
+	}
+}

@@ -75,7 +75,7 @@ func (rt *Runtime) SpawnSession(st *SessionState, on Attachment) *Session {
 	if pid := rt.grains.take(st.ID); pid != nil {
 		// A grain waits for it: it is given the state, as data.
 		h.pid = pid
-		rt.give(pid, h, on, opening{})
+		rt.give(pid, h, on, opening{}, nil)
 		rt.sys.Root.Send(pid, &opened{State: st, Read: prepare(rt, st)})
 		return h
 	}
@@ -94,12 +94,7 @@ func (rt *Runtime) SpawnSession(st *SessionState, on Attachment) *Session {
 func (rt *Runtime) place(h *Session, on Attachment, o opening, here *Here) {
 	if pid := rt.grains.take(h.ID); pid != nil {
 		h.pid = pid // before the grain has it: its opening may start at once
-		g := &given{Handle: rt.handoff.put(h, on, o)}
-		if here != nil && here.pid.Equal(pid) {
-			here.take(g) // the grain serving the call that opens it
-		} else {
-			rt.sys.Root.Send(pid, g)
-		}
+		rt.give(pid, h, on, o, here)
 		return
 	}
 	s := &session{rt: rt, id: h.ID, cwd: h.Cwd, opening: true, handle: h, final: h.final, opener: o}
@@ -108,9 +103,15 @@ func (rt *Runtime) place(h *Session, on Attachment, o opening, here *Here) {
 }
 
 // give gives the grain pid the handle h, the connection it is on and how
-// it opens (given).
-func (rt *Runtime) give(pid *actor.PID, h *Session, on Attachment, o opening) {
-	rt.sys.Root.Send(pid, &given{Handle: rt.handoff.put(h, on, o)})
+// it opens (given): there and then when here is that grain, serving the
+// call that opens it (Here).
+func (rt *Runtime) give(pid *actor.PID, h *Session, on Attachment, o opening, here *Here) {
+	g := &given{Handle: rt.handoff.put(h, on, o)}
+	if here != nil && here.pid.Equal(pid) {
+		here.take(g)
+		return
+	}
+	rt.sys.Root.Send(pid, g)
 }
 
 // Attachment is the connection a session speaks through: where what it

@@ -376,14 +376,13 @@ func (s *session) receive(ctx actor.Context, msg any) {
 	case *actor.Stopped:
 		s.rt.watch.Drop(s.id)
 		// The handle learns it here, whoever ended the session: the
-		// waits of the calls it did not answer end.
-		// Whoever stopped it, the handle says it ended: the edge's table
-		// of live sessions takes it for gone (Session.Ended). A grain the
-		// cluster stopped (its identity moved to a node that came back)
-		// stayed there once, and every later request for the session,
-		// once it came back here, was answered cancelled by the dead
-		// handle instead of opening the session again
-		// (TestClusterNodeCycles).
+		// waits of the calls it did not answer end, and it says it
+		// ended, so that the edge's table of live sessions takes it for
+		// gone (Session.Ended). A grain the cluster stopped (its identity
+		// moved to a node that came back) stayed there once, and every
+		// later request for the session, once it came back here, was
+		// answered cancelled by the dead handle instead of opening the
+		// session again (TestClusterNodeCycles).
 		s.handle.stopped1()
 	}
 }

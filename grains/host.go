@@ -244,8 +244,8 @@ func opens(m acpmethod.Method) bool  { return m.Opens }
 func starts(m acpmethod.Method) bool { return m.Starts }
 
 // call serves a call of a client's node; here is the session's actor
-// serving it, which takes a prompt or a cancel there and then: one pass
-// through the mailbox (actors.Here).
+// serving it, which takes what the call sends the session there and then:
+// one pass through the mailbox (actors.Here).
 func (g *grain) call(ctx actor.Context, c *grainspb.Call, here *actors.Here) {
 	node := ctx.ActorSystem().Address()
 	// Nothing of a call is taken before its proof checks: its owner, its

@@ -116,6 +116,18 @@ func (t *Table[S, C]) live(id string) *entry[S, C] {
 	return e
 }
 
+// entries yields the entries whose sessions have not ended, and drops
+// the others as it meets them. t.mu is held.
+func (t *Table[S, C]) entries(yield func(id string, e *entry[S, C]) bool) {
+	for id, e := range t.sessions {
+		if e.s.Ended() {
+			t.drop(id)
+		} else if !yield(id, e) {
+			return
+		}
+	}
+}
+
 // sweep drops the ended sessions of owner (every owner's for ""), and
 // says whether it dropped any. t.mu is held.
 func (t *Table[S, C]) sweep(owner string) bool {
@@ -283,11 +295,8 @@ func (t *Table[S, C]) HeldBy(c C) []S {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []S
-	for id, e := range t.sessions {
-		switch {
-		case e.s.Ended():
-			t.drop(id)
-		case e.conn == c:
+	for _, e := range t.entries {
+		if e.conn == c {
 			out = append(out, e.s)
 		}
 	}
@@ -316,10 +325,8 @@ func (t *Table[S, C]) TakeDetached(before time.Time) []S {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []S
-	for id, e := range t.sessions {
-		if e.s.Ended() {
-			t.drop(id)
-		} else if !e.detached.IsZero() && e.detached.Before(before) {
+	for id, e := range t.entries {
+		if !e.detached.IsZero() && e.detached.Before(before) {
 			out = append(out, e.s)
 			t.drop(id)
 		}
@@ -332,11 +339,8 @@ func (t *Table[S, C]) Cwds(owner string) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []string
-	for id, e := range t.sessions {
-		switch {
-		case e.s.Ended():
-			t.drop(id)
-		case e.mine(owner):
+	for _, e := range t.entries {
+		if e.mine(owner) {
 			out = append(out, e.cwd)
 		}
 	}
@@ -348,12 +352,8 @@ func (t *Table[S, C]) All() []S {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]S, 0, len(t.sessions))
-	for id, e := range t.sessions {
-		if e.s.Ended() {
-			t.drop(id)
-		} else {
-			out = append(out, e.s)
-		}
+	for _, e := range t.entries {
+		out = append(out, e.s)
 	}
 	return out
 }

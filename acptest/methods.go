@@ -340,12 +340,8 @@ func (c *Conn) NotifyExtension(ctx context.Context, method string, params any) e
 // connection writes next, and returns the wait for its answer: requests
 // sent so reach mm in the order sent, not waiting for each other.
 func (c *Conn) Send(method string, params any, sid acp.SessionId) (wait func(ctx context.Context) (json.RawMessage, error), err error) {
-	id, w := c.rpc.Expect(string(sid))
-	data, err := jsonrpc.EncodeRequest(id, method, params)
+	_, w, err := c.rpc.Go(method, params, string(sid))
 	if err != nil {
-		return nil, err
-	}
-	if err := c.rpc.Write(jsonrpc.Out{Data: data, ID: id, Session: string(sid), Method: method}); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (json.RawMessage, error) {

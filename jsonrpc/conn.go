@@ -431,18 +431,27 @@ func (c *Conn) Expect(session string) (id ID, wait func(ctx context.Context) (Re
 	return id, c.waiter(id, ch, nil)
 }
 
+// Go writes a request of method with params now, in order with what is
+// written next, and returns its id and the wait for its answer (Expect's).
+func (c *Conn) Go(method string, params any, session string) (id ID, wait func(ctx context.Context) (Response, error), err error) {
+	id, wait = c.Expect(session)
+	data, err := EncodeRequest(id, method, params)
+	if err == nil {
+		err = c.Write(Out{Data: data, ID: id, Session: session, Method: method})
+	}
+	if err != nil {
+		c.forget(id)
+		return ID{}, nil, err
+	}
+	return id, wait, nil
+}
+
 // Call calls method with params and waits for its answer: its result, the
 // peer's error (a *Error), ctx's error (the peer is told with
 // $/cancel_request) or ErrClosed.
 func (c *Conn) Call(ctx context.Context, method string, params any, session string) (json.RawMessage, error) {
-	id, wait := c.Expect(session)
-	data, err := EncodeRequest(id, method, params)
+	id, wait, err := c.Go(method, params, session)
 	if err != nil {
-		c.forget(id)
-		return nil, err
-	}
-	if err := c.Write(Out{Data: data, ID: id, Session: session, Method: method}); err != nil {
-		c.forget(id)
 		return nil, err
 	}
 	r, err := wait(ctx)

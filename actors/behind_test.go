@@ -11,25 +11,6 @@ import (
 	"github.com/mm-agent/mm/store"
 )
 
-// slowStore is a file store whose writers hold every save after the first
-// until release is closed, as a slow disk or database would.
-type slowStore struct {
-	*store.FileStore
-	release chan struct{}
-	held    atomic.Int32
-}
-
-func (f *slowStore) Writer(_, _ string, _ int64, onError func(error)) *store.Writer {
-	var n atomic.Int32
-	return store.StartWriter(func([]byte) error {
-		if n.Add(1) > 1 {
-			f.held.Add(1)
-			<-f.release
-		}
-		return nil
-	}, onError)
-}
-
 // TestGoneOnlyOnceFinal: a session that ends is gone (its actor stopped)
 // only once its file is final, and a work behind it (Behind: a close's
 // answer, a delete, a load) starts only then, in its own mailbox; the work
@@ -41,7 +22,17 @@ func TestGoneOnlyOnceFinal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &slowStore{FileStore: store.NewFileStore(cfg.Sessions.Dir, nil, nil, nil), release: make(chan struct{})}
+	// Its writers hold every save after the first until release is
+	// closed, as a slow disk or database would.
+	var held atomic.Int32
+	release := make(chan struct{})
+	st := &hookStore{FileStore: store.NewFileStore(cfg.Sessions.Dir, nil, nil, nil), save: func(_ string, n int32) error {
+		if n > 1 {
+			held.Add(1)
+			<-release
+		}
+		return nil
+	}}
 	out := &recOutbox{}
 	rt := NewRuntime(Options{Config: cfg, Model: model, Out: out, Store: st})
 	out.rt = rt
@@ -58,7 +49,7 @@ func TestGoneOnlyOnceFinal(t *testing.T) {
 	first := rt.Behind("s1", s, func() { ran <- "first" })
 	rt.Behind("s1", first, func() { ran <- "second" })
 
-	waitFor(t, func() bool { return st.held.Load() > 0 }) // the last save is held
+	waitFor(t, func() bool { return held.Load() > 0 }) // the last save is held
 	time.Sleep(50 * time.Millisecond)
 	if s.Gone() {
 		t.Fatal("the session's actor is gone while its last save is held")
@@ -68,7 +59,7 @@ func TestGoneOnlyOnceFinal(t *testing.T) {
 		t.Fatalf("the %s work ran before the session's file was final", w)
 	default:
 	}
-	close(st.release)
+	close(release)
 	for range 2 {
 		select {
 		case w := <-ran:

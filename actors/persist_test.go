@@ -16,23 +16,17 @@ import (
 	"github.com/mm-agent/mm/store"
 )
 
-// fencingStore is a file store whose writers refuse every save after the
-// first few, as Postgres does once another mm saved the session.
-type fencingStore struct {
+// hookStore is a file store whose writers save nothing: each save calls
+// save with the session's id and the save's number for its writer (1 for
+// the first), and fails as it does.
+type hookStore struct {
 	*store.FileStore
-	accept int32 // saves accepted per writer before the fence
-	saves  atomic.Int32
+	save func(id string, n int32) error
 }
 
-func (f *fencingStore) Writer(_, id string, _ int64, onError func(error)) *store.Writer {
+func (f *hookStore) Writer(_, id string, _ int64, onError func(error)) *store.Writer {
 	var n atomic.Int32
-	return store.StartWriter(func([]byte) error {
-		f.saves.Add(1)
-		if n.Add(1) > f.accept {
-			return fmt.Errorf("save session %s in postgres: %w", id, store.ErrFenced)
-		}
-		return nil
-	}, onError)
+	return store.StartWriter(func([]byte) error { return f.save(id, n.Add(1)) }, onError)
 }
 
 // TestFencedSessionStops: a session whose save is fenced (another mm took
@@ -47,7 +41,16 @@ func TestFencedSessionStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &fencingStore{FileStore: store.NewFileStore(cfg.Sessions.Dir, nil, nil, nil), accept: 1}
+	// Its writers refuse every save after the first, as Postgres does
+	// once another mm saved the session.
+	var saves atomic.Int32
+	st := &hookStore{FileStore: store.NewFileStore(cfg.Sessions.Dir, nil, nil, nil), save: func(id string, n int32) error {
+		saves.Add(1)
+		if n > 1 {
+			return fmt.Errorf("save session %s in postgres: %w", id, store.ErrFenced)
+		}
+		return nil
+	}}
 	out := &recOutbox{}
 	rt := NewRuntime(Options{Config: cfg, Model: model, Out: out, Store: st})
 	out.rt = rt
@@ -79,7 +82,7 @@ func TestFencedSessionStops(t *testing.T) {
 	}
 	// The handle answers at once now: a prompt ends cancelled, a flush
 	// is refused, and nothing more reaches the store.
-	saves := st.saves.Load()
+	before := saves.Load()
 	done := make(chan *TurnResult, 1)
 	go func() { done <- ask(s, "ping") }()
 	select {
@@ -93,8 +96,8 @@ func TestFencedSessionStops(t *testing.T) {
 	if err := s.Flush(); err == nil {
 		t.Error("a flush after the stop succeeded")
 	}
-	if n := st.saves.Load(); n != saves || n != 2 {
-		t.Errorf("%d saves, then %d; want 2: the new session's and the fenced one", saves, n)
+	if n := saves.Load(); n != before || n != 2 {
+		t.Errorf("%d saves, then %d; want 2: the new session's and the fenced one", before, n)
 	}
 }
 

@@ -12,6 +12,14 @@ import (
 // reading stops the model stream there, not in mm's memory.
 const streamBudget = 256 << 10
 
+// CreditBatch is the most of a session's written output whose bytes may
+// not have come back to its budget yet: a cluster's edge gives the bytes
+// it wrote back in batches of this size (grains), one message for many
+// updates rather than one each. A delta larger than what is left of the
+// budget therefore waits only until less than a batch is held, which a
+// stream that is written always reaches, rather than until nothing is.
+const CreditBatch = streamBudget / 16
+
 // Budget bounds the streamed output a session has waiting to be written.
 // The model goroutine takes from it before it sends each delta to the
 // session actor, and waits while it is spent (it runs outside the actor
@@ -32,12 +40,12 @@ func newBudget(limit int) *Budget {
 }
 
 // take waits until n more bytes fit, and takes them. A delta larger than
-// the whole budget passes once nothing else waits. It fails only when ctx
-// ends (a cancelled stream), having taken nothing.
+// what is left passes once less than a CreditBatch is held. It fails only
+// when ctx ends (a cancelled stream), having taken nothing.
 func (b *Budget) take(ctx context.Context, n int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used == 0 || b.used+n <= b.limit {
+	if b.fits(n) {
 		b.used += n
 		return nil
 	}
@@ -47,7 +55,7 @@ func (b *Budget) take(ctx context.Context, n int) error {
 		b.mu.Unlock()
 	})
 	defer stop()
-	for b.used > 0 && b.used+n > b.limit {
+	for !b.fits(n) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -57,15 +65,18 @@ func (b *Budget) take(ctx context.Context, n int) error {
 	return nil
 }
 
-// tryTake takes n bytes if they fit now (or nothing else is taken), and
-// says whether it did; it never waits.
+// fits says whether n more bytes may be taken now (b.mu held).
+func (b *Budget) fits(n int) bool { return b.used < CreditBatch || b.used+n <= b.limit }
+
+// tryTake takes n bytes if they fit now, and says whether it did; it
+// never waits.
 func (b *Budget) tryTake(n int) bool {
 	if b == nil {
 		return true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used == 0 || b.used+n <= b.limit {
+	if b.fits(n) {
 		b.used += n
 		return true
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
 	"github.com/mm-agent/mm/jsonrpc"
 	"github.com/mm-agent/mm/protocol"
@@ -80,7 +81,7 @@ func (c *edgeConn) out(m *grainspb.Out) {
 	link, sid := pidOf(m.Link), m.SessionId
 	var paid protocol.Giver
 	if m.Cost > 0 {
-		paid = credit{root: root, link: link, sid: sid, k: c.k}
+		paid = credit{c: c, link: link, sid: sid}
 	}
 	if !c.e.m.isMember(m.Node) {
 		if paid != nil {
@@ -168,16 +169,54 @@ func (c *edgeConn) ask(link *actor.PID, sid string, a *grainspb.Ask) {
 }
 
 // credit gives the bytes of a session's written update back to its
-// budget, on the session's node.
+// budget, on the session's node, through the connection's tally (owe).
 type credit struct {
-	root *actor.RootContext
+	c    *edgeConn
 	link *actor.PID
 	sid  string
-	k    *secret // the connection's key
 }
 
-func (c credit) Give(n int) {
-	m := &grainspb.Credit{SessionId: c.sid, Bytes: int64(n)}
-	m.Proof = c.k.prove(c.link, m)
-	c.root.Send(c.link, m)
+func (cr credit) Give(n int) { cr.c.owe(cr.link, cr.sid, n) }
+
+// owed is what the edge wrote of a session's stream and has not given
+// back yet, and the link whose session's budget it goes back to.
+type owed struct {
+	link  *actor.PID
+	bytes int64
+}
+
+// owe counts n written bytes of session sid's stream, whose budget is on
+// link's node, and gives them back (Credit) once they reach a batch
+// (actors.CreditBatch): one message for the updates of many turns rather
+// than one for each. What it holds back never stalls the session: a
+// delta that does not fit waits only until less than a batch is held
+// (actors.Budget), and the link gives back the whole debt when the client
+// goes.
+func (c *edgeConn) owe(link *actor.PID, sid string, n int) {
+	c.owedMu.Lock()
+	o := c.owed[sid]
+	if o.link == nil || !o.link.Equal(link) {
+		// The session answers from another node now: what its old
+		// budget lent is that budget's, gone with its actor.
+		o = owed{link: link}
+	}
+	o.bytes += int64(n)
+	if o.bytes < actors.CreditBatch {
+		c.owed[sid] = o
+		c.owedMu.Unlock()
+		return
+	}
+	delete(c.owed, sid)
+	c.owedMu.Unlock()
+	m := &grainspb.Credit{SessionId: sid, Bytes: o.bytes}
+	m.Proof = c.k.prove(link, m)
+	c.e.m.System().Root.Send(link, m)
+}
+
+// forgetOwed drops what is held for session sid: it has ended, and its
+// budget with it.
+func (c *edgeConn) forgetOwed(sid string) {
+	c.owedMu.Lock()
+	delete(c.owed, sid)
+	c.owedMu.Unlock()
 }

@@ -161,11 +161,11 @@ func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
 	ec := <-made
 	edge := ec.self
 	var mu sync.Mutex
-	credited := int64(0)
+	var credits []int64
 	link := m.System().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if cr, ok := ctx.Message().(*grainspb.Credit); ok {
 			mu.Lock()
-			credited += cr.Bytes
+			credits = append(credits, cr.Bytes)
 			mu.Unlock()
 		}
 	}))
@@ -191,11 +191,20 @@ func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
 	if !strings.Contains(out.String(), "refused a *grainspb.Out for alice's connection") {
 		t.Errorf("the forged output was not logged:\n%s", out.String())
 	}
-	waitFor(t, "both chunks' bytes given back", func() bool {
+	// Their bytes go back with those of what follows, once a batch is
+	// written: one Credit for the three.
+	rest := int64(actors.CreditBatch - 10)
+	send(&grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1", Cost: rest, Item: &grainspb.Out_Chunk{Chunk: " and more"}})
+	waitFor(t, "the batch's bytes given back", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return credited == 10
+		return len(credits) > 0
 	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(credits) != 1 || credits[0] != actors.CreditBatch {
+		t.Errorf("the edge gave back %v, want one Credit of %d", credits, actors.CreditBatch)
+	}
 }
 
 // TestGrainTakesItsNodesRoots: the folders a session may be in are its

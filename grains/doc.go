@@ -73,7 +73,8 @@
 // as its encoded result or error, a question to the client as its
 // params; the edge puts each in the connection's own ordered outbox
 // (protocol.Sink), parsing nothing. Streamed output holds its session's
-// budget until the edge has written it and sends a grainspb.Credit back;
+// budget until the edge has written it and sent a grainspb.Credit back,
+// one for each batch of a session's written bytes (actors.CreditBatch);
 // the client's answers to the sessions' questions come back as
 // grainspb.Answer. When a node leaves the membership, the edge fails the
 // requests in flight there (NodeLost) and drops what that node still

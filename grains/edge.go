@@ -79,7 +79,7 @@ func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 	return func(sink protocol.Sink) protocol.Forwarder {
 		c := &edgeConn{e: e, owner: owner, sink: sink,
 			lanes: map[string]*lane{}, links: map[string]*actor.PID{},
-			sessions: map[string]*actor.PID{}, changed: make(chan struct{})}
+			sessions: map[string]*actor.PID{}, owed: map[string]owed{}, changed: make(chan struct{})}
 		sys := e.m.System()
 		self, err := sys.Root.SpawnNamed(e.hub.Runtime().Props(c.receive), "edge-"+rand.Text())
 		if err != nil {
@@ -168,6 +168,11 @@ type edgeConn struct {
 	links    map[string]*actor.PID // the client's link on every node that took a call, by key
 	sessions map[string]*actor.PID // the session's actor, by session id, as the last call's Accepted named it
 	closing  bool
+	// owed is what was written of each session's stream and not given
+	// back yet (owe), under owedMu: taken by the outbox's writers, never
+	// under mu.
+	owedMu sync.Mutex
+	owed   map[string]owed
 	// changed is closed, and replaced, when a lane ends its work or a
 	// request is answered: what Close waits on (until).
 	changed chan struct{}
@@ -239,6 +244,7 @@ func (c *edgeConn) send(l *lane) {
 			if l.ended && c.lanes[l.sid] == l {
 				delete(c.lanes, l.sid)
 				delete(c.sessions, l.sid)
+				c.forgetOwed(l.sid)
 			}
 			c.mu.Unlock()
 			return

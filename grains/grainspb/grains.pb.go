@@ -492,8 +492,8 @@ type Out struct {
 	//	*Out_Deliver
 	Item isOut_Item `protobuf_oneof:"item"`
 	// cost is the bytes of the session's stream budget this update holds:
-	// the edge gives them back (Credit) once it is written, so that a slow
-	// client slows the model stream, wherever it runs.
+	// the edge gives them back (Credit) once it is written, in batches, so
+	// that a slow client slows the model stream, wherever it runs.
 	Cost int64 `protobuf:"varint,10,opt,name=cost,proto3" json:"cost,omitempty"`
 	// message_id is a chunk's or a thought's message (ACP's messageId):
 	// every chunk of one reply of the model has it; empty for none.
@@ -995,7 +995,8 @@ func (x *Abandon) GetAsk() *Conn {
 }
 
 // Credit gives back to a session's stream budget the bytes of its updates
-// the edge has written (edge to link).
+// the edge has written (edge to link), once they make a batch
+// (actors.CreditBatch): one Credit for the updates of many turns.
 type Credit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`

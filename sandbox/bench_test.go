@@ -26,7 +26,7 @@ func BenchmarkBashTrue(b *testing.B) {
 		if own {
 			net = NewNetwork(tenant)
 			defer net.Close()
-			if _, err := net.ensure(); err != nil {
+			if _, _, err := net.ensure(); err != nil {
 				b.Skip(err)
 			}
 		}

@@ -23,19 +23,43 @@ import (
 //
 // With the network off, the command has a network namespace of its own,
 // loopback only, and no socket but socketpair reaches a socket file
-// (seccomp). With it on and net, the session's own namespace (joined with
-// nsenter), its own loopback and slirp4netns to the outside.
-func (s *Sandbox) wrapBubblewrap(cmd *exec.Cmd, p Policy, netPid int, net *Network) (func(), error) {
+// (seccomp). With it on and netPid, the session's own namespace (joined
+// with nsenter), its own loopback and slirp4netns to the outside, whose
+// DNS server, dns, its /etc/resolv.conf names.
+func (s *Sandbox) wrapBubblewrap(cmd *exec.Cmd, p Policy, netPid int, dns string) (started func(), err error) {
 	root := os.Geteuid() == 0
 	var files []*os.File
-	started := func() {
+	started = func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}
+	// A command refused is not started, and its caller calls nothing:
+	// what it was to be handed is closed here.
+	defer func() {
+		if err != nil {
+			started()
+		}
+	}()
 	fd := func(f *os.File) string {
 		files = append(files, f)
 		return strconv.Itoa(2 + len(cmd.ExtraFiles) + len(files)) // ExtraFiles start at 3
+	}
+	// data is a descriptor bubblewrap reads b from: a pipe, which holds
+	// the few hundred bytes until bubblewrap reads them, and leaves no
+	// file behind.
+	data := func(b []byte) (string, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return "", err
+		}
+		_, err = w.Write(b)
+		w.Close()
+		if err != nil {
+			r.Close()
+			return "", err
+		}
+		return fd(r), nil
 	}
 	var args []string
 	if netPid > 0 {
@@ -103,12 +127,17 @@ func (s *Sandbox) wrapBubblewrap(cmd *exec.Cmd, p Policy, netPid int, net *Netwo
 		}
 		args = append(args, "--ro-bind", r, r)
 	}
-	if net != nil && netPid > 0 && net.resolv != "" && p.Mode != Full {
-		args = append(args, "--ro-bind", net.resolv, "/etc/resolv.conf")
+	if netPid > 0 && dns != "" && p.Mode != Full {
+		// Readable by the user the command runs as (bubblewrap makes
+		// the file its own, 0600).
+		f, err := data([]byte("nameserver " + dns + "\n"))
+		if err != nil {
+			return started, err
+		}
+		args = append(args, "--perms", "0644", "--ro-bind-data", f, "/etc/resolv.conf")
 	}
 	var drop []string
 	if p.User != nil {
-		var err error
 		if drop, err = s.dropper(*p.User); err != nil {
 			return started, err
 		}
@@ -131,18 +160,11 @@ func (s *Sandbox) wrapBubblewrap(cmd *exec.Cmd, p Policy, netPid int, net *Netwo
 		return started, err
 	}
 	if prog != nil {
-		r, w, err := os.Pipe()
+		f, err := data(seccompBytes(prog))
 		if err != nil {
 			return started, err
 		}
-		// A few hundred bytes: the pipe holds them until bubblewrap reads.
-		_, err = w.Write(seccompBytes(prog))
-		w.Close()
-		if err != nil {
-			r.Close()
-			return started, err
-		}
-		args = append(args, "--seccomp", fd(r))
+		args = append(args, "--seccomp", f)
 	}
 	if cmd.Dir != "" {
 		dir := cmd.Dir

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,8 +37,7 @@ type Network struct {
 	hold   io.Closer     // the holder's stdin: closing it ends the holder
 	slirp  *exec.Cmd
 	exit   io.Closer // slirp4netns's --exit-fd: closing it ends slirp4netns
-	resolv string    // the namespace's resolv.conf (slirp4netns's DNS)
-	dir    string
+	dns    string    // the namespace's DNS server (slirp4netns's), for its resolv.conf
 	closed bool
 }
 
@@ -54,26 +52,27 @@ var tunPath = "/dev/net/tun"
 const slirpTimeout = 10 * time.Second
 
 // ensure makes the network if it is not there yet and returns the pid of
-// the process that holds its namespace.
-func (n *Network) ensure() (int, error) {
+// the process that holds its namespace, and the address of its DNS server
+// for the commands' resolv.conf.
+func (n *Network) ensure() (pid int, dns string, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
-		return 0, errors.New("the session's network is closed")
+		return 0, "", errors.New("the session's network is closed")
 	}
 	if n.holder != nil {
 		select {
 		case <-n.gone:
 		default:
-			return n.holder.Process.Pid, nil
+			return n.holder.Process.Pid, n.dns, nil
 		}
 	}
 	n.stop()
 	if err := n.start(); err != nil {
 		n.stop()
-		return 0, fmt.Errorf("the session's own network could not be made: %w", err)
+		return 0, "", fmt.Errorf("the session's own network could not be made: %w", err)
 	}
-	return n.holder.Process.Pid, nil
+	return n.holder.Process.Pid, n.dns, nil
 }
 
 func (n *Network) start() error {
@@ -217,15 +216,11 @@ func (n *Network) start() error {
 	}
 	// slirp4netns answers DNS at the network's .3; the machine's
 	// resolv.conf may name a resolver on its loopback, which the
-	// namespace's is not.
-	dir, err := os.MkdirTemp("", "mm-net-")
-	if err == nil {
-		n.dir = dir
-		f := filepath.Join(dir, "resolv.conf")
-		if os.WriteFile(f, []byte("nameserver "+dns+"\n"), 0o644) == nil && os.Chmod(dir, 0o755) == nil {
-			n.resolv = f
-		}
-	}
+	// namespace's is not. Each command is handed its resolv.conf through a
+	// pipe (bubblewrap's --ro-bind-data), not a file of mm's: a file would
+	// outlive an mm that was killed, where the holder and slirp4netns end
+	// with it.
+	n.dns = dns
 	return nil
 }
 
@@ -299,10 +294,7 @@ func (n *Network) stop() {
 		_ = n.holder.Process.Kill()
 	}
 	n.holder = nil
-	if n.dir != "" {
-		os.RemoveAll(n.dir)
-		n.dir, n.resolv = "", ""
-	}
+	n.dns = ""
 }
 
 // Close ends the network: its holder and slirp4netns. Commands still in
@@ -356,7 +348,7 @@ func (s *Sandbox) CheckNetwork(u *Ident, on bool) error {
 	if on {
 		n := NewNetwork(u)
 		defer n.Close()
-		_, err := n.ensure()
+		_, _, err := n.ensure()
 		return err
 	}
 	if s.kind != Landlock || os.Geteuid() != 0 {

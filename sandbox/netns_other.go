@@ -5,13 +5,13 @@ package sandbox
 import "errors"
 
 // Network is a session's own network: Linux's.
-type Network struct{ resolv string }
+type Network struct{}
 
 // NewNetwork is a session's own network, which only Linux has.
 func NewNetwork(*Ident) *Network { return &Network{} }
 
-func (n *Network) ensure() (int, error) {
-	return 0, errors.New("a session's own network needs Linux")
+func (n *Network) ensure() (int, string, error) {
+	return 0, "", errors.New("a session's own network needs Linux")
 }
 
 // Close does nothing here.

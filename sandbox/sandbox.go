@@ -270,15 +270,16 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, p Policy, net *Network) (started func(), e
 		net = nil
 	}
 	var netPid int
+	var dns string
 	if net != nil {
-		if netPid, err = net.ensure(); err != nil {
+		if netPid, dns, err = net.ensure(); err != nil {
 			return nothing, err
 		}
 	}
 	if s.kind == Landlock {
 		return nothing, s.wrapLandlock(cmd, p, netPid)
 	}
-	return s.wrapBubblewrap(cmd, p, netPid, net)
+	return s.wrapBubblewrap(cmd, p, netPid, dns)
 }
 
 // ErrRoot is Wrap's answer to a policy that would run a command as root.

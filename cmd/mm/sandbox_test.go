@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -411,5 +412,39 @@ func TestServeNetworkOption(t *testing.T) {
 		SessionId: res2.SessionId, ConfigId: "network", Value: "on"}})
 	if err == nil || !strings.Contains(err.Error(), "sandbox.network: false") {
 		t.Errorf("turning the network on where the server has it off: %v", err)
+	}
+}
+
+// TestServeKilledLeavesNoNetworkFiles: a session's own network, made by
+// its first command with the network on, leaves nothing in mm serve's
+// temporary folder, even when mm is killed (a crash, the OOM killer, a
+// container stopped hard) and removes nothing itself: its holder and
+// slirp4netns end with mm, and so must what it wrote for them. Each
+// command's /etc/resolv.conf still names the network's DNS server, the
+// .3 of its own network. A resolv.conf in an mm-net-* folder of TMPDIR
+// outlived every killed mm, about thirty a run of these tests.
+func TestServeKilledLeavesNoNetworkFiles(t *testing.T) {
+	testwait.Short(t, "mm serve with bubblewrap")
+	sandboxtest.Bubblewrap(t)
+	tmp := t.TempDir()
+	script := serveScript + "  - match: \"^resolv$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: \"cat /etc/resolv.conf\"}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n"
+	s := startServeModel(t, mmBin, t.TempDir(), "config.yaml", scriptedModel, script, "", "MM_SERVE_TOKEN="+serveToken, "TMPDIR="+tmp)
+	ctx := testwait.Context(t)
+	w := s.wire(t)
+	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: s.project(t), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.ask(ctx, res.SessionId, "resolv"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the turn: %v %v", r, err)
+	}
+	text := acptest.Text(w.rec.Updates(res.SessionId))
+	if !regexp.MustCompile(`nameserver \d+\.\d+\.\d+\.3\b`).MatchString(text) {
+		t.Errorf("the command's resolv.conf does not name its network's DNS server: %q", text)
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.waitExit(t, "killed")
+	if left, _ := filepath.Glob(filepath.Join(tmp, "mm-net-*")); len(left) > 0 {
+		t.Errorf("a killed mm serve left its sessions' network files behind: %v", left)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/mm-agent/mm/actors"
 	"github.com/mm-agent/mm/grains/grainspb"
@@ -55,35 +54,32 @@ func askedBy(link, reply *actor.PID, nodes []string) func(note any) bool {
 // check with the connection's key: only a node that holds the owner's
 // token writes to the client.
 func (c *edgeConn) receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *grainspb.Out, *grainspb.Abandon:
-		if !c.k.checks(ctx.Self(), m.(proto.Message)) {
-			c.e.refused.say(fmt.Sprintf("a %T for %s's connection %s: its proof does not check (made without the key of the connection)", m, c.owner, c.self.Id))
-			return
-		}
+	m, ok := ctx.Message().(*grainspb.Outs)
+	if !ok {
+		return
 	}
-	switch m := ctx.Message().(type) {
-	case *grainspb.Out:
-		c.out(m)
-	case *grainspb.Abandon:
-		if m.Ask != nil {
-			c.sink.Abandon(askedBy(pidOf(m.Link), pidOf(m.Ask), nil))
-		}
+	if !c.k.checks(ctx.Self(), m) {
+		c.e.refused.say(fmt.Sprintf("a %T for %s's connection %s: its proof does not check (made without the key of the connection)", m, c.owner, c.self.Id))
+		return
+	}
+	link, stale := pidOf(m.Link), !c.e.m.isMember(m.Node)
+	for _, o := range m.Items {
+		c.out(link, stale, o)
 	}
 }
 
 // out puts one thing a session wrote in the connection's outbox. What a
-// node this one counts out still sends is a stale copy's (its sessions
-// were taken over elsewhere): it is not written, but answered as if it
-// were, so that the stale copy ends its turn and fails its save.
-func (c *edgeConn) out(m *grainspb.Out) {
+// node this one counts out still sends (stale) is a stale copy's (its
+// sessions were taken over elsewhere): it is not written, but answered
+// as if it were, so that the stale copy ends its turn and fails its save.
+func (c *edgeConn) out(link *actor.PID, stale bool, m *grainspb.Out) {
 	root := c.e.m.System().Root
-	link, sid := pidOf(m.Link), m.SessionId
+	sid := m.SessionId
 	var paid protocol.Giver
 	if m.Cost > 0 {
 		paid = credit{c: c, link: link, sid: sid}
 	}
-	if !c.e.m.isMember(m.Node) {
+	if stale {
 		if paid != nil {
 			paid.Give(int(m.Cost))
 		}
@@ -128,6 +124,8 @@ func (c *edgeConn) out(m *grainspb.Out) {
 		c.sink.Answer(sid, r.r, nullable(it.Response.Result), rerr)
 	case *grainspb.Out_Ask:
 		c.ask(link, sid, it.Ask)
+	case *grainspb.Out_Abandon:
+		c.sink.Abandon(askedBy(link, pidOf(it.Abandon), nil))
 	}
 }
 

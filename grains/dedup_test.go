@@ -30,16 +30,22 @@ type fakeEdge struct {
 }
 
 func (e *fakeEdge) receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*grainspb.Out)
+	outs, ok := ctx.Message().(*grainspb.Outs)
 	if !ok {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	for _, m := range outs.Items {
+		e.out(ctx, pidOf(outs.Link), m)
+	}
+}
+
+func (e *fakeEdge) out(ctx actor.Context, link *actor.PID, m *grainspb.Out) {
 	if m.Cost > 0 {
 		c := &grainspb.Credit{SessionId: m.SessionId, Bytes: m.Cost}
-		c.Proof = e.k.prove(pidOf(m.Link), c)
-		ctx.Send(pidOf(m.Link), c)
+		c.Proof = e.k.prove(link, c)
+		ctx.Send(link, c)
 	}
 	switch it := m.Item.(type) {
 	case *grainspb.Out_Response:
@@ -51,8 +57,8 @@ func (e *fakeEdge) receive(ctx actor.Context) {
 		e.text.WriteString(it.Chunk)
 	case *grainspb.Out_Deliver:
 		d := &grainspb.Delivered{Number: it.Deliver}
-		d.Proof = e.k.prove(pidOf(m.Link), d)
-		ctx.Send(pidOf(m.Link), d)
+		d.Proof = e.k.prove(link, d)
+		ctx.Send(link, d)
 	}
 }
 
@@ -172,29 +178,29 @@ func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
 	defer m.System().Root.Stop(link)
 	me := &grainspb.Conn{Address: link.Address, Id: link.Id}
 	root := m.System().Root
-	send := func(o *grainspb.Out) {
-		o.Proof = ec.k.prove(edge, o)
-		root.Send(edge, o)
+	send := func(node string, o ...*grainspb.Out) {
+		m := &grainspb.Outs{Link: me, Node: node, Items: o}
+		m.Proof = ec.k.prove(edge, m)
+		root.Send(edge, m)
 	}
 	// Without the proof of alice's connection, nothing is written.
-	root.Send(edge, &grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1", Item: &grainspb.Out_Chunk{Chunk: "forged"}})
-	send(&grainspb.Out{Link: me, Node: "10.9.9.9:1", SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "stale"}})
-	send(&grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "fresh"}})
-	send(&grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1",
-		Item: &grainspb.Out_Update{Update: []byte(`{"sessionUpdate":"current_mode_update","currentModeId":"ask"}`)}})
+	root.Send(edge, &grainspb.Outs{Link: me, Node: m.Address(), Items: []*grainspb.Out{{SessionId: "s1", Item: &grainspb.Out_Chunk{Chunk: "forged"}}}})
+	send("10.9.9.9:1", &grainspb.Out{SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "stale"}})
+	send(m.Address(), &grainspb.Out{SessionId: "s1", Cost: 5, Item: &grainspb.Out_Chunk{Chunk: "fresh"}},
+		&grainspb.Out{SessionId: "s1", Item: &grainspb.Out_Update{Update: []byte(`{"sessionUpdate":"current_mode_update","currentModeId":"ask"}`)}})
 	if err := c.Client.WaitUpdate(ctx, "s1", func(u acp.SessionUpdate) bool { return u.CurrentModeUpdate != nil }); err != nil {
 		t.Fatal(err)
 	}
 	if got := acptest.Text(c.Client.Updates("s1")); got != "fresh" {
 		t.Errorf("the client read %q, want fresh", got)
 	}
-	if !strings.Contains(out.String(), "refused a *grainspb.Out for alice's connection") {
+	if !strings.Contains(out.String(), "refused a *grainspb.Outs for alice's connection") {
 		t.Errorf("the forged output was not logged:\n%s", out.String())
 	}
 	// Their bytes go back with those of what follows, once a batch is
 	// written: one Credit for the three.
 	rest := int64(actors.CreditBatch - 10)
-	send(&grainspb.Out{Link: me, Node: m.Address(), SessionId: "s1", Cost: rest, Item: &grainspb.Out_Chunk{Chunk: " and more"}})
+	send(m.Address(), &grainspb.Out{SessionId: "s1", Cost: rest, Item: &grainspb.Out_Chunk{Chunk: " and more"}})
 	waitFor(t, "the batch's bytes given back", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

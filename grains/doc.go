@@ -55,7 +55,7 @@
 //
 // A member is not an owner (proof.go). Every message between a client's
 // edge and the nodes that run its sessions (Call, Cancel, Gone, Answer,
-// Credit, Delivered one way; Out, Abandon the other) carries a proof, an
+// Credit, Delivered one way; Outs the other) carries a proof, an
 // HMAC made with its connection's key, itself an HMAC keyed by the token
 // of the connection's owner (serve.tokens: every node has them); it
 // covers the message, its type and its recipient. A node checks it
@@ -68,10 +68,13 @@
 // some of its sessions: a protocol.Caller — the client as the hub's
 // session code knows it: owner, roots, where its sessions write, whom they
 // ask — and the way back. What its sessions write goes to the client's
-// edge actor as grainspb.Out, typed and in each session's order: a text
-// chunk as its text, any other update as the SDK's JSON of it, an answer
-// as its encoded result or error, a question to the client as its
-// params; the edge puts each in the connection's own ordered outbox
+// edge actor as grainspb.Out items, typed and in each session's order: a
+// text chunk as its text, any other update as the SDK's JSON of it, an
+// answer as its encoded result or error, a question to the client as its
+// params, a question given up as its waiter. The link's actor sends what
+// waits in its queue as one grainspb.Outs (what is written while a flush
+// is on its way goes in it: one proof and one message for many); the
+// edge puts each item in the connection's own ordered outbox
 // (protocol.Sink), parsing nothing. Streamed output holds its session's
 // budget until the edge has written it and sent a grainspb.Credit back,
 // one for each batch of a session's written bytes (actors.CreditBatch);

@@ -25,9 +25,10 @@ import (
 // owner's token, checked here: proof.go), and whose roots are this node's
 // own (serve.roots) —
 // and the way back to the client: what the sessions write goes to the
-// client's edge actor as typed Out messages, in each session's order
+// client's edge actor as typed Out items, in each session's order,
+// through the link's queue, which its actor sends as one Outs at a time
 // (actors sending to one actor keep their order, on a node and across
-// nodes), and the link's own actor takes what comes back: the client's
+// nodes); the link's actor also takes what comes back: the client's
 // answers to the sessions' questions, the credits of the output the edge
 // has written, the markers it has reached, and the client's end.
 type link struct {
@@ -64,8 +65,21 @@ type link struct {
 	// questions to the client wait each in an actor of its own (ask).
 	delivers map[uint64]delivery
 	next     uint64
+	// outs are what the sessions wrote since the link's last Outs, in
+	// their order; flushing says that the link's actor has a flushOuts
+	// on its way, which sends them (at most outsBytes in one).
+	outs     []*grainspb.Out
+	flushing bool
 	once     sync.Once
 }
+
+// flushOuts tells the link's actor to send what its sessions wrote: it
+// never leaves the process.
+type flushOuts struct{}
+
+// outsBytes bounds what one Outs carries (about: the items' own bytes),
+// well under gRPC's largest message; an item larger than it goes alone.
+const outsBytes = 1 << 20
 
 type debt struct {
 	b     *actors.Budget
@@ -127,7 +141,47 @@ func (l *link) receive(ctx actor.Context) {
 	case *grainspb.Gone:
 		l.h.forget(l)
 		go l.close()
+	case flushOuts:
+		l.flush(ctx)
 	}
+}
+
+// flush sends what the sessions wrote since the last flush to the
+// client's edge, in their order, in as few Outs as fit outsBytes.
+func (l *link) flush(ctx actor.Context) {
+	l.mu.Lock()
+	outs := l.outs
+	l.outs, l.flushing = nil, false
+	l.mu.Unlock()
+	for len(outs) > 0 {
+		n, size := 1, outSize(outs[0])
+		for n < len(outs) && size+outSize(outs[n]) <= outsBytes {
+			size += outSize(outs[n])
+			n++
+		}
+		m := &grainspb.Outs{Link: l.me, Node: l.node, Items: outs[:n:n]}
+		m.Proof = l.k.prove(l.edge, m)
+		ctx.Send(l.edge, m)
+		outs = outs[n:]
+	}
+}
+
+// outSize is about the bytes o takes in an Outs.
+func outSize(o *grainspb.Out) int {
+	n := 64 + len(o.SessionId) + len(o.MessageId)
+	switch it := o.Item.(type) {
+	case *grainspb.Out_Chunk:
+		n += len(it.Chunk)
+	case *grainspb.Out_Thought:
+		n += len(it.Thought)
+	case *grainspb.Out_Update:
+		n += len(it.Update)
+	case *grainspb.Out_Response:
+		n += len(it.Response.Result) + len(it.Response.Error.GetMessage()) + len(it.Response.Error.GetData())
+	case *grainspb.Out_Ask:
+		n += len(it.Ask.Params)
+	}
+	return n
 }
 
 // close ends the link: the client is gone. Its sessions' questions fail,
@@ -156,12 +210,22 @@ func (l *link) close() {
 // errLinkClosed fails a session's question once its client is gone.
 var errLinkClosed = errors.New("the client's connection is closed")
 
-// send sends one thing a session wrote to the client's edge, with its
-// proof.
+// send puts one thing a session wrote in the link's next Outs, and has
+// the link's actor send them unless it is about to.
 func (l *link) send(sid string, out *grainspb.Out) {
-	out.Link, out.Node, out.SessionId = l.me, l.node, sid
-	out.Proof = l.k.prove(l.edge, out)
-	l.sys.Root.Send(l.edge, out)
+	out.SessionId = sid
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return // the client is gone, and so is the link's actor
+	}
+	l.outs = append(l.outs, out)
+	first := !l.flushing
+	l.flushing = true
+	l.mu.Unlock()
+	if first {
+		l.sys.Root.Send(l.self, flushOuts{})
+	}
 }
 
 // The sessions' Outbox (protocol.Link).
@@ -285,9 +349,8 @@ func (l *link) ask(ctx context.Context, sid, method string, params any) (json.Ra
 	case <-l.gone:
 		return nil, errLinkClosed
 	case <-ctx.Done():
-		a := &grainspb.Abandon{Link: l.me, Ask: me}
-		a.Proof = l.k.prove(l.edge, a)
-		l.sys.Root.Send(l.edge, a)
+		// Behind the question in the session's order, never ahead of it.
+		l.send(sid, &grainspb.Out{Item: &grainspb.Out_Abandon{Abandon: me}})
 		return nil, ctx.Err()
 	}
 }

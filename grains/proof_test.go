@@ -85,7 +85,7 @@ func TestEveryMessageHasAProof(t *testing.T) {
 		}
 	}
 	slices.Sort(proved)
-	if want := []string{"Abandon", "Answer", "Call", "Cancel", "Credit", "Delivered", "Gone", "Out"}; !slices.Equal(proved, want) {
+	if want := []string{"Answer", "Call", "Cancel", "Credit", "Delivered", "Gone", "Outs"}; !slices.Equal(proved, want) {
 		t.Errorf("messages with a proof: %v, want %v", proved, want)
 	}
 	k := testOwners.key("alice", &grainspb.Conn{Address: "a", Id: "b"})
@@ -211,8 +211,8 @@ func BenchmarkProof(b *testing.B) {
 		}
 	})
 	b.Run("chunk out", func(b *testing.B) {
-		o := &grainspb.Out{Link: &grainspb.Conn{Address: link.Address, Id: link.Id}, Node: "127.0.0.1:4021", SessionId: "20261203-000000-0123abcd",
-			Item: &grainspb.Out_Chunk{Chunk: "pong, and a few more words of a reply"}, Cost: 37, MessageId: "m1"}
+		o := &grainspb.Outs{Link: &grainspb.Conn{Address: link.Address, Id: link.Id}, Node: "127.0.0.1:4021", Items: []*grainspb.Out{{SessionId: "20261203-000000-0123abcd",
+			Item: &grainspb.Out_Chunk{Chunk: "pong, and a few more words of a reply"}, Cost: 37, MessageId: "m1"}}}
 		for b.Loop() {
 			o.Proof = nil
 			o.Proof = k.prove(link, o)

@@ -95,13 +95,19 @@ func NewOutsider(listen, tlsDir string) (*Outsider, error) {
 }
 
 func (o *Outsider) receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*grainspb.Out)
+	outs, ok := ctx.Message().(*grainspb.Outs)
 	if !ok {
 		return
 	}
-	// It answers as a client's node would, so that the session goes on:
-	// the bytes written given back, a marker reached.
-	link := actor.NewPID(m.Link.GetAddress(), m.Link.GetId())
+	link := actor.NewPID(outs.Link.GetAddress(), outs.Link.GetId())
+	for _, m := range outs.Items {
+		o.out(ctx, link, m)
+	}
+}
+
+// out takes one of the Outs. It answers as a client's node would, so that
+// the session goes on: the bytes written given back, a marker reached.
+func (o *Outsider) out(ctx actor.Context, link *actor.PID, m *grainspb.Out) {
 	if m.Cost > 0 {
 		ctx.Send(link, &grainspb.Credit{SessionId: m.SessionId, Bytes: m.Cost})
 	}

@@ -54,8 +54,14 @@ func askedBy(link, reply *actor.PID, nodes []string) func(note any) bool {
 // check with the connection's key: only a node that holds the owner's
 // token writes to the client.
 func (c *edgeConn) receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*grainspb.Outs)
-	if !ok {
+	var m *grainspb.Outs
+	switch msg := ctx.Message().(type) {
+	case *grainspb.Outs:
+		m = msg
+	case *grainspb.Accepted, *actor.DeadLetterResponse:
+		c.straightAnswered(msg) // about a prompt sent straight (edge.go)
+		return
+	default:
 		return
 	}
 	if !c.k.checks(ctx.Self(), m) {
@@ -126,6 +132,8 @@ func (c *edgeConn) out(link *actor.PID, stale bool, m *grainspb.Out) {
 		c.ask(link, sid, it.Ask)
 	case *grainspb.Out_Abandon:
 		c.sink.Abandon(askedBy(link, pidOf(it.Abandon), nil))
+	case *grainspb.Out_Accepted:
+		c.acceptedStraight(sid, it.Accepted)
 	}
 }
 

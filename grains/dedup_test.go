@@ -1,6 +1,7 @@
 package grains
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -242,5 +243,76 @@ func TestGrainTakesItsNodesRoots(t *testing.T) {
 	}
 	if why, ok := e.errors["2"]; ok {
 		t.Errorf("a cwd inside the node's roots: %q", why)
+	}
+}
+
+// TestPromptGoesStraight: a prompt to a session whose actor the edge
+// knows goes straight to it, and the node says it took it with what the
+// session writes (no Accepted, no request of the cluster's); when that
+// actor is gone, the prompt comes back as protoactor's dead letter and is
+// sent again through the cluster, which finds the session anew (from the
+// store), in its order. The edge is made to wait for no clock here: only
+// the dead letter sends it again.
+func TestPromptGoesStraight(t *testing.T) {
+	testwait.Short(t, "a session grain's prompts (TestMember keeps a member's life in -short)")
+	defer func(d time.Duration) { straightWait = d }(straightWait)
+	straightWait = time.Hour
+	var out syncBuffer
+	nodes, _ := testCluster(t, 1, &out)
+	made := make(chan *edgeConn, 1)
+	c := acptest.OnHub(nodes[0].hub, protocol.ConnOptions{Owner: "alice", Forward: func(sink protocol.Sink) protocol.Forwarder {
+		f := nodes[0].edge.Forwarder("alice")(sink)
+		made <- f.(*edgeConn)
+		return f
+	}})
+	t.Cleanup(func() { _ = c.Close(testwait.Hang) })
+	ctx := t.Context()
+	if _, err := c.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ec := <-made
+	res, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := res.SessionId
+	counts := func() (taken, again int) {
+		ec.mu.Lock()
+		defer ec.mu.Unlock()
+		return ec.taken, ec.again
+	}
+	ask := func(what string) {
+		t.Helper()
+		c.Client.Reset()
+		ctx, cancel := context.WithTimeout(ctx, testwait.Hang)
+		defer cancel()
+		if res, err := c.Ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn || acptest.Text(c.Client.Updates(sid)) != "pong" {
+			t.Fatalf("%s: %v %v %q", what, res, err, acptest.Text(c.Client.Updates(sid)))
+		}
+	}
+	for i := range 3 {
+		ask(fmt.Sprintf("prompt %d", i+1))
+	}
+	if taken, again := counts(); taken != 3 || again != 0 {
+		t.Errorf("after three prompts: %d taken straight, %d sent again; want 3 and 0", taken, again)
+	}
+	// The session's actor goes (as the cluster stops a grain); the edge
+	// still names it.
+	ec.mu.Lock()
+	pid := ec.sessions[string(sid)]
+	ec.mu.Unlock()
+	if pid == nil {
+		t.Fatal("the edge knows no actor of the session")
+	}
+	if err := nodes[0].m.System().Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	ask("the prompt after the session's actor went")
+	if _, again := counts(); again != 1 {
+		t.Errorf("the prompt to the actor that went was sent again %d times, want once", again)
+	}
+	ask("the prompt after that")
+	if taken, _ := counts(); taken != 4 {
+		t.Errorf("%d prompts taken straight in all, want 4: the one after the session came back goes straight too", taken)
 	}
 }

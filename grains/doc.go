@@ -51,7 +51,14 @@
 // the priority that puts it ahead of the stream in its mailbox. The grain
 // answers grainspb.Accepted at once (naming itself and the client's link),
 // serves each call once (a call sent again has a seq it has seen) through
-// the client's link on its node, and never holds a request for a turn.
+// the client's link on its node, and never holds a request for a turn. A
+// prompt to a session whose actor the edge knows goes straight to it, the
+// edge actor its sender: the grain says it took it in the link's Outs
+// (Out.accepted), ahead of what the session writes, so that a turn's call
+// crosses once and waits for no answer of its own; the lane sends the
+// session nothing else until then. One not taken (the node is leaving:
+// Accepted again; the actor is gone: protoactor's dead letter; nothing
+// within straightWait) is sent again through the cluster, with its seq.
 //
 // A member is not an owner (proof.go). Every message between a client's
 // edge and the nodes that run its sessions (Call, Cancel, Gone, Answer,

@@ -176,6 +176,10 @@ type edgeConn struct {
 	// changed is closed, and replaced, when a lane ends its work or a
 	// request is answered: what Close waits on (until).
 	changed chan struct{}
+	// taken counts the prompts sent straight that their node took, and
+	// again those sent again through the cluster (under mu): what the
+	// tests see of the way a prompt went.
+	taken, again int
 }
 
 // signal wakes what waits in until (called under c.mu).
@@ -194,7 +198,35 @@ type lane struct {
 	// the lane goes when it is empty (a connection opens and closes
 	// sessions for as long as it lives).
 	ended bool
+	// straight is the prompt sent straight to the session's actor that
+	// its node has not said it took yet: the lane sends nothing behind it
+	// until it has (Out.accepted), or until it is sent again through the
+	// cluster (lostStraight).
+	straight *straightCall
 }
+
+// straightCall is a prompt sent straight to its session's actor, the
+// edge actor its sender, rather than through a request of the cluster's
+// that waits for its Accepted: on a session that the edge knows (a call
+// before it was accepted there), a turn's call crosses once, and its
+// acceptance comes back with what the session writes. One that was not
+// taken is sent again through the cluster, in the lane's order: its
+// node answers Accepted (again, refused) to the edge actor, or nothing
+// comes back within straightWait (the actor was gone: protoactor's dead
+// letter, or the message lost). Sent again, it has its seq, which a
+// session that took it serves once.
+type straightCall struct {
+	call  *grainspb.Call
+	r     *request
+	to    *actor.PID
+	timer *time.Timer
+}
+
+// straightWait is how long the edge waits for the session's node to say
+// it took a prompt sent straight before it sends it again through the
+// cluster, as long as a request of the cluster's waits for its answer (a
+// variable for the tests).
+var straightWait = 2 * time.Second
 
 func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessage) {
 	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Method: r.Method, Id: idBytes(r.ID), SessionId: sid, Forms: c.sink.Forms(), Caps: uint32(c.sink.Caps())}
@@ -238,10 +270,12 @@ func (c *edgeConn) send(l *lane) {
 	root := c.e.m.System().Root
 	for {
 		c.mu.Lock()
-		if len(l.queue) == 0 {
+		if len(l.queue) == 0 || l.straight != nil {
+			// Nothing to send, or nothing until the prompt sent straight
+			// is taken (acceptedStraight and lostStraight go on).
 			l.busy = false
 			c.signal()
-			if l.ended && c.lanes[l.sid] == l {
+			if len(l.queue) == 0 && l.straight == nil && l.ended && c.lanes[l.sid] == l {
 				delete(c.lanes, l.sid)
 				delete(c.sessions, l.sid)
 				c.forgetOwed(l.sid)
@@ -262,6 +296,19 @@ func (c *edgeConn) send(l *lane) {
 			m := &grainspb.Cancel{Conn: c.me, SessionId: call.SessionId, RequestId: requestIDOf(call)}
 			m.Proof = c.k.prove(to, m)
 			root.Send(to, m)
+			continue
+		}
+		if to != nil && r != nil && call.Method == acp.AgentMethodSessionPrompt {
+			// Its request runs on to's node once the node says it took
+			// it (acceptedStraight), as a call through the cluster runs
+			// there once Accepted: until then, a node that leaves has it
+			// sent again, not failed (lost).
+			st := &straightCall{call: call, r: r, to: to}
+			c.mu.Lock()
+			l.straight = st
+			st.timer = time.AfterFunc(straightWait, func() { c.lostStraight(l, st) })
+			c.mu.Unlock()
+			root.RequestWithCustomSender(to, call, c.self)
 			continue
 		}
 		a, err := c.e.deliver(call)
@@ -296,6 +343,98 @@ func (c *edgeConn) send(l *lane) {
 	}
 }
 
+// acceptedStraight takes the word of session sid's node that it took the
+// call of seq sent straight to it (Out.accepted): its lane goes on.
+func (c *edgeConn) acceptedStraight(sid string, seq uint64) {
+	c.mu.Lock()
+	l := c.lanes[sid]
+	if l == nil || l.straight == nil || l.straight.call.Seq != seq {
+		c.mu.Unlock()
+		return
+	}
+	st := l.straight
+	st.timer.Stop()
+	l.straight = nil
+	if !st.r.done {
+		st.r.node = st.to.Address
+	}
+	c.taken++
+	c.goOn(l)
+}
+
+// lostStraight sends st, a prompt of lane l sent straight to its session's
+// actor and not taken there, again through the cluster, ahead of what
+// the lane has waiting; unless its request was answered meanwhile (its
+// node was lost: NodeLost), or the connection is closing.
+func (c *edgeConn) lostStraight(l *lane, st *straightCall) {
+	r := st.r
+	c.e.m.Cluster().PidCache.Remove(l.sid, SessionKind)
+	c.mu.Lock()
+	if l.straight != st {
+		c.mu.Unlock()
+		return // taken meanwhile
+	}
+	st.timer.Stop()
+	l.straight = nil
+	if to := c.sessions[l.sid]; to != nil && to.Equal(st.to) {
+		delete(c.sessions, l.sid) // the lane's next calls find the session anew
+	}
+	if !r.done && !c.closing {
+		l.queue = append([]*grainspb.Call{st.call}, l.queue...)
+		c.again++
+	}
+	c.goOn(l)
+}
+
+// goOn starts lane l's sender if it has calls and none runs (c.mu held,
+// and released).
+func (c *edgeConn) goOn(l *lane) {
+	start := !l.busy && len(l.queue) > 0
+	if start {
+		l.busy = true
+	}
+	c.signal()
+	c.mu.Unlock()
+	if start {
+		go c.send(l)
+	}
+}
+
+// straightAnswered takes what comes back to the edge actor about the
+// prompts sent straight: an Accepted (the node did not take it: it is
+// leaving, or refused it) or protoactor's dead letter (no such actor
+// there). Either is sent again through the cluster, which says what is
+// to be said. A dead letter names no call: it is taken as the one prompt
+// sent straight when there is one, and otherwise left to straightWait.
+// What comes here may come from any member: the worst it does is send a
+// call again through the cluster, whose node serves a seq once.
+func (c *edgeConn) straightAnswered(m any) {
+	c.mu.Lock()
+	var found *lane
+	n := 0
+	for _, l := range c.lanes {
+		if l.straight == nil {
+			continue
+		}
+		n++
+		switch m := m.(type) {
+		case *grainspb.Accepted:
+			if l.straight.call.Seq == m.Seq {
+				found = l
+			}
+		case *actor.DeadLetterResponse:
+			found = l
+		}
+	}
+	if _, dead := m.(*actor.DeadLetterResponse); found == nil || dead && n > 1 {
+		c.mu.Unlock()
+		return
+	}
+	st := found.straight
+	c.mu.Unlock()
+	c.lostStraight(found, st)
+}
+
 // lost fails the requests running on nodes that left the cluster, and
 // ends the waits of their sessions' questions.
 func (c *edgeConn) lost(left []string) {
@@ -317,7 +456,23 @@ func (c *edgeConn) lost(left []string) {
 			delete(c.sessions, sid)
 		}
 	}
+	// A prompt sent straight to a node that left, which did not say it
+	// took it, is sent again through the cluster, as a call through the
+	// cluster that was not Accepted is tried again.
+	type sent struct {
+		l  *lane
+		st *straightCall
+	}
+	var again []sent
+	for _, l := range c.lanes {
+		if st := l.straight; st != nil && slices.Contains(left, st.to.Address) {
+			again = append(again, sent{l, st})
+		}
+	}
 	c.mu.Unlock()
+	for _, a := range again {
+		c.lostStraight(a.l, a.st)
+	}
 	c.sink.Abandon(askedBy(nil, nil, left))
 	if len(lost) > 0 {
 		c.e.log.Warn(fmt.Sprintf("cluster: node %v lost with %d request(s) of a client in flight", left, len(lost)))
@@ -349,7 +504,9 @@ func (c *edgeConn) Close(wait time.Duration) {
 	deadline := time.Now().Add(wait)
 	c.until(deadline, func() bool {
 		for _, l := range c.lanes {
-			if l.busy {
+			// A lane whose calls wait behind a prompt sent straight goes
+			// on once the prompt is taken.
+			if l.busy || l.straight != nil && len(l.queue) > 0 {
 				return false
 			}
 		}

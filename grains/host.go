@@ -248,13 +248,17 @@ func starts(m acpmethod.Method) bool { return m.Starts }
 // one pass through the mailbox (actors.Here).
 func (g *grain) call(ctx actor.Context, c *grainspb.Call, here *actors.Here) {
 	node := ctx.ActorSystem().Address()
+	respond := func(a *grainspb.Accepted) {
+		a.Seq = c.Seq
+		ctx.Respond(a)
+	}
 	// Nothing of a call is taken before its proof checks: its owner, its
 	// connection, its session, its params.
 	pk, why := g.check(c)
 	if why != "" {
 		// What the call says is quoted: it may come from anyone.
 		g.h.refused.say(fmt.Sprintf("%q of session %q from %q: %s", c.Method, c.SessionId, c.Conn.GetAddress(), why))
-		ctx.Respond(&grainspb.Accepted{Node: node, Refused: fmt.Sprintf("mm node %s refused %q: %s", node, c.Method, why)})
+		respond(&grainspb.Accepted{Node: node, Refused: fmt.Sprintf("mm node %s refused %q: %s", node, c.Method, why)})
 		return
 	}
 	key := connKey(c.Conn)
@@ -264,22 +268,27 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call, here *actors.Here) {
 		if l := g.h.known(c.Conn); l != nil {
 			a.Link = l.me
 		}
-		ctx.Respond(a)
+		respond(a)
 		return
 	}
 	if g.h.isDraining() && (acpmethod.Is(c.Method, opens) || acpmethod.Is(c.Method, starts)) {
-		ctx.Respond(&grainspb.Accepted{Node: node, Again: true})
+		respond(&grainspb.Accepted{Node: node, Again: true})
 		return
 	}
 	g.last[key] = c.Seq
 	l := g.h.link(ctx.ActorSystem(), c, pk)
 	if l == nil {
-		ctx.Respond(&grainspb.Accepted{Node: node})
+		respond(&grainspb.Accepted{Node: node})
 		return // the client is gone
 	}
 	l.forms.Store(c.Forms)
 	l.caps.Store(c.Caps)
-	ctx.Respond(&grainspb.Accepted{Node: node, Link: l.me, Session: self})
+	if straight(ctx, c) {
+		// Said with what the session writes, ahead of it.
+		l.accepted(c.SessionId, c.Seq)
+	} else {
+		respond(&grainspb.Accepted{Node: node, Link: l.me, Session: self})
+	}
 	switch c.Method {
 	case acp.AgentMethodSessionCancel:
 		l.c.CancelSession(c.SessionId, here)
@@ -311,6 +320,16 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call, here *actors.Here) {
 		return
 	}
 	l.c.Serve(c.Method, id, p, c.SessionId, here)
+}
+
+// straight says whether c was sent to the session's actor by the client's
+// edge actor itself (a prompt to a session it knows), not by a request of
+// the cluster's, which waits for Accepted: the edge learns that the
+// session took it from the link's Outs (Out.accepted). The sender is the
+// connection the proof covers.
+func straight(ctx actor.Context, c *grainspb.Call) bool {
+	s := ctx.Sender()
+	return s != nil && c.Conn != nil && s.Address == c.Conn.Address && s.Id == c.Conn.Id
 }
 
 // check says why call is not to be taken ("" if it is), and returns the

@@ -272,6 +272,12 @@ func (l *link) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) 
 	l.send(sid, out)
 }
 
+// accepted tells the client's edge that the session took the call of
+// seq it sent straight to its actor, ahead of what the session writes.
+func (l *link) accepted(sid string, seq uint64) {
+	l.send(sid, &grainspb.Out{Item: &grainspb.Out_Accepted{Accepted: seq}})
+}
+
 func (l *link) Deliver(sid string, pid *actor.PID, msg any) {
 	l.mu.Lock()
 	if l.closed {

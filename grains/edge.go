@@ -219,6 +219,7 @@ type straightCall struct {
 	call  *grainspb.Call
 	r     *request
 	to    *actor.PID
+	sent  time.Time
 	timer *time.Timer
 }
 
@@ -303,7 +304,7 @@ func (c *edgeConn) send(l *lane) {
 			// it (acceptedStraight), as a call through the cluster runs
 			// there once Accepted: until then, a node that leaves has it
 			// sent again, not failed (lost).
-			st := &straightCall{call: call, r: r, to: to}
+			st := &straightCall{call: call, r: r, to: to, sent: time.Now()}
 			c.mu.Lock()
 			l.straight = st
 			st.timer = time.AfterFunc(straightWait, func() { c.lostStraight(l, st) })
@@ -360,6 +361,16 @@ func (c *edgeConn) acceptedStraight(sid string, seq uint64) {
 	}
 	c.taken++
 	c.goOn(l)
+	c.counted(st, nil)
+}
+
+// counted has a prompt sent straight to another node counted in the
+// member's requests to grains there (/metrics): taken, with the time
+// until its node said so, or not (err).
+func (c *edgeConn) counted(st *straightCall, err error) {
+	if st.to.Address != c.e.m.Address() {
+		c.e.m.CrossNodeRequest(time.Since(st.sent), err)
+	}
 }
 
 // lostStraight sends st, a prompt of lane l sent straight to its session's
@@ -384,7 +395,12 @@ func (c *edgeConn) lostStraight(l *lane, st *straightCall) {
 		c.again++
 	}
 	c.goOn(l)
+	c.counted(st, errNotTaken)
 }
+
+// errNotTaken is the outcome of a prompt sent straight that its node did
+// not take.
+var errNotTaken = errors.New("a prompt sent straight was not taken")
 
 // goOn starts lane l's sender if it has calls and none runs (c.mu held,
 // and released).

@@ -205,30 +205,6 @@ type lane struct {
 	straight *straightCall
 }
 
-// straightCall is a prompt sent straight to its session's actor, the
-// edge actor its sender, rather than through a request of the cluster's
-// that waits for its Accepted: on a session that the edge knows (a call
-// before it was accepted there), a turn's call crosses once, and its
-// acceptance comes back with what the session writes. One that was not
-// taken is sent again through the cluster, in the lane's order: its
-// node answers Accepted (again, refused) to the edge actor, or nothing
-// comes back within straightWait (the actor was gone: protoactor's dead
-// letter, or the message lost). Sent again, it has its seq, which a
-// session that took it serves once.
-type straightCall struct {
-	call  *grainspb.Call
-	r     *request
-	to    *actor.PID
-	sent  time.Time
-	timer *time.Timer
-}
-
-// straightWait is how long the edge waits for the session's node to say
-// it took a prompt sent straight before it sends it again through the
-// cluster, as long as a request of the cluster's waits for its answer (a
-// variable for the tests).
-var straightWait = 2 * time.Second
-
 func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessage) {
 	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Method: r.Method, Id: idBytes(r.ID), SessionId: sid, Forms: c.sink.Forms(), Caps: uint32(c.sink.Caps())}
 	open, err := encodeParams(call, r.Method, p, raw)
@@ -344,64 +320,6 @@ func (c *edgeConn) send(l *lane) {
 	}
 }
 
-// acceptedStraight takes the word of session sid's node that it took the
-// call of seq sent straight to it (Out.accepted): its lane goes on.
-func (c *edgeConn) acceptedStraight(sid string, seq uint64) {
-	c.mu.Lock()
-	l := c.lanes[sid]
-	if l == nil || l.straight == nil || l.straight.call.Seq != seq {
-		c.mu.Unlock()
-		return
-	}
-	st := l.straight
-	st.timer.Stop()
-	l.straight = nil
-	if !st.r.done {
-		st.r.node = st.to.Address
-	}
-	c.taken++
-	c.goOn(l)
-	c.counted(st, nil)
-}
-
-// counted has a prompt sent straight to another node counted in the
-// member's requests to grains there (/metrics): taken, with the time
-// until its node said so, or not (err).
-func (c *edgeConn) counted(st *straightCall, err error) {
-	if st.to.Address != c.e.m.Address() {
-		c.e.m.CrossNodeRequest(time.Since(st.sent), err)
-	}
-}
-
-// lostStraight sends st, a prompt of lane l sent straight to its session's
-// actor and not taken there, again through the cluster, ahead of what
-// the lane has waiting; unless its request was answered meanwhile (its
-// node was lost: NodeLost), or the connection is closing.
-func (c *edgeConn) lostStraight(l *lane, st *straightCall) {
-	r := st.r
-	c.e.m.Cluster().PidCache.Remove(l.sid, SessionKind)
-	c.mu.Lock()
-	if l.straight != st {
-		c.mu.Unlock()
-		return // taken meanwhile
-	}
-	st.timer.Stop()
-	l.straight = nil
-	if to := c.sessions[l.sid]; to != nil && to.Equal(st.to) {
-		delete(c.sessions, l.sid) // the lane's next calls find the session anew
-	}
-	if !r.done && !c.closing {
-		l.queue = append([]*grainspb.Call{st.call}, l.queue...)
-		c.again++
-	}
-	c.goOn(l)
-	c.counted(st, errNotTaken)
-}
-
-// errNotTaken is the outcome of a prompt sent straight that its node did
-// not take.
-var errNotTaken = errors.New("a prompt sent straight was not taken")
-
 // goOn starts lane l's sender if it has calls and none runs (c.mu held,
 // and released).
 func (c *edgeConn) goOn(l *lane) {
@@ -414,41 +332,6 @@ func (c *edgeConn) goOn(l *lane) {
 	if start {
 		go c.send(l)
 	}
-}
-
-// straightAnswered takes what comes back to the edge actor about the
-// prompts sent straight: an Accepted (the node did not take it: it is
-// leaving, or refused it) or protoactor's dead letter (no such actor
-// there). Either is sent again through the cluster, which says what is
-// to be said. A dead letter names no call: it is taken as the one prompt
-// sent straight when there is one, and otherwise left to straightWait.
-// What comes here may come from any member: the worst it does is send a
-// call again through the cluster, whose node serves a seq once.
-func (c *edgeConn) straightAnswered(m any) {
-	c.mu.Lock()
-	var found *lane
-	n := 0
-	for _, l := range c.lanes {
-		if l.straight == nil {
-			continue
-		}
-		n++
-		switch m := m.(type) {
-		case *grainspb.Accepted:
-			if l.straight.call.Seq == m.Seq {
-				found = l
-			}
-		case *actor.DeadLetterResponse:
-			found = l
-		}
-	}
-	if _, dead := m.(*actor.DeadLetterResponse); found == nil || dead && n > 1 {
-		c.mu.Unlock()
-		return
-	}
-	st := found.straight
-	c.mu.Unlock()
-	c.lostStraight(found, st)
 }
 
 // lost fails the requests running on nodes that left the cluster, and

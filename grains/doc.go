@@ -17,7 +17,7 @@
 //	m.CrossNodeRequest(d, err) // a request to a grain on another node, for /metrics
 //	m.Leave(ctx)           // graceful: Shutdown(true)
 //
-// Sessions as grains (host.go, link.go, edge.go, back.go):
+// Sessions as grains (host.go, link.go, edge.go, straight.go, back.go):
 //
 //	sys := grains.NewSystem(log)       // the node's actor system
 //	hub := app.NewHub(app.Options{..., System: sys.ActorSystem})
@@ -101,7 +101,8 @@
 // owners' proofs), calls.go (a
 // request to and from its Call), host.go (the grains), link.go (a client's
 // link on a session's node), edge.go (the forwarders: a connection's calls to its
-// sessions' grains), requests.go (the client's requests as the edge
+// sessions' grains), straight.go (a prompt sent straight to its session's
+// actor: its acceptance, or its sending again), requests.go (the client's requests as the edge
 // handed them on: notes in the connection's table), back.go (what comes
 // back, into the connection),
 // peers.go (where each member serves ACP, gossiped, for a request that

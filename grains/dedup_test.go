@@ -154,18 +154,8 @@ func TestEdgeDropsAStaleNodesOutput(t *testing.T) {
 	var out syncBuffer
 	nodes, _ := testCluster(t, 1, &out)
 	m := nodes[0].m
-	made := make(chan *edgeConn, 1)
-	c := acptest.OnHub(nodes[0].hub, protocol.ConnOptions{Owner: "alice", Forward: func(sink protocol.Sink) protocol.Forwarder {
-		f := nodes[0].edge.Forwarder("alice")(sink)
-		made <- f.(*edgeConn)
-		return f
-	}})
-	t.Cleanup(func() { _ = c.Close(testwait.Hang) })
+	c, ec := aliceOn(t, nodes[0])
 	ctx := t.Context()
-	if _, err := c.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ec := <-made
 	edge := ec.self
 	var mu sync.Mutex
 	var credits []int64
@@ -259,18 +249,8 @@ func TestPromptGoesStraight(t *testing.T) {
 	straightWait = time.Hour
 	var out syncBuffer
 	nodes, _ := testCluster(t, 1, &out)
-	made := make(chan *edgeConn, 1)
-	c := acptest.OnHub(nodes[0].hub, protocol.ConnOptions{Owner: "alice", Forward: func(sink protocol.Sink) protocol.Forwarder {
-		f := nodes[0].edge.Forwarder("alice")(sink)
-		made <- f.(*edgeConn)
-		return f
-	}})
-	t.Cleanup(func() { _ = c.Close(testwait.Hang) })
+	c, ec := aliceOn(t, nodes[0])
 	ctx := t.Context()
-	if _, err := c.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ec := <-made
 	res, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
 	if err != nil {
 		t.Fatal(err)
@@ -315,4 +295,22 @@ func TestPromptGoesStraight(t *testing.T) {
 	if taken, _ := counts(); taken != 4 {
 		t.Errorf("%d prompts taken straight in all, want 4: the one after the session came back goes straight too", taken)
 	}
+}
+
+// aliceOn connects a client of alice's to node nd's hub, initialized, its
+// sessions forwarded by nd's edge, and returns it with its edge's
+// connection.
+func aliceOn(t *testing.T, nd *node) (*acptest.Conn, *edgeConn) {
+	t.Helper()
+	made := make(chan *edgeConn, 1)
+	c := acptest.OnHub(nd.hub, protocol.ConnOptions{Owner: "alice", Forward: func(sink protocol.Sink) protocol.Forwarder {
+		f := nd.edge.Forwarder("alice")(sink)
+		made <- f.(*edgeConn)
+		return f
+	}})
+	t.Cleanup(func() { _ = c.Close(testwait.Hang) })
+	if _, err := c.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return c, <-made
 }

@@ -13,18 +13,32 @@ import (
 //     answering what it kept): what comes after never reaches the actor,
 //     and the handle refuses it, closed, for the request's server (the
 //     edge) to answer;
-//   - the session's own (its save was fenced, its opening failed) and the
-//     cluster's (a grain poisoned when its identity moves or its node
-//     leaves: the PoisonPill is taken as a drain, sessionMiddleware)
-//     mark the handle ended and send the session drained, behind what
-//     the edge sent before.
+//   - the session's own when its save was fenced, and the cluster's (a
+//     grain poisoned when its identity moves or its node leaves: the
+//     PoisonPill is taken as a drain, sessionMiddleware), mark the handle
+//     ended and send the session drained, behind what the edge sent
+//     before;
+//   - a session whose opening failed answers what it kept at once, then
+//     what is still on its way as it comes, and leaves (leave) once it
+//     took all its handle sent: only then does the handle refuse on its
+//     own, so that no request is answered ahead of one sent before it.
 // When the end comes, the edge's messages the session still keeps (its
-// stash, while it opened or moved) are answered (refuse), then the actor
-// stops; its turns end cancelled as it stops (onStopping).
+// stash, while it opened or moved) are answered (refuse), and what the
+// edge sent after the end is refused as it comes; then the actor stops;
+// its turns end cancelled as it stops (onStopping).
 
-// drain asks a session to end itself, in its order (a PoisonPill, as the
-// session's middleware hands it).
-type drain struct{}
+// drain asks a session to end itself, in its order: posted by its handle
+// (StopAll), or a PoisonPill as the session's middleware hands it.
+type drain struct{ Posted bool }
+
+// posted says whether msg came through the handle's post, which counts
+// what it sends (Session.sent): the edge's messages and its drains.
+func posted(msg any) bool {
+	if d, ok := msg.(*drain); ok {
+		return d.Posted
+	}
+	return fromEdge(msg)
+}
 
 // drained is the end of a session's drain: what the edge sent before it
 // has been taken.
@@ -45,15 +59,25 @@ func (s *session) endItself(ctx actor.Context) {
 func (s *session) stop(ctx actor.Context) {
 	kept := s.stash
 	s.stash, s.moving, s.unstashing = nil, nil, false
+	s.ending = true
 	for _, m := range kept {
 		s.refuse(m)
 	}
 	switch {
 	case s.closing: // closing up already: it stops once its file is final
 	case s.opening:
-		ctx.Stop(ctx.Self())
+		s.leave(ctx)
 	default:
 		s.closeUp(ctx, ctx.Self())
+	}
+}
+
+// leave stops a session that never opened once it took all its handle
+// sent it (Session.leave); until then it refuses what comes (take).
+func (s *session) leave(ctx actor.Context) {
+	s.leaving = true
+	if s.handle == nil || s.handle.leave(s.received) {
+		ctx.Stop(ctx.Self())
 	}
 }
 

@@ -468,7 +468,7 @@ func StopAll(sessions []*Session) {
 	for _, s := range sessions {
 		// A drain, unlike End's endSession, does not wait for a session
 		// still opening: what it was sent is answered at once.
-		s.send(&drain{}, nil, nil)
+		s.send(&drain{Posted: true}, nil, nil)
 	}
 	late := make(chan struct{}) // closed once the grace, for them all, is over
 	grace := time.AfterFunc(stopGrace, func() { close(late) })

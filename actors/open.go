@@ -148,9 +148,11 @@ func (s *session) whileOpening(ctx actor.Context, msg any) {
 // kept meanwhile; or, when it has none, fails what it was sent and stops.
 func (s *session) onOpened(ctx actor.Context, m *opened) {
 	if m.State == nil {
+		// What it kept is answered now, what is still on its way as it
+		// comes, in the order sent (stop, leave).
 		s.failed = m.Failed
 		s.handle.fail(m.Failed)
-		ctx.Send(ctx.Self(), &drained{})
+		s.stop(ctx)
 		return
 	}
 	s.fill(m.State)
@@ -197,13 +199,29 @@ func (t *handoff) take(n uint64) (*Session, Attachment, opening) {
 	return x.h, x.on, x.o
 }
 
-// fail records that the session could not open: what it was sent is
-// answered with failed, by the session as it ends, and what is sent from
-// now on by the handle.
+// fail records that the session could not open: what it is sent is
+// answered with failed, by the session until it leaves (its end: leave),
+// and by the handle after.
 func (s *Session) fail(failed any) {
 	s.mu.Lock()
-	s.failed, s.ended = failed, true
+	s.failed = failed
 	s.mu.Unlock()
+}
+
+// leave ends the handle once its actor took every message it posted
+// (received, the actor's count): from then on the handle refuses what it
+// is sent itself, and the actor may stop. While one is still on its way
+// it reports false: the actor refuses that one as it comes, in its order,
+// then asks again. A request the handle refused itself is thus never
+// answered ahead of one it sent before (TestFailedOpeningAnswersInOrder).
+func (s *Session) leave(received uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sent.Load() != received {
+		return false
+	}
+	s.ended = true
+	return true
 }
 
 // NeverOpened reports whether the session's opening failed (OpenSession).

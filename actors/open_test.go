@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"fmt"
 	"github.com/mm-agent/mm/jsonrpc"
+	"runtime"
 
 	"testing"
 	"time"
@@ -68,14 +70,20 @@ func TestFailedOpeningAnswersEverything(t *testing.T) {
 	if v := out.wait(t, early); v != gone {
 		t.Fatalf("a prompt sent while opening: %#v", v)
 	}
-	// What is sent after the failure never reaches the session: the
-	// handle refuses it with the failure, for its server to answer.
+	// What is sent after the failure gets the failure too: from the
+	// session, while it still takes what its handle sends, else from the
+	// handle, for its server to answer; never from both.
 	late := out.reply(acp.AgentMethodSessionSetMode)
-	if v := s.SetMode(ModeYolo, late, nil); v != gone {
-		t.Fatalf("a mode sent after the failure: %#v", v)
+	if v := s.SetMode(ModeYolo, late, nil); v == nil {
+		if v := out.wait(t, late); v != gone {
+			t.Fatalf("a mode sent after the failure: %#v", v)
+		}
+	} else if v != gone || out.answeredYet(late) {
+		t.Fatalf("a mode sent after the failure, refused: %#v (answered too: %v)", v, out.answeredYet(late))
 	}
-	if out.answeredYet(late) {
-		t.Fatal("the handle answered a request itself")
+	<-s.gone
+	if v := s.SetMode(ModeYolo, out.reply(acp.AgentMethodSessionSetMode), nil); v != gone {
+		t.Fatalf("a mode sent once the session is gone: %#v", v)
 	}
 	if _, err := s.State(); err == nil {
 		t.Fatal("a session that never opened has a state")
@@ -293,4 +301,47 @@ func TestAttachNamesTheConnection(t *testing.T) {
 func heldBehind(rt *Runtime) (release chan struct{}, before *Session) {
 	release = make(chan struct{})
 	return release, rt.Behind("s0", nil, func() { <-release })
+}
+
+// TestFailedOpeningAnswersInOrder: what a session whose opening failed
+// was sent is answered in the order it was sent, also when a request comes
+// just as the opening fails: the handle refuses a request itself only once
+// every one it sent before has its answer (TestFailedOpenAnswersWhatFollows,
+// through an edge, found a set_mode answered before the load it followed).
+func TestFailedOpeningAnswersInOrder(t *testing.T) {
+	rt, out := newTestRuntime(t, pongScript)
+	gone := &Outcome{Err: "no such session"}
+	for i := range 200 {
+		proceed := make(chan struct{})
+		s := rt.OpenSession(fmt.Sprintf("s%d", i), t.TempDir(), Attachment{}, nil, func(*Session) (*SessionState, any) {
+			<-proceed
+			return nil, gone
+		}, nil)
+		early := out.reply(acp.AgentMethodSessionLoad)
+		if v := s.Replay(early, nil); v != nil {
+			t.Fatalf("a load sent while opening was refused: %#v", v)
+		}
+		close(proceed)
+		for !s.NeverOpened() {
+			runtime.Gosched()
+		}
+		late := out.reply(acp.AgentMethodSessionSetMode)
+		refused := s.SetMode(ModeAsk, late, nil)
+		if refused != nil && !out.answeredYet(early) {
+			t.Fatalf("round %d: the handle refused a mode before the load sent ahead of it had its answer", i)
+		}
+		if v := out.wait(t, early); v != gone {
+			t.Fatalf("the load: %#v", v)
+		}
+		if refused == nil {
+			if v := out.wait(t, late); v != gone {
+				t.Fatalf("the mode: %#v", v)
+			}
+		} else if refused != gone {
+			t.Fatalf("the mode, refused: %#v", refused)
+		}
+		if err := s.End(false, nil)(); err != ErrNeverOpened {
+			t.Fatalf("ending it: %v", err)
+		}
+	}
 }

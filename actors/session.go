@@ -157,8 +157,12 @@ type session struct {
 	opener  opening
 	failed  any
 	// received counts the messages of its handle's it took through its
-	// mailbox (Here).
+	// mailbox (Here, leave).
 	received uint64
+	// ending is set once the session's end is served (stop): what the
+	// edge sent after it is refused as it comes, in its order; leaving
+	// once the actor waits, to stop, for what is still on its way (leave).
+	ending, leaving bool
 	// moving is a move to another connection waiting for the session's
 	// turns to end (Session.Move); stash the edge's messages that came
 	// while it opened or after the move, served in order once it is
@@ -261,8 +265,8 @@ func (s *session) Receive(ctx actor.Context) {
 	// session goes on.
 	defer s.survive(ctx)
 	msg := ctx.Message()
-	if fromEdge(msg) {
-		s.received++ // its handle's (Here)
+	if posted(msg) {
+		s.received++ // its handle's (Here, leave)
 	}
 	if s.calls != nil && s.clusters(ctx, msg) {
 		return
@@ -273,6 +277,13 @@ func (s *session) Receive(ctx actor.Context) {
 // take serves one message as it comes: kept while the session opens or
 // moves, served otherwise.
 func (s *session) take(ctx actor.Context, msg any) {
+	if s.ending && fromEdge(msg) {
+		s.refuse(msg)
+		if s.leaving {
+			s.leave(ctx)
+		}
+		return
+	}
 	if (s.opening || s.moving != nil || s.unstashing) && fromEdge(msg) {
 		s.stash = keep(s.stash, msg)
 		return

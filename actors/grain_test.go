@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +82,42 @@ func TestSessionIsItsGrain(t *testing.T) {
 	defer alone.Stop()
 	if alone.pid == nil {
 		t.Fatal("a session no grain waits for is not spawned")
+	}
+}
+
+// TestMadeGrainTakesOneMessage: a session made (session/new, a fork) for
+// a grain a cluster activated reaches that grain in one message, its
+// handle and its state together: beside the cluster's call, one trip
+// through the mailbox, as a load's state is.
+func TestMadeGrainTakesOneMessage(t *testing.T) {
+	rt, out := newTestRuntime(t, pongScript)
+	var mu sync.Mutex
+	var took []string
+	count := func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			switch env.Message.(type) {
+			case *given, *opened:
+				mu.Lock()
+				took = append(took, fmt.Sprintf("%T", env.Message))
+				mu.Unlock()
+			}
+			next(c, env)
+		}
+	}
+	id := "made-once"
+	pid := rt.sys.Root.Spawn(rt.GrainProps(testCalls{id}).Configure(actor.WithReceiverMiddleware(count)))
+	waitUntil(t, func() bool { return grainWaits(rt, id, pid) })
+	s := rt.SpawnSession(&SessionState{ID: id, Cwd: t.TempDir()}, Attachment{})
+	defer s.Stop()
+	turn := out.reply(acp.AgentMethodSessionPrompt)
+	s.Start([]acp.ContentBlock{acp.TextBlock("ping")}, turn, nil)
+	if res, ok := out.wait(t, turn).(*TurnResult); !ok || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("a turn in the made grain: %#v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(took) != 1 || took[0] != "*actors.given" {
+		t.Fatalf("the grain took %v to have its session, want one *actors.given", took)
 	}
 }
 

@@ -73,10 +73,10 @@ func (rt *Runtime) SpawnSession(st *SessionState, on Attachment) *Session {
 	final := make(chan struct{})
 	h := &Session{ID: st.ID, Cwd: st.Cwd, rt: rt, final: final, gone: make(chan struct{})}
 	if pid := rt.grains.take(st.ID); pid != nil {
-		// A grain waits for it: it is given the state, as data.
+		// A grain waits for it: it is given the state, as data, with
+		// its handle, in one message.
 		h.pid = pid
-		rt.give(pid, h, on, opening{}, nil)
-		rt.sys.Root.Send(pid, &opened{State: st, Read: prepare(rt, st)})
+		rt.give(pid, h, on, opening{ready: &opened{State: st, Read: prepare(rt, st)}}, nil)
 		return h
 	}
 	s := newSession(rt, st, on, final)

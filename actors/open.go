@@ -38,17 +38,24 @@ func (rt *Runtime) OpenSession(id, cwd string, on Attachment, before *Session, o
 }
 
 // opening is how a session that opens gets its state: open, once the
-// actor before it is gone.
+// actor before it is gone; or ready, the state of a session made or
+// forked (SpawnSession), handed to its grain with its handle (given) so
+// that one message brings it both.
 type opening struct {
 	before *actor.PID
 	open   func(*Session) (*SessionState, any)
+	ready  *opened
 }
 
 // beginOpening starts the session's opening: at once, or once the actor
-// before it is gone (Terminated). A session given its state (SpawnSession)
-// has none to start.
+// before it is gone (Terminated). A session made or forked
+// (SpawnSession) opens with the state it was given, at once.
 func (s *session) beginOpening(ctx actor.Context) {
 	switch {
+	case s.opener.ready != nil:
+		m := s.opener.ready
+		s.opener = opening{}
+		s.onOpened(ctx, m)
 	case s.opener.open == nil:
 	case s.opener.before != nil:
 		ctx.Watch(s.opener.before)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/coder/acp-go-sdk"
@@ -276,35 +275,7 @@ func (l *link) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) 
 // accepted tells the client's edge that the session took the call of
 // seq it sent straight to its actor, ahead of what the session writes.
 func (l *link) accepted(sid string, seq uint64) {
-	out := &grainspb.Out{SessionId: sid, Item: &grainspb.Out_Accepted{Accepted: seq}}
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
-	l.outs = append(l.outs, out)
-	alone := !l.flushing
-	l.mu.Unlock()
-	if alone {
-		time.AfterFunc(acceptedWait, l.kick)
-	}
-}
-
-// acceptedWait is how long an acceptance waits for what its turn writes
-// first, to cross with it in one Outs, before it goes on its own.
-var acceptedWait = time.Millisecond
-
-// kick has the link's actor send what waits, unless it is about to.
-func (l *link) kick() {
-	l.mu.Lock()
-	first := !l.flushing && len(l.outs) > 0 && !l.closed
-	if first {
-		l.flushing = true
-	}
-	l.mu.Unlock()
-	if first {
-		l.sys.Root.Send(l.self, flushOuts{})
-	}
+	l.send(sid, &grainspb.Out{Item: &grainspb.Out_Accepted{Accepted: seq}})
 }
 
 func (l *link) Deliver(sid string, pid *actor.PID, msg any) {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -91,27 +90,6 @@ func TestLinkSendsWhatWaitsInOneOuts(t *testing.T) {
 	}
 	if len(os) != 2 || n != 4 || os[1].Items[len(os[1].Items)-1].GetChunk() != "last" {
 		t.Errorf("%d bytes written while a flush was on its way: %d Outs of %d items in all", 3*len(big), len(os), n)
-	}
-	// An acceptance waits for what its turn writes first, and crosses
-	// with it in one Outs; alone, it goes once acceptedWait is over.
-	defer func(w time.Duration) { acceptedWait = w }(acceptedWait)
-	acceptedWait = time.Hour
-	l.accepted("s0", 7)
-	time.Sleep(20 * time.Millisecond)
-	mu.Lock()
-	early := len(got)
-	mu.Unlock()
-	if early != 0 {
-		t.Errorf("an acceptance went in an Outs of its own at once")
-	}
-	l.send("s0", &grainspb.Out{Item: &grainspb.Out_Chunk{Chunk: "pong"}})
-	if os := outs(1); len(os) != 1 || len(os[0].Items) != 2 || os[0].Items[0].GetAccepted() != 7 || texts(os) != "s0: s0:pong" {
-		t.Errorf("an acceptance and the first update of its turn: %d Outs, %q", len(os), texts(os))
-	}
-	acceptedWait = time.Millisecond
-	l.accepted("s1", 8)
-	if os := outs(1); len(os) != 1 || len(os[0].Items) != 1 || os[0].Items[0].GetAccepted() != 8 {
-		t.Errorf("an acceptance alone: %d Outs, %q", len(os), texts(os))
 	}
 	// Gone (as close marks it): nothing more is kept.
 	l.mu.Lock()

@@ -299,9 +299,11 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call, here *actors.Here) {
 		}
 		return
 	}
-	if acpmethod.Is(c.Method, starts) || c.Method == acp.AgentMethodSessionClose {
+	if (acpmethod.Is(c.Method, starts) || c.Method == acp.AgentMethodSessionClose) && l.c.Reopens(c.SessionId) {
 		// The session was on a node that is gone: it comes back here,
-		// from the store, before the request that needs it.
+		// from the store, before the request that needs it. A live
+		// session's reopening is never read (its MCP servers are JSON to
+		// decode: a few µs of every turn).
 		if p, ok := reopenOf(c); ok && l.c.Reopen(c.SessionId, p, here) {
 			g.h.log.Info(fmt.Sprintf("cluster: session %s reactivated on this node", c.SessionId))
 		}

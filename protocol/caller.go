@@ -231,6 +231,12 @@ func (c *Caller) CancelRequest(sid string, id jsonrpc.ID) {
 	}
 }
 
+// Reopens says whether a request for session sid would reopen it here
+// (Reopen): it is neither live on this connection nor held by another.
+func (c *Caller) Reopens(sid string) bool {
+	return c.live(sid) == nil && !c.hub.sessions.Holds(sid)
+}
+
 // Reopen makes session sid live here again, quietly, before the client's
 // next request of it, when it is not live on this hub: the session was on
 // a node of the cluster that was lost or left, and its history is in the
@@ -238,7 +244,7 @@ func (c *Caller) CancelRequest(sid string, id jsonrpc.ID) {
 // session that cannot be (another owner's, not stored) is left to the
 // request that follows, which says why. here is as Serve's.
 func (c *Caller) Reopen(sid string, p acp.ResumeSessionRequest, here *actors.Here) bool {
-	if c.live(sid) != nil || c.hub.sessions.Holds(sid) {
+	if !c.Reopens(sid) {
 		return false
 	}
 	if methods[acp.AgentMethodSessionResume].check(p) != nil || string(p.SessionId) != sid {

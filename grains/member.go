@@ -177,8 +177,10 @@ func Start(o Options) (*Member, error) {
 	// remote's gRPC server takes only a client certificate the cluster's
 	// CA signed, and a node dials only a server with one.
 	rc := remote.Configure(host, port,
-		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(tlsc.server))),
-		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(tlsc.client))),
+		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(tlsc.server)),
+			grpc.InitialWindowSize(grpcWindow), grpc.InitialConnWindowSize(grpcWindow)),
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(tlsc.client)),
+			grpc.WithInitialWindowSize(grpcWindow), grpc.WithInitialConnWindowSize(grpcWindow)),
 		// The queue of what waits to be sent to a member grows as it
 		// must (a ring that doubles); protoactor's default starts it at a
 		// million slots, 16 MB a member, which a node touches page after
@@ -449,3 +451,8 @@ func (m *Member) shutdown() {
 	}()
 	m.c.Shutdown(true)
 }
+
+// grpcWindow is the flow-control window of the streams between members:
+// set, it turns gRPC's bandwidth estimator off, whose pings answered each
+// burst of data with a write of their own.
+const grpcWindow = 4 << 20

@@ -64,6 +64,7 @@ func (c *edgeConn) receive(ctx actor.Context) {
 	default:
 		return
 	}
+	c.outsIn.Add(1)
 	if !c.k.checks(ctx.Self(), m) {
 		c.e.refused.say(fmt.Sprintf("a %T for %s's connection %s: its proof does not check (made without the key of the connection)", m, c.owner, c.self.Id))
 		return

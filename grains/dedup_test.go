@@ -297,6 +297,36 @@ func TestPromptGoesStraight(t *testing.T) {
 	}
 }
 
+// TestLocalSessionWritesToItsEdge: what a session writes to a client
+// whose connection is on the session's own node goes to that
+// connection's edge there and then, not as Outs through its actor (no
+// message, proof or actor between); the turns' output and answers come
+// whole and in order.
+func TestLocalSessionWritesToItsEdge(t *testing.T) {
+	testwait.Short(t, "a session grain's turns (TestMember keeps a member's life in -short)")
+	var log syncBuffer
+	nodes, _ := testCluster(t, 1, &log)
+	c, ec := aliceOn(t, nodes[0])
+	ctx := t.Context()
+	res, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := res.SessionId
+	for i := range 3 {
+		c.Client.Reset()
+		ctx, cancel := context.WithTimeout(ctx, testwait.Hang)
+		res, err := c.Ask(ctx, sid, "ping")
+		cancel()
+		if err != nil || res.StopReason != acp.StopReasonEndTurn || acptest.Text(c.Client.Updates(sid)) != "pong" {
+			t.Fatalf("prompt %d: %v %v %q", i+1, res, err, acptest.Text(c.Client.Updates(sid)))
+		}
+	}
+	if n := ec.outsIn.Load(); n != 0 {
+		t.Errorf("the edge actor took %d Outs from sessions on its own node, want none", n)
+	}
+}
+
 // aliceOn connects a client of alice's to node nd's hub, initialized, its
 // sessions forwarded by nd's edge, and returns it with its edge's
 // connection.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -96,6 +97,7 @@ func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 		e.mu.Lock()
 		e.conns[c] = struct{}{}
 		e.mu.Unlock()
+		e.m.edges.Store(self.Id, c)
 		return c
 	}
 }
@@ -161,6 +163,13 @@ type edgeConn struct {
 	sink protocol.Sink
 	self *actor.PID
 	me   *grainspb.Conn
+	// stopped is set once the edge actor stops (Close): what a link of
+	// this process would still hand it goes nowhere, as an Outs sent to
+	// the stopped actor would.
+	stopped atomic.Bool
+	// outsIn counts the Outs the edge actor took: what sessions on other
+	// nodes wrote (a test's measure; links here hand theirs over).
+	outsIn atomic.Int64
 
 	mu       sync.Mutex
 	seq      uint64
@@ -218,7 +227,6 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessag
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	l := c.lanes[sid]
 	if l == nil {
 		l = &lane{sid: sid}
@@ -230,12 +238,25 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessag
 	c.seq++
 	call.Seq, call.Reopen = c.seq, l.open
 	call.Proof = c.k.prove(nil, call)
+	var req *request
 	if !r.ID.IsZero() {
-		c.sink.Note(r, &request{sid: sid, r: r})
+		req = &request{sid: sid, r: r}
+		c.sink.Note(r, req)
+	}
+	if to := c.sessions[sid]; to != nil && req != nil && r.Method == acp.AgentMethodSessionPrompt &&
+		!l.busy && len(l.queue) == 0 && l.straight == nil {
+		// The lane is idle: the prompt goes straight from here, with no
+		// goroutine of the lane's to wake for it (send does the same).
+		c.goStraight(l, call, req, to)
+		c.mu.Unlock()
+		c.e.m.System().Root.RequestWithCustomSender(to, call, c.self)
+		return
 	}
 	l.queue = append(l.queue, call)
-	if !l.busy {
-		l.busy = true
+	start := !l.busy
+	l.busy = true
+	c.mu.Unlock()
+	if start {
 		go c.send(l)
 	}
 }
@@ -280,10 +301,8 @@ func (c *edgeConn) send(l *lane) {
 			// it (acceptedStraight), as a call through the cluster runs
 			// there once Accepted: until then, a node that leaves has it
 			// sent again, not failed (lost).
-			st := &straightCall{call: call, r: r, to: to, sent: time.Now()}
 			c.mu.Lock()
-			l.straight = st
-			st.timer = time.AfterFunc(straightWait, func() { c.lostStraight(l, st) })
+			c.goStraight(l, call, r, to)
 			c.mu.Unlock()
 			root.RequestWithCustomSender(to, call, c.self)
 			continue
@@ -425,6 +444,8 @@ func (c *edgeConn) Close(wait time.Duration) {
 		root.Send(pid, m)
 	}
 	c.untilAnswered(deadline)
+	c.e.m.edges.Delete(c.self.Id)
+	c.stopped.Store(true)
 	root.Stop(c.self)
 	c.sink.Abandon(askedBy(nil, nil, nil))
 	c.e.mu.Lock()

@@ -41,11 +41,16 @@ type link struct {
 	k     *secret
 
 	edge *actor.PID // the client's edge actor
-	sys  *actor.ActorSystem
-	self *actor.PID
-	me   *grainspb.Conn // self, as the edge names it
-	node string
-	c    *protocol.Caller
+	// local is that edge's connection when it is in this process: what
+	// the sessions write is handed to it there and then, in their order
+	// (send), with no message, proof or actor between; nil for a client
+	// on another node.
+	local *edgeConn
+	sys   *actor.ActorSystem
+	self  *actor.PID
+	me    *grainspb.Conn // self, as the edge names it
+	node  string
+	c     *protocol.Caller
 	// forms says whether the client shows forms, as its last call said.
 	forms atomic.Bool
 	caps  atomic.Uint32 // the client's session capabilities (actors.Caps), as its last call said
@@ -97,6 +102,11 @@ func (h *Host) newLink(sys *actor.ActorSystem, key string, k *secret, call *grai
 	l := &link{h: h, key: key, owner: call.Owner, k: k, edge: actor.NewPID(call.Conn.Address, call.Conn.Id), sys: sys, node: sys.Address(),
 		debts: map[string]*debt{}, delivers: map[uint64]delivery{}, gone: make(chan struct{})}
 	l.self = sys.Root.Spawn(h.hub.Runtime().Props(l.receive))
+	if call.Conn.Address == sys.Address() && h.m != nil {
+		if c, ok := h.m.edges.Load(call.Conn.Id); ok && c.(*edgeConn).owner == call.Owner {
+			l.local = c.(*edgeConn)
+		}
+	}
 	l.me = &grainspb.Conn{Address: l.self.Address, Id: l.self.Id}
 	l.c = h.hub.NewCaller(protocol.CallerOptions{
 		Log: h.log, Owner: call.Owner, Roots: h.roots, Node: l.node,
@@ -218,6 +228,15 @@ func (l *link) send(sid string, out *grainspb.Out) {
 	if l.closed {
 		l.mu.Unlock()
 		return // the client is gone, and so is the link's actor
+	}
+	if c := l.local; c != nil {
+		// Under the link's lock, so that the items keep the order of
+		// the calls, as in the queue.
+		if !c.stopped.Load() {
+			c.out(l.self, !c.e.m.isMember(l.node), out)
+		}
+		l.mu.Unlock()
+		return
 	}
 	l.outs = append(l.outs, out)
 	first := !l.flushing

@@ -81,6 +81,11 @@ type Member struct {
 	started atomic.Bool // StartMember has returned
 	leaving atomic.Bool // Leave has begun; see log.go
 
+	// edges are this process's client connections (*edgeConn), by the
+	// id of their edge actor: a link to one of them hands it what its
+	// sessions write there and then (link.send).
+	edges sync.Map
+
 	mu       sync.Mutex
 	live     []string // addresses, sorted, as the last topology had them
 	liveIDs  map[string]bool

@@ -130,3 +130,13 @@ func (c *edgeConn) straightAnswered(m any) {
 	c.mu.Unlock()
 	c.lostStraight(found, st)
 }
+
+// goStraight marks call, a prompt of request r, as sent straight to the
+// session's actor to, for the caller to send once c.mu (held) is let go:
+// the lane sends nothing behind it until to's node says it took it, and
+// sends it again through the cluster if no word comes (lostStraight).
+func (c *edgeConn) goStraight(l *lane, call *grainspb.Call, r *request, to *actor.PID) {
+	st := &straightCall{call: call, r: r, to: to, sent: time.Now()}
+	l.straight = st
+	st.timer = time.AfterFunc(straightWait, func() { c.lostStraight(l, st) })
+}

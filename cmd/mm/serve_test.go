@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -498,17 +499,23 @@ func (s *stallable) resume() {
 }
 
 func (s *stallable) Read(p []byte) (int, error) {
+	s.wait()
+	return s.Stream.Read(p)
+}
+
+// wait returns once s is not paused.
+func (s *stallable) wait() {
 	s.mu.Lock()
 	paused := s.paused
 	s.mu.Unlock()
 	if paused != nil {
 		<-paused
 	}
-	return s.Stream.Read(p)
 }
 
 func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acptest.Conn) {
 	t.Helper()
+	st := &stallable{}
 	var inner servetest.Stream
 	if transport == "websocket" {
 		ws, _, err := servetest.DialWebSocket(testwait.Context(t), s.ws, serveToken, nil)
@@ -517,12 +524,40 @@ func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acp
 		}
 		inner = ws
 	} else {
-		inner = servetest.DialHTTP(s.url, serveToken, nil)
+		// The HTTP client reads a whole event off the socket before it
+		// hands it over: paused above it, it would still take an answer
+		// the server wrote as one large event, and no write would ever
+		// stall. Its sockets stop reading instead, with a receive buffer
+		// of a fixed size (a kernel's may grow to more than the answer).
+		tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetReadBuffer(64 << 10)
+			}
+			return &pausedConn{Conn: c, st: st}, nil
+		}}
+		t.Cleanup(tr.CloseIdleConnections)
+		inner = servetest.DialHTTP(s.url, serveToken, &http.Client{Transport: tr})
 	}
-	st := &stallable{Stream: inner}
+	st.Stream = inner
 	conn := acptest.Dial(acptest.NewClient(), st, st)
 	t.Cleanup(func() { st.resume(); _ = inner.Close() })
 	return st, conn
+}
+
+// pausedConn is a client's socket that reads nothing while its stallable
+// is paused.
+type pausedConn struct {
+	net.Conn
+	st *stallable
+}
+
+func (c *pausedConn) Read(p []byte) (int, error) {
+	c.st.wait()
+	return c.Conn.Read(p)
 }
 
 // waitLog waits until mm serve's stderr holds want n times (testwait.Hang

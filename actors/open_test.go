@@ -322,8 +322,10 @@ func TestFailedOpeningAnswersInOrder(t *testing.T) {
 			t.Fatalf("a load sent while opening was refused: %#v", v)
 		}
 		close(proceed)
-		for !s.NeverOpened() {
-			runtime.Gosched()
+		for deadline := time.Now().Add(testwait.Hang); !s.NeverOpened(); runtime.Gosched() {
+			if time.Now().After(deadline) {
+				t.Fatal("the opening never failed")
+			}
 		}
 		late := out.reply(acp.AgentMethodSessionSetMode)
 		refused := s.SetMode(ModeAsk, late, nil)

@@ -276,6 +276,12 @@ func TestPromptGoesStraight(t *testing.T) {
 	if taken, again := counts(); taken != 3 || again != 0 {
 		t.Errorf("after three prompts: %d taken straight, %d sent again; want 3 and 0", taken, again)
 	}
+	// The session is on the client's own node: what it wrote went to the
+	// client's connection there and then, not as Outs through the edge
+	// actor (no message, proof or actor between).
+	if n := ec.outsIn.Load(); n != 0 {
+		t.Errorf("the edge actor took %d Outs from a session on its own node, want none", n)
+	}
 	// The session's actor goes (as the cluster stops a grain); the edge
 	// still names it.
 	ec.mu.Lock()
@@ -294,36 +300,6 @@ func TestPromptGoesStraight(t *testing.T) {
 	ask("the prompt after that")
 	if taken, _ := counts(); taken != 4 {
 		t.Errorf("%d prompts taken straight in all, want 4: the one after the session came back goes straight too", taken)
-	}
-}
-
-// TestLocalSessionWritesToItsEdge: what a session writes to a client
-// whose connection is on the session's own node goes to that
-// connection's edge there and then, not as Outs through its actor (no
-// message, proof or actor between); the turns' output and answers come
-// whole and in order.
-func TestLocalSessionWritesToItsEdge(t *testing.T) {
-	testwait.Short(t, "a session grain's turns (TestMember keeps a member's life in -short)")
-	var log syncBuffer
-	nodes, _ := testCluster(t, 1, &log)
-	c, ec := aliceOn(t, nodes[0])
-	ctx := t.Context()
-	res, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := res.SessionId
-	for i := range 3 {
-		c.Client.Reset()
-		ctx, cancel := context.WithTimeout(ctx, testwait.Hang)
-		res, err := c.Ask(ctx, sid, "ping")
-		cancel()
-		if err != nil || res.StopReason != acp.StopReasonEndTurn || acptest.Text(c.Client.Updates(sid)) != "pong" {
-			t.Fatalf("prompt %d: %v %v %q", i+1, res, err, acptest.Text(c.Client.Updates(sid)))
-		}
-	}
-	if n := ec.outsIn.Load(); n != 0 {
-		t.Errorf("the edge actor took %d Outs from sessions on its own node, want none", n)
 	}
 }
 

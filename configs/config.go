@@ -356,8 +356,12 @@ type Cluster struct {
 	// FailureTimeout is how long a member that stopped answering stays a
 	// member.
 	FailureTimeout time.Duration `yaml:"failureTimeout"`
-	Etcd           ClusterEtcd   `yaml:"etcd"`
-	Consul         ClusterConsul `yaml:"consul"`
+	// Placement is where a session a client opens lives: "spread" over
+	// the members by its id, or "local", on the node the client is
+	// connected to (its id is chosen so).
+	Placement string        `yaml:"placement"`
+	Etcd      ClusterEtcd   `yaml:"etcd"`
+	Consul    ClusterConsul `yaml:"consul"`
 	// TLS is the nodes' mutual TLS; required unless Advertise is a
 	// loopback address.
 	TLS ClusterTLS `yaml:"tls"`

@@ -214,6 +214,9 @@ type lane struct {
 	straight *straightCall
 }
 
+// NewSessionID places a session the client opens (cluster.placement).
+func (c *edgeConn) NewSessionID() string { return c.e.m.NewSessionID() }
+
 func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessage) {
 	call := &grainspb.Call{Conn: c.me, Owner: c.owner, Method: r.Method, Id: idBytes(r.ID), SessionId: sid, Forms: c.sink.Forms(), Caps: uint32(c.sink.Caps())}
 	open, err := encodeParams(call, r.Method, p, raw)

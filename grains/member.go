@@ -89,10 +89,11 @@ type Member struct {
 	mu       sync.Mutex
 	live     []string // addresses, sorted, as the last topology had them
 	liveIDs  map[string]bool
-	hosts    map[string]string // the live members' hosts, by id
-	goneIDs  map[string]bool   // the members counted out: protoactor blocks them for good
-	left     []string          // addresses gone since the handlers were last called
-	changed  bool              // a topology arrived since the handlers were last called
+	places   *cluster.Rendezvous // the live members, as protoactor's disthash places a grain among them
+	hosts    map[string]string   // the live members' hosts, by id
+	goneIDs  map[string]bool     // the members counted out: protoactor blocks them for good
+	left     []string            // addresses gone since the handlers were last called
+	changed  bool                // a topology arrived since the handlers were last called
 	handlers []*handler
 	next     chan struct{} // closed, and replaced, by the next topology (Changed)
 	wake     chan struct{} // cap 1: the dispatcher has something to deliver
@@ -308,6 +309,37 @@ func (m *Member) Members() []string {
 	return slices.Clone(m.live)
 }
 
+// placeTries bounds the ids NewSessionID draws: with n members, each
+// lands here with odds 1/n, so 64 draws all miss on three members once in
+// 10^11 sessions. Such a session is spread, as it would have been.
+const placeTries = 64
+
+// NewSessionID is the id of a session a client of this node opens. With
+// cluster.placement local it is one that protoactor's identity lookup
+// (disthash: rendezvous hashing of the id over the live members, the same
+// table it keeps) places on this node, so that the session's turns cross
+// no node; any id otherwise, or while this node is not a member.
+func (m *Member) NewSessionID() string {
+	id := actors.NewSessionID(time.Now())
+	if m.cfg.Placement != "local" {
+		return id
+	}
+	m.mu.Lock()
+	places := m.places
+	m.mu.Unlock()
+	self := m.sys.Address()
+	if places == nil || !m.isMember(self) {
+		return id
+	}
+	for range placeTries {
+		if places.GetByClusterIdentity(&cluster.ClusterIdentity{Kind: SessionKind, Identity: id}) == self {
+			return id
+		}
+		id = actors.NewSessionID(time.Now())
+	}
+	return id
+}
+
 // Changed is closed when the next topology arrives: what a retry that
 // waits for a node to leave or to join waits on.
 func (m *Member) Changed() <-chan struct{} {
@@ -347,8 +379,10 @@ func (m *Member) onTopology(t *cluster.ClusterTopology) {
 		ids[mb.Id] = true
 		hosts[mb.Id] = mb.Host
 	}
+	places := cluster.NewRendezvous()
+	places.UpdateMembers(t.Members)
 	m.mu.Lock()
-	m.live, m.liveIDs, m.hosts = live, ids, hosts
+	m.live, m.liveIDs, m.hosts, m.places = live, ids, hosts, places
 	for _, mb := range t.Left {
 		m.left = append(m.left, mb.Address())
 		if m.goneIDs == nil {

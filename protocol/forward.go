@@ -32,6 +32,10 @@ type Forwarder interface {
 	// read: a content block's _meta and annotations). It queues; it must
 	// not wait for the session.
 	Forward(sid string, r actors.Reply, p any, raw json.RawMessage)
+	// NewSessionID is the id of a session this connection opens
+	// (session/new, session/fork): the cluster places a session by its
+	// id, so the Forwarder chooses it.
+	NewSessionID() string
 	// CancelRequest hands on a $/cancel_request; it reports false when
 	// requestID names no request it forwarded.
 	CancelRequest(requestID jsonrpc.ID) bool
@@ -144,8 +148,7 @@ func (a *Agent) forwarded(m methodDef, r actors.Reply, p any, raw json.RawMessag
 	var sid string
 	switch {
 	case m.creates:
-		// The cluster places a session by its id: it is made here.
-		sid = actors.NewSessionID(time.Now())
+		sid = f.NewSessionID()
 	case m.session:
 		sid = sessionOf(p)
 		if sid == "" {

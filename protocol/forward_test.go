@@ -57,6 +57,8 @@ func (f *loopForwarder) Forward(sid string, r actors.Reply, p any, _ json.RawMes
 	f.served.Add(1)
 }
 
+func (f *loopForwarder) NewSessionID() string { return actors.NewSessionID(time.Now()) }
+
 func (f *loopForwarder) CancelRequest(requestID jsonrpc.ID) bool {
 	sid, ok := f.link.waiting(requestID)
 	if !ok {

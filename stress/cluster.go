@@ -1,6 +1,7 @@
 package stress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,8 +69,8 @@ func startServeProcs(ctx context.Context, c *Config, dir, marker, token string) 
 	errs := make([]error, c.Nodes)
 	var wg sync.WaitGroup
 	for i := range c.Nodes {
-		cluster := fmt.Sprintf("cluster:\n  name: %s\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
-			clusterName, strings.Join(peers, ", "), health[i], c.FailureTimeout, tls)
+		cluster := fmt.Sprintf("cluster:\n  name: %s\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n  placement: %s\n%s",
+			clusterName, strings.Join(peers, ", "), health[i], c.FailureTimeout, cmp.Or(c.Placement, "spread"), tls)
 		cfgPath := filepath.Join(dir, fmt.Sprintf("node%d.yaml", i))
 		if err := os.WriteFile(cfgPath, []byte(base+cluster), 0o644); err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,26 @@ func TestClusterRun(t *testing.T) {
 	}
 	if len(r.Grains) != 3 || hosting < 2 || sum != 30 {
 		t.Errorf("session grains per node %v: want 30 over more than one node", r.Grains)
+	}
+}
+
+// TestClusterRunLocal: with -placement local, each node holds the
+// sessions of its own connection, and nothing else.
+func TestClusterRunLocal(t *testing.T) {
+	testwait.Short(t, "a run against a cluster of three mm serve")
+	c := Defaults()
+	c.Sessions, c.Turns, c.Concurrency = 30, 4, 8
+	c.Serve, c.Nodes, c.Conns, c.Placement = binary(t, "mm"), 3, 1, "local"
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Human(testWriter{t})
+	if !r.OK() || r.Turns != 30*4 || r.Connections != 3 {
+		t.Fatal("run not OK, or not one connection per node")
+	}
+	if !slices.Equal(r.Grains, []int{10, 10, 10}) {
+		t.Errorf("session grains per node %v: want each node's connection's 10", r.Grains)
 	}
 }
 
@@ -220,6 +241,11 @@ func TestClusterFlags(t *testing.T) {
 		{"kill without persist", func(c *Config) { c.Serve, c.Nodes, c.KillNode = "mm", 3, time.Second }, "-persist"},
 		{"short failure timeout", func(c *Config) { c.Serve, c.Nodes, c.FailureTimeout = "mm", 2, time.Millisecond }, "-failure-timeout"},
 		{"a URL that is not ws", func(c *Config) { c.URL, c.Token = "ws://a/acp,http://b/acp", "x" }, "-url"},
+		{"an unknown placement", func(c *Config) { c.Serve, c.Nodes, c.Placement = "mm", 3, "near" }, "-placement is spread or local"},
+		{"placement without a cluster", func(c *Config) { c.Serve, c.Placement = "mm", "local" }, "-placement places"},
+		{"kill with local placement", func(c *Config) {
+			c.Serve, c.Nodes, c.KillNode, c.Persist, c.Placement = "mm", 3, time.Second, true, "local"
+		}, "use spread"},
 	} {
 		c := Defaults()
 		tc.set(&c)

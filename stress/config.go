@@ -26,9 +26,11 @@ type Config struct {
 	// cluster on loopback, whose members count a node lost after
 	// FailureTimeout. KillNode > 0 (Nodes ≥ 2, Persist): that long into
 	// the turns, the last node, which no connection reaches, is killed
-	// (SIGKILL).
+	// (SIGKILL). Placement is the cluster's cluster.placement ("" is
+	// spread).
 	Nodes          int
 	FailureTimeout time.Duration
+	Placement      string
 	KillNode       time.Duration
 	Latency        time.Duration // scripted model: time to first token
 	TokensPerS     float64       // scripted model: token rate (0: instant)
@@ -81,6 +83,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("-nodes starts a cluster of mm serve: it needs -serve")
 	case c.Nodes > 1 && c.FailureTimeout < time.Second:
 		return fmt.Errorf("-failure-timeout must be at least 1s (cluster.failureTimeout)")
+	case c.Placement != "" && c.Placement != "spread" && c.Placement != "local":
+		return fmt.Errorf("-placement is spread or local (cluster.placement)")
+	case c.Placement != "" && c.Nodes < 2:
+		return fmt.Errorf("-placement places the sessions of the run's cluster: it needs -nodes 2 or more")
+	case c.KillNode > 0 && c.Placement == "local":
+		return fmt.Errorf("-kill-node kills the node no connection reaches, on which -placement local puts no session: use spread")
 	case c.KillNode < 0:
 		return fmt.Errorf("-kill-node must not be negative")
 	case c.KillNode > 0 && c.Nodes < 2:

@@ -30,11 +30,13 @@ import (
 // testCluster is the nodes of startCluster.
 type testCluster struct{ nodes []*node }
 
-// hosts says which node's log says it created or reopened session sid.
+// hosts says which node's log says it created, forked or reopened
+// session sid.
 func (c *testCluster) hosts(sid acp.SessionId) int {
 	for i, s := range c.nodes {
 		if strings.Contains(s.stderr.String(), "session "+string(sid)+" created") ||
-			strings.Contains(s.stderr.String(), "session "+string(sid)+" reactivated") {
+			strings.Contains(s.stderr.String(), "session "+string(sid)+" reactivated") ||
+			strings.Contains(s.stderr.String(), "session "+string(sid)+" forked from") {
 			return i
 		}
 	}

@@ -270,11 +270,17 @@ func TestPromptGoesStraight(t *testing.T) {
 			t.Fatalf("%s: %v %v %q", what, res, err, acptest.Text(c.Client.Updates(sid)))
 		}
 	}
+	proved := nodes[0].host.proved.Load()
 	for i := range 3 {
 		ask(fmt.Sprintf("prompt %d", i+1))
 	}
 	if taken, again := counts(); taken != 3 || again != 0 {
 		t.Errorf("after three prompts: %d taken straight, %d sent again; want 3 and 0", taken, again)
+	}
+	// Sent within the process, a prompt needs no proof: no other node
+	// can send what it is (localCall).
+	if n := nodes[0].host.proved.Load() - proved; n != 0 {
+		t.Errorf("%d proofs checked for three prompts sent straight in one process, want none", n)
 	}
 	// The session is on the client's own node: what it wrote went to the
 	// client's connection there and then, not as Outs through the edge
@@ -293,9 +299,14 @@ func TestPromptGoesStraight(t *testing.T) {
 	if err := nodes[0].m.System().Root.PoisonFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
+	proved = nodes[0].host.proved.Load()
 	ask("the prompt after the session's actor went")
 	if _, again := counts(); again != 1 {
 		t.Errorf("the prompt to the actor that went was sent again %d times, want once", again)
+	}
+	// Sent again through the cluster, it is a copy, proved.
+	if n := nodes[0].host.proved.Load() - proved; n != 1 {
+		t.Errorf("%d proofs checked for the prompt sent again through the cluster, want 1", n)
 	}
 	ask("the prompt after that")
 	if taken, _ := counts(); taken != 4 {

@@ -240,7 +240,6 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessag
 	}
 	c.seq++
 	call.Seq, call.Reopen = c.seq, l.open
-	call.Proof = c.k.prove(nil, call)
 	var req *request
 	if !r.ID.IsZero() {
 		req = &request{sid: sid, r: r}
@@ -250,11 +249,13 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessag
 		!l.busy && len(l.queue) == 0 && l.straight == nil {
 		// The lane is idle: the prompt goes straight from here, with no
 		// goroutine of the lane's to wake for it (send does the same).
+		msg := c.straightTo(to, call)
 		c.goStraight(l, call, req, to)
 		c.mu.Unlock()
-		c.e.m.System().Root.RequestWithCustomSender(to, call, c.self)
+		c.e.m.System().Root.RequestWithCustomSender(to, msg, c.self)
 		return
 	}
+	call.Proof = c.k.prove(nil, call)
 	l.queue = append(l.queue, call)
 	start := !l.busy
 	l.busy = true
@@ -304,10 +305,11 @@ func (c *edgeConn) send(l *lane) {
 			// it (acceptedStraight), as a call through the cluster runs
 			// there once Accepted: until then, a node that leaves has it
 			// sent again, not failed (lost).
+			msg := c.straightTo(to, call)
 			c.mu.Lock()
 			c.goStraight(l, call, r, to)
 			c.mu.Unlock()
-			root.RequestWithCustomSender(to, call, c.self)
+			root.RequestWithCustomSender(to, msg, c.self)
 			continue
 		}
 		a, err := c.e.deliver(call)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mm-agent/mm/grains/grainspb"
 )
@@ -30,6 +31,26 @@ type straightCall struct {
 	to    *actor.PID
 	sent  time.Time
 	timer *time.Timer
+}
+
+// localCall is a prompt sent straight to its session's actor in the
+// client's own process (the session lives on the client's node): a Go
+// value, which protoactor's remote neither encodes nor decodes, so no
+// other node can send one. It carries no proof, and its actor checks
+// none: its connection's key, owner and session are checked as a call's.
+// Sent again through the cluster (lostStraight), it is a copy, proved.
+type localCall struct{ c *grainspb.Call }
+
+// straightTo is what a prompt sent straight to actor to is: a localCall
+// when to is in this process, else call, proved here first.
+func (c *edgeConn) straightTo(to *actor.PID, call *grainspb.Call) any {
+	if to.Address == c.e.m.Address() {
+		return &localCall{c: call}
+	}
+	if len(call.Proof) == 0 {
+		call.Proof = c.k.prove(nil, call)
+	}
+	return call
 }
 
 // straightWait is how long the edge waits for the session's node to say
@@ -85,7 +106,14 @@ func (c *edgeConn) lostStraight(l *lane, st *straightCall) {
 		delete(c.sessions, l.sid) // the lane's next calls find the session anew
 	}
 	if !r.done && !c.closing {
-		l.queue = append([]*grainspb.Call{st.call}, l.queue...)
+		call := st.call
+		if len(call.Proof) == 0 {
+			// Sent in this process with no proof, and maybe still read
+			// there: what crosses is a copy, proved.
+			call = proto.Clone(call).(*grainspb.Call)
+			call.Proof = c.k.prove(nil, call)
+		}
+		l.queue = append([]*grainspb.Call{call}, l.queue...)
 		c.again++
 	}
 	c.goOn(l)

@@ -32,19 +32,24 @@ func BenchmarkClusterTurn(b *testing.B) {
 	c := &testCluster{nodes: startCluster(b, 2, "")}
 	w := c.nodes[0].wire(b)
 	project := c.nodes[0].project(b)
-	at := map[int]acp.SessionId{}
-	for i := 0; at[0] == "" || at[1] == ""; i++ {
-		if i == 50 {
-			b.Fatal("sessions not spread over both nodes")
+	// on is a new session whose grain is on node n: each run of a
+	// sub-benchmark (-count) starts on an empty history, as the lone
+	// server's does.
+	on := func(b *testing.B, n int) acp.SessionId {
+		for range 50 {
+			res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var at int
+			waitUntil(b, "the session's node logging it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
+			if at == n {
+				return res.SessionId
+			}
 		}
-		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		var n int
-		waitUntil(b, "the session's node logging it", func() bool { n = c.hosts(res.SessionId); return n >= 0 })
-		at[n] = res.SessionId
+		b.Fatalf("no session of 50 landed on node %d", n)
+		return ""
 	}
-	b.Run("grain on the client's node", func(b *testing.B) { ping(b, w, at[0]) })
-	b.Run("grain on another node", func(b *testing.B) { ping(b, w, at[1]) })
+	b.Run("grain on the client's node", func(b *testing.B) { ping(b, w, on(b, 0)) })
+	b.Run("grain on another node", func(b *testing.B) { ping(b, w, on(b, 1)) })
 }

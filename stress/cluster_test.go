@@ -1,6 +1,7 @@
 package stress
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,52 +18,40 @@ import (
 
 // TestClusterRun: a run against three `mm serve` it starts as one
 // cluster (-nodes 3) passes every check, its connections reach every
-// node, and its sessions live on more than one node.
+// node, and its sessions live on more than one node; with -placement
+// local, each node holds the sessions of its own connection.
 func TestClusterRun(t *testing.T) {
 	testwait.Short(t, "a run against a cluster of three mm serve")
-	c := Defaults()
-	c.Sessions, c.Turns, c.Concurrency = 30, 4, 8
-	c.Serve, c.Nodes, c.Conns = binary(t, "mm"), 3, 1
-	r, err := Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Human(testWriter{t})
-	if !r.OK() || r.Turns != 30*4 || r.Connections != 3 {
-		t.Fatal("run not OK, or not one connection per node")
-	}
-	if !strings.Contains(r.Mode, "3 mm serve nodes") || !strings.Contains(r.Memory, "sum of the 3 nodes") {
-		t.Errorf("mode %q, memory %q", r.Mode, r.Memory)
-	}
-	hosting, sum := 0, 0
-	for _, n := range r.Grains {
-		if n > 0 {
-			hosting++
-			sum += n
-		}
-	}
-	if len(r.Grains) != 3 || hosting < 2 || sum != 30 {
-		t.Errorf("session grains per node %v: want 30 over more than one node", r.Grains)
-	}
-}
-
-// TestClusterRunLocal: with -placement local, each node holds the
-// sessions of its own connection, and nothing else.
-func TestClusterRunLocal(t *testing.T) {
-	testwait.Short(t, "a run against a cluster of three mm serve")
-	c := Defaults()
-	c.Sessions, c.Turns, c.Concurrency = 30, 4, 8
-	c.Serve, c.Nodes, c.Conns, c.Placement = binary(t, "mm"), 3, 1, "local"
-	r, err := Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Human(testWriter{t})
-	if !r.OK() || r.Turns != 30*4 || r.Connections != 3 {
-		t.Fatal("run not OK, or not one connection per node")
-	}
-	if !slices.Equal(r.Grains, []int{10, 10, 10}) {
-		t.Errorf("session grains per node %v: want each node's connection's 10", r.Grains)
+	for _, placement := range []string{"", "local"} {
+		t.Run(cmp.Or(placement, "spread"), func(t *testing.T) {
+			c := Defaults()
+			c.Sessions, c.Turns, c.Concurrency = 30, 4, 8
+			c.Serve, c.Nodes, c.Conns, c.Placement = binary(t, "mm"), 3, 1, placement
+			r, err := Run(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Human(testWriter{t})
+			if !r.OK() || r.Turns != 30*4 || r.Connections != 3 {
+				t.Fatal("run not OK, or not one connection per node")
+			}
+			if !strings.Contains(r.Mode, "3 mm serve nodes") || !strings.Contains(r.Memory, "sum of the 3 nodes") {
+				t.Errorf("mode %q, memory %q", r.Mode, r.Memory)
+			}
+			hosting, sum := 0, 0
+			for _, n := range r.Grains {
+				if n > 0 {
+					hosting++
+					sum += n
+				}
+			}
+			if len(r.Grains) != 3 || hosting < 2 || sum != 30 {
+				t.Errorf("session grains per node %v: want 30 over more than one node", r.Grains)
+			}
+			if placement == "local" && !slices.Equal(r.Grains, []int{10, 10, 10}) {
+				t.Errorf("session grains per node %v: want each node's connection's 10", r.Grains)
+			}
+		})
 	}
 }
 

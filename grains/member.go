@@ -90,6 +90,7 @@ type Member struct {
 	live     []string // addresses, sorted, as the last topology had them
 	liveIDs  map[string]bool
 	places   *cluster.Rendezvous // the live members, as protoactor's disthash places a grain among them
+	placed   string              // this node's address in places ("" while it is not a member)
 	hosts    map[string]string   // the live members' hosts, by id
 	goneIDs  map[string]bool     // the members counted out: protoactor blocks them for good
 	left     []string            // addresses gone since the handlers were last called
@@ -318,18 +319,18 @@ const placeTries = 64
 // cluster.placement local it is one that protoactor's identity lookup
 // (disthash: rendezvous hashing of the id over the live members, the same
 // table it keeps) places on this node, so that the session's turns cross
-// no node; any id otherwise, or while this node is not a member.
+// no node; any id otherwise, or while this node is not a member, or is
+// leaving.
 func (m *Member) NewSessionID() string {
 	id := actors.NewSessionID(time.Now())
 	if m.cfg.Placement != "local" {
 		return id
 	}
 	m.mu.Lock()
-	places := m.places
+	places, self := m.places, m.placed
 	m.mu.Unlock()
-	self := m.sys.Address()
-	if places == nil || !m.isMember(self) {
-		return id
+	if self == "" || m.leaving.Load() {
+		return id // not a member, or leaving: its sessions go to the others
 	}
 	for range placeTries {
 		if places.GetByClusterIdentity(&cluster.ClusterIdentity{Kind: SessionKind, Identity: id}) == self {
@@ -381,8 +382,16 @@ func (m *Member) onTopology(t *cluster.ClusterTopology) {
 	}
 	places := cluster.NewRendezvous()
 	places.UpdateMembers(t.Members)
+	placed := ""
+	for _, mb := range t.Members {
+		// By its id: the address a provider lists (a pod's IP) need
+		// not be the one this node advertises (its hostname).
+		if mb.Id == m.sys.ID {
+			placed = mb.Address()
+		}
+	}
 	m.mu.Lock()
-	m.live, m.liveIDs, m.hosts, m.places = live, ids, hosts, places
+	m.live, m.liveIDs, m.hosts, m.places, m.placed = live, ids, hosts, places, placed
 	for _, mb := range t.Left {
 		m.left = append(m.left, mb.Address())
 		if m.goneIDs == nil {

@@ -461,6 +461,49 @@ func TestStall(t *testing.T) {
 	}
 }
 
+// TestStallHTTPWrite: a streamable HTTP client that stops reading at its
+// sockets in the middle of a large answer, while the connection's
+// streams have room for all of it (MaxBufferedBytes), is cut off when an
+// event's write has waited the stall timeout. net/http cancels the
+// request's context on that write's error itself: the stall is the
+// deadline, whatever the context says.
+func TestStallHTTPWrite(t *testing.T) {
+	testwait.Short(t, "a client cut off after the stall timeout")
+	e := newEnv(t, func(o *serve.Options, c *configs.Config) {
+		o.StallTimeout = stallBound
+		o.MaxBufferedBytes = 1 << 30
+		c.Model.Script = writeScript(t, bigScript())
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+	defer cancel()
+	p := &pausable{}
+	tr := &http.Transport{DialContext: servetest.PausingDialer(p.wait)}
+	defer tr.CloseIdleConnections()
+	p.Stream = servetest.DialHTTP(e.url, token, &http.Client{Transport: tr})
+	c := newClient(t, p)
+	sid := c.start(t, ctx)
+	p.pause()
+	held := true
+	defer func() {
+		if held {
+			p.resume() // the test failed: the client's goroutines go
+		}
+	}()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := c.ask(ctx, sid, "big")
+		answered <- err
+	}()
+	waitFor(t, func() bool {
+		return strings.Contains(e.stderr.String(), "closed: the client read nothing for serve.stallTimeout")
+	})
+	held = false
+	p.resume()
+	if err := <-answered; err == nil {
+		t.Error("a client cut off got its answer")
+	}
+}
+
 // pausable is a stream whose reading can be held.
 type pausable struct {
 	servetest.Stream
@@ -482,11 +525,16 @@ func (p *pausable) resume() {
 }
 
 func (p *pausable) Read(b []byte) (int, error) {
+	p.wait()
+	return p.Stream.Read(b)
+}
+
+// wait returns once p is not held.
+func (p *pausable) wait() {
 	p.mu.Lock()
 	h := p.held
 	p.mu.Unlock()
 	if h != nil {
 		<-h
 	}
-	return p.Stream.Read(b)
 }

@@ -321,7 +321,11 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, owner string) {
 			err = s.writeSSE(w, rc, []byte("id: "+strconv.FormatUint(e.id, 10)+"\ndata: "), e.line, []byte("\n\n"))
 		}
 		if err != nil {
-			if r.Context().Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			// A write that waited its deadline is a stall, whatever the
+			// request's context says: net/http cancels it on that very
+			// error (its connection's writer does), before the error
+			// comes back here.
+			if errors.Is(err, os.ErrDeadlineExceeded) {
 				h.stop("the client read nothing for serve.stallTimeout")
 			}
 			return

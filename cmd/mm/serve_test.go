@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -524,21 +523,9 @@ func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acp
 		}
 		inner = ws
 	} else {
-		// The HTTP client reads a whole event off the socket before it
-		// hands it over: paused above it, it would still take an answer
-		// the server wrote as one large event, and no write would ever
-		// stall. Its sockets stop reading instead, with a receive buffer
-		// of a fixed size (a kernel's may grow to more than the answer).
-		tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetReadBuffer(64 << 10)
-			}
-			return &pausedConn{Conn: c, st: st}, nil
-		}}
+		// Paused at its sockets (servetest.PausingDialer), not above
+		// its transport, which takes whole events.
+		tr := &http.Transport{DialContext: servetest.PausingDialer(st.wait)}
 		t.Cleanup(tr.CloseIdleConnections)
 		inner = servetest.DialHTTP(s.url, serveToken, &http.Client{Transport: tr})
 	}
@@ -546,18 +533,6 @@ func stallingClient(t *testing.T, s *served, transport string) (*stallable, *acp
 	conn := acptest.Dial(acptest.NewClient(), st, st)
 	t.Cleanup(func() { st.resume(); _ = inner.Close() })
 	return st, conn
-}
-
-// pausedConn is a client's socket that reads nothing while its stallable
-// is paused.
-type pausedConn struct {
-	net.Conn
-	st *stallable
-}
-
-func (c *pausedConn) Read(p []byte) (int, error) {
-	c.st.wait()
-	return c.Conn.Read(p)
 }
 
 // waitLog waits until mm serve's stderr holds want n times (testwait.Hang

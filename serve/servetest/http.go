@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -300,4 +301,35 @@ func (c *HTTP) Close() error {
 // IsEventStream says whether a response is an SSE stream.
 func IsEventStream(resp *http.Response) bool {
 	return strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+}
+
+// PausingDialer dials TCP connections whose every read first waits for
+// wait to return, each with a fixed receive buffer of 64 KiB: an HTTP
+// client paused there stops taking what the server writes at its sockets.
+// Paused above its transport instead, the client would still read a whole
+// event off the socket before it handed it over, and a kernel may let a
+// socket's buffer grow past a large answer: no write of the server's would
+// ever stall.
+func PausingDialer(wait func()) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(64 << 10)
+		}
+		return &pausedConn{Conn: c, wait: wait}, nil
+	}
+}
+
+// pausedConn is a socket that reads nothing until wait returns.
+type pausedConn struct {
+	net.Conn
+	wait func()
+}
+
+func (c *pausedConn) Read(p []byte) (int, error) {
+	c.wait()
+	return c.Conn.Read(p)
 }

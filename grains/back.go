@@ -16,7 +16,7 @@ import (
 )
 
 // The way back (edge side): what a connection's sessions write on the
-// nodes that run them comes to its edge actor, typed, and goes through the
+// nodes that run them comes to its edge's PID, typed, and goes through the
 // connection's ordered outbox; their questions go to the client as mm's
 // own calls, and the answers back to the session's link (link.go).
 
@@ -49,13 +49,36 @@ func askedBy(link, reply *actor.PID, nodes []string) func(note any) bool {
 	}
 }
 
-// receive takes what the connection's sessions send from their nodes; the
-// actor never waits on the client. Nothing is taken whose proof does not
-// check with the connection's key: only a node that holds the owner's
-// token writes to the client.
-func (c *edgeConn) receive(ctx actor.Context) {
+// edgeProcess is a client connection's PID in its node's actor system
+// (its edge): what the connection's sessions send it from their nodes is
+// taken there and then, on the goroutine that brought it, as protoactor's
+// futures take their answers. From another node, that is the reader of
+// that node's stream, which keeps the stream's order; no mailbox, and no
+// goroutine to wake, stands between a session's answer and its client.
+// receive never waits: the outbox queues, a question's answer is waited
+// for on a goroutine of its own.
+type edgeProcess struct{ c *edgeConn }
+
+func (p edgeProcess) SendUserMessage(_ *actor.PID, m any) {
+	if env, ok := m.(*actor.MessageEnvelope); ok {
+		m = env.Message
+	}
+	if p.c.stopped.Load() {
+		return // the client is gone (Close): a message late for it
+	}
+	p.c.receive(m)
+}
+
+func (edgeProcess) SendSystemMessage(*actor.PID, any) {}
+func (edgeProcess) Stop(*actor.PID)                   {}
+
+// receive takes what the connection's sessions send from their nodes; it
+// never waits on the client. Nothing is taken whose proof does not check
+// with the connection's key: only a node that holds the owner's token
+// writes to the client.
+func (c *edgeConn) receive(msg any) {
 	var m *grainspb.Outs
-	switch msg := ctx.Message().(type) {
+	switch msg := msg.(type) {
 	case *grainspb.Outs:
 		m = msg
 	case *grainspb.Accepted, *actor.DeadLetterResponse:
@@ -65,7 +88,7 @@ func (c *edgeConn) receive(ctx actor.Context) {
 		return
 	}
 	c.outsIn.Add(1)
-	if !c.k.checks(ctx.Self(), m) {
+	if !c.k.checks(c.self, m) {
 		c.e.refused.say(fmt.Sprintf("a %T for %s's connection %s: its proof does not check (made without the key of the connection)", m, c.owner, c.self.Id))
 		return
 	}

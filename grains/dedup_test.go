@@ -286,7 +286,7 @@ func TestPromptGoesStraight(t *testing.T) {
 	// client's connection there and then, not as Outs through the edge
 	// actor (no message, proof or actor between).
 	if n := ec.outsIn.Load(); n != 0 {
-		t.Errorf("the edge actor took %d Outs from a session on its own node, want none", n)
+		t.Errorf("the edge took %d Outs from a session on its own node, want none", n)
 	}
 	// The session's actor goes (as the cluster stops a grain); the edge
 	// still names it.

@@ -53,7 +53,7 @@
 // serves each call once (a call sent again has a seq it has seen) through
 // the client's link on its node, and never holds a request for a turn. A
 // prompt to a session whose actor the edge knows goes straight to it, the
-// edge actor its sender: the grain says it took it in the link's Outs
+// edge's PID its sender: the grain says it took it in the link's Outs
 // (Out.accepted), ahead of what the session writes, so that a turn's call
 // crosses once and waits for no answer of its own; the lane sends the
 // session nothing else until then. One not taken (the node is leaving:
@@ -68,14 +68,14 @@
 // covers the message, its type and its recipient. A node checks it
 // before it acts: a call whose owner no token names, or whose proof does
 // not check, is answered Accepted.Refused, runs nothing and is logged;
-// anything else is dropped and logged. The edge actor's name is random,
-// so each connection's key is its own.
+// anything else is dropped and logged. The edge's name (its PID's id) is
+// random, so each connection's key is its own.
 //
 // The link (link.go) is a client connection's end on a node that runs
 // some of its sessions: a protocol.Caller — the client as the hub's
 // session code knows it: owner, roots, where its sessions write, whom they
 // ask — and the way back. What its sessions write goes to the client's
-// edge actor as grainspb.Out items, typed and in each session's order: a
+// edge as grainspb.Out items, typed and in each session's order: a
 // text chunk as its text, any other update as the SDK's JSON of it, an
 // answer as its encoded result or error, a question to the client as its
 // params, a question given up as its waiter. The link's actor sends what

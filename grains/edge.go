@@ -74,18 +74,18 @@ func NewEdge(m *Member, hub *protocol.Hub, owners *Owners, budget time.Duration,
 // Forwarder makes the Forwarder of a connection of owner (the name of the
 // token it came with). The session's node takes the owner with the proof
 // each call carries, made with that token, and the folders its sessions
-// may be in from its own config. The connection's edge actor has a name
-// no other has had (random): its key, made of it, is its own.
+// may be in from its own config. The connection's edge (its PID, an
+// edgeProcess) has a name no other has had (random): its key, made of it,
+// is its own.
 func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 	return func(sink protocol.Sink) protocol.Forwarder {
 		c := &edgeConn{e: e, owner: owner, sink: sink,
 			lanes: map[string]*lane{}, links: map[string]*actor.PID{},
 			sessions: map[string]*actor.PID{}, owed: map[string]owed{}, changed: make(chan struct{})}
-		sys := e.m.System()
-		self, err := sys.Root.SpawnNamed(e.hub.Runtime().Props(c.receive), "edge-"+rand.Text())
-		if err != nil {
+		self, fresh := e.m.System().ProcessRegistry.Add(edgeProcess{c}, "edge-"+rand.Text())
+		if !fresh {
 			// 26 random letters taken already: not in this universe.
-			panic(fmt.Sprintf("grains: an edge actor: %v", err))
+			panic(fmt.Sprintf("grains: an edge's PID %s is taken", self.Id))
 		}
 		c.self = self
 		c.me = &grainspb.Conn{Address: c.self.Address, Id: c.self.Id}
@@ -163,11 +163,11 @@ type edgeConn struct {
 	sink protocol.Sink
 	self *actor.PID
 	me   *grainspb.Conn
-	// stopped is set once the edge actor stops (Close): what a link of
+	// stopped is set once the edge's PID is gone (Close): what a link of
 	// this process would still hand it goes nowhere, as an Outs sent to
-	// the stopped actor would.
+	// the PID does.
 	stopped atomic.Bool
-	// outsIn counts the Outs the edge actor took: what sessions on other
+	// outsIn counts the Outs the edge took: what sessions on other
 	// nodes wrote (a test's measure; links here hand theirs over).
 	outsIn atomic.Int64
 
@@ -451,7 +451,7 @@ func (c *edgeConn) Close(wait time.Duration) {
 	c.untilAnswered(deadline)
 	c.e.m.edges.Delete(c.self.Id)
 	c.stopped.Store(true)
-	root.Stop(c.self)
+	c.e.m.System().ProcessRegistry.Remove(c.self)
 	c.sink.Abandon(askedBy(nil, nil, nil))
 	c.e.mu.Lock()
 	delete(c.e.conns, c)

@@ -332,7 +332,7 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call, local bool, here *acto
 }
 
 // straight says whether c was sent to the session's actor by the client's
-// edge actor itself (a prompt to a session it knows), not by a request of
+// edge itself (a prompt to a session it knows), not by a request of
 // the cluster's, which waits for Accepted: the edge learns that the
 // session took it from the link's Outs (Out.accepted). The sender is the
 // connection the proof covers.

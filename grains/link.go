@@ -25,7 +25,7 @@ import (
 // owner's token, checked here: proof.go), and whose roots are this node's
 // own (serve.roots) —
 // and the way back to the client: what the sessions write goes to the
-// client's edge actor as typed Out items, in each session's order,
+// client's edge (its PID) as typed Out items, in each session's order,
 // through the link's queue, which its actor sends as one Outs at a time
 // (actors sending to one actor keep their order, on a node and across
 // nodes); the link's actor also takes what comes back: the client's
@@ -40,7 +40,7 @@ type link struct {
 	owner string
 	k     *secret
 
-	edge *actor.PID // the client's edge actor
+	edge *actor.PID // the client's edge (edgeProcess)
 	// local is that edge's connection when it is in this process: what
 	// the sessions write is handed to it there and then, in their order
 	// (send), with no message, proof or actor between; nil for a client

@@ -82,7 +82,7 @@ type Member struct {
 	leaving atomic.Bool // Leave has begun; see log.go
 
 	// edges are this process's client connections (*edgeConn), by the
-	// id of their edge actor: a link to one of them hands it what its
+	// edge's PID id: a link to one of them hands it what its
 	// sessions write there and then (link.send).
 	edges sync.Map
 

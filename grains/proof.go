@@ -25,7 +25,7 @@ import (
 // message between a client's edge and the nodes running its sessions
 // carries a proof, made with its connection's key:
 //
-//	connection key = HMAC-SHA256(owner's token, label ‖ owner ‖ edge actor's address ‖ id)
+//	connection key = HMAC-SHA256(owner's token, label ‖ owner ‖ edge's address ‖ id)
 //	proof          = HMAC-SHA256(connection key, message type ‖ recipient ‖ the message without its proof)
 //
 // The message is its deterministic protobuf encoding without the proof,

@@ -16,12 +16,12 @@ import (
 // what sends a prompt that was not taken again through the cluster.
 
 // straightCall is a prompt sent straight to its session's actor, the
-// edge actor its sender, rather than through a request of the cluster's
+// edge's PID its sender, rather than through a request of the cluster's
 // that waits for its Accepted: on a session that the edge knows (a call
 // before it was accepted there), a turn's call crosses once, and its
 // acceptance comes back with what the session writes. One that was not
 // taken is sent again through the cluster, in the lane's order: its
-// node answers Accepted (again, refused) to the edge actor, or nothing
+// node answers Accepted (again, refused) to the edge's PID, or nothing
 // comes back within straightWait (the actor was gone: protoactor's dead
 // letter, or the message lost). Sent again, it has its seq, which a
 // session that took it serves once.
@@ -124,7 +124,7 @@ func (c *edgeConn) lostStraight(l *lane, st *straightCall) {
 // not take.
 var errNotTaken = errors.New("a prompt sent straight was not taken")
 
-// straightAnswered takes what comes back to the edge actor about the
+// straightAnswered takes what comes back to the edge's PID about the
 // prompts sent straight: an Accepted (the node did not take it: it is
 // leaving, or refused it) or protoactor's dead letter (no such actor
 // there). Either is sent again through the cluster, which says what is

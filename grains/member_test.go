@@ -351,3 +351,100 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPodIP: on Kubernetes a node advertises its pod's IP, the address
+// the k8s provider lists it at, whatever names the pod has.
+func TestPodIP(t *testing.T) {
+	lookup := func(ips ...string) func(string) ([]net.IP, error) {
+		return func(string) ([]net.IP, error) {
+			var out []net.IP
+			for _, s := range ips {
+				out = append(out, net.ParseIP(s))
+			}
+			return out, nil
+		}
+	}
+	noLookup := func(string) ([]net.IP, error) { return nil, errors.New("no DNS here") }
+	for _, tc := range []struct {
+		host, env string
+		lookup    func(string) ([]net.IP, error)
+		want, err string
+	}{
+		{host: "10.1.2.3", lookup: noLookup, want: "10.1.2.3"},
+		{env: "10.4.5.6", lookup: noLookup, want: "10.4.5.6"},
+		{env: "fd00::1", lookup: noLookup, err: `POD_IP "fd00::1" is not an IPv4 address`},
+		{env: "mm-0", lookup: noLookup, err: `POD_IP "mm-0" is not an IPv4 address`},
+		{lookup: lookup("127.0.1.1", "fd00::2", "10.7.8.9"), want: "10.7.8.9"},
+		{lookup: lookup("127.0.0.1"), err: "resolves to no IPv4 address but loopback"},
+		{lookup: noLookup, err: "does not resolve: no DNS here"},
+	} {
+		got, err := podIP(tc.host, tc.env, tc.lookup)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("podIP(%q, %q) = %q, %v; want an error with %q", tc.host, tc.env, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("podIP(%q, %q) = %q, %v; want %q", tc.host, tc.env, got, err, tc.want)
+		}
+	}
+	// This machine's own hostname, through the resolver a pod uses.
+	name, _ := os.Hostname()
+	ips, lerr := net.LookupIP(name)
+	got, err := podIP("", "", net.LookupIP)
+	t.Logf("hostname %q resolves to %v (%v): podIP %q, %v", name, ips, lerr, got, err)
+	if err == nil && !slices.ContainsFunc(ips, func(ip net.IP) bool { return ip.String() == got }) {
+		t.Errorf("podIP = %q, not among %v", got, ips)
+	}
+	// A node that is told nothing on Kubernetes starts on its pod's IP,
+	// and a name in advertise is taken only where configs let it through
+	// (not on k8s): Start refuses POD_IP that is not one.
+	cfg := config(freePorts(t, 1)[0], "127.0.0.1:0")
+	cfg.Provider, cfg.Advertise = "k8s", ":0"
+	t.Setenv("POD_IP", "not-an-ip")
+	if _, err := Start(Options{Config: cfg}); err == nil || !strings.Contains(err.Error(), `cluster.advertise: POD_IP "not-an-ip"`) {
+		t.Errorf("Start on k8s with a bad POD_IP: %v", err)
+	}
+}
+
+// TestMisnamed: a provider that lists this node at another address than
+// the one it advertises is said, once, with what to set.
+func TestMisnamed(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	sys := actor.NewActorSystem()
+	sys.ProcessRegistry.Address = "mm-0:4020" // as a node advertising its hostname
+	m := &Member{sys: sys, cfg: configs.Cluster{Name: "mm", Provider: "k8s"}, next: make(chan struct{}), wake: make(chan struct{}, 1),
+		log: slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))}
+	self := &cluster.Member{Id: sys.ID, Host: "10.1.2.3", Port: 4020}
+	other := &cluster.Member{Id: "other", Host: "10.1.2.4", Port: 4020}
+	m.onTopology(&cluster.ClusterTopology{Members: []*cluster.Member{self, other}})
+	m.onTopology(&cluster.ClusterTopology{Members: []*cluster.Member{self, other}})
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	want := "the provider (k8s) lists this node at 10.1.2.3:4020, but it advertises mm-0:4020"
+	if strings.Count(out, want) != 1 || !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "set cluster.advertise to 10.1.2.3:4020") {
+		t.Errorf("want one error %q, got:\n%s", want, out)
+	}
+	// Listed where it advertises: nothing to say.
+	buf.Reset()
+	m2 := &Member{sys: sys, cfg: m.cfg, next: make(chan struct{}), wake: make(chan struct{}, 1), log: slog.New(slog.NewTextHandler(&buf, nil))}
+	sys.ProcessRegistry.Address = "10.1.2.3:4020"
+	m2.onTopology(&cluster.ClusterTopology{Members: []*cluster.Member{self, other}})
+	if strings.Contains(buf.String(), "lists this node at") {
+		t.Errorf("a node listed where it advertises: %s", buf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

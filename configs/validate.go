@@ -286,14 +286,7 @@ func (c *Config) validateCluster(bad func(key, why string) error) error {
 		if !strings.HasPrefix(cl.Etcd.Prefix, "/") {
 			return bad("cluster.etcd.prefix", fmt.Sprintf("%q must start with /", cl.Etcd.Prefix))
 		}
-	case "k8s":
-		// protoactor's k8s provider lists a member at its pod's IP; a
-		// node advertising a name would not find itself, nor the others
-		// it, in that list (grains.podIP).
-		if host, _, _ := net.SplitHostPort(cl.Advertise); host != "" && net.ParseIP(host) == nil {
-			return bad("cluster.advertise", fmt.Sprintf("%q: on Kubernetes a node is known by its pod's IP, which the provider lists; leave the host out (\":4020\": the pod's IP, from POD_IP or its hostname) or give that IP", cl.Advertise))
-		}
-	case "consul":
+	case "consul", "k8s":
 	default:
 		return bad("cluster.provider", fmt.Sprintf("unknown provider %q (automanaged, etcd, consul, k8s)", cl.Provider))
 	}

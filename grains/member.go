@@ -79,10 +79,7 @@ type Member struct {
 	kinds    []string // the names of Options.Kinds
 
 	started atomic.Bool // StartMember has returned
-	// misnamed: a topology listed this node at another address than the
-	// one it advertises (said once).
-	misnamed atomic.Bool
-	leaving  atomic.Bool // Leave has begun; see log.go
+	leaving atomic.Bool // Leave has begun; see log.go
 
 	// edges are this process's client connections (*edgeConn), by the
 	// edge's PID id: a link to one of them hands it what its
@@ -132,11 +129,6 @@ func Start(o Options) (*Member, error) {
 	host, portText, err := net.SplitHostPort(cfg.Advertise)
 	if err != nil {
 		return nil, fmt.Errorf("cluster.advertise: %w", err)
-	}
-	if cfg.Provider == "k8s" {
-		if host, err = podIP(host, os.Getenv("POD_IP"), net.LookupIP); err != nil {
-			return nil, fmt.Errorf("cluster.advertise: %w", err)
-		}
 	}
 	if host == "" {
 		if host, err = os.Hostname(); err != nil {
@@ -392,14 +384,11 @@ func (m *Member) onTopology(t *cluster.ClusterTopology) {
 	places.UpdateMembers(t.Members)
 	placed := ""
 	for _, mb := range t.Members {
-		// By its id: the address a provider lists need not be the one
-		// this node advertises (see misnamed).
+		// By its id: the address a provider lists (a pod's IP) need
+		// not be the one this node advertises (its hostname).
 		if mb.Id == m.sys.ID {
 			placed = mb.Address()
 		}
-	}
-	if placed != "" && placed != m.sys.Address() && m.misnamed.CompareAndSwap(false, true) {
-		m.log.Error(fmt.Sprintf("cluster %s: the provider (%s) lists this node at %s, but it advertises %s, the address in its grains' PIDs and in what it sends; nodes that compare the two take this node for one that left, and its sessions' output for a stale copy's: set cluster.advertise to %s", m.cfg.Name, m.cfg.Provider, placed, m.sys.Address(), placed))
 	}
 	m.mu.Lock()
 	m.live, m.liveIDs, m.hosts, m.places, m.placed = live, ids, hosts, places, placed
@@ -515,39 +504,3 @@ func (m *Member) shutdown() {
 // set, it turns gRPC's bandwidth estimator off, whose pings answered each
 // burst of data with a write of their own.
 const grpcWindow = 4 << 20
-
-// podIP is the host a node on Kubernetes advertises: the pod's IP, the
-// address protoactor's k8s provider lists a member at (status.podIP),
-// so that the address in this node's PIDs and in what it sends is the
-// one the other nodes find in their member list. A node compares the
-// two to tell a live member from one that left: were the node to
-// advertise its hostname, the others would take everything it sends for
-// a stale copy's. host is advertise's host: kept if given (configs
-// takes only an IP there on k8s); else env, the downward API's
-// status.podIP (POD_IP), if set; else the IPv4 address this pod's
-// hostname resolves to (the kubelet writes it in /etc/hosts).
-func podIP(host, env string, lookup func(string) ([]net.IP, error)) (string, error) {
-	if host != "" {
-		return host, nil
-	}
-	if env != "" {
-		if ip := net.ParseIP(env); ip == nil || ip.To4() == nil {
-			return "", fmt.Errorf("POD_IP %q is not an IPv4 address (protoactor writes addresses without brackets)", env)
-		}
-		return env, nil
-	}
-	name, err := os.Hostname()
-	if err != nil {
-		return "", fmt.Errorf("no host, no POD_IP and no hostname: %w", err)
-	}
-	ips, err := lookup(name)
-	if err != nil {
-		return "", fmt.Errorf("no host and no POD_IP, and the pod's hostname %q does not resolve: %w", name, err)
-	}
-	for _, ip := range ips {
-		if v4 := ip.To4(); v4 != nil && !v4.IsLoopback() {
-			return v4.String(), nil
-		}
-	}
-	return "", fmt.Errorf("no host and no POD_IP, and the pod's hostname %q resolves to no IPv4 address but loopback (%v): give the pod's IP in POD_IP (the downward API's status.podIP)", name, ips)
-}

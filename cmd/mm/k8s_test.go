@@ -26,9 +26,9 @@ import (
 // (protoactor's, in an mm-node built with -tags k8s), each as a pod would
 // run: its own hostname and /etc/hosts (the kubelet's: the hostname is
 // the pod's IP, 127.0.0.2 and 127.0.0.3 here), the service account's
-// files at /var/run/secrets/kubernetes.io/serviceaccount, POD_IP from
-// the downward API, advertise ":PORT" as docs/cluster.md's manifest has
-// it. The API server is the test's: it serves the three calls the
+// files at /var/run/secrets/kubernetes.io/serviceaccount, advertise
+// ":PORT" as docs/cluster.md's manifest has it (the node is known by the
+// IP its remote listens on, the one its hostname resolves to). The API server is the test's: it serves the three calls the
 // provider makes (get its pod, patch its labels, watch the pods), with
 // pods that run and are ready. Nothing of Kubernetes runs here; the
 // provider, its client and mm are the real ones.
@@ -101,7 +101,7 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 		}
 		cluster := fmt.Sprintf("cluster:\n  name: test\n  provider: k8s\n  advertise: \":%d\"\n  placement: %s\n  failureTimeout: %s\n%s", ports[i], placement, testFailureTimeout, tlsLines(certs))
 		s := startServeIn(t, prefix, filepath.Join(bin, "mm"), work, fmt.Sprintf("node%d.yaml", i), scriptedModel, serveScript, cluster,
-			"MM_SERVE_TOKEN="+serveToken, "POD_IP="+ip, "KUBERNETES_SERVICE_HOST="+apiHost, "KUBERNETES_SERVICE_PORT="+apiPort)
+			"MM_SERVE_TOKEN="+serveToken, "KUBERNETES_SERVICE_HOST="+apiHost, "KUBERNETES_SERVICE_PORT="+apiPort)
 		nodes[i] = &node{served: s, certs: certs}
 	}
 	for i, nd := range nodes {

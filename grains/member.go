@@ -384,8 +384,9 @@ func (m *Member) onTopology(t *cluster.ClusterTopology) {
 	places.UpdateMembers(t.Members)
 	placed := ""
 	for _, mb := range t.Members {
-		// By its id: the address a provider lists (a pod's IP) need
-		// not be the one this node advertises (its hostname).
+		// By its id, the actor system's, as the gossip knows it (on
+		// Kubernetes, the id this node labels its pod with first:
+		// provider_k8s.go).
 		if mb.Id == m.sys.ID {
 			placed = mb.Address()
 		}

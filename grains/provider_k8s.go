@@ -48,8 +48,10 @@ func init() {
 // an id of its own making (a random UUID) unless the pod has that label
 // already, in which case it keeps the pod's. But the cluster's gossip,
 // and mm with it (placement, serve.Peers), know a member by its actor
-// system's id: under the provider's own, no member would find itself in
-// the list, nor take the others' gossip as a member's. And a pod whose
+// system's id (a connection's id ends with its node's): under the
+// provider's own, no node would find itself in the list, nor another
+// node by a connection's id, and protoactor's gossip took each node's
+// requests for an unknown member's. And a pod whose
 // container was killed kept its labels, so that its next start came back
 // under the id of the last, which the cluster may have counted out for
 // good. So this node labels its pod with its actor system's id first.

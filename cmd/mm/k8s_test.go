@@ -37,8 +37,9 @@ import (
 // whose grain lives on node 1 answers its prompts; node 1, with placement
 // local, keeps the sessions its clients open (it finds itself among the
 // members by its member id); and a connection's requests that reach the
-// other node are passed on (serve.Peers: the members take each other's
-// gossip). The last two failed while protoactor's provider labelled each
+// other node are passed on (serve.Peers: the node that holds it, found
+// among the members by the member id its id ends with, and where it
+// serves by its gossip). The last two failed while protoactor's provider labelled each
 // pod with a member id of its own making (provider_k8s.go).
 func TestClusterOnKubernetes(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
@@ -152,8 +153,8 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 			t.Errorf("a session node 1 opened with placement local lives on node %d", at)
 		}
 	}
-	// The members take each other's gossip, which says where each serves
-	// ACP: behind a balancer without affinity, a streamable HTTP
+	// Each node finds the other among the members by its member id, and
+	// where it serves ACP by its gossip: behind a balancer without affinity, a streamable HTTP
 	// connection opened on node 0 whose requests all reach node 1 is
 	// passed on to node 0 (serve.Peers, by the member id in the
 	// connection's id).

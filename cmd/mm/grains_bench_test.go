@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/coder/acp-go-sdk"
@@ -36,19 +37,7 @@ func BenchmarkClusterTurn(b *testing.B) {
 	// sub-benchmark (-count) starts on an empty history, as the lone
 	// server's does.
 	on := func(b *testing.B, n int) acp.SessionId {
-		for range 50 {
-			res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			var at int
-			waitUntil(b, "the session's node logging it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
-			if at == n {
-				return res.SessionId
-			}
-		}
-		b.Fatalf("no session of 50 landed on node %d", n)
-		return ""
+		return c.sessionOn(b, ctx, w, project, fmt.Sprintf("node %d", n), func(at int) bool { return at == n })
 	}
 	b.Run("grain on the client's node", func(b *testing.B) { ping(b, w, on(b, 0)) })
 	b.Run("grain on another node", func(b *testing.B) { ping(b, w, on(b, 1)) })

@@ -43,6 +43,32 @@ func (c *testCluster) hosts(sid acp.SessionId) int {
 	return -1
 }
 
+// open opens a session in cwd through w, and returns it with the node
+// whose log says it created it.
+func (c *testCluster) open(t testing.TB, ctx context.Context, w *wireClient, cwd string) (acp.SessionId, int) {
+	t.Helper()
+	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := -1
+	waitUntil(t, "the session's node logging it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
+	return res.SessionId, at
+}
+
+// sessionOn opens sessions in cwd through w until one lives on a node
+// that where takes (50 at most), and returns it.
+func (c *testCluster) sessionOn(t testing.TB, ctx context.Context, w *wireClient, cwd, what string, where func(node int) bool) acp.SessionId {
+	t.Helper()
+	for range 50 {
+		if sid, at := c.open(t, ctx, w, cwd); where(at) {
+			return sid
+		}
+	}
+	t.Fatalf("no session of 50 landed on %s", what)
+	return ""
+}
+
 // wireClient is an ACP client of one node whose every line read is kept,
 // to count the answers to each request.
 type wireClient struct {
@@ -296,21 +322,7 @@ func TestClusterTwoActivations(t *testing.T) {
 	ctx := testwait.Context(t)
 	w := c.nodes[0].wire(t)
 	project := c.nodes[0].project(t)
-	var sid acp.SessionId
-	for i := 0; sid == ""; i++ {
-		if i == 30 {
-			t.Fatal("no session landed on node 1")
-		}
-		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var at int
-		waitUntil(t, "the session's node logging it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
-		if at == 1 {
-			sid = res.SessionId
-		}
-	}
+	sid := c.sessionOn(t, ctx, w, project, "node 1", func(n int) bool { return n == 1 })
 	if res, err := w.ask(ctx, sid, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("ping: %v %v", res, err)
 	}

@@ -68,10 +68,10 @@ func TestClusterOnKubernetes(t *testing.T) {
 	sa := filepath.Join(dir, "serviceaccount")
 	hosts := filepath.Join(dir, "hosts")
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw})
+	if err := os.MkdirAll(sa, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, data := range map[string]string{"token": "t0ken", "namespace": "mm", "ca.crt": string(ca)} {
-		if err := os.MkdirAll(sa, 0o755); err != nil {
-			t.Fatal(err)
-		}
 		if err := os.WriteFile(filepath.Join(sa, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -117,22 +117,7 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 	ctx := testwait.Context(t)
 	w := nodes[0].wire(t)
 	project := nodes[0].project(t)
-	var far acp.SessionId
-	for range 40 {
-		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var at int
-		waitUntil(t, "the session's node logging it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
-		if at == 1 {
-			far = res.SessionId
-			break
-		}
-	}
-	if far == "" {
-		t.Fatal("no session of 40 landed on node 1")
-	}
+	far := c.sessionOn(t, ctx, w, project, "node 1", func(n int) bool { return n == 1 })
 	for range 3 {
 		if res, err := w.ask(ctx, far, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 			t.Fatalf("a prompt through node 0 to a session on node 1: %v %v\nnode 0:\n%s\nnode 1:\n%s", res, err, nodes[0].stderr.String(), nodes[1].stderr.String())
@@ -143,13 +128,7 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 	// pod with (the actor system's id, as the gossip knows it).
 	w1 := nodes[1].wire(t)
 	for range 6 {
-		res, err := w1.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var at int
-		waitUntil(t, "the session's node logging it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
-		if at != 1 {
+		if _, at := c.open(t, ctx, w1, project); at != 1 {
 			t.Errorf("a session node 1 opened with placement local lives on node %d", at)
 		}
 	}

@@ -307,21 +307,7 @@ func TestClusterPartition(t *testing.T) {
 	ctx := testwait.Context(t)
 	w := nodes[0].wire(t)
 	project := nodes[0].project(t)
-	var sid acp.SessionId
-	for i := 0; sid == ""; i++ {
-		if i == 30 {
-			t.Fatal("no session landed on the majority's side")
-		}
-		res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var at int
-		waitUntil(t, "the session's node logging it", func() bool { at = c.hosts(res.SessionId); return at >= 0 })
-		if at != 2 {
-			sid = res.SessionId
-		}
-	}
+	sid := c.sessionOn(t, ctx, w, project, "the majority's side", func(n int) bool { return n != 2 })
 	if r, err := w.ask(ctx, sid, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("ping: %v %v", r, err)
 	}

@@ -356,9 +356,8 @@ type Cluster struct {
 	// FailureTimeout is how long a member that stopped answering stays a
 	// member.
 	FailureTimeout time.Duration `yaml:"failureTimeout"`
-	// Placement is where a session a client opens lives: "spread" over
-	// the members by its id, or "local", on the node the client is
-	// connected to (its id is chosen so).
+	// Placement is where a session a client opens lives:
+	// PlacementBalanced, PlacementLocal or PlacementSpread.
 	Placement string        `yaml:"placement"`
 	Etcd      ClusterEtcd   `yaml:"etcd"`
 	Consul    ClusterConsul `yaml:"consul"`
@@ -414,6 +413,19 @@ var ErrConfig = errors.New("config")
 
 // defaultName names the embedded file in errors.
 const defaultName = "(embedded default.yaml)"
+
+// The values of cluster.placement (docs/cluster.md#placement).
+const (
+	// PlacementBalanced: on the node the client is connected to, while
+	// that node holds no more than its share of the sessions and a
+	// margin; spread past it.
+	PlacementBalanced = "balanced"
+	// PlacementLocal: on the node the client is connected to (its id is
+	// chosen so).
+	PlacementLocal = "local"
+	// PlacementSpread: over the members, by its id.
+	PlacementSpread = "spread"
+)
 
 // Default returns the embedded configuration alone.
 //

@@ -112,7 +112,7 @@ func generatedDefault() *Config {
 			Peers:          []string{},
 			HealthPort:     6330,
 			FailureTimeout: 10 * time.Second,
-			Placement:      "spread",
+			Placement:      "balanced",
 			Etcd: ClusterEtcd{
 				Endpoints: []string{"127.0.0.1:2379"},
 				Prefix:    "/mm",

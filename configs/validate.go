@@ -260,8 +260,10 @@ func (c *Config) validateCluster(bad func(key, why string) error) error {
 	if cl.FailureTimeout < time.Second {
 		return bad("cluster.failureTimeout", "must be at least 1s")
 	}
-	if cl.Placement != "spread" && cl.Placement != "local" {
-		return bad("cluster.placement", fmt.Sprintf("unknown placement %q (spread, local)", cl.Placement))
+	switch cl.Placement {
+	case PlacementBalanced, PlacementLocal, PlacementSpread:
+	default:
+		return bad("cluster.placement", fmt.Sprintf("unknown placement %q (balanced, local, spread)", cl.Placement))
 	}
 	switch cl.Provider {
 	case "automanaged":

@@ -86,6 +86,12 @@ type Member struct {
 	// sessions write there and then (link.send).
 	edges sync.Map
 
+	// loads is what the gossip last said of the other members' loads
+	// (balanced placement: load.go); loadGone is closed when gossipLoad
+	// has returned (nil: it never ran).
+	loads    atomic.Pointer[loadView]
+	loadGone chan struct{}
+
 	mu       sync.Mutex
 	live     []string // addresses, sorted, as the last topology had them
 	liveIDs  map[string]bool
@@ -211,6 +217,10 @@ func Start(o Options) (*Member, error) {
 		return nil, err
 	}
 	m.started.Store(true)
+	if cfg.Placement == configs.PlacementBalanced {
+		m.loadGone = make(chan struct{})
+		go m.gossipLoad()
+	}
 	log.Info(fmt.Sprintf("cluster %s: member at %s (%s)", cfg.Name, m.sys.Address(), cfg.Provider))
 	if o.Registry != nil {
 		m.metrics = newMetrics(o.Registry, m)
@@ -316,14 +326,21 @@ func (m *Member) Members() []string {
 const placeTries = 64
 
 // NewSessionID is the id of a session a client of this node opens. With
-// cluster.placement local it is one that protoactor's identity lookup
-// (disthash: rendezvous hashing of the id over the live members, the same
-// table it keeps) places on this node, so that the session's turns cross
-// no node; any id otherwise, or while this node is not a member, or is
-// leaving.
+// cluster.placement local, and with balanced while this node holds no
+// more than its share of the sessions (load.go), it is one that
+// protoactor's identity lookup (disthash: rendezvous hashing of the id
+// over the live members, the same table it keeps) places on this node, so
+// that the session's turns cross no node; any id otherwise, or while this
+// node is not a member, or is leaving.
 func (m *Member) NewSessionID() string {
 	id := actors.NewSessionID(time.Now())
-	if m.cfg.Placement != "local" {
+	switch m.cfg.Placement {
+	case configs.PlacementLocal:
+	case configs.PlacementBalanced:
+		if v := m.loads.Load(); v != nil && !v.keep {
+			return id
+		}
+	default:
 		return id
 	}
 	m.mu.Lock()
@@ -471,6 +488,9 @@ func (m *Member) Leave(ctx context.Context) {
 		m.leaving.Store(true)
 		close(m.done)
 		<-m.gone
+		if m.loadGone != nil {
+			<-m.loadGone
+		}
 		m.log.Info(fmt.Sprintf("cluster %s: leaving", m.cfg.Name))
 		start := time.Now()
 		done := make(chan struct{})

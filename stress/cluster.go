@@ -1,7 +1,6 @@
 package stress
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,8 +68,11 @@ func startServeProcs(ctx context.Context, c *Config, dir, marker, token string) 
 	errs := make([]error, c.Nodes)
 	var wg sync.WaitGroup
 	for i := range c.Nodes {
-		cluster := fmt.Sprintf("cluster:\n  name: %s\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n  placement: %s\n%s",
-			clusterName, strings.Join(peers, ", "), health[i], c.FailureTimeout, cmp.Or(c.Placement, "spread"), tls)
+		cluster := fmt.Sprintf("cluster:\n  name: %s\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
+			clusterName, strings.Join(peers, ", "), health[i], c.FailureTimeout, tls)
+		if placement := c.placement(); placement != "" {
+			cluster += "  placement: " + placement + "\n"
+		}
 		cfgPath := filepath.Join(dir, fmt.Sprintf("node%d.yaml", i))
 		if err := os.WriteFile(cfgPath, []byte(base+cluster), 0o644); err != nil {
 			return nil, err
@@ -102,6 +104,16 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// placement is the run's cluster.placement: -placement, else spread for
+// -kill-node (the killed node must hold sessions), else none (mm's
+// default).
+func (c Config) placement() string {
+	if c.Placement == "" && c.KillNode > 0 {
+		return "spread"
+	}
+	return c.Placement
 }
 
 // joinTimeout bounds how long the run waits for its nodes to form the

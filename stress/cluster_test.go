@@ -19,11 +19,12 @@ import (
 // TestClusterRun: a run against three `mm serve` it starts as one
 // cluster (-nodes 3) passes every check, its connections reach every
 // node, and its sessions live on more than one node; with -placement
-// local, each node holds the sessions of its own connection.
+// local, and with mm's default (balanced) for so few sessions, each node
+// holds the sessions of its own connection.
 func TestClusterRun(t *testing.T) {
 	testwait.Short(t, "a run against a cluster of three mm serve")
-	for _, placement := range []string{"", "local"} {
-		t.Run(cmp.Or(placement, "spread"), func(t *testing.T) {
+	for _, placement := range []string{"spread", "local", ""} {
+		t.Run(cmp.Or(placement, "balanced"), func(t *testing.T) {
 			c := Defaults()
 			c.Sessions, c.Turns, c.Concurrency = 30, 4, 8
 			c.Serve, c.Nodes, c.Conns, c.Placement = binary(t, "mm"), 3, 1, placement
@@ -48,7 +49,7 @@ func TestClusterRun(t *testing.T) {
 			if len(r.Grains) != 3 || hosting < 2 || sum != 30 {
 				t.Errorf("session grains per node %v: want 30 over more than one node", r.Grains)
 			}
-			if placement == "local" && !slices.Equal(r.Grains, []int{10, 10, 10}) {
+			if placement != "spread" && !slices.Equal(r.Grains, []int{10, 10, 10}) {
 				t.Errorf("session grains per node %v: want each node's connection's 10", r.Grains)
 			}
 		})
@@ -230,7 +231,7 @@ func TestClusterFlags(t *testing.T) {
 		{"kill without persist", func(c *Config) { c.Serve, c.Nodes, c.KillNode = "mm", 3, time.Second }, "-persist"},
 		{"short failure timeout", func(c *Config) { c.Serve, c.Nodes, c.FailureTimeout = "mm", 2, time.Millisecond }, "-failure-timeout"},
 		{"a URL that is not ws", func(c *Config) { c.URL, c.Token = "ws://a/acp,http://b/acp", "x" }, "-url"},
-		{"an unknown placement", func(c *Config) { c.Serve, c.Nodes, c.Placement = "mm", 3, "near" }, "-placement is spread or local"},
+		{"an unknown placement", func(c *Config) { c.Serve, c.Nodes, c.Placement = "mm", 3, "near" }, "-placement is balanced, local or spread"},
 		{"placement without a cluster", func(c *Config) { c.Serve, c.Placement = "mm", "local" }, "-placement places"},
 		{"kill with local placement", func(c *Config) {
 			c.Serve, c.Nodes, c.KillNode, c.Persist, c.Placement = "mm", 3, time.Second, true, "local"

@@ -27,7 +27,7 @@ type Config struct {
 	// FailureTimeout. KillNode > 0 (Nodes ≥ 2, Persist): that long into
 	// the turns, the last node, which no connection reaches, is killed
 	// (SIGKILL). Placement is the cluster's cluster.placement ("" is
-	// spread).
+	// mm's default, balanced; spread with KillNode).
 	Nodes          int
 	FailureTimeout time.Duration
 	Placement      string
@@ -83,12 +83,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("-nodes starts a cluster of mm serve: it needs -serve")
 	case c.Nodes > 1 && c.FailureTimeout < time.Second:
 		return fmt.Errorf("-failure-timeout must be at least 1s (cluster.failureTimeout)")
-	case c.Placement != "" && c.Placement != "spread" && c.Placement != "local":
-		return fmt.Errorf("-placement is spread or local (cluster.placement)")
+	case c.Placement != "" && c.Placement != "balanced" && c.Placement != "local" && c.Placement != "spread":
+		return fmt.Errorf("-placement is balanced, local or spread (cluster.placement)")
 	case c.Placement != "" && c.Nodes < 2:
 		return fmt.Errorf("-placement places the sessions of the run's cluster: it needs -nodes 2 or more")
-	case c.KillNode > 0 && c.Placement == "local":
-		return fmt.Errorf("-kill-node kills the node no connection reaches, on which -placement local puts no session: use spread")
+	case c.KillNode > 0 && c.Placement != "" && c.Placement != "spread":
+		return fmt.Errorf("-kill-node kills the node no connection reaches, on which -placement %s puts few sessions or none: use spread (its default)", c.Placement)
 	case c.KillNode < 0:
 		return fmt.Errorf("-kill-node must not be negative")
 	case c.KillNode > 0 && c.Nodes < 2:

@@ -79,6 +79,12 @@ func startClusterScript(t testing.TB, n int, model, script, extra string) []*nod
 		}
 		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
 			strings.Join(peers, ", "), health[i], testFailureTimeout, tlsLines(certs))
+		if !strings.Contains(extra, "  placement:") {
+			// The cluster tests cross nodes: their sessions are spread
+			// unless the test says otherwise (balanced, the default,
+			// would keep a few sessions on their client's node).
+			cluster += "  placement: spread\n"
+		}
 		s := startServeModel(t, clusterBin, dir, fmt.Sprintf("node%d.yaml", i), model, script, cluster+extra, "MM_SERVE_TOKEN="+serveToken, "GORACE=exitcode=0")
 		ready := s.readyz(t)
 		nodes[i] = &node{served: s, health: health[i], certs: certs, readyAtStart: ready, joinedAtStart: strings.Contains(s.metricsOf(t), "mm_cluster_members")}

@@ -34,7 +34,7 @@ func TestClusterNodeCycles(t *testing.T) {
 				peers = append(peers, fmt.Sprintf("%q", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))))
 			}
 		}
-		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:%d\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
+		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:%d\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n  placement: spread\n%s",
 			remote[i], strings.Join(peers, ", "), health[i], testFailureTimeout, certs)
 		s := startServeModel(t, clusterBin, dir, fmt.Sprintf("node%d.yaml", i), scriptedModel, serveScript, cluster+extra, "MM_SERVE_TOKEN="+serveToken, "GORACE=exitcode=0")
 		return &node{served: s, health: health[i]}

@@ -271,7 +271,7 @@ func TestClusterPartition(t *testing.T) {
 				peers = append(peers, fmt.Sprintf("%q", fmt.Sprintf("%s:%d", q.host, q.hp)))
 			}
 		}
-		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: %s:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
+		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: %s:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n  placement: spread\n%s",
 			p.host, strings.Join(peers, ", "), p.hp, testFailureTimeout, tls)
 		extra := cluster + fmt.Sprintf("sessions:\n  enabled: true\nstore:\n  url: %q\nserve:\n  drainTimeout: 2s\n", u.String())
 		s := startServeIn(t, p.ns.exec(), clusterBin, dir, fmt.Sprintf("node%d.yaml", i), scriptedModel, serveScript, extra,

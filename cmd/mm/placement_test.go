@@ -15,7 +15,7 @@ import (
 // client opens (new and forked) live on the node it is connected to,
 // whichever that is, and their turns are answered there; a client of
 // another node that loads one of them reaches it where it lives, and its
-// turns cross nodes. Under the default, spread, twelve sessions would all
+// turns cross nodes. Under spread, twelve sessions would all
 // land on their client's node once in 4,096 runs.
 func TestClusterPlacesLocally(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
@@ -75,5 +75,45 @@ func TestClusterPlacesLocally(t *testing.T) {
 	}
 	if text := acptest.Text(clients[1].rec.Updates(sid)); !strings.Contains(text, "pong") {
 		t.Errorf("node 1's client saw %q of the session", text)
+	}
+}
+
+// TestClusterBalances: under cluster.placement balanced, the default, the
+// sessions a client opens live on its node while that node holds no more
+// than its share of the cluster's sessions and a margin (eight, for so
+// few): node 0's first 17 stay there, whatever the gossip has said yet of
+// node 1. Past them, once node 0 has node 1's count from the gossip, what
+// node 0's client opens is spread, and some of it lands on node 1; node
+// 1's client, whose node holds fewer, keeps its own. Under spread, 17
+// sessions would all stay on node 0 once in 131,072 runs; under local,
+// none would ever land on node 1.
+func TestClusterBalances(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
+	c := &testCluster{nodes: startCluster(t, 2, "  placement: balanced\n")}
+	ctx := testwait.Context(t)
+	project := c.nodes[0].project(t)
+	w0, w1 := c.nodes[0].wire(t), c.nodes[1].wire(t)
+	for i := range 17 {
+		if sid, at := c.open(t, ctx, w0, project); at != 0 {
+			t.Fatalf("session %d (%s) of node 0's client, which held %d, lives on node %d", i+1, sid, i, at)
+		}
+	}
+	kept := 17
+	waitUntil(t, "a session of node 0's client spread to node 1", func() bool {
+		if kept == 200 {
+			t.Fatal("200 sessions of node 0's client, none on node 1")
+		}
+		_, at := c.open(t, ctx, w0, project)
+		kept++
+		return at == 1
+	})
+	t.Logf("node 0's client opened %d sessions before one landed on node 1", kept)
+	for i := range 3 {
+		if sid, at := c.open(t, ctx, w1, project); at != 1 {
+			t.Errorf("session %d (%s) of node 1's client lives on node %d", i+1, sid, at)
+		}
+	}
+	if res, err := w1.ask(ctx, c.sessionOn(t, ctx, w1, project, "node 1", func(at int) bool { return at == 1 }), "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("ping through node 1: %v %v", res, err)
 	}
 }

@@ -38,7 +38,7 @@ func run(args []string) int {
 	fs.StringVar(&c.Serve, "serve", "", "start this mm binary as `mm serve -listen 127.0.0.1:0` for the run and drive it over WebSocket")
 	fs.IntVar(&c.Conns, "conns", c.Conns, "WebSocket connections the sessions are spread over (-url, -serve), round-robin over the nodes; at least one per node that takes connections")
 	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "with -serve: start this many mm serve as one cluster on loopback (1: a single mm serve, no cluster)")
-	fs.StringVar(&c.Placement, "placement", "", "cluster.placement of the run's cluster (-nodes): spread (the default: over the nodes, by id) or local (each session on the node its connection reaches)")
+	fs.StringVar(&c.Placement, "placement", "", "cluster.placement of the run's cluster (-nodes): balanced (mm's default: on the node its connection reaches while that node holds no more than its share), local (on the node its connection reaches) or spread (over the nodes, by id; the default with -kill-node)")
 	fs.DurationVar(&c.FailureTimeout, "failure-timeout", c.FailureTimeout, "cluster.failureTimeout of the run's cluster (-nodes)")
 	fs.DurationVar(&c.KillNode, "kill-node", 0, "this long into the turns, kill -9 the run's last node, which hosts grains but no connection, and count the prompts answered, failed with the node and lost (needs -nodes 2 or more and -persist)")
 	fs.StringVar(&c.Dir, "dir", "", "folder the run's own folder (config, sessions' cwds) is made in; with -url, inside the server's serve.roots (default: the temp dir)")

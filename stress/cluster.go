@@ -118,7 +118,7 @@ func (c Config) placement() string {
 
 // joinTimeout bounds how long the run waits for its nodes to form the
 // cluster; protoactor takes a second or more.
-const joinTimeout = time.Minute
+var joinTimeout = time.Minute // a var: a test shortens it
 
 // waitCluster waits until every node is ready (/readyz answers 200) and
 // counts n members.
@@ -140,7 +140,7 @@ func (s *server) waitCluster(ctx context.Context, n int) error {
 				if nd.proc != nil {
 					msg += ":\n" + nd.proc.tail.String()
 				}
-				return errors.New(msg)
+				return errors.New(msg + s.others(ctx, nd))
 			}
 			select {
 			case <-ctx.Done():
@@ -150,6 +150,33 @@ func (s *server) waitCluster(ctx context.Context, n int) error {
 		}
 	}
 	return nil
+}
+
+// others says how the nodes other than nd stand, and the end of the log
+// of each that exited: a node that does not see them all may be waiting
+// for one that exited (one the others counted out starts again).
+func (s *server) others(ctx context.Context, nd *node) string {
+	var b strings.Builder
+	for j, o := range s.nodes {
+		if o == nd {
+			continue
+		}
+		ready, members := s.readyz(ctx, o), -1.0
+		if m, err := s.scrape(ctx, o); err == nil {
+			members = m[metricMembers]
+		}
+		fmt.Fprintf(&b, "\nnode %d: ready %t, members %v", j, ready, members)
+		if o.proc == nil {
+			continue
+		}
+		select {
+		case err := <-o.proc.exited:
+			o.proc.exited <- err
+			fmt.Fprintf(&b, ", exited (%v):\n%s", err, o.proc.tail)
+		default:
+		}
+	}
+	return b.String()
 }
 
 // readyz says whether node n's /readyz answers 200.

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -247,5 +249,36 @@ func TestClusterFlags(t *testing.T) {
 	c.URL, c.Token = "ws://a/acp, wss://b/acp", "x"
 	if err := c.validate(); err != nil {
 		t.Errorf("two URLs: %v", err)
+	}
+}
+
+// TestWaitClusterSaysWhy: a cluster that does not form within the bound
+// fails the run with every node's state, and the end of the log of a node
+// that exited (one the others counted out starts again): the first node's
+// tail alone left the reader to guess.
+func TestWaitClusterSaysWhy(t *testing.T) {
+	defer func(d time.Duration) { joinTimeout = d }(joinTimeout)
+	joinTimeout = 300 * time.Millisecond
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			fmt.Fprint(w, "# TYPE mm_cluster_members gauge\nmm_cluster_members 1\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 1\n# TYPE go_goroutines gauge\ngo_goroutines 1\n")
+		}
+	}))
+	defer up.Close()
+	gone := &serveProc{tail: &tail{}, exited: make(chan error, 1)}
+	_, _ = gone.tail.Write([]byte("cluster: the member x counted this node out\n"))
+	gone.exited <- errors.New("exit status 1")
+	s := &server{http: up.Client(), nodes: []*node{
+		{metrics: up.URL + "/metrics", proc: &serveProc{tail: &tail{}, exited: make(chan error, 1)}},
+		{metrics: "http://127.0.0.1:1/metrics", proc: gone},
+	}}
+	err := s.waitCluster(context.Background(), 2)
+	if err == nil {
+		t.Fatal("a cluster of one live node of two formed")
+	}
+	for _, want := range []string{"node 0 of 2 not ready with 2 members", "(ready true, members 1)", "node 1: ready false, members -1, exited (exit status 1)", "counted this node out"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
 	}
 }

@@ -85,9 +85,8 @@ func TestClusterOnKubernetes(t *testing.T) {
 	ports := freePorts(t, 2)
 	work := filepath.Join(dir, "work")
 	nodes := make([]*node, 2)
-	for i := range nodes {
-		pod, ip := fmt.Sprintf("mm-%d", i), fmt.Sprintf("127.0.0.%d", 2+i)
-		kube.add(pod, ip)
+	start := func(i int) *node {
+		pod := fmt.Sprintf("mm-%d", i)
 		// As a pod: its hostname, the kubelet's /etc/hosts, the service
 		// account's files.
 		// And mm serve listens on all the pod's addresses, as the
@@ -103,7 +102,11 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 		cluster := fmt.Sprintf("cluster:\n  name: test\n  provider: k8s\n  advertise: \":%d\"\n  placement: %s\n  failureTimeout: %s\n%s", ports[i], placement, testFailureTimeout, tlsLines(certs))
 		s := startServeIn(t, prefix, filepath.Join(bin, "mm"), work, fmt.Sprintf("node%d.yaml", i), scriptedModel, serveScript, cluster,
 			"MM_SERVE_TOKEN="+serveToken, "KUBERNETES_SERVICE_HOST="+apiHost, "KUBERNETES_SERVICE_PORT="+apiPort)
-		nodes[i] = &node{served: s, certs: certs}
+		return &node{served: s, certs: certs}
+	}
+	for i := range nodes {
+		kube.add(fmt.Sprintf("mm-%d", i), fmt.Sprintf("127.0.0.%d", 2+i))
+		nodes[i] = start(i)
 	}
 	for i, nd := range nodes {
 		waitUntil(t, fmt.Sprintf("node %d ready with 2 members", i), func() bool {
@@ -152,11 +155,51 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 	if r, err := hc.Ask(ctx, res.SessionId, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("a prompt through node 1 to node 0's connection: %v %v", r, err)
 	}
+
+	// Node 1's container is killed and starts again in its pod: the pod
+	// keeps its labels (the killed node's member id), its IP and its
+	// port. The new node comes back under a new id, which it labels the
+	// pod with: the cluster blocks the old one for good. Node 0 places
+	// sessions on it and reaches them; node 1 finds itself again.
+	killed := kube.memberID("mm-1")
+	if err := nodes[1].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = nodes[1].waitExit(t, "node 1 killed")
+	nodes[1] = start(1)
+	c.nodes[1] = nodes[1]
+	for i, nd := range nodes {
+		waitUntil(t, fmt.Sprintf("node %d ready with 2 members after node 1 started again", i), func() bool {
+			return nd.readyz(t) == http.StatusOK && nd.members(t) == 2
+		})
+	}
+	if now := kube.memberID("mm-1"); now == "" || now == killed {
+		t.Errorf("the pod of the node that started again is labelled %q, the killed node's was %q", now, killed)
+	}
+	again := c.sessionOn(t, ctx, w, project, "node 1 started again", func(n int) bool { return n == 1 })
+	if res, err := w.ask(ctx, again, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("a prompt through node 0 to a session on node 1 started again: %v %v\nnode 0:\n%s\nnode 1:\n%s", res, err, nodes[0].stderr.String(), nodes[1].stderr.String())
+	}
+	w1 = nodes[1].wire(t)
+	for range 3 {
+		if _, at := c.open(t, ctx, w1, project); at != 1 {
+			t.Errorf("a session node 1, started again, opened with placement local lives on node %d", at)
+		}
+	}
 	kube.mu.Lock()
 	for name, pod := range kube.pods {
 		t.Logf("pod %s: labels %v", name, pod["metadata"].(map[string]any)["labels"])
 	}
 	kube.mu.Unlock()
+}
+
+// memberID is the member id pod name is labelled with ("" for none).
+func (k *fakeKube) memberID(name string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	labels, _ := k.pods[name]["metadata"].(map[string]any)["labels"].(map[string]any)
+	id, _ := labels["cluster.proto.actor/member-id"].(string)
+	return id
 }
 
 // fakeKube is the part of a Kubernetes API server that protoactor's k8s

@@ -10,7 +10,8 @@ import (
 // keeps the sessions its clients open, as local does, while it holds no
 // more of the cluster's sessions than its share and a margin; past that
 // it spreads them, as spread does. Each node gossips how many sessions
-// live on it (loadKey), and reads the others' counts as often.
+// live on it (loadKey), whatever its own placement, and reads the
+// others' counts as often.
 //
 // The gossip decides only between here and anywhere: a session that is
 // not kept gets any id, and lands on a node by its hash, as with spread.

@@ -88,7 +88,7 @@ type Member struct {
 
 	// loads is what the gossip last said of the other members' loads
 	// (balanced placement: load.go); loadGone is closed when gossipLoad
-	// has returned (nil: it never ran).
+	// has returned.
 	loads    atomic.Pointer[loadView]
 	loadGone chan struct{}
 
@@ -217,10 +217,10 @@ func Start(o Options) (*Member, error) {
 		return nil, err
 	}
 	m.started.Store(true)
-	if cfg.Placement == configs.PlacementBalanced {
-		m.loadGone = make(chan struct{})
-		go m.gossipLoad()
-	}
+	// Every node gossips its load, whatever its own placement, so that
+	// the balanced nodes of a cluster count every member's sessions.
+	m.loadGone = make(chan struct{})
+	go m.gossipLoad()
 	log.Info(fmt.Sprintf("cluster %s: member at %s (%s)", cfg.Name, m.sys.Address(), cfg.Provider))
 	if o.Registry != nil {
 		m.metrics = newMetrics(o.Registry, m)
@@ -488,9 +488,7 @@ func (m *Member) Leave(ctx context.Context) {
 		m.leaving.Store(true)
 		close(m.done)
 		<-m.gone
-		if m.loadGone != nil {
-			<-m.loadGone
-		}
+		<-m.loadGone
 		m.log.Info(fmt.Sprintf("cluster %s: leaving", m.cfg.Name))
 		start := time.Now()
 		done := make(chan struct{})

@@ -106,8 +106,10 @@
 // handed them on: notes in the connection's table), back.go (what comes
 // back, into the connection),
 // peers.go (where each member serves ACP, gossiped, for a request that
-// lands on the wrong node: serve.Peers), grainspb (the messages between
-// nodes; go generate).
+// lands on the wrong node: serve.Peers), load.go (each member's count of
+// sessions, gossiped, and the balanced placement it decides: whether a
+// session a client opens stays on the client's node), grainspb (the
+// messages between nodes; go generate).
 //
 // Membership. Start returns once protoactor's StartMember has (about a
 // second). Joined is true from then on while the last topology lists this

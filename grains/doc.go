@@ -129,7 +129,8 @@
 // mm_cluster_grains{kind} (gauge: the identity lookup's own count of the
 // grains it activated here, less those stopped — no hook to call),
 // mm_cluster_requests_total{outcome} and mm_cluster_request_seconds (what
-// CrossNodeRequest is told).
+// CrossNodeRequest is told), mm_cluster_sessions_placed_total{where} (what
+// NewSessionID chose: here or any).
 //
 // Logs. protoactor logs through Options.Log, tagged lib=protoactor, at
 // warn and above; the lines a normal join, leave or peer loss brings are

@@ -1,8 +1,10 @@
 package grains
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/mm-agent/mm/configs"
 	"github.com/mm-agent/mm/grains/grainspb"
 )
 
@@ -111,7 +113,16 @@ func (m *Member) readLoads(own int) {
 		v.sum += int(min(l.Sessions, maxCounted))
 	}
 	v.keep = v.keeps(own)
-	m.loads.Store(&v)
+	// A node keeps its sessions until it has a view: the first that
+	// says otherwise is a change too.
+	if was := m.loads.Swap(&v); (was == nil || was.keep) != v.keep && m.cfg.Placement == configs.PlacementBalanced {
+		mean := float64(own+v.sum) / float64(v.others+1)
+		if v.keep {
+			m.log.Info(fmt.Sprintf("cluster %s: this node holds %d session(s), within its share again (the %d member(s) hold %.1f on average): the sessions its clients open live here", m.cfg.Name, own, v.others+1, mean))
+		} else {
+			m.log.Info(fmt.Sprintf("cluster %s: this node holds %d session(s), more than its share (the %d member(s) hold %.1f on average): the sessions its clients open are spread", m.cfg.Name, own, v.others+1, mean))
+		}
+	}
 }
 
 // maxCounted bounds the count taken from one member's gossip.

@@ -333,29 +333,43 @@ const placeTries = 64
 // that the session's turns cross no node; any id otherwise, or while this
 // node is not a member, or is leaving.
 func (m *Member) NewSessionID() string {
+	id, here := m.newSessionID()
+	if m.metrics != nil {
+		where := "any"
+		if here {
+			where = "here"
+		}
+		m.metrics.placed.WithLabelValues(where).Inc()
+	}
+	return id
+}
+
+// newSessionID is NewSessionID's id, and whether it places the session
+// here (drawn so).
+func (m *Member) newSessionID() (string, bool) {
 	id := actors.NewSessionID(time.Now())
 	switch m.cfg.Placement {
 	case configs.PlacementLocal:
 	case configs.PlacementBalanced:
 		if v := m.loads.Load(); v != nil && !v.keep {
-			return id
+			return id, false
 		}
 	default:
-		return id
+		return id, false
 	}
 	m.mu.Lock()
 	places, self := m.places, m.placed
 	m.mu.Unlock()
 	if self == "" || m.leaving.Load() {
-		return id // not a member, or leaving: its sessions go to the others
+		return id, false // not a member, or leaving: its sessions go to the others
 	}
 	for range placeTries {
 		if places.GetByClusterIdentity(&cluster.ClusterIdentity{Kind: SessionKind, Identity: id}) == self {
-			return id
+			return id, true
 		}
 		id = actors.NewSessionID(time.Now())
 	}
-	return id
+	return id, false
 }
 
 // Changed is closed when the next topology arrives: what a retry that

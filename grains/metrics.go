@@ -10,6 +10,7 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	latency  prometheus.Histogram
+	placed   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, m *Member) *metrics {
@@ -21,13 +22,18 @@ func newMetrics(reg prometheus.Registerer, m *Member) *metrics {
 			Name: "mm_cluster_request_seconds", Help: "Time from sending a request to a grain on another node to its answer.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
+		placed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm_cluster_sessions_placed_total", Help: "Sessions this node's clients opened, by where their ids place them: here (drawn to live on this node: cluster.placement local, or balanced within this node's share) or any (spread).",
+		}, []string{"where"}),
 	}
 	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mm_cluster_members", Help: "Live members of the cluster as this node sees them, itself included once joined.",
 	}, func() float64 { return float64(len(m.Members())) })
-	reg.MustRegister(members, x.requests, x.latency, grainsCollector{m})
+	reg.MustRegister(members, x.requests, x.latency, x.placed, grainsCollector{m})
 	x.requests.WithLabelValues("ok")
 	x.requests.WithLabelValues("error")
+	x.placed.WithLabelValues("here")
+	x.placed.WithLabelValues("any")
 	return x
 }
 

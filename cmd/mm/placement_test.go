@@ -1,9 +1,10 @@
 package main
 
 import (
-	"testing"
-
+	"regexp"
+	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/coder/acp-go-sdk"
 
@@ -108,6 +109,20 @@ func TestClusterBalances(t *testing.T) {
 		return at == 1
 	})
 	t.Logf("node 0's client opened %d sessions before one landed on node 1", kept)
+	if !strings.Contains(c.nodes[0].stderr.String(), "more than its share (the 2 member(s) hold") {
+		t.Errorf("node 0 did not say it spreads:\n%s", c.nodes[0].stderr.String())
+	}
+	m := c.nodes[0].metricsOf(t)
+	here := 0
+	if got := regexp.MustCompile(`mm_cluster_sessions_placed_total\{where="here"\} (\d+)\n`).FindStringSubmatch(m); got != nil {
+		here, _ = strconv.Atoi(got[1])
+	}
+	if here < 17 {
+		t.Errorf("node 0's /metrics does not count the 17 sessions or more it kept:\n%s", m)
+	}
+	if !regexp.MustCompile(`mm_cluster_sessions_placed_total\{where="any"\} [1-9]`).MatchString(m) {
+		t.Errorf("node 0's /metrics counts no session it spread:\n%s", m)
+	}
 	for i := range 3 {
 		if sid, at := c.open(t, ctx, w1, project); at != 1 {
 			t.Errorf("session %d (%s) of node 1's client lives on node %d", i+1, sid, at)

@@ -502,12 +502,14 @@ func (m *Member) Leave(ctx context.Context) {
 		m.leaving.Store(true)
 		close(m.done)
 		<-m.gone
-		<-m.loadGone
 		m.log.Info(fmt.Sprintf("cluster %s: leaving", m.cfg.Name))
 		start := time.Now()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			// The load's last read of the gossip may wait for its
+			// actor: within ctx's bound, as the rest.
+			<-m.loadGone
 			m.shutdown()
 			m.provider.close()
 		}()

@@ -38,7 +38,8 @@ func TestClusterRun(t *testing.T) {
 			if !r.OK() || r.Turns != 30*4 || r.Connections != 3 {
 				t.Fatal("run not OK, or not one connection per node")
 			}
-			if !strings.Contains(r.Mode, "3 mm serve nodes") || !strings.Contains(r.Memory, "sum of the 3 nodes") {
+			if !strings.Contains(r.Mode, "3 mm serve nodes") || !strings.Contains(r.Memory, "sum of the 3 nodes") ||
+				!strings.Contains(r.Mode, "placement "+cmp.Or(placement, "mm's default")+")") {
 				t.Errorf("mode %q, memory %q", r.Mode, r.Memory)
 			}
 			hosting, sum := 0, 0

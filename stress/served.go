@@ -1,6 +1,7 @@
 package stress
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -120,7 +121,7 @@ func startServed(ctx context.Context, c *Config, dir, marker string, cl *client,
 		c.URL = strings.Join(urls, ",")
 		mode = "mm serve (" + c.Serve + ", started by the run)"
 		if c.Nodes > 1 {
-			mode = fmt.Sprintf("%d mm serve nodes as one cluster (%s, started by the run)", c.Nodes, c.Serve)
+			mode = fmt.Sprintf("%d mm serve nodes as one cluster (%s, started by the run, placement %s)", c.Nodes, c.Serve, cmp.Or(c.placement(), "mm's default"))
 		}
 	} else {
 		for range urls {

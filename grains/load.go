@@ -54,9 +54,12 @@ func (v loadView) keeps(own int) bool {
 	if v.others == 0 {
 		return true // no other count yet: nothing to balance against
 	}
-	mean := float64(own+v.sum) / float64(v.others+1)
+	mean := v.mean(own)
 	return float64(own) <= mean+max(mean/balanceShare, balanceSlack)
 }
+
+// mean is the members' mean count, this node's own included.
+func (v loadView) mean(own int) float64 { return float64(own+v.sum) / float64(v.others+1) }
 
 // sessions is the number of session grains live on this node.
 func (m *Member) sessions() int {
@@ -116,12 +119,12 @@ func (m *Member) readLoads(own int) {
 	// A node keeps its sessions until it has a view: the first that
 	// says otherwise is a change too.
 	if was := m.loads.Swap(&v); (was == nil || was.keep) != v.keep && m.cfg.Placement == configs.PlacementBalanced {
-		mean := float64(own+v.sum) / float64(v.others+1)
-		if v.keep {
-			m.log.Info(fmt.Sprintf("cluster %s: this node holds %d session(s), within its share again (the %d member(s) hold %.1f on average): the sessions its clients open live here", m.cfg.Name, own, v.others+1, mean))
-		} else {
-			m.log.Info(fmt.Sprintf("cluster %s: this node holds %d session(s), more than its share (the %d member(s) hold %.1f on average): the sessions its clients open are spread", m.cfg.Name, own, v.others+1, mean))
+		share, then := "within its share again", "live here"
+		if !v.keep {
+			share, then = "more than its share", "are spread"
 		}
+		m.log.Info(fmt.Sprintf("cluster %s: this node holds %d session(s), %s (the %d member(s) hold %.1f on average): the sessions its clients open %s",
+			m.cfg.Name, own, share, v.others+1, v.mean(own), then))
 	}
 }
 

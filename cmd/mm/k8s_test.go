@@ -27,11 +27,13 @@ import (
 // run: its own hostname and /etc/hosts (the kubelet's: the hostname is
 // the pod's IP, 127.0.0.2 and 127.0.0.3 here), the service account's
 // files at /var/run/secrets/kubernetes.io/serviceaccount, advertise
-// ":PORT" as docs/cluster.md's manifest has it (the node is known by the
+// ":PORT" as deploy/kubernetes.yaml has it (the node is known by the
 // IP its remote listens on, the one its hostname resolves to). The API server is the test's: it serves the three calls the
 // provider makes (get its pod, patch its labels, watch the pods), with
 // pods that run and are ready. Nothing of Kubernetes runs here; the
 // provider, its client and mm are the real ones.
+// TestClusterOnKubernetesControlPlane runs the same against a real control
+// plane (kube_test.go).
 //
 // The nodes are members at their pods' IPs; a session through node 0
 // whose grain lives on node 1 answers its prompts; node 1, with placement
@@ -43,6 +45,18 @@ import (
 // pod with a member id of its own making (provider_k8s.go).
 func TestClusterOnKubernetes(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
+	needPods(t)
+	kube := newFakeKube()
+	api := httptest.NewTLSServer(kube)
+	defer api.Close()
+	defer kube.close()
+	kube.url, kube.ca = api.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw})
+	clusterOnKubernetes(t, kube)
+}
+
+// needPods skips a test that runs nodes as pods where it cannot.
+func needPods(t *testing.T) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: each node runs in a mount and UTS namespace of its own, as in a pod")
 	}
@@ -51,6 +65,26 @@ func TestClusterOnKubernetes(t *testing.T) {
 			t.Skipf("needs %s", p)
 		}
 	}
+}
+
+// kubeAPI is the Kubernetes API server the nodes' provider calls, and
+// what the test does as the kubelet would.
+type kubeAPI interface {
+	// server is the API server's address and its CA (PEM).
+	server() (url string, ca []byte)
+	// token is the service account's token the pods are given.
+	token(t *testing.T) string
+	// pods is the names of n pods that run and are ready, pod i at
+	// 127.0.0.(2+i).
+	pods(t *testing.T, n int) []string
+	// memberID is the member id pod name is labelled with ("" for none).
+	memberID(t *testing.T, name string) string
+	// labels are each pod's labels, for the log.
+	labels(t *testing.T) map[string]map[string]string
+}
+
+// clusterOnKubernetes is TestClusterOnKubernetes on kube.
+func clusterOnKubernetes(t *testing.T, kube kubeAPI) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	// mm serve runs the mm-node beside it: one with the k8s provider.
@@ -60,33 +94,33 @@ func TestClusterOnKubernetes(t *testing.T) {
 	if err := mmbuild.Build(filepath.Join(bin, "mm-node"), "../mm-node", "-tags", "k8s"); err != nil {
 		t.Fatal(err)
 	}
-
-	kube := newFakeKube()
-	api := httptest.NewTLSServer(kube)
-	defer api.Close()
-	defer kube.close()
+	url, ca := kube.server()
 	sa := filepath.Join(dir, "serviceaccount")
 	hosts := filepath.Join(dir, "hosts")
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw})
 	if err := os.MkdirAll(sa, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string]string{"token": "t0ken", "namespace": "mm", "ca.crt": string(ca)} {
+	for name, data := range map[string]string{"token": kube.token(t), "namespace": "mm", "ca.crt": string(ca)} {
 		if err := os.WriteFile(filepath.Join(sa, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n127.0.0.2 mm-0\n127.0.0.3 mm-1\n"), 0o644); err != nil {
+	pods := kube.pods(t, 2)
+	etcHosts := "127.0.0.1 localhost\n"
+	for i, pod := range pods {
+		etcHosts += fmt.Sprintf("127.0.0.%d %s\n", 2+i, pod)
+	}
+	if err := os.WriteFile(hosts, []byte(etcHosts), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	apiHost, apiPort, _ := strings.Cut(strings.TrimPrefix(api.URL, "https://"), ":")
+	apiHost, apiPort, _ := strings.Cut(strings.TrimPrefix(url, "https://"), ":")
 
 	certs := clusterCerts(t)
 	ports := freePorts(t, 2)
 	work := filepath.Join(dir, "work")
 	nodes := make([]*node, 2)
 	start := func(i int) *node {
-		pod := fmt.Sprintf("mm-%d", i)
+		pod := pods[i]
 		// As a pod: its hostname, the kubelet's /etc/hosts, the service
 		// account's files.
 		// And mm serve listens on all the pod's addresses, as the
@@ -105,7 +139,6 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 		return &node{served: s, certs: certs}
 	}
 	for i := range nodes {
-		kube.add(fmt.Sprintf("mm-%d", i), fmt.Sprintf("127.0.0.%d", 2+i))
 		nodes[i] = start(i)
 	}
 	for i, nd := range nodes {
@@ -161,7 +194,7 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 	// port. The new node comes back under a new id, which it labels the
 	// pod with: the cluster blocks the old one for good. Node 0 places
 	// sessions on it and reaches them; node 1 finds itself again.
-	killed := kube.memberID("mm-1")
+	killed := kube.memberID(t, pods[1])
 	if err := nodes[1].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +206,7 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 			return nd.readyz(t) == http.StatusOK && nd.members(t) == 2
 		})
 	}
-	if now := kube.memberID("mm-1"); now == "" || now == killed {
+	if now := kube.memberID(t, pods[1]); now == "" || now == killed {
 		t.Errorf("the pod of the node that started again is labelled %q, the killed node's was %q", now, killed)
 	}
 	again := c.sessionOn(t, ctx, w, project, "node 1 started again", func(n int) bool { return n == 1 })
@@ -186,20 +219,43 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 			t.Errorf("a session node 1, started again, opened with placement local lives on node %d", at)
 		}
 	}
-	kube.mu.Lock()
-	for name, pod := range kube.pods {
-		t.Logf("pod %s: labels %v", name, pod["metadata"].(map[string]any)["labels"])
+	for name, labels := range kube.labels(t) {
+		t.Logf("pod %s: labels %v", name, labels)
 	}
-	kube.mu.Unlock()
 }
 
-// memberID is the member id pod name is labelled with ("" for none).
-func (k *fakeKube) memberID(name string) string {
+func (k *fakeKube) server() (string, []byte) { return k.url, k.ca }
+
+func (k *fakeKube) token(*testing.T) string { return "t0ken" }
+
+func (k *fakeKube) pods(_ *testing.T, n int) []string {
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("mm-%d", i))
+		k.add(names[i], fmt.Sprintf("127.0.0.%d", 2+i))
+	}
+	return names
+}
+
+func (k *fakeKube) memberID(_ *testing.T, name string) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	labels, _ := k.pods[name]["metadata"].(map[string]any)["labels"].(map[string]any)
+	labels, _ := k.byName[name]["metadata"].(map[string]any)["labels"].(map[string]any)
 	id, _ := labels["cluster.proto.actor/member-id"].(string)
 	return id
+}
+
+func (k *fakeKube) labels(*testing.T) map[string]map[string]string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[string]map[string]string{}
+	for name, pod := range k.byName {
+		out[name] = map[string]string{}
+		for l, v := range pod["metadata"].(map[string]any)["labels"].(map[string]any) {
+			out[name][l] = fmt.Sprint(v)
+		}
+	}
+	return out
 }
 
 // fakeKube is the part of a Kubernetes API server that protoactor's k8s
@@ -208,14 +264,16 @@ func (k *fakeKube) memberID(name string) string {
 // every watcher.
 type fakeKube struct {
 	mu       sync.Mutex
-	pods     map[string]map[string]any
+	byName   map[string]map[string]any // by name
+	url      string
+	ca       []byte
 	version  int
 	watchers map[chan []byte]bool
 	done     chan struct{}
 }
 
 func newFakeKube() *fakeKube {
-	return &fakeKube{pods: map[string]map[string]any{}, watchers: map[chan []byte]bool{}, done: make(chan struct{})}
+	return &fakeKube{byName: map[string]map[string]any{}, watchers: map[chan []byte]bool{}, done: make(chan struct{})}
 }
 
 func (k *fakeKube) close() { close(k.done) }
@@ -225,7 +283,7 @@ func (k *fakeKube) add(name, ip string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.version++
-	k.pods[name] = map[string]any{
+	k.byName[name] = map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": "mm", "uid": "uid-" + name, "resourceVersion": fmt.Sprint(k.version), "labels": map[string]any{"app": "mm"}},
 		"status": map[string]any{"phase": "Running", "podIP": ip, "podIPs": []any{map[string]any{"ip": ip}},
@@ -246,7 +304,7 @@ func (k *fakeKube) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		k.watch(w, r)
 	case name != "" && (r.Method == http.MethodGet || r.Method == http.MethodPatch):
 		k.mu.Lock()
-		pod := k.pods[name]
+		pod := k.byName[name]
 		if pod == nil {
 			k.mu.Unlock()
 			w.WriteHeader(http.StatusNotFound)
@@ -323,7 +381,7 @@ func (k *fakeKube) watch(w http.ResponseWriter, r *http.Request) {
 	ch := make(chan []byte, 64)
 	k.mu.Lock()
 	k.watchers[ch] = true
-	for _, pod := range k.pods {
+	for _, pod := range k.byName {
 		b, _ := json.Marshal(map[string]any{"type": "ADDED", "object": pod})
 		ch <- b
 	}

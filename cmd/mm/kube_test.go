@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/internal/testwait"
+)
+
+// TestClusterOnKubernetesControlPlane is TestClusterOnKubernetes against a
+// real Kubernetes control plane: etcd, kube-apiserver (RBAC on, service
+// account tokens signed) and kube-controller-manager, from the folder
+// MM_KUBE_BIN names (scripts/kube-bin.sh builds them; kubectl there or on
+// PATH). The test applies deploy/kubernetes.yaml as it is, with two
+// replicas: the Deployment's controllers make the pods, and the test is
+// their kubelet: it runs each pod's node, as TestClusterOnKubernetes does,
+// with a token the API server issued to the manifest's service account,
+// and reports the pod running and ready at its IP. So the provider's
+// calls go through the manifest's Role, and the labels the nodes write
+// are checked by the API server itself. No kubelet or container runtime
+// runs here: the image, the probes and the volumes are not tried.
+func TestClusterOnKubernetesControlPlane(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
+	needPods(t)
+	bin := os.Getenv("MM_KUBE_BIN")
+	if bin == "" {
+		t.Skip("needs MM_KUBE_BIN: a folder with etcd, kube-apiserver and kube-controller-manager (scripts/kube-bin.sh builds them)")
+	}
+	clusterOnKubernetes(t, startControlPlane(t, bin))
+}
+
+// controlPlane is a Kubernetes control plane of the test's.
+type controlPlane struct {
+	bin, dir   string
+	url        string
+	ca         []byte
+	kubeconfig string
+	kubectlBin string
+	admin      *http.Client
+	logs       map[string]*syncbuf.Buffer
+}
+
+// adminToken is the API server's static token of a member of
+// system:masters, for the test's own calls.
+const adminToken = "mm-test-admin-0123456789abcdef"
+
+func startControlPlane(t *testing.T, bin string) *controlPlane {
+	c := &controlPlane{bin: bin, dir: t.TempDir(), logs: map[string]*syncbuf.Buffer{}}
+	c.kubectlBin = filepath.Join(bin, "kubectl")
+	if _, err := os.Stat(c.kubectlBin); err != nil {
+		if c.kubectlBin, err = exec.LookPath("kubectl"); err != nil {
+			t.Skip("needs kubectl, in MM_KUBE_BIN or on PATH")
+		}
+	}
+	caPEM, certPEM, keyPEM := serverCerts(t)
+	c.ca = caPEM
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"ca.pem": caPEM, "apiserver.pem": certPEM, "apiserver-key.pem": keyPEM,
+		"sa.key":     pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
+		"tokens.csv": []byte(adminToken + `,admin,admin,"system:masters"` + "\n"),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(c.path(name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ports := freePorts(t, 3)
+	etcd := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	c.start(t, "etcd", "--data-dir", c.path("etcd"), "--listen-client-urls", etcd, "--advertise-client-urls", etcd,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default="+peer,
+		"--listen-metrics-urls", "", "--log-level", "warn")
+	c.url = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
+	c.start(t, "kube-apiserver", "--etcd-servers", etcd, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--secure-port", fmt.Sprint(ports[2]), "--tls-cert-file", c.path("apiserver.pem"), "--tls-private-key-file", c.path("apiserver-key.pem"),
+		"--token-auth-file", c.path("tokens.csv"), "--authorization-mode", "RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", c.path("sa.key"),
+		"--service-account-signing-key-file", c.path("sa.key"), "--service-cluster-ip-range", "10.96.0.0/16",
+		"--cert-dir", c.path("certs"))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	c.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	t.Cleanup(c.admin.CloseIdleConnections)
+	waitUntil(t, "kube-apiserver ready", func() bool {
+		_, code := c.call(t, http.MethodGet, "/readyz", "", nil)
+		return code == http.StatusOK
+	})
+	c.kubeconfig = c.path("kubeconfig")
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: admin, user: {token: %q}}]
+contexts: [{name: test, context: {cluster: test, user: admin}}]
+current-context: test
+`, c.url, c.path("ca.pem"), adminToken)
+	if err := os.WriteFile(c.kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.start(t, "kube-controller-manager", "--kubeconfig", c.kubeconfig, "--controllers", "deployment,replicaset",
+		"--leader-elect=false", "--secure-port", "0")
+
+	manifest, err := os.ReadFile("../../deploy/kubernetes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := strings.Replace(string(manifest), "replicas: 3", "replicas: 2", 1)
+	if two == string(manifest) {
+		t.Fatal("deploy/kubernetes.yaml has no replicas: 3 to make 2")
+	}
+	c.kubectl(t, "", "create", "namespace", "mm")
+	t.Log(c.kubectl(t, two, "apply", "--namespace", "mm", "--validate=strict", "-f", "-"))
+	return c
+}
+
+func (c *controlPlane) path(name string) string { return filepath.Join(c.dir, name) }
+
+// start runs one of the control plane's programs until the test ends.
+func (c *controlPlane) start(t *testing.T, name string, args ...string) {
+	t.Helper()
+	log := &syncbuf.Buffer{}
+	cmd := exec.Command(filepath.Join(c.bin, name), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.logs[name] = log
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("%s:\n%s", name, tail(log.String(), 4000))
+		}
+	})
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// call is a request of the test's to the API server, as an admin.
+func (c *controlPlane) call(t *testing.T, method, path, contentType string, body []byte) ([]byte, int) {
+	t.Helper()
+	req, err := http.NewRequest(method, c.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := c.admin.Do(req)
+	if err != nil {
+		return nil, 0
+	}
+	defer res.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(res.Body)
+	return b.Bytes(), res.StatusCode
+}
+
+func (c *controlPlane) kubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(c.kubectlBin, append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (c *controlPlane) server() (string, []byte) { return c.url, c.ca }
+
+// token is one the API server issues to the manifest's service account
+// (kubectl create token: the TokenRequest API), as a projected volume
+// gives a pod.
+func (c *controlPlane) token(t *testing.T) string {
+	return strings.TrimSpace(c.kubectl(t, "", "create", "token", "mm", "--namespace", "mm", "--duration", "2h"))
+}
+
+type podList struct {
+	Items []struct {
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	} `json:"items"`
+}
+
+func (c *controlPlane) list(t *testing.T) podList {
+	t.Helper()
+	b, code := c.call(t, http.MethodGet, "/api/v1/namespaces/mm/pods?labelSelector=app%3Dmm", "", nil)
+	var l podList
+	if code != http.StatusOK || json.Unmarshal(b, &l) != nil {
+		t.Fatalf("the pods: %d %s", code, b)
+	}
+	return l
+}
+
+// pods waits for the Deployment's n pods, then does what their kubelet
+// would once each container ran and its readiness probe passed: reports
+// pod i running and ready at 127.0.0.(2+i).
+func (c *controlPlane) pods(t *testing.T, n int) []string {
+	var names []string
+	waitUntil(t, fmt.Sprintf("the Deployment's %d pods", n), func() bool {
+		names = names[:0]
+		for _, p := range c.list(t).Items {
+			names = append(names, p.Metadata.Name)
+		}
+		return len(names) == n
+	})
+	slices.Sort(names)
+	now := time.Now().UTC().Format(time.RFC3339)
+	for i, name := range names {
+		ip := fmt.Sprintf("127.0.0.%d", 2+i)
+		status, _ := json.Marshal(map[string]any{"status": map[string]any{
+			"phase": "Running", "podIP": ip, "podIPs": []any{map[string]any{"ip": ip}}, "hostIP": "127.0.0.1", "startTime": now,
+			"conditions": []any{
+				map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": now},
+				map[string]any{"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
+			},
+			"containerStatuses": []any{map[string]any{"name": "mm", "ready": true, "started": true, "restartCount": 0,
+				"image": "mm:latest", "imageID": "", "state": map[string]any{"running": map[string]any{"startedAt": now}}}},
+		}})
+		if b, code := c.call(t, http.MethodPatch, "/api/v1/namespaces/mm/pods/"+name+"/status", "application/merge-patch+json", status); code != http.StatusOK {
+			t.Fatalf("pod %s's status: %d %s", name, code, b)
+		}
+	}
+	return names
+}
+
+func (c *controlPlane) memberID(t *testing.T, name string) string {
+	return c.labels(t)[name]["cluster.proto.actor/member-id"]
+}
+
+func (c *controlPlane) labels(t *testing.T) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, p := range c.list(t).Items {
+		out[p.Metadata.Name] = p.Metadata.Labels
+	}
+	return out
+}
+
+// serverCerts are a CA and the API server's certificate for 127.0.0.1,
+// PEM.
+func serverCerts(t *testing.T) (caPEM, certPEM, keyPEM []byte) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mm test kube CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}, DNSNames: []string{"localhost", "kubernetes.default.svc"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, srv, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}

@@ -23,15 +23,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mm-agent/mm/internal/syncbuf"
 	"github.com/mm-agent/mm/internal/testwait"
 )
 
 // TestClusterOnKubernetesControlPlane is TestClusterOnKubernetes against a
 // real Kubernetes control plane: etcd, kube-apiserver (RBAC on, service
 // account tokens signed) and kube-controller-manager, from the folder
-// MM_KUBE_BIN names (scripts/kube-bin.sh builds them; kubectl there or on
-// PATH). The test applies deploy/kubernetes.yaml as it is, with two
+// MM_CLUSTER_BIN names or PATH (scripts/cluster-bin.sh builds them), with
+// kubectl. The test applies deploy/kubernetes.yaml as it is, with two
 // replicas: the Deployment's controllers make the pods, and the test is
 // their kubelet: it runs each pod's node, as TestClusterOnKubernetes does,
 // with a token the API server issued to the manifest's service account,
@@ -42,36 +41,29 @@ import (
 func TestClusterOnKubernetesControlPlane(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
 	needPods(t)
-	bin := os.Getenv("MM_KUBE_BIN")
-	if bin == "" {
-		t.Skip("needs MM_KUBE_BIN: a folder with etcd, kube-apiserver and kube-controller-manager (scripts/kube-bin.sh builds them)")
-	}
-	clusterOnKubernetes(t, startControlPlane(t, bin))
+	clusterOnKubernetes(t, startControlPlane(t))
 }
 
 // controlPlane is a Kubernetes control plane of the test's.
 type controlPlane struct {
-	bin, dir   string
+	dir        string
 	url        string
 	ca         []byte
 	kubeconfig string
 	kubectlBin string
 	admin      *http.Client
-	logs       map[string]*syncbuf.Buffer
 }
 
 // adminToken is the API server's static token of a member of
 // system:masters, for the test's own calls.
 const adminToken = "mm-test-admin-0123456789abcdef"
 
-func startControlPlane(t *testing.T, bin string) *controlPlane {
-	c := &controlPlane{bin: bin, dir: t.TempDir(), logs: map[string]*syncbuf.Buffer{}}
-	c.kubectlBin = filepath.Join(bin, "kubectl")
-	if _, err := os.Stat(c.kubectlBin); err != nil {
-		if c.kubectlBin, err = exec.LookPath("kubectl"); err != nil {
-			t.Skip("needs kubectl, in MM_KUBE_BIN or on PATH")
-		}
-	}
+func startControlPlane(t *testing.T) *controlPlane {
+	const built = "scripts/cluster-bin.sh builds it"
+	etcdBin := clusterProgram(t, "etcd", "", built)
+	apiserver := clusterProgram(t, "kube-apiserver", "", built)
+	controllers := clusterProgram(t, "kube-controller-manager", "", built)
+	c := &controlPlane{dir: t.TempDir(), kubectlBin: clusterProgram(t, "kubectl", "", built)}
 	caPEM, certPEM, keyPEM := serverCerts(t)
 	c.ca = caPEM
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -91,11 +83,11 @@ func startControlPlane(t *testing.T, bin string) *controlPlane {
 	ports := freePorts(t, 3)
 	etcd := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	c.start(t, "etcd", "--data-dir", c.path("etcd"), "--listen-client-urls", etcd, "--advertise-client-urls", etcd,
+	runProgram(t, etcdBin, "--data-dir", c.path("etcd"), "--listen-client-urls", etcd, "--advertise-client-urls", etcd,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default="+peer,
 		"--listen-metrics-urls", "", "--log-level", "warn")
 	c.url = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
-	c.start(t, "kube-apiserver", "--etcd-servers", etcd, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+	runProgram(t, apiserver, "--etcd-servers", etcd, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", fmt.Sprint(ports[2]), "--tls-cert-file", c.path("apiserver.pem"), "--tls-private-key-file", c.path("apiserver-key.pem"),
 		"--token-auth-file", c.path("tokens.csv"), "--authorization-mode", "RBAC",
 		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", c.path("sa.key"),
@@ -120,7 +112,7 @@ current-context: test
 	if err := os.WriteFile(c.kubeconfig, []byte(kc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.start(t, "kube-controller-manager", "--kubeconfig", c.kubeconfig, "--controllers", "deployment,replicaset",
+	runProgram(t, controllers, "--kubeconfig", c.kubeconfig, "--controllers", "deployment,replicaset",
 		"--leader-elect=false", "--secure-port", "0")
 
 	manifest, err := os.ReadFile("../../deploy/kubernetes.yaml")
@@ -137,27 +129,6 @@ current-context: test
 }
 
 func (c *controlPlane) path(name string) string { return filepath.Join(c.dir, name) }
-
-// start runs one of the control plane's programs until the test ends.
-func (c *controlPlane) start(t *testing.T, name string, args ...string) {
-	t.Helper()
-	log := &syncbuf.Buffer{}
-	cmd := exec.Command(filepath.Join(c.bin, name), args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.logs[name] = log
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("%s:\n%s", name, tail(log.String(), 4000))
-		}
-	})
-}
 
 func tail(s string, n int) string {
 	if len(s) > n {

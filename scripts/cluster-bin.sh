@@ -1,14 +1,18 @@
 #!/bin/sh
-# scripts/kube-bin.sh DIR builds a Kubernetes control plane into DIR from
-# the Go module proxy: etcd, kube-apiserver, kube-controller-manager and
-# kubectl, for TestClusterOnKubernetesControlPlane (cmd/mm):
+# scripts/cluster-bin.sh DIR builds the servers of the cluster's providers
+# into DIR from the Go module proxy, for the tests that run mm against them
+# (cmd/mm: TestClusterOnEtcd, TestClusterOnKubernetesControlPlane): etcd and
+# a Kubernetes control plane (kube-apiserver, kube-controller-manager,
+# kubectl). Consul is not here: its released versions build only with
+# their own repository's submodules, which the proxy does not carry.
 #
-#   scripts/kube-bin.sh /tmp/kube && MM_KUBE_BIN=/tmp/kube go test -run ControlPlane ./cmd/mm
+#   scripts/cluster-bin.sh /tmp/cluster-bin
+#   MM_CLUSTER_BIN=/tmp/cluster-bin go test -run 'TestClusterOn' ./cmd/mm
 #
 # About 10 minutes on 2 cores with an empty build cache.
 # KUBE_VERSION and ETCD_VERSION choose the versions.
 set -eu
-dir=$(realpath -m "${1:?usage: scripts/kube-bin.sh DIR}")
+dir=$(realpath -m "${1:?usage: scripts/cluster-bin.sh DIR}")
 kube=${KUBE_VERSION:-1.32.4}
 etcd=${ETCD_VERSION:-3.5.17}
 work=$(mktemp -d)
@@ -16,12 +20,17 @@ trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
 mkdir -p "$dir"
 export GOWORK=off GOFLAGS=-mod=mod
 
+# A module's own path on the proxy, copied where it can be built.
+module() {
+  src=$(cd "$work" && go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  cp -r "$src" "$work/$2"
+  chmod -R u+w "$work/$2"
+}
+
 # k8s.io/kubernetes replaces its staging modules (k8s.io/api, …) with its
 # own folders, which its module on the proxy does not carry: use the
 # ones published under the same version (v0.MINOR.PATCH).
-src=$(cd "$work" && go mod download -json "k8s.io/kubernetes@v$kube" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-cp -r "$src" "$work/kubernetes"
-chmod -R u+w "$work/kubernetes"
+module "k8s.io/kubernetes@v$kube" kubernetes
 cd "$work/kubernetes"
 sed -i '/=> \.\/staging/d' go.mod
 sed -i "s#^\(\tk8s\.io/[a-z-]*\) v0\.0\.0\$#\1 v0.${kube#1.}#" go.mod
@@ -43,4 +52,5 @@ GO
 go mod init etcd >/dev/null 2>&1
 go get "go.etcd.io/etcd/server/v3@v$etcd" >/dev/null 2>&1
 go build -o "$dir/etcd" .
+
 ls "$dir"

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/internal/mmbuild"
+	"github.com/mm-agent/mm/internal/syncbuf"
+	"github.com/mm-agent/mm/internal/testwait"
+)
+
+// etcdEnv, set to 1, makes TestClusterOnEtcd fail where no etcd is found
+// instead of skipping: .ci/run sets it after installing Debian's
+// etcd-server.
+const etcdEnv = "MM_REQUIRE_ETCD"
+
+// TestClusterOnEtcd runs two mm serve nodes with the etcd provider
+// (protoactor's, in an mm-node built with -tags etcd) against a real etcd
+// (in MM_CLUSTER_BIN, or on PATH): see clusterOnProvider.
+func TestClusterOnEtcd(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
+	etcd := clusterProgram(t, "etcd", etcdEnv, "Debian: etcd-server")
+	ports := freePorts(t, 2)
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	runProgram(t, etcd, "--data-dir", filepath.Join(t.TempDir(), "etcd"), "--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default="+peer)
+	waitUntil(t, "etcd serving", func() bool { return httpOK(client + "/health") })
+	clusterOnProvider(t, "etcd", fmt.Sprintf("  provider: etcd\n  etcd: {endpoints: [%q], prefix: /mm-test}\n", strings.TrimPrefix(client, "http://")))
+}
+
+// clusterOnProvider runs two mm serve nodes with provider (its config
+// lines: cluster.provider and its section), whose server runs: the nodes
+// register there and find each other, and a session through node 0
+// whose grain lives on node 1 answers; node 1 killed, node 0 counts it
+// out once the provider does (a lease or a check that ends); node 1
+// started again comes back as a new member, and a session placed on it
+// answers.
+func clusterOnProvider(t *testing.T, tag, lines string) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := mmbuild.Build(filepath.Join(bin, "mm"), "."); err != nil {
+		t.Fatal(err)
+	}
+	if err := mmbuild.Build(filepath.Join(bin, "mm-node"), "../mm-node", "-tags", tag); err != nil {
+		t.Fatal(err)
+	}
+	certs := clusterCerts(t)
+	work := filepath.Join(dir, "work")
+	start := func(i int) *node {
+		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  placement: spread\n%s  failureTimeout: %s\n%s",
+			lines, testFailureTimeout, tlsLines(certs))
+		s := startServeIn(t, nil, filepath.Join(bin, "mm"), work, fmt.Sprintf("node%d.yaml", i), scriptedModel, serveScript, cluster,
+			"MM_SERVE_TOKEN="+serveToken)
+		return &node{served: s, certs: certs}
+	}
+	nodes := []*node{start(0), start(1)}
+	members := func(what string, n int) {
+		for i, nd := range nodes {
+			waitUntil(t, fmt.Sprintf("node %d ready with %d members %s", i, n, what), func() bool {
+				return nd.readyz(t) == http.StatusOK && nd.members(t) == n
+			})
+		}
+	}
+	members("through "+tag, 2)
+	c := &testCluster{nodes: nodes}
+	ctx := testwait.Context(t)
+	w := nodes[0].wire(t)
+	project := nodes[0].project(t)
+	far := c.sessionOn(t, ctx, w, project, "node 1", func(n int) bool { return n == 1 })
+	if res, err := w.ask(ctx, far, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("a prompt through node 0 to a session on node 1: %v %v\nnode 0:\n%s\nnode 1:\n%s", res, err, nodes[0].stderr.String(), nodes[1].stderr.String())
+	}
+
+	// Killed, node 1 deregisters nothing: the provider lets it go.
+	if err := nodes[1].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = nodes[1].waitExit(t, "node 1 killed")
+	waitUntil(t, "node 0 counting node 1 out", func() bool { return nodes[0].members(t) == 1 })
+	nodes[1] = start(1)
+	c.nodes[1] = nodes[1]
+	members("after node 1 started again", 2)
+	again := c.sessionOn(t, ctx, w, project, "node 1 started again", func(n int) bool { return n == 1 })
+	if res, err := w.ask(ctx, again, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("a prompt through node 0 to a session on node 1 started again: %v %v\nnode 0:\n%s\nnode 1:\n%s", res, err, nodes[0].stderr.String(), nodes[1].stderr.String())
+	}
+}
+
+// clusterBinEnv names a folder with the servers of the cluster's
+// providers (etcd, kube-apiserver, …): scripts/cluster-bin.sh builds
+// them.
+const clusterBinEnv = "MM_CLUSTER_BIN"
+
+// clusterProgram is the path of name, in MM_CLUSTER_BIN or on PATH; the
+// test skips without it, or fails when require names a variable set to 1.
+func clusterProgram(t *testing.T, name, require, where string) string {
+	t.Helper()
+	if dir := os.Getenv(clusterBinEnv); dir != "" {
+		if p := filepath.Join(dir, name); fileExists(p) {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	why := fmt.Sprintf("needs %s (%s) in %s or on PATH", name, where, clusterBinEnv)
+	if require != "" && os.Getenv(require) == "1" {
+		t.Fatalf("%s, and %s=1", why, require)
+	}
+	t.Skip(why)
+	return ""
+}
+
+// runProgram runs a server of the test's until it ends; its output is
+// logged if the test fails.
+func runProgram(t *testing.T, path string, args ...string) {
+	t.Helper()
+	log := &syncbuf.Buffer{}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("%s:\n%s", filepath.Base(path), tail(log.String(), 4000))
+		}
+	})
+}
+
+func httpOK(url string) bool {
+	res, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

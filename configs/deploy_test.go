@@ -68,7 +68,7 @@ func TestDeployFiles(t *testing.T) {
 }
 
 // TestClusterDocConfigs: every mm config docs/cluster.md shows (its yaml
-// blocks that start with cluster:, and the config.yaml of its Kubernetes
+// blocks that start with cluster:, and the config.yaml of a Kubernetes
 // ConfigMap) is one mm accepts.
 func TestClusterDocConfigs(t *testing.T) {
 	doc, err := os.ReadFile("../docs/cluster.md")
@@ -82,16 +82,8 @@ func TestClusterDocConfigs(t *testing.T) {
 			configs = append(configs, block)
 			continue
 		}
-		// A ConfigMap's config.yaml: its indented lines.
-		if _, rest, ok := strings.Cut(block, "config.yaml: |\n"); ok {
-			var lines []string
-			for _, line := range strings.Split(rest, "\n") {
-				if !strings.HasPrefix(line, "    ") {
-					break
-				}
-				lines = append(lines, strings.TrimPrefix(line, "    "))
-			}
-			configs = append(configs, strings.Join(lines, "\n"))
+		if c, ok := configMapConfig(block); ok {
+			configs = append(configs, c)
 		}
 	}
 	if len(configs) < 4 {
@@ -107,4 +99,43 @@ func TestClusterDocConfigs(t *testing.T) {
 			t.Errorf("config %d of docs/cluster.md joins no cluster:\n%s", i+1, c)
 		}
 	}
+}
+
+// TestKubernetesManifestConfig: deploy/kubernetes.yaml's ConfigMap holds a
+// config mm accepts, for a cluster on the k8s provider whose sessions are
+// kept in Postgres (TestClusterOnKubernetesControlPlane, in cmd/mm, applies
+// the manifest itself).
+func TestKubernetesManifestConfig(t *testing.T) {
+	data, err := os.ReadFile("../deploy/kubernetes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := configMapConfig(string(data))
+	if !ok {
+		t.Fatal("deploy/kubernetes.yaml has no ConfigMap with a config.yaml")
+	}
+	cfg, err := Parse([]byte(c), "deploy/kubernetes.yaml")
+	if err != nil {
+		t.Fatalf("deploy/kubernetes.yaml's config: %v\n%s", err, c)
+	}
+	if cfg.Cluster.Provider != "k8s" || !cfg.Sessions.Enabled || !strings.HasPrefix(cfg.Store.URL, "postgres://") {
+		t.Errorf("deploy/kubernetes.yaml's config: cluster %+v, sessions.enabled %v, store.url %q", cfg.Cluster, cfg.Sessions.Enabled, cfg.Store.URL)
+	}
+}
+
+// configMapConfig is the config.yaml of a ConfigMap in yaml: its
+// indented lines.
+func configMapConfig(yaml string) (string, bool) {
+	_, rest, ok := strings.Cut(yaml, "config.yaml: |\n")
+	if !ok {
+		return "", false
+	}
+	var lines []string
+	for _, line := range strings.Split(rest, "\n") {
+		if !strings.HasPrefix(line, "    ") {
+			break
+		}
+		lines = append(lines, strings.TrimPrefix(line, "    "))
+	}
+	return strings.Join(lines, "\n"), true
 }

@@ -26,7 +26,9 @@ import (
 // (protoactor's, in an mm-node built with -tags k8s), each as a pod would
 // run: its own hostname and /etc/hosts (the kubelet's: the hostname is
 // the pod's IP, 127.0.0.2 and 127.0.0.3 here), the service account's
-// files at /var/run/secrets/kubernetes.io/serviceaccount, advertise
+// files at /var/run/secrets/kubernetes.io/serviceaccount, no tun device
+// (a container runtime gives a pod none; with it the manifest's sandbox:
+// section, without which mm does not start there), advertise
 // ":PORT" as deploy/kubernetes.yaml has it (the node is known by the
 // IP its remote listens on, the one its hostname resolves to). The API server is the test's: it serves the three calls the
 // provider makes (get its pod, patch its labels, watch the pods), with
@@ -118,6 +120,7 @@ func clusterOnKubernetes(t *testing.T, kube kubeAPI) {
 	certs := clusterCerts(t)
 	ports := freePorts(t, 2)
 	work := filepath.Join(dir, "work")
+	sandbox := manifestSandbox(t)
 	nodes := make([]*node, 2)
 	start := func(i int) *node {
 		pod := pods[i]
@@ -126,7 +129,9 @@ func clusterOnKubernetes(t *testing.T, kube kubeAPI) {
 		// And mm serve listens on all the pod's addresses, as the
 		// manifest's serve.listen (0.0.0.0:8765): the other node passes
 		// requests on to it at its pod's IP.
-		setup := fmt.Sprintf(`hostname %s && mount --bind %s /etc/hosts && mkdir -p /var/run/secrets/kubernetes.io/serviceaccount && mount --bind %s /var/run/secrets/kubernetes.io/serviceaccount || exit 1
+		// And no tun device: a container runtime gives a pod none
+		// (containerd's default devices leave it out).
+		setup := fmt.Sprintf(`hostname %s && mount --bind %s /etc/hosts && mkdir -p /var/run/secrets/kubernetes.io/serviceaccount && mount --bind %s /var/run/secrets/kubernetes.io/serviceaccount && mount -t tmpfs -o size=64k none /dev/net || exit 1
 n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a"; done; shift $n; exec "$@"`, pod, hosts, sa)
 		prefix := []string{"unshare", "--mount", "--uts", "--propagation", "private", "--", "sh", "-c", setup, "sh"}
 		placement := "spread"
@@ -134,6 +139,8 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 			placement = "local" // found by its member id among the members
 		}
 		cluster := fmt.Sprintf("cluster:\n  name: test\n  provider: k8s\n  advertise: \":%d\"\n  placement: %s\n  failureTimeout: %s\n%s", ports[i], placement, testFailureTimeout, tlsLines(certs))
+		// The manifest's sandbox, which must let mm start in such a pod.
+		cluster += sandbox
 		s := startServeIn(t, prefix, filepath.Join(bin, "mm"), work, fmt.Sprintf("node%d.yaml", i), scriptedModel, serveScript, cluster,
 			"MM_SERVE_TOKEN="+serveToken, "KUBERNETES_SERVICE_HOST="+apiHost, "KUBERNETES_SERVICE_PORT="+apiPort)
 		return &node{served: s, certs: certs}
@@ -222,6 +229,39 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 	for name, labels := range kube.labels(t) {
 		t.Logf("pod %s: labels %v", name, labels)
 	}
+}
+
+// manifestSandbox is the sandbox: section of the config
+// deploy/kubernetes.yaml's ConfigMap gives mm, at the top level ("" for
+// none).
+func manifestSandbox(t *testing.T) string {
+	t.Helper()
+	manifest, err := os.ReadFile("../../deploy/kubernetes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, config, ok := strings.Cut(string(manifest), "config.yaml: |\n")
+	if !ok {
+		t.Fatal("deploy/kubernetes.yaml has no ConfigMap with a config.yaml")
+	}
+	var out []string
+	in := false
+	for _, line := range strings.Split(config, "\n") {
+		if !strings.HasPrefix(line, "    ") {
+			break // the end of config.yaml
+		}
+		line = strings.TrimPrefix(line, "    ")
+		if !strings.HasPrefix(line, " ") {
+			in = strings.HasPrefix(line, "sandbox:")
+		}
+		if in {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return strings.Join(out, "\n") + "\n"
 }
 
 func (k *fakeKube) server() (string, []byte) { return k.url, k.ca }

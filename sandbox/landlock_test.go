@@ -124,3 +124,45 @@ func TestLandlockReadableInHidden(t *testing.T) {
 	hidden, mine, other := readableInHidden(t)
 	checkReadableInHidden(t, s, hidden, mine, other)
 }
+
+// TestHiddenThroughKubeletLinks: a secret Kubernetes mounts in a pod is
+// links — node-key.pem -> ..data/node-key.pem, ..data -> ..2026_…, the
+// folder that holds the files, swapped whole when the secret changes — and
+// mm hides the path its config names (cluster.tls's key, a link). Through
+// each name, with bubblewrap and with Landlock, a command reads the
+// secret's other files and not the hidden one.
+func TestHiddenThroughKubeletLinks(t *testing.T) {
+	secret := outsideDir(t)
+	stamp := filepath.Join(secret, "..2026_12_06_16_50_00.123456789")
+	if err := os.Mkdir(stamp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"node-key.pem": "PRIVATE", "ca.pem": "PUBLIC"} {
+		if err := os.WriteFile(filepath.Join(stamp, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(secret, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Base(stamp), filepath.Join(secret, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	own(t, secret)
+	key := filepath.Join(secret, "node-key.pem")
+	script := "cat " + filepath.Join(secret, "ca.pem") + "; echo; cat " + key + " " + filepath.Join(secret, "..data", "node-key.pem") + " " + filepath.Join(stamp, "node-key.pem") + " " + filepath.Join(secret, "..2026*", "node-key.pem")
+	for _, c := range []struct {
+		name string
+		s    func(*testing.T) *Sandbox
+	}{{"bubblewrap", confining}, {"landlock", landlocked}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.s(t)
+			cwd := workDir(t)
+			p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, Hidden: []string{key}, Temp: filepath.Join(workDir(t), "tmp")}
+			out, _ := run(t, s, p, cwd, script)
+			if strings.Contains(out, "PRIVATE") || !strings.Contains(out, "PUBLIC") {
+				t.Errorf("want the secret's ca.pem read and its hidden key not, through every name: %q", out)
+			}
+		})
+	}
+}

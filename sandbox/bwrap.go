@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // wrapBubblewrap makes cmd run under p through bubblewrap.
@@ -101,6 +102,11 @@ func (s *Sandbox) wrapBubblewrap(cmd *exec.Cmd, p Policy, netPid int, dns string
 		}
 	}
 	writable, readable := resolved(p.Writable), resolved(p.Readable)
+	for _, d := range swapped(p.Hidden) {
+		if !slices.ContainsFunc(writable, func(w string) bool { return within(d, w) || within(w, d) }) {
+			args = snapshot(args, d)
+		}
+	}
 	for _, h := range outermost(resolved(p.Hidden)) {
 		if slices.ContainsFunc(writable, func(w string) bool { return within(h, w) }) {
 			continue // hiding it would hide the session's own folder
@@ -219,6 +225,57 @@ func (s *Sandbox) dropper(u Ident) ([]string, error) {
 		return nil, fmt.Errorf("neither setpriv nor this program can run a command as %s: %v", u, err)
 	}
 	return []string{self, dropArg, id + ":" + gid, "--"}, nil
+}
+
+// swapped are the folders of the hidden paths that a writer swaps whole
+// under a link: a hidden path that is a link beside a ..data link, as the
+// kubelet writes a secret or a config map in a pod (node-key.pem ->
+// ..data/node-key.pem, ..data -> ..2026_…). The mount that hides such a
+// path hides the file it leads to when the command starts; changed in
+// place, the secret is a new folder, and ..data leads there.
+func swapped(hidden []string) []string {
+	var out []string
+	for _, h := range hidden {
+		d := filepath.Dir(h)
+		if !filepath.IsAbs(h) || slices.Contains(out, d) || !isLink(h) || !isLink(filepath.Join(d, "..data")) {
+			continue
+		}
+		out = append(out, d)
+	}
+	// Parents first: a folder's own empty folder would cover what was
+	// mounted inside it (the config map at /etc/mm, its secret at
+	// /etc/mm/cluster).
+	slices.SortFunc(out, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	return out
+}
+
+func isLink(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
+}
+
+// snapshot mounts folder d as it is now: an empty folder of its own over
+// it, read-only, holding d's entries (each mounted again, a link made
+// again), so that what is written in d later (a secret's new folder, and
+// ..data pointed at it) is not seen. The hidden paths are mounted over
+// it next.
+func snapshot(args []string, d string) []string {
+	entries, err := os.ReadDir(d)
+	if err != nil {
+		return args // an unreadable folder: its hidden paths are hidden as any
+	}
+	args = append(args, "--tmpfs", d)
+	for _, e := range entries {
+		p := filepath.Join(d, e.Name())
+		if e.Type()&os.ModeSymlink != 0 {
+			if target, err := os.Readlink(p); err == nil {
+				args = append(args, "--symlink", target, p)
+			}
+			continue
+		}
+		args = append(args, "--ro-bind", p, p)
+	}
+	return append(args, "--remount-ro", d)
 }
 
 // outermost are the paths of hidden that no other of them holds: hiding

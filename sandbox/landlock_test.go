@@ -1,12 +1,16 @@
 package sandbox
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mm-agent/mm/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -130,39 +134,79 @@ func TestLandlockReadableInHidden(t *testing.T) {
 // folder that holds the files, swapped whole when the secret changes — and
 // mm hides the path its config names (cluster.tls's key, a link). Through
 // each name, with bubblewrap and with Landlock, a command reads the
-// secret's other files and not the hidden one.
+// secret's other files and not the hidden one; nor, once the secret is
+// changed in place while it runs (a new folder, ..data pointed at it),
+// the new key: a long-lived command (an MCP server) would wait for that.
 func TestHiddenThroughKubeletLinks(t *testing.T) {
-	secret := outsideDir(t)
-	stamp := filepath.Join(secret, "..2026_12_06_16_50_00.123456789")
-	if err := os.Mkdir(stamp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string]string{"node-key.pem": "PRIVATE", "ca.pem": "PUBLIC"} {
-		if err := os.WriteFile(filepath.Join(stamp, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(secret, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(filepath.Base(stamp), filepath.Join(secret, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	own(t, secret)
-	key := filepath.Join(secret, "node-key.pem")
-	script := "cat " + filepath.Join(secret, "ca.pem") + "; echo; cat " + key + " " + filepath.Join(secret, "..data", "node-key.pem") + " " + filepath.Join(stamp, "node-key.pem") + " " + filepath.Join(secret, "..2026*", "node-key.pem")
 	for _, c := range []struct {
 		name string
 		s    func(*testing.T) *Sandbox
 	}{{"bubblewrap", confining}, {"landlock", landlocked}} {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.s(t)
+			secret := outsideDir(t)
+			kubeletWrite(t, secret, "..2026_12_06_16_50_00.1", map[string]string{"node-key.pem": "PRIVATE", "ca.pem": "PUBLIC"})
+			key := filepath.Join(secret, "node-key.pem")
 			cwd := workDir(t)
-			p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, Hidden: []string{key}, Temp: filepath.Join(workDir(t), "tmp")}
-			out, _ := run(t, s, p, cwd, script)
-			if strings.Contains(out, "PRIVATE") || !strings.Contains(out, "PUBLIC") {
-				t.Errorf("want the secret's ca.pem read and its hidden key not, through every name: %q", out)
+			names := key + " " + filepath.Join(secret, "..data", "node-key.pem") + " " + filepath.Join(secret, "..2026*", "node-key.pem")
+			ready, goOn := filepath.Join(cwd, "ready"), filepath.Join(cwd, "go")
+			script := "cat " + filepath.Join(secret, "ca.pem") + "; echo; cat " + names + "; touch " + ready +
+				"; while [ ! -e " + goOn + " ]; do sleep 0.02; done; cat " + names
+			p := Policy{Mode: WorkspaceWrite, Network: true, Writable: []string{cwd}, Hidden: []string{key}, Temp: filepath.Join(workDir(t), "tmp"), User: tenant}
+			cmd := exec.Command("bash", "-c", script)
+			cmd.Dir = cwd
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			started, err := s.Wrap(cmd, p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			started()
+			deadline := time.Now().Add(testwait.Hang)
+			for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the command did not start: %q", out.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			// The kubelet changes the secret in place.
+			kubeletWrite(t, secret, "..2026_12_06_16_51_00.2", map[string]string{"node-key.pem": "ROTATED", "ca.pem": "PUBLIC"})
+			if err := os.WriteFile(goOn, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			if o := out.String(); strings.Contains(o, "PRIVATE") || strings.Contains(o, "ROTATED") || !strings.Contains(o, "PUBLIC") {
+				t.Errorf("want the secret's ca.pem read and its hidden key not, through every name, before and after the secret changed: %q", o)
 			}
 		})
 	}
+}
+
+// kubeletWrite writes files in dir as the kubelet writes a secret: in a
+// new folder stamp, which ..data then points at, each file a link through
+// ..data; the folder's other entries stay.
+func kubeletWrite(t *testing.T, dir, stamp string, files map[string]string) {
+	t.Helper()
+	if err := os.Mkdir(filepath.Join(dir, stamp), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, stamp, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(stamp, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	own(t, dir)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mm-agent/mm/internal/kubelet"
 	"github.com/mm-agent/mm/internal/testwait"
 )
 
@@ -185,27 +186,10 @@ func TestHiddenThroughKubeletLinks(t *testing.T) {
 	}
 }
 
-// kubeletWrite writes files in dir as the kubelet writes a secret: in a
-// new folder stamp, which ..data then points at, each file a link through
-// ..data; the folder's other entries stay.
+// kubeletWrite is kubelet.Write, the folder then the tenant's.
 func kubeletWrite(t *testing.T, dir, stamp string, files map[string]string) {
 	t.Helper()
-	if err := os.Mkdir(filepath.Join(dir, stamp), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, stamp, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil && !os.IsExist(err) {
-			t.Fatal(err)
-		}
-	}
-	tmp := filepath.Join(dir, "..data_tmp")
-	if err := os.Symlink(stamp, tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+	if err := kubelet.Write(dir, stamp, files); err != nil {
 		t.Fatal(err)
 	}
 	own(t, dir)

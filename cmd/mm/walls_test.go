@@ -14,6 +14,7 @@ import (
 	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/acptest"
+	"github.com/mm-agent/mm/internal/kubelet"
 	"github.com/mm-agent/mm/internal/tcptest"
 	"github.com/mm-agent/mm/internal/testwait"
 	"github.com/mm-agent/mm/sandbox"
@@ -90,6 +91,17 @@ func walls(t *testing.T, with string, asUser bool) {
 			t.Fatal(err)
 		}
 	}
+	// A pgpass from a secret, as a pod mounts one: links through ..data
+	// (PGPASSFILE, which mm hides).
+	pgSecret := filepath.Join(dir, "pg-secret")
+	if err := os.Mkdir(pgSecret, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := kubelet.Write(pgSecret, "..2026_12_06_17_00_00.1", map[string]string{"pgpass": "localhost:5432:*:mm:KUBE-PGPASS-SECRET"}); err != nil {
+		t.Fatal(err)
+	}
+	pgpass := filepath.Join(pgSecret, "pgpass")
+	pgNames := pgpass + " " + filepath.Join(pgSecret, "..data", "pgpass") + " " + filepath.Join(pgSecret, "..2*", "pgpass")
 	hostFile := filepath.Join(dir, "written-by-the-tenant")
 	sockDir := filepath.Join(dir, "run")
 	if err := os.Mkdir(sockDir, 0o755); err != nil {
@@ -132,10 +144,16 @@ func walls(t *testing.T, with string, asUser bool) {
 	sandboxtest.Own(t, project)
 
 	tokens := "serve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\nsessions:\n  enabled: true\nsandbox:\n  with: " + with + "\n"
-	attackScript := attackLines(dir, "serve.yaml", hostFile, sock, loopPort, outside)
-	script := serveScript + fmt.Sprintf("  - match: \"^attack$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", attackScript)
+	attackScript := "cat " + pgNames + " 2>&1\n" + attackLines(dir, "serve.yaml", hostFile, sock, loopPort, outside)
+	// The secret changed in place while a command runs (a long-lived one,
+	// an MCP server, would wait for it): the test changes it between
+	// ready and go.
+	ready, goOn := filepath.Join(project, "ready"), filepath.Join(project, "go")
+	waitScript := "touch " + ready + "; while [ ! -e " + goOn + " ]; do sleep 0.05; done; cat " + pgNames + " 2>&1; echo ATTACK-DONE"
+	script := serveScript + fmt.Sprintf("  - match: \"^attack$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", attackScript) +
+		fmt.Sprintf("  - match: \"^attack while the secret changes$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", waitScript)
 	s := startServeIn(t, prefix, bin, dir, "serve.yaml", scriptedModel, script, tokens,
-		"MM_SERVE_TOKEN="+serveToken, "PGPASSWORD=PG-ENV-SECRET", "OPENAI_API_KEY=OPENAI-ENV-SECRET")
+		"MM_SERVE_TOKEN="+serveToken, "PGPASSWORD=PG-ENV-SECRET", "OPENAI_API_KEY=OPENAI-ENV-SECRET", "PGPASSFILE="+pgpass)
 	ctx := testwait.Context(t)
 	w := s.wire(t)
 	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
@@ -173,7 +191,7 @@ func walls(t *testing.T, with string, asUser bool) {
 		if !strings.Contains(text, "CAPEFF=0000000000000000") {
 			t.Errorf("%s: the command holds capabilities", what)
 		}
-		secrets := append(append([]string{"alice-token-0123456789", "SSH-SECRET", "PGPASS-SECRET"}, wallSecrets...), keys...)
+		secrets := append(append([]string{"alice-token-0123456789", "SSH-SECRET", "PGPASS-SECRET", "KUBE-PGPASS-SECRET"}, wallSecrets...), keys...)
 		for _, secret := range secrets {
 			if strings.Contains(text, secret) {
 				t.Errorf("%s: the command read the secret %q", what, secret)
@@ -203,6 +221,37 @@ func walls(t *testing.T, with string, asUser bool) {
 		t.Fatal(err)
 	}
 	check("network off", said("network off"), false)
+
+	before := len(w.rec.Updates(res.SessionId))
+	asked := make(chan error, 1)
+	go func() {
+		r, err := w.ask(ctx, res.SessionId, "attack while the secret changes")
+		if err == nil && r.StopReason != acp.StopReasonEndTurn {
+			err = fmt.Errorf("stop reason %s", r.StopReason)
+		}
+		asked <- err
+	}()
+	waitUntil(t, "the tenant's command waiting for the secret to change", func() bool { _, err := os.Stat(ready); return err == nil })
+	if err := kubelet.Write(pgSecret, "..2026_12_06_17_01_00.2", map[string]string{"pgpass": "localhost:5432:*:mm:ROTATED-PGPASS-SECRET"}); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Own(t, pgSecret)
+	if err := os.WriteFile(goOn, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-asked; err != nil {
+		t.Fatalf("the attack while the secret changes: %v", err)
+	}
+	text := acptest.Text(w.rec.Updates(res.SessionId)[before:])
+	t.Logf("the secret changed in place:\n%s", text)
+	if !strings.Contains(text, "ATTACK-DONE") {
+		t.Fatalf("the attack while the secret changes did not run to its end: %q", text)
+	}
+	for _, secret := range []string{"KUBE-PGPASS-SECRET", "ROTATED-PGPASS-SECRET"} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the command read the secret %q, changed in place while it ran", secret)
+		}
+	}
 }
 
 // attackLines is the tenant's command line: each line tries one way out and

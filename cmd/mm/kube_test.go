@@ -2,18 +2,13 @@ package main
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -64,14 +59,19 @@ func startControlPlane(t *testing.T) *controlPlane {
 	apiserver := clusterProgram(t, "kube-apiserver", "", built)
 	controllers := clusterProgram(t, "kube-controller-manager", "", built)
 	c := &controlPlane{dir: t.TempDir(), kubectlBin: clusterProgram(t, "kubectl", "", built)}
-	caPEM, certPEM, keyPEM := serverCerts(t)
-	c.ca = caPEM
+	// The API server's certificate for 127.0.0.1, its own CA (client-go
+	// and kubectl take it as their certificate-authority).
+	certFile, keyFile := selfSignedFiles(t)
+	ca, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ca = ca
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
 	files := map[string][]byte{
-		"ca.pem": caPEM, "apiserver.pem": certPEM, "apiserver-key.pem": keyPEM,
 		"sa.key":     pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
 		"tokens.csv": []byte(adminToken + `,admin,admin,"system:masters"` + "\n"),
 	}
@@ -88,13 +88,13 @@ func startControlPlane(t *testing.T) *controlPlane {
 		"--listen-metrics-urls", "", "--log-level", "warn")
 	c.url = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
 	runProgram(t, apiserver, "--etcd-servers", etcd, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
-		"--secure-port", fmt.Sprint(ports[2]), "--tls-cert-file", c.path("apiserver.pem"), "--tls-private-key-file", c.path("apiserver-key.pem"),
+		"--secure-port", fmt.Sprint(ports[2]), "--tls-cert-file", certFile, "--tls-private-key-file", keyFile,
 		"--token-auth-file", c.path("tokens.csv"), "--authorization-mode", "RBAC",
 		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", c.path("sa.key"),
 		"--service-account-signing-key-file", c.path("sa.key"), "--service-cluster-ip-range", "10.96.0.0/16",
 		"--cert-dir", c.path("certs"))
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	pool.AppendCertsFromPEM(ca)
 	c.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	t.Cleanup(c.admin.CloseIdleConnections)
 	waitUntil(t, "kube-apiserver ready", func() bool {
@@ -108,7 +108,7 @@ clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
 users: [{name: admin, user: {token: %q}}]
 contexts: [{name: test, context: {cluster: test, user: admin}}]
 current-context: test
-`, c.url, c.path("ca.pem"), adminToken)
+`, c.url, certFile, adminToken)
 	if err := os.WriteFile(c.kubeconfig, []byte(kc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -239,44 +239,4 @@ func (c *controlPlane) labels(t *testing.T) map[string]map[string]string {
 		out[p.Metadata.Name] = p.Metadata.Labels
 	}
 	return out
-}
-
-// serverCerts are a CA and the API server's certificate for 127.0.0.1,
-// PEM.
-func serverCerts(t *testing.T) (caPEM, certPEM, keyPEM []byte) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mm test kube CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}, DNSNames: []string{"localhost", "kubernetes.default.svc"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, srv, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/coder/acp-go-sdk"
+	"gopkg.in/yaml.v3"
 
 	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/internal/mmbuild"
@@ -232,36 +233,40 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 }
 
 // manifestSandbox is the sandbox: section of the config
-// deploy/kubernetes.yaml's ConfigMap gives mm, at the top level ("" for
+// deploy/kubernetes.yaml's ConfigMap gives mm, as a top-level key ("" for
 // none).
 func manifestSandbox(t *testing.T) string {
 	t.Helper()
-	manifest, err := os.ReadFile("../../deploy/kubernetes.yaml")
+	f, err := os.Open("../../deploy/kubernetes.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, config, ok := strings.Cut(string(manifest), "config.yaml: |\n")
-	if !ok {
-		t.Fatal("deploy/kubernetes.yaml has no ConfigMap with a config.yaml")
-	}
-	var out []string
-	in := false
-	for _, line := range strings.Split(config, "\n") {
-		if !strings.HasPrefix(line, "    ") {
-			break // the end of config.yaml
+	defer f.Close()
+	for dec := yaml.NewDecoder(f); ; {
+		var doc struct {
+			Kind string            `yaml:"kind"`
+			Data map[string]string `yaml:"data"`
 		}
-		line = strings.TrimPrefix(line, "    ")
-		if !strings.HasPrefix(line, " ") {
-			in = strings.HasPrefix(line, "sandbox:")
+		if err := dec.Decode(&doc); err != nil {
+			t.Fatalf("deploy/kubernetes.yaml has no ConfigMap with a config.yaml: %v", err)
 		}
-		if in {
-			out = append(out, line)
+		config, ok := doc.Data["config.yaml"]
+		if doc.Kind != "ConfigMap" || !ok {
+			continue
 		}
+		var keys map[string]any
+		if err := yaml.Unmarshal([]byte(config), &keys); err != nil {
+			t.Fatalf("deploy/kubernetes.yaml's config.yaml: %v", err)
+		}
+		if keys["sandbox"] == nil {
+			return ""
+		}
+		out, err := yaml.Marshal(map[string]any{"sandbox": keys["sandbox"]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
 	}
-	if len(out) == 0 {
-		return ""
-	}
-	return strings.Join(out, "\n") + "\n"
 }
 
 func (k *fakeKube) server() (string, []byte) { return k.url, k.ca }

@@ -181,6 +181,12 @@ func hiddenPaths(cfg *configs.Config, stateDir string) []string {
 	if cfg.Store.URL != "" {
 		add(store.SocketDir(cfg.Store.URL))
 	}
+	// A container's secrets: Kubernetes mounts a pod's service-account
+	// token under /var/run/secrets (with the k8s provider, one that may
+	// patch the namespace's pods, their image included), as cloud
+	// identities do theirs, and Docker its secrets under /run/secrets.
+	add("/run/secrets")
+	add("/var/run/secrets")
 	return out
 }
 

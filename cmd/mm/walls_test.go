@@ -31,6 +31,10 @@ import (
 // network off. Each is run with bubblewrap and with Landlock, mm run by
 // root and by a user.
 
+// saPath is where a pod has its service account's token, namespace and
+// CA (Kubernetes' automount), which client-go reads.
+const saPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
 // wallSecrets are the secrets mm's environment holds in these tests.
 var wallSecrets = []string{"PG-ENV-SECRET", "OPENAI-ENV-SECRET", serveToken}
 
@@ -102,6 +106,21 @@ func walls(t *testing.T, with string, asUser bool) {
 	}
 	pgpass := filepath.Join(pgSecret, "pgpass")
 	pgNames := pgpass + " " + filepath.Join(pgSecret, "..data", "pgpass") + " " + filepath.Join(pgSecret, "..2*", "pgpass")
+	// mm in a pod: the kubelet mounts the service account's token, which
+	// lets mm's provider read and patch the pods of its namespace (a
+	// pod's image among what a patch changes), at the path client-go
+	// reads it from, written as a secret is, on a tmpfs of its own that
+	// nothing else of the container's shows. Root can give mm that
+	// (a mount namespace of mm's own, as the container's), and writes the
+	// files there through /proc/PID/root once mm runs.
+	var saNames, umountSA string
+	if root {
+		prefix = append([]string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+			"mkdir -p " + saPath + " && mount -t tmpfs -o size=64k,mode=0755 kube-api-access " + saPath + ` && exec "$@"`, "sh"}, prefix...)
+		umountSA = "umount " + saPath + " 2>&1 && echo MOUNTED-sa\n"
+		saNames = " " + saPath + "/token " + saPath + "/..data/token " + saPath + "/..2*/token /run/secrets/kubernetes.io/serviceaccount/token"
+		pgNames += saNames
+	}
 	hostFile := filepath.Join(dir, "written-by-the-tenant")
 	sockDir := filepath.Join(dir, "run")
 	if err := os.Mkdir(sockDir, 0o755); err != nil {
@@ -144,7 +163,7 @@ func walls(t *testing.T, with string, asUser bool) {
 	sandboxtest.Own(t, project)
 
 	tokens := "serve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\nsessions:\n  enabled: true\nsandbox:\n  with: " + with + "\n"
-	attackScript := "cat " + pgNames + " 2>&1\n" + attackLines(dir, "serve.yaml", hostFile, sock, loopPort, outside)
+	attackScript := "cat " + pgNames + " 2>&1\n" + umountSA + attackLines(dir, "serve.yaml", hostFile, sock, loopPort, outside)
 	// The secret changed in place while a command runs (a long-lived one,
 	// an MCP server, would wait for it): the test changes it between
 	// ready and go.
@@ -154,6 +173,15 @@ func walls(t *testing.T, with string, asUser bool) {
 		fmt.Sprintf("  - match: \"^attack while the secret changes$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", waitScript)
 	s := startServeIn(t, prefix, bin, dir, "serve.yaml", scriptedModel, script, tokens,
 		"MM_SERVE_TOKEN="+serveToken, "PGPASSWORD=PG-ENV-SECRET", "OPENAI_API_KEY=OPENAI-ENV-SECRET", "PGPASSFILE="+pgpass)
+	sa := ""
+	if saNames != "" {
+		// By the path the link /var/run leads to: an absolute link
+		// under /proc/PID/root leads into the test's own root.
+		sa = filepath.Join("/proc", strconv.Itoa(s.cmd.Process.Pid), "root", "run", strings.TrimPrefix(saPath, "/var/run/"))
+		if err := kubelet.Write(sa, "..2026_12_06_17_00_00.1", map[string]string{"token": "KUBE-SA-TOKEN-SECRET", "namespace": "mm"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx := testwait.Context(t)
 	w := s.wire(t)
 	res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
@@ -191,7 +219,7 @@ func walls(t *testing.T, with string, asUser bool) {
 		if !strings.Contains(text, "CAPEFF=0000000000000000") {
 			t.Errorf("%s: the command holds capabilities", what)
 		}
-		secrets := append(append([]string{"alice-token-0123456789", "SSH-SECRET", "PGPASS-SECRET", "KUBE-PGPASS-SECRET"}, wallSecrets...), keys...)
+		secrets := append(append([]string{"alice-token-0123456789", "SSH-SECRET", "PGPASS-SECRET", "KUBE-PGPASS-SECRET", "KUBE-SA-TOKEN-SECRET"}, wallSecrets...), keys...)
 		for _, secret := range secrets {
 			if strings.Contains(text, secret) {
 				t.Errorf("%s: the command read the secret %q", what, secret)
@@ -236,6 +264,12 @@ func walls(t *testing.T, with string, asUser bool) {
 		t.Fatal(err)
 	}
 	sandboxtest.Own(t, pgSecret)
+	if sa != "" {
+		// The kubelet renews the token before it expires.
+		if err := kubelet.Write(sa, "..2026_12_06_17_01_00.2", map[string]string{"token": "ROTATED-SA-TOKEN-SECRET", "namespace": "mm"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(goOn, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +281,7 @@ func walls(t *testing.T, with string, asUser bool) {
 	if !strings.Contains(text, "ATTACK-DONE") {
 		t.Fatalf("the attack while the secret changes did not run to its end: %q", text)
 	}
-	for _, secret := range []string{"KUBE-PGPASS-SECRET", "ROTATED-PGPASS-SECRET"} {
+	for _, secret := range []string{"KUBE-PGPASS-SECRET", "ROTATED-PGPASS-SECRET", "KUBE-SA-TOKEN-SECRET", "ROTATED-SA-TOKEN-SECRET"} {
 		if strings.Contains(text, secret) {
 			t.Errorf("the command read the secret %q, changed in place while it ran", secret)
 		}

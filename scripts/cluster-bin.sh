@@ -1,15 +1,16 @@
 #!/bin/sh
 # scripts/cluster-bin.sh DIR builds the servers of the cluster's providers
 # into DIR from the Go module proxy, for the tests that run mm against them
-# (cmd/mm: TestClusterOnEtcd, TestClusterOnKubernetesControlPlane): etcd and
-# a Kubernetes control plane (kube-apiserver, kube-controller-manager,
-# kubectl). Consul is not here: its released versions build only with
+# (cmd/mm: TestClusterOnEtcd, TestClusterOnKubernetesControlPlane,
+# TestDeployOnKubernetesNode): etcd, a Kubernetes control plane
+# (kube-apiserver, kube-controller-manager, kubectl) and what a node of its
+# own runs (kube-scheduler, the kubelet, kube-proxy). Consul is not here: its released versions build only with
 # their own repository's submodules, which the proxy does not carry.
 #
 #   scripts/cluster-bin.sh /tmp/cluster-bin
 #   MM_CLUSTER_BIN=/tmp/cluster-bin go test -run 'TestClusterOn' ./cmd/mm
 #
-# About 10 minutes on 2 cores with an empty build cache.
+# 7–10 minutes on 2 cores with an empty build cache.
 # KUBE_VERSION and ETCD_VERSION choose the versions.
 set -eu
 dir=$(realpath -m "${1:?usage: scripts/cluster-bin.sh DIR}")
@@ -35,6 +36,11 @@ cd "$work/kubernetes"
 sed -i '/=> \.\/staging/d' go.mod
 sed -i "s#^\(\tk8s\.io/[a-z-]*\) v0\.0\.0\$#\1 v0.${kube#1.}#" go.mod
 go build -o "$dir/" ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kubectl
+# A node of its own (TestDeployOnKubernetesNode): the scheduler, the
+# kubelet and kube-proxy. KUBE_NODE=0 leaves them out.
+if [ "${KUBE_NODE:-1}" != 0 ]; then
+  go build -o "$dir/" ./cmd/kube-scheduler ./cmd/kubelet ./cmd/kube-proxy
+fi
 
 mkdir "$work/etcd"
 cd "$work/etcd"

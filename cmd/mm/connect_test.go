@@ -468,6 +468,12 @@ func TestConnectTLS(t *testing.T) {
 // selfSignedFiles writes a certificate for 127.0.0.1 and its key.
 func selfSignedFiles(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
+	return selfSignedFor(t, []net.IP{net.IPv4(127, 0, 0, 1)})
+}
+
+// selfSignedFor is selfSignedFiles for the addresses ips.
+func selfSignedFor(t *testing.T, ips []net.IP) (certFile, keyFile string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -475,7 +481,7 @@ func selfSignedFiles(t *testing.T) (certFile, keyFile string) {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mm connect test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)

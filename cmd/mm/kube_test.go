@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +45,7 @@ type controlPlane struct {
 	dir        string
 	url        string
 	ca         []byte
+	caFile     string
 	kubeconfig string
 	kubectlBin string
 	admin      *http.Client
@@ -54,6 +56,34 @@ type controlPlane struct {
 const adminToken = "mm-test-admin-0123456789abcdef"
 
 func startControlPlane(t *testing.T) *controlPlane {
+	c := startPlane(t, planeOptions{controllers: "deployment,replicaset"})
+	manifest, err := os.ReadFile("../../deploy/kubernetes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := strings.Replace(string(manifest), "replicas: 3", "replicas: 2", 1)
+	if two == string(manifest) {
+		t.Fatal("deploy/kubernetes.yaml has no replicas: 3 to make 2")
+	}
+	c.kubectl(t, "", "create", "namespace", "mm")
+	t.Log(c.kubectl(t, two, "apply", "--namespace", "mm", "--validate=strict", "-f", "-"))
+	return c
+}
+
+// planeOptions say how startPlane starts a control plane.
+type planeOptions struct {
+	// controllers are kube-controller-manager's --controllers.
+	controllers string
+	// hostIP, when set, is the address of this machine that the pods of
+	// a node of its own reach the API server at (through the Service
+	// kubernetes, at its first IP, 10.96.0.1): the API server listens on
+	// every address and its certificate names both. Otherwise it
+	// listens on 127.0.0.1 alone.
+	hostIP string
+}
+
+// startPlane starts etcd, kube-apiserver and kube-controller-manager.
+func startPlane(t *testing.T, o planeOptions) *controlPlane {
 	const built = "scripts/cluster-bin.sh builds it"
 	etcdBin := clusterProgram(t, "etcd", "", built)
 	apiserver := clusterProgram(t, "kube-apiserver", "", built)
@@ -61,12 +91,18 @@ func startControlPlane(t *testing.T) *controlPlane {
 	c := &controlPlane{dir: t.TempDir(), kubectlBin: clusterProgram(t, "kubectl", "", built)}
 	// The API server's certificate for 127.0.0.1, its own CA (client-go
 	// and kubectl take it as their certificate-authority).
-	certFile, keyFile := selfSignedFiles(t)
+	ips := []net.IP{net.IPv4(127, 0, 0, 1)}
+	bind := "127.0.0.1"
+	if o.hostIP != "" {
+		ips = append(ips, net.ParseIP(o.hostIP), net.IPv4(10, 96, 0, 1))
+		bind = "0.0.0.0"
+	}
+	certFile, keyFile := selfSignedFor(t, ips)
 	ca, err := os.ReadFile(certFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ca = ca
+	c.ca, c.caFile = ca, certFile
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +123,11 @@ func startControlPlane(t *testing.T) *controlPlane {
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default="+peer,
 		"--listen-metrics-urls", "", "--log-level", "warn")
 	c.url = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
-	runProgram(t, apiserver, "--etcd-servers", etcd, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+	advertise := "127.0.0.1"
+	if o.hostIP != "" {
+		advertise = o.hostIP
+	}
+	runProgram(t, apiserver, "--etcd-servers", etcd, "--bind-address", bind, "--advertise-address", advertise,
 		"--secure-port", fmt.Sprint(ports[2]), "--tls-cert-file", certFile, "--tls-private-key-file", keyFile,
 		"--token-auth-file", c.path("tokens.csv"), "--authorization-mode", "RBAC",
 		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", c.path("sa.key"),
@@ -112,19 +152,13 @@ current-context: test
 	if err := os.WriteFile(c.kubeconfig, []byte(kc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runProgram(t, controllers, "--kubeconfig", c.kubeconfig, "--controllers", "deployment,replicaset",
-		"--leader-elect=false", "--secure-port", "0")
-
-	manifest, err := os.ReadFile("../../deploy/kubernetes.yaml")
-	if err != nil {
-		t.Fatal(err)
+	args := []string{"--kubeconfig", c.kubeconfig, "--controllers", o.controllers, "--leader-elect=false", "--secure-port", "0"}
+	if o.hostIP != "" {
+		// The service accounts' tokens, and the CA a pod finds in
+		// kube-root-ca.crt.
+		args = append(args, "--service-account-private-key-file", c.path("sa.key"), "--root-ca-file", certFile)
 	}
-	two := strings.Replace(string(manifest), "replicas: 3", "replicas: 2", 1)
-	if two == string(manifest) {
-		t.Fatal("deploy/kubernetes.yaml has no replicas: 3 to make 2")
-	}
-	c.kubectl(t, "", "create", "namespace", "mm")
-	t.Log(c.kubectl(t, two, "apply", "--namespace", "mm", "--validate=strict", "-f", "-"))
+	runProgram(t, controllers, args...)
 	return c
 }
 

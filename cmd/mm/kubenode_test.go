@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -315,13 +316,16 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.availab
 	})
 	waitUntil(t, "containerd", func() bool { return fileExists(n.sock) })
 	n.ctr(t, "images", "import", pauseImage(t, pause))
-	n.ctr(t, "images", "import", image)
 	// The manifest's image, mm:latest, is docker.io/library/mm:latest to
-	// the kubelet.
-	for _, name := range strings.Fields(n.ctr(t, "images", "ls", "-q")) {
-		if strings.HasSuffix(name, "/mm:latest") && name != "docker.io/library/mm:latest" {
-			n.ctr(t, "images", "tag", name, "docker.io/library/mm:latest")
-		}
+	// the kubelet: the archive's image (unpacking NAME (sha256:…)) is
+	// given that name too.
+	imported := n.ctr(t, "images", "import", image)
+	m := regexp.MustCompile(`unpacking (\S+) \(`).FindStringSubmatch(imported)
+	if m == nil {
+		t.Fatalf("%s holds no image: %s", image, imported)
+	}
+	if m[1] != "docker.io/library/mm:latest" {
+		n.ctr(t, "images", "tag", m[1], "docker.io/library/mm:latest")
 	}
 	runProgram(t, kubelet, "--config", n.path("kubelet.yaml"), "--kubeconfig", c.kubeconfig, "--root-dir", n.path("kubelet"),
 		"--cert-dir", n.path("kubelet-pki"), "--hostname-override", "mm-node", "--node-ip", hostIP)

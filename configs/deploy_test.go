@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -138,4 +139,105 @@ func configMapConfig(yaml string) (string, bool) {
 		lines = append(lines, strings.TrimPrefix(line, "    "))
 	}
 	return strings.Join(lines, "\n"), true
+}
+
+// TestKubernetesManifestRefs: everything deploy/kubernetes.yaml's
+// Deployment names is made by the manifest, or by the commands its header
+// gives (the secrets), and its image runs from a node that has it. On a
+// real node (cmd/mm TestDeployOnKubernetesNode, run by hand) the pods
+// stayed Pending on a claim nothing made, then in ErrImagePull on
+// mm:latest, which the kubelet asks a registry for every time.
+func TestKubernetesManifestRefs(t *testing.T) {
+	data, err := os.ReadFile("../deploy/kubernetes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkManifestRefs(t, string(data))
+}
+
+// kubeObject is what checkManifestRefs reads of a manifest's object.
+type kubeObject struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Spec struct {
+		Template struct {
+			Spec struct {
+				ServiceAccountName string `yaml:"serviceAccountName"`
+				Containers         []struct {
+					Image           string `yaml:"image"`
+					ImagePullPolicy string `yaml:"imagePullPolicy"`
+					Env             []struct {
+						ValueFrom struct {
+							SecretKeyRef struct {
+								Name string `yaml:"name"`
+							} `yaml:"secretKeyRef"`
+						} `yaml:"valueFrom"`
+					} `yaml:"env"`
+				} `yaml:"containers"`
+				Volumes []struct {
+					ConfigMap struct {
+						Name string `yaml:"name"`
+					} `yaml:"configMap"`
+					Secret struct {
+						SecretName string `yaml:"secretName"`
+					} `yaml:"secret"`
+					PersistentVolumeClaim struct {
+						ClaimName string `yaml:"claimName"`
+					} `yaml:"persistentVolumeClaim"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+func checkManifestRefs(t *testing.T, manifest string) {
+	t.Helper()
+	made := map[string]bool{} // Kind/name
+	var deployments []kubeObject
+	dec := yaml.NewDecoder(strings.NewReader(manifest))
+	for {
+		var o kubeObject
+		if err := dec.Decode(&o); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("deploy/kubernetes.yaml: %v", err)
+		}
+		made[o.Kind+"/"+o.Metadata.Name] = true
+		if o.Kind == "Deployment" {
+			deployments = append(deployments, o)
+		}
+	}
+	if len(deployments) == 0 {
+		t.Fatal("deploy/kubernetes.yaml has no Deployment")
+	}
+	// The secrets are made by the header's commands, with the token and
+	// the certificates of the operator's.
+	for _, m := range regexp.MustCompile(`(?m)^#.*kubectl create secret generic ([a-z0-9-]+)`).FindAllStringSubmatch(manifest, -1) {
+		made["Secret/"+m[1]] = true
+	}
+	need := func(kind, name string) {
+		if name != "" && !made[kind+"/"+name] {
+			t.Errorf("deploy/kubernetes.yaml's Deployment names the %s %q, which neither the manifest nor its header makes", kind, name)
+		}
+	}
+	for _, d := range deployments {
+		s := d.Spec.Template.Spec
+		need("ServiceAccount", s.ServiceAccountName)
+		for _, v := range s.Volumes {
+			need("ConfigMap", v.ConfigMap.Name)
+			need("Secret", v.Secret.SecretName)
+			need("PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName)
+		}
+		for _, c := range s.Containers {
+			for _, e := range c.Env {
+				need("Secret", e.ValueFrom.SecretKeyRef.Name)
+			}
+			_, tag, tagged := strings.Cut(c.Image[strings.LastIndex(c.Image, "/")+1:], ":")
+			if (!tagged || tag == "latest") && c.ImagePullPolicy != "IfNotPresent" && c.ImagePullPolicy != "Never" {
+				t.Errorf("deploy/kubernetes.yaml's image %q, with pull policy %q: the kubelet asks a registry for it every time, and a node that has the image cannot run it without one", c.Image, c.ImagePullPolicy)
+			}
+		}
+	}
 }

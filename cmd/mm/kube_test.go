@@ -45,7 +45,6 @@ type controlPlane struct {
 	dir        string
 	url        string
 	ca         []byte
-	caFile     string
 	kubeconfig string
 	kubectlBin string
 	admin      *http.Client
@@ -102,7 +101,7 @@ func startPlane(t *testing.T, o planeOptions) *controlPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ca, c.caFile = ca, certFile
+	c.ca = ca
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -213,12 +212,31 @@ func (c *controlPlane) token(t *testing.T) string {
 }
 
 type podList struct {
-	Items []struct {
-		Metadata struct {
-			Name   string            `json:"name"`
-			Labels map[string]string `json:"labels"`
-		} `json:"metadata"`
-	} `json:"items"`
+	Items []kubeObjectPod `json:"items"`
+}
+
+// kubeObjectPod is what the tests read of a pod.
+type kubeObjectPod struct {
+	Metadata struct {
+		Name              string            `json:"name"`
+		UID               string            `json:"uid"`
+		Labels            map[string]string `json:"labels"`
+		DeletionTimestamp *string           `json:"deletionTimestamp"`
+	} `json:"metadata"`
+	Status struct {
+		PodIP      string         `json:"podIP"`
+		Conditions []podCondition `json:"conditions"`
+	} `json:"status"`
+}
+
+type podCondition struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+}
+
+// ready says whether the pod's condition Ready is true.
+func (p kubeObjectPod) ready() bool {
+	return slices.Contains(p.Status.Conditions, podCondition{"Ready", "True"})
 }
 
 func (c *controlPlane) list(t *testing.T) podList {
@@ -273,4 +291,18 @@ func (c *controlPlane) labels(t *testing.T) map[string]map[string]string {
 		out[p.Metadata.Name] = p.Metadata.Labels
 	}
 	return out
+}
+
+// serviceIP is the cluster IP of the Service name in the namespace mm.
+func (c *controlPlane) serviceIP(t *testing.T, name string) string {
+	b, code := c.call(t, http.MethodGet, "/api/v1/namespaces/mm/services/"+name, "", nil)
+	var s struct {
+		Spec struct {
+			ClusterIP string `json:"clusterIP"`
+		} `json:"spec"`
+	}
+	if code != http.StatusOK || json.Unmarshal(b, &s) != nil || s.Spec.ClusterIP == "" {
+		t.Fatalf("the Service %s: %d %s", name, code, b)
+	}
+	return s.Spec.ClusterIP
 }

@@ -105,7 +105,9 @@ func walls(t *testing.T, with string, asUser bool) {
 		t.Fatal(err)
 	}
 	pgpass := filepath.Join(pgSecret, "pgpass")
-	pgNames := pgpass + " " + filepath.Join(pgSecret, "..data", "pgpass") + " " + filepath.Join(pgSecret, "..2*", "pgpass")
+	// secretNames are the names the command reads the kubelet-written
+	// secrets by.
+	secretNames := pgpass + " " + filepath.Join(pgSecret, "..data", "pgpass") + " " + filepath.Join(pgSecret, "..2*", "pgpass")
 	// mm in a pod: the kubelet mounts the service account's token, which
 	// lets mm's provider read and patch the pods of its namespace (a
 	// pod's image among what a patch changes), at the path client-go
@@ -113,13 +115,12 @@ func walls(t *testing.T, with string, asUser bool) {
 	// nothing else of the container's shows. Root can give mm that
 	// (a mount namespace of mm's own, as the container's), and writes the
 	// files there through /proc/PID/root once mm runs.
-	var saNames, umountSA string
+	umountSA := ""
 	if root {
 		prefix = append([]string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
 			"mkdir -p " + saPath + " && mount -t tmpfs -o size=64k,mode=0755 kube-api-access " + saPath + ` && exec "$@"`, "sh"}, prefix...)
 		umountSA = "umount " + saPath + " 2>&1 && echo MOUNTED-sa\n"
-		saNames = " " + saPath + "/token " + saPath + "/..data/token " + saPath + "/..2*/token /run/secrets/kubernetes.io/serviceaccount/token"
-		pgNames += saNames
+		secretNames += " " + saPath + "/token " + saPath + "/..data/token " + saPath + "/..2*/token /run/secrets/kubernetes.io/serviceaccount/token"
 	}
 	hostFile := filepath.Join(dir, "written-by-the-tenant")
 	sockDir := filepath.Join(dir, "run")
@@ -163,18 +164,18 @@ func walls(t *testing.T, with string, asUser bool) {
 	sandboxtest.Own(t, project)
 
 	tokens := "serve:\n  tokens:\n    - {name: alice, token: alice-token-0123456789}\nsessions:\n  enabled: true\nsandbox:\n  with: " + with + "\n"
-	attackScript := "cat " + pgNames + " 2>&1\n" + umountSA + attackLines(dir, "serve.yaml", hostFile, sock, loopPort, outside)
+	attackScript := "cat " + secretNames + " 2>&1\n" + umountSA + attackLines(dir, "serve.yaml", hostFile, sock, loopPort, outside)
 	// The secret changed in place while a command runs (a long-lived one,
 	// an MCP server, would wait for it): the test changes it between
 	// ready and go.
 	ready, goOn := filepath.Join(project, "ready"), filepath.Join(project, "go")
-	waitScript := "touch " + ready + "; while [ ! -e " + goOn + " ]; do sleep 0.05; done; cat " + pgNames + " 2>&1; echo ATTACK-DONE"
+	waitScript := "touch " + ready + "; while [ ! -e " + goOn + " ]; do sleep 0.05; done; cat " + secretNames + " 2>&1; echo ATTACK-DONE"
 	script := serveScript + fmt.Sprintf("  - match: \"^attack$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", attackScript) +
 		fmt.Sprintf("  - match: \"^attack while the secret changes$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", waitScript)
 	s := startServeIn(t, prefix, bin, dir, "serve.yaml", scriptedModel, script, tokens,
 		"MM_SERVE_TOKEN="+serveToken, "PGPASSWORD=PG-ENV-SECRET", "OPENAI_API_KEY=OPENAI-ENV-SECRET", "PGPASSFILE="+pgpass)
 	sa := ""
-	if saNames != "" {
+	if root {
 		// By the path the link /var/run leads to: an absolute link
 		// under /proc/PID/root leads into the test's own root.
 		sa = filepath.Join("/proc", strconv.Itoa(s.cmd.Process.Pid), "root", "run", strings.TrimPrefix(saPath, "/var/run/"))

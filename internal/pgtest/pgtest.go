@@ -48,11 +48,12 @@ var ErrNotInstalled = errors.New("PostgreSQL is not installed (no pg_ctl in /usr
 
 // Server is one running throwaway server.
 type Server struct {
-	dir  string // holds data/, the log and the socket
-	bin  string // the folder of initdb and pg_ctl
-	port int
-	cred *syscall.Credential // the postgres user's, when running as root
-	n    atomic.Int64        // schemas made
+	dir    string // holds data/, the log and the socket
+	bin    string // the folder of initdb and pg_ctl
+	listen string // the address it listens on
+	port   int
+	cred   *syscall.Credential // the postgres user's, when running as root
+	n      atomic.Int64        // schemas made
 }
 
 // Bin returns the folder of PostgreSQL's server programs: the newest of
@@ -79,7 +80,21 @@ func Bin() (string, error) {
 // Start makes a database cluster in a new temporary directory and starts
 // its server; fsync is off unless MM_PGTEST_FSYNC=1. The server trusts
 // local connections as the superuser mm.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return StartWith(Options{}) }
+
+// Options say where a server listens and whom else it lets in.
+type Options struct {
+	// Listen is the address it listens on; "" is 127.0.0.1.
+	Listen string
+	// Port is its port; 0 is a free one.
+	Port int
+	// Trust are networks (CIDR) whose clients it lets in as mm, without
+	// a password, beside local ones: a test's pods.
+	Trust []string
+}
+
+// StartWith is Start, listening and letting in as o says.
+func StartWith(o Options) (*Server, error) {
 	bin, err := Bin()
 	if err != nil {
 		return nil, err
@@ -88,7 +103,10 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, bin: bin}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1"
+	}
+	s := &Server{dir: dir, bin: bin, listen: o.Listen}
 	if os.Geteuid() == 0 {
 		if s.cred, err = postgresUser(); err != nil {
 			os.RemoveAll(dir)
@@ -103,15 +121,32 @@ func Start() (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	if len(o.Trust) > 0 {
+		hba, err := os.OpenFile(filepath.Join(s.data(), "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			for _, n := range o.Trust {
+				fmt.Fprintf(hba, "host all mm %s trust\n", n)
+			}
+			err = hba.Close()
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	fsync := "off"
 	if os.Getenv(FsyncEnv) == "1" {
 		fsync = "on"
 	}
 	// A free port may be taken between looking and listening: try again.
 	for attempt := 0; ; attempt++ {
-		if s.port, err = freePort(); err == nil {
+		s.port = o.Port
+		if s.port == 0 {
+			s.port, err = freePort()
+		}
+		if err == nil {
 			err = s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(dir, "log"), "-w", "-t", strconv.Itoa(int(testwait.Hang.Seconds())), "-o",
-				fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=%s -c max_connections=200", s.port, dir, fsync), "start")
+				fmt.Sprintf("-p %d -k %s -c listen_addresses=%s -c fsync=%s -c max_connections=200", s.port, dir, s.listen, fsync), "start")
 		}
 		if err == nil {
 			return s, nil
@@ -128,7 +163,20 @@ func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 
 // URL is the address of the database postgres, as the superuser mm.
 func (s *Server) URL() string {
-	return fmt.Sprintf("postgres://mm@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+	return fmt.Sprintf("postgres://mm@%s/postgres?sslmode=disable", net.JoinHostPort(s.listen, strconv.Itoa(s.port)))
+}
+
+// Database makes a new, empty database name. It connects through the
+// server's socket, which lets mm in whatever address the server listens
+// on.
+func (s *Server) Database(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://mm@/postgres?host=%s&port=%d&sslmode=disable", s.dir, s.port))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	return err
 }
 
 // Schema makes a new, empty schema and returns the URL whose connections

@@ -35,16 +35,8 @@ func Listener(t testing.TB) int {
 // machine with no such address.
 func Outside(t testing.TB) string {
 	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Skip(err)
-	}
-	for _, a := range addrs {
-		ip, ok := a.(*net.IPNet)
-		if !ok || ip.IP.To4() == nil || !ip.IP.IsGlobalUnicast() {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip.IP.String(), "0"))
+	for _, ip := range globalIPv4(t) {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 		if err != nil {
 			continue
 		}
@@ -62,4 +54,32 @@ func Outside(t testing.TB) string {
 	}
 	t.Skip("this machine has no address but loopback: no outside to reach")
 	return ""
+}
+
+// OutsideIP is this machine's first global IPv4 address, the one Outside
+// listens on: where a process in a network namespace of its own, or a pod
+// on this machine, reaches it. The test is skipped on a machine with none.
+func OutsideIP(t testing.TB) string {
+	t.Helper()
+	if ips := globalIPv4(t); len(ips) > 0 {
+		return ips[0]
+	}
+	t.Skip("this machine has no address but loopback")
+	return ""
+}
+
+// globalIPv4 are this machine's global IPv4 addresses, in the order the
+// system lists them.
+func globalIPv4(t testing.TB) []string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Skip(err)
+	}
+	var out []string
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && ip.IP.IsGlobalUnicast() {
+			out = append(out, ip.IP.String())
+		}
+	}
+	return out
 }

@@ -12,7 +12,7 @@ import (
 // takes about a minute a target with a cold build cache (on 2 cores), a
 // second or two with a warm one: building for other platforms is not a unit
 // test, so it runs only when asked for, with MM_CROSSCOMPILE=1 (.ci/run sets
-// it, in a step of its own after the README's test command).
+// it, and runs it at the lowest priority beside its other steps).
 func TestCrossCompile(t *testing.T) {
 	if os.Getenv("MM_CROSSCOMPILE") != "1" {
 		t.Skip("builds mm for six targets: set MM_CROSSCOMPILE=1 to run it (.ci/run does)")

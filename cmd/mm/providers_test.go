@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +22,10 @@ import (
 // etcd-server.
 const etcdEnv = "MM_REQUIRE_ETCD"
 
+// consulEnv, set to 1, makes TestClusterOnConsul fail where no consul is
+// found instead of skipping: .ci/run sets it once it has built Consul.
+const consulEnv = "MM_REQUIRE_CONSUL"
+
 // TestClusterOnEtcd runs two mm serve nodes with the etcd provider
 // (protoactor's, in an mm-node built with -tags etcd) against a real etcd
 // (in MM_CLUSTER_BIN, or on PATH): see clusterOnProvider.
@@ -34,6 +39,28 @@ func TestClusterOnEtcd(t *testing.T) {
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default="+peer)
 	waitUntil(t, "etcd serving", func() bool { return httpOK(client + "/health") })
 	clusterOnProvider(t, "etcd", fmt.Sprintf("  provider: etcd\n  etcd: {endpoints: [%q], prefix: /mm-test}\n", strings.TrimPrefix(client, "http://")))
+}
+
+// TestClusterOnConsul runs two mm serve nodes with the consul provider
+// (protoactor's, in an mm-node built with -tags consul) against a real
+// Consul agent in dev mode (a server of its own, on free ports): see
+// clusterOnProvider. Consul 1.15.4 (MPL 2.0), in MM_CLUSTER_BIN or on
+// PATH: scripts/cluster-bin.sh builds it (ONLY=consul for it alone).
+func TestClusterOnConsul(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
+	consul := clusterProgram(t, "consul", consulEnv, "scripts/cluster-bin.sh builds it")
+	ports := freePorts(t, 5)
+	runProgram(t, consul, "agent", "-dev", "-node", "mm-test", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-data-dir", filepath.Join(t.TempDir(), "consul"),
+		"-http-port", fmt.Sprint(ports[0]), "-server-port", fmt.Sprint(ports[1]),
+		"-serf-lan-port", fmt.Sprint(ports[2]), "-serf-wan-port", fmt.Sprint(ports[3]),
+		"-dns-port", fmt.Sprint(ports[4]), "-grpc-port", "-1", "-grpc-tls-port", "-1")
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	waitUntil(t, "consul's server elected", func() bool {
+		res, err := httpGet("http://" + addr + "/v1/status/leader")
+		return err == nil && strings.Trim(strings.TrimSpace(res), `"`) != ""
+	})
+	clusterOnProvider(t, "consul", fmt.Sprintf("  provider: consul\n  consul: {address: %q}\n", addr))
 }
 
 // clusterOnProvider runs two mm serve nodes with provider (its config
@@ -138,6 +165,20 @@ func runProgram(t *testing.T, path string, args ...string) {
 			t.Logf("%s:\n%s", filepath.Base(path), tail(log.String(), 4000))
 		}
 	})
+}
+
+// httpGet is the body of a GET answered 200.
+func httpGet(url string) (string, error) {
+	res, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err == nil && res.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", url, res.Status)
+	}
+	return string(b), err
 }
 
 func httpOK(url string) bool {

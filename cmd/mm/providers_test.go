@@ -50,7 +50,8 @@ func TestClusterOnConsul(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
 	consul := clusterProgram(t, "consul", consulEnv, "scripts/cluster-bin.sh builds it")
 	ports := freePorts(t, 5)
-	runProgram(t, consul, "agent", "-dev", "-node", "mm-test", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+	// disable_update_check: no call to HashiCorp's update service.
+	runProgram(t, consul, "agent", "-dev", "-hcl", "disable_update_check = true", "-node", "mm-test", "-bind", "127.0.0.1", "-client", "127.0.0.1",
 		"-data-dir", filepath.Join(t.TempDir(), "consul"),
 		"-http-port", fmt.Sprint(ports[0]), "-server-port", fmt.Sprint(ports[1]),
 		"-serf-lan-port", fmt.Sprint(ports[2]), "-serf-wan-port", fmt.Sprint(ports[3]),

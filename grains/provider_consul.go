@@ -4,6 +4,10 @@ package grains
 
 import (
 	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/consul"
@@ -21,8 +25,63 @@ func init() {
 		if cfg.Consul.Address != "" {
 			c.Address = cfg.Consul.Address
 		}
+		// The client the api package would make (the CONSUL_* TLS
+		// settings on its transport), its registrations paced.
+		hc, err := api.NewHttpClient(c.Transport, c.TLSConfig)
+		if err != nil {
+			return nil, err
+		}
+		hc.Transport = &pacedRegistration{next: hc.Transport}
+		c.HttpClient = hc
 		// The check goes critical once no refresh came for the failure
 		// timeout; the member refreshes it four times in that span.
 		return consul.NewWithConfig(c, consul.WithTTL(cfg.FailureTimeout), consul.WithRefreshTTL(cfg.FailureTimeout/4))
 	}
+}
+
+// pacedRegistration spaces the provider's attempts to register its
+// member after one failed. protoactor's provider tries again at once,
+// logging each refusal: against a Consul that refuses the node (its
+// token missing or lacking service:write) it made about 2,000 attempts
+// and error lines a second, a core and a log's disk burnt for nothing.
+// Paced, the attempts come 0.1 s after a failure, then twice as far
+// apart each time up to registrationPaceMax, and at once again after a
+// success; the refusals are still logged, each one.
+type pacedRegistration struct {
+	next http.RoundTripper
+
+	mu     sync.Mutex
+	failed int // registrations refused or failed in a row
+}
+
+// registrationPaceMax is the longest wait between two attempts to
+// register.
+const registrationPaceMax = 10 * time.Second
+
+func (p *pacedRegistration) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, "/agent/service/register") {
+		return p.next.RoundTrip(req)
+	}
+	p.mu.Lock()
+	failed := p.failed
+	p.mu.Unlock()
+	if failed > 0 {
+		wait := min(100*time.Millisecond<<min(failed-1, 10), registrationPaceMax)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		}
+	}
+	res, err := p.next.RoundTrip(req)
+	p.mu.Lock()
+	if err != nil || res.StatusCode/100 != 2 {
+		p.failed++
+	} else {
+		p.failed = 0
+	}
+	p.mu.Unlock()
+	return res, err
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/acp-go-sdk"
 
@@ -46,22 +47,67 @@ func TestClusterOnEtcd(t *testing.T) {
 // Consul agent in dev mode (a server of its own, on free ports): see
 // clusterOnProvider. Consul 1.15.4 (MPL 2.0), in MM_CLUSTER_BIN or on
 // PATH: scripts/cluster-bin.sh builds it (ONLY=consul for it alone).
+// Then against one whose ACLs deny what no token allows, as a Consul in
+// production does: the nodes take their token from CONSUL_HTTP_TOKEN,
+// which mm serve hands to mm-node.
 func TestClusterOnConsul(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
 	consul := clusterProgram(t, "consul", consulEnv, "scripts/cluster-bin.sh builds it")
+	t.Run("open", func(t *testing.T) {
+		addr := startConsul(t, consul)
+		clusterOnProvider(t, "consul", fmt.Sprintf("  provider: consul\n  consul: {address: %q}\n", addr))
+	})
+	t.Run("acl", func(t *testing.T) {
+		token := "6f1d2c3b-0a9e-4d8c-b7a6-5e4f3d2c1b0a"
+		addr := startConsul(t, consul, "acl {\n enabled = true\n default_policy = \"deny\"\n tokens { initial_management = \""+token+"\" }\n}")
+		lines := fmt.Sprintf("  provider: consul\n  consul: {address: %q}\n", addr)
+		// A node without the token is refused. It says so, and tries
+		// again, paced: protoactor's provider alone tried again at once,
+		// about 2,000 times a second, each refusal an error line.
+		refused := providerNodes(t, "consul", lines)(0)
+		const refusal = "Failed to register service to consul"
+		waitUntil(t, "the node without a token refused", func() bool {
+			return strings.Contains(refused.stderr.String(), refusal) && strings.Contains(refused.stderr.String(), "403 (Permission denied")
+		})
+		first := time.Now()
+		waitUntil(t, "the node without a token trying again", func() bool {
+			return strings.Count(refused.stderr.String(), refusal) >= 3
+		})
+		if wait := 2*time.Second - time.Since(first); wait > 0 {
+			time.Sleep(wait) // what an unpaced provider fills with thousands of attempts
+		}
+		if n := strings.Count(refused.stderr.String(), refusal); n > 20 {
+			t.Errorf("the node without a token tried %d times in %v", n, time.Since(first).Round(time.Millisecond))
+		}
+		if code := refused.readyz(t); code == http.StatusOK {
+			t.Errorf("the node without a token says it is ready")
+		}
+		_ = refused.cmd.Process.Kill()
+		clusterOnProvider(t, "consul", lines, "CONSUL_HTTP_TOKEN="+token)
+	})
+}
+
+// startConsul runs a Consul agent in dev mode on free ports, with hcl
+// added to its config, and gives its HTTP API's address once it has
+// elected itself leader.
+func startConsul(t *testing.T, consul string, hcl ...string) string {
 	ports := freePorts(t, 5)
 	// disable_update_check: no call to HashiCorp's update service.
-	runProgram(t, consul, "agent", "-dev", "-hcl", "disable_update_check = true", "-node", "mm-test", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+	args := []string{"agent", "-dev", "-hcl", "disable_update_check = true", "-node", "mm-test", "-bind", "127.0.0.1", "-client", "127.0.0.1",
 		"-data-dir", filepath.Join(t.TempDir(), "consul"),
 		"-http-port", fmt.Sprint(ports[0]), "-server-port", fmt.Sprint(ports[1]),
 		"-serf-lan-port", fmt.Sprint(ports[2]), "-serf-wan-port", fmt.Sprint(ports[3]),
-		"-dns-port", fmt.Sprint(ports[4]), "-grpc-port", "-1", "-grpc-tls-port", "-1")
+		"-dns-port", fmt.Sprint(ports[4]), "-grpc-port", "-1", "-grpc-tls-port", "-1"}
+	for _, h := range hcl {
+		args = append(args, "-hcl", h)
+	}
+	runProgram(t, consul, args...)
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	waitUntil(t, "consul's server elected", func() bool {
 		res, err := httpGet("http://" + addr + "/v1/status/leader")
 		return err == nil && strings.Trim(strings.TrimSpace(res), `"`) != ""
 	})
-	clusterOnProvider(t, "consul", fmt.Sprintf("  provider: consul\n  consul: {address: %q}\n", addr))
+	return addr
 }
 
 // clusterOnProvider runs two mm serve nodes with provider (its config
@@ -71,25 +117,9 @@ func TestClusterOnConsul(t *testing.T) {
 // out once the provider does (a lease or a check that ends); node 1
 // started again comes back as a new member, and a session placed on it
 // answers.
-func clusterOnProvider(t *testing.T, tag, lines string) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	if err := mmbuild.Build(filepath.Join(bin, "mm"), "."); err != nil {
-		t.Fatal(err)
-	}
-	if err := mmbuild.Build(filepath.Join(bin, "mm-node"), "../mm-node", "-tags", tag); err != nil {
-		t.Fatal(err)
-	}
-	certs := clusterCerts(t)
-	work := filepath.Join(dir, "work")
-	start := func(i int) *node {
-		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  placement: spread\n%s  failureTimeout: %s\n%s",
-			lines, testFailureTimeout, tlsLines(certs))
-		s := startServeIn(t, nil, filepath.Join(bin, "mm"), work, fmt.Sprintf("node%d.yaml", i), scriptedModel, serveScript, cluster,
-			"MM_SERVE_TOKEN="+serveToken)
-		return &node{served: s, certs: certs}
-	}
-	nodes := []*node{start(0), start(1)}
+func clusterOnProvider(t *testing.T, tag, lines string, env ...string) {
+	start := providerNodes(t, tag, lines)
+	nodes := []*node{start(0, env...), start(1, env...)}
 	members := func(what string, n int) {
 		for i, nd := range nodes {
 			waitUntil(t, fmt.Sprintf("node %d ready with %d members %s", i, n, what), func() bool {
@@ -113,12 +143,35 @@ func clusterOnProvider(t *testing.T, tag, lines string) {
 	}
 	_ = nodes[1].waitExit(t, "node 1 killed")
 	waitUntil(t, "node 0 counting node 1 out", func() bool { return nodes[0].members(t) == 1 })
-	nodes[1] = start(1)
+	nodes[1] = start(1, env...)
 	c.nodes[1] = nodes[1]
 	members("after node 1 started again", 2)
 	again := c.sessionOn(t, ctx, w, project, "node 1 started again", func(n int) bool { return n == 1 })
 	if res, err := w.ask(ctx, again, "ping"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("a prompt through node 0 to a session on node 1 started again: %v %v\nnode 0:\n%s\nnode 1:\n%s", res, err, nodes[0].stderr.String(), nodes[1].stderr.String())
+	}
+}
+
+// providerNodes builds mm and an mm-node with the provider's tag, and
+// gives what starts node i of a cluster on that provider (lines: its
+// config), with env added to its environment.
+func providerNodes(t *testing.T, tag, lines string) func(i int, env ...string) *node {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := mmbuild.Build(filepath.Join(bin, "mm"), "."); err != nil {
+		t.Fatal(err)
+	}
+	if err := mmbuild.Build(filepath.Join(bin, "mm-node"), "../mm-node", "-tags", tag); err != nil {
+		t.Fatal(err)
+	}
+	certs := clusterCerts(t)
+	work := filepath.Join(dir, "work")
+	return func(i int, env ...string) *node {
+		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  placement: spread\n%s  failureTimeout: %s\n%s",
+			lines, testFailureTimeout, tlsLines(certs))
+		s := startServeIn(t, nil, filepath.Join(bin, "mm"), work, fmt.Sprintf("node%d.yaml", i), scriptedModel, serveScript, cluster,
+			append([]string{"MM_SERVE_TOKEN=" + serveToken}, env...)...)
+		return &node{served: s, certs: certs}
 	}
 }
 

@@ -30,10 +30,10 @@ module() {
 }
 
 # Consul 1.15.4, under the MPL 2.0 (its releases from August 2023 on are
-# under the BUSL, which is not an open licence). Its module replaces its own submodules (api, sdk,
-# …) with its folders, which the proxy does not carry: use the published
-# ones. The tag's api folder is newer than the api v1.21.0 it requires:
-# v1.23.0 (MPL 2.0 too) has all it uses.
+# under the BUSL, which is not an open licence). Its module replaces its
+# own submodules (api, sdk, …) with its folders, which the proxy does not
+# carry: use the published ones. The tag's api folder is newer than the
+# api v1.21.0 it requires: v1.23.0 (MPL 2.0 too) has all it uses.
 consul() {
   module "github.com/hashicorp/consul@v1.15.4" consul
   cd "$work/consul"

@@ -3,6 +3,7 @@
 package grains
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -31,12 +32,30 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		hc.Transport = &pacedRegistration{next: hc.Transport}
+		pace := &pacedRegistration{next: hc.Transport, stop: make(chan struct{})}
+		hc.Transport = pace
 		c.HttpClient = hc
 		// The check goes critical once no refresh came for the failure
 		// timeout; the member refreshes it four times in that span.
-		return consul.NewWithConfig(c, consul.WithTTL(cfg.FailureTimeout), consul.WithRefreshTTL(cfg.FailureTimeout/4))
+		p, err := consul.NewWithConfig(c, consul.WithTTL(cfg.FailureTimeout), consul.WithRefreshTTL(cfg.FailureTimeout/4))
+		if err != nil {
+			return nil, err
+		}
+		return pacedProvider{Provider: p, pace: pace}, nil
 	}
+}
+
+// pacedProvider ends its registrations' waits as it shuts down: its
+// actor, which stops only once the attempt at hand returns, is not held
+// up to registrationPaceMax.
+type pacedProvider struct {
+	*consul.Provider
+	pace *pacedRegistration
+}
+
+func (p pacedProvider) Shutdown(graceful bool) error {
+	p.pace.once.Do(func() { close(p.pace.stop) })
+	return p.Provider.Shutdown(graceful)
 }
 
 // pacedRegistration spaces the provider's attempts to register its
@@ -49,6 +68,8 @@ func init() {
 // success; the refusals are still logged, each one.
 type pacedRegistration struct {
 	next http.RoundTripper
+	stop chan struct{} // closed as the provider shuts down
+	once sync.Once
 
 	mu     sync.Mutex
 	failed int // registrations refused or failed in a row
@@ -70,6 +91,9 @@ func (p *pacedRegistration) RoundTrip(req *http.Request) (*http.Response, error)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
+		case <-p.stop:
+			t.Stop()
+			return nil, errors.New("mm: the node is stopping")
 		case <-req.Context().Done():
 			t.Stop()
 			return nil, req.Context().Err()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,8 +49,9 @@ func TestClusterOnEtcd(t *testing.T) {
 // clusterOnProvider. Consul 1.15.4 (MPL 2.0), in MM_CLUSTER_BIN or on
 // PATH: scripts/cluster-bin.sh builds it (ONLY=consul for it alone).
 // Then against one whose ACLs deny what no token allows, as a Consul in
-// production does: the nodes take their token from CONSUL_HTTP_TOKEN,
-// which mm serve hands to mm-node.
+// production does: the nodes take their token, which has only the rules
+// docs/cluster.md names, from CONSUL_HTTP_TOKEN, which mm serve hands to
+// mm-node.
 func TestClusterOnConsul(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
 	consul := clusterProgram(t, "consul", consulEnv, "scripts/cluster-bin.sh builds it")
@@ -58,9 +60,18 @@ func TestClusterOnConsul(t *testing.T) {
 		clusterOnProvider(t, "consul", fmt.Sprintf("  provider: consul\n  consul: {address: %q}\n", addr))
 	})
 	t.Run("acl", func(t *testing.T) {
-		token := "6f1d2c3b-0a9e-4d8c-b7a6-5e4f3d2c1b0a"
-		addr := startConsul(t, consul, "acl {\n enabled = true\n default_policy = \"deny\"\n tokens { initial_management = \""+token+"\" }\n}")
+		management := "6f1d2c3b-0a9e-4d8c-b7a6-5e4f3d2c1b0a"
+		addr := startConsul(t, consul, "acl {\n enabled = true\n default_policy = \"deny\"\n tokens { initial_management = \""+management+"\" }\n}")
 		lines := fmt.Sprintf("  provider: consul\n  consul: {address: %q}\n", addr)
+		// The nodes' token has only the rules docs/cluster.md names:
+		// service:write on the cluster's name (test), service:read and
+		// node:read for the watch.
+		consulPut(t, addr, management, "/v1/acl/policy", `{"Name": "mm-node", "Rules": "service \"test\" { policy = \"write\" }\nservice_prefix \"\" { policy = \"read\" }\nnode_prefix \"\" { policy = \"read\" }"}`)
+		var created struct{ SecretID string }
+		if err := json.Unmarshal([]byte(consulPut(t, addr, management, "/v1/acl/token", `{"Policies": [{"Name": "mm-node"}]}`)), &created); err != nil || created.SecretID == "" {
+			t.Fatalf("the nodes' token: %v %+v", err, created)
+		}
+		token := created.SecretID
 		// A node without the token is refused. It says so, and tries
 		// again, paced: protoactor's provider alone tried again at once,
 		// about 2,000 times a second, each refusal an error line.
@@ -85,6 +96,27 @@ func TestClusterOnConsul(t *testing.T) {
 		_ = refused.cmd.Process.Kill()
 		clusterOnProvider(t, "consul", lines, "CONSUL_HTTP_TOKEN="+token)
 	})
+}
+
+// consulPut is the body of Consul's answer 200 to a PUT of body at path,
+// with token.
+func consulPut(t *testing.T, addr, token, path, body string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, "http://"+addr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Consul-Token", token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("PUT %s: %s %v\n%s", path, res.Status, err, b)
+	}
+	return string(b)
 }
 
 // startConsul runs a Consul agent in dev mode on free ports, with hcl

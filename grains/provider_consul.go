@@ -26,21 +26,19 @@ func init() {
 		if cfg.Consul.Address != "" {
 			c.Address = cfg.Consul.Address
 		}
-		// The client the api package would make (the CONSUL_* TLS
-		// settings on its transport), its registrations paced.
-		hc, err := api.NewHttpClient(c.Transport, c.TLSConfig)
-		if err != nil {
-			return nil, err
-		}
-		pace := &pacedRegistration{next: hc.Transport, stop: make(chan struct{})}
-		hc.Transport = pace
-		c.HttpClient = hc
 		// The check goes critical once no refresh came for the failure
 		// timeout; the member refreshes it four times in that span.
 		p, err := consul.NewWithConfig(c, consul.WithTTL(cfg.FailureTimeout), consul.WithRefreshTTL(cfg.FailureTimeout/4))
 		if err != nil {
 			return nil, err
 		}
+		// api.NewClient, called by NewWithConfig, left in c the HTTP
+		// client the provider's client uses (its transport as the
+		// address and the CONSUL_* TLS settings make it, a unix socket's
+		// included); nothing has been sent yet. Its registrations are
+		// paced from here.
+		pace := &pacedRegistration{next: c.HttpClient.Transport, stop: make(chan struct{})}
+		c.HttpClient.Transport = pace
 		return pacedProvider{Provider: p, pace: pace}, nil
 	}
 }

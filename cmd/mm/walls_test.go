@@ -36,7 +36,7 @@ import (
 const saPath = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // wallSecrets are the secrets mm's environment holds in these tests.
-var wallSecrets = []string{"PG-ENV-SECRET", "OPENAI-ENV-SECRET", serveToken}
+var wallSecrets = []string{"PG-ENV-SECRET", "OPENAI-ENV-SECRET", "CONSUL-ENV-SECRET", serveToken}
 
 func TestWallsBubblewrapRoot(t *testing.T) { walls(t, "bubblewrap", false) }
 func TestWallsLandlockRoot(t *testing.T)   { walls(t, "landlock", false) }
@@ -173,7 +173,7 @@ func walls(t *testing.T, with string, asUser bool) {
 	script := serveScript + fmt.Sprintf("  - match: \"^attack$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", attackScript) +
 		fmt.Sprintf("  - match: \"^attack while the secret changes$\"\n    steps:\n      - toolCalls: [{name: bash, args: {command: %q}}]\n      - {text: \"bash said: {{last_tool_output}}\"}\n", waitScript)
 	s := startServeIn(t, prefix, bin, dir, "serve.yaml", scriptedModel, script, tokens,
-		"MM_SERVE_TOKEN="+serveToken, "PGPASSWORD=PG-ENV-SECRET", "OPENAI_API_KEY=OPENAI-ENV-SECRET", "PGPASSFILE="+pgpass)
+		"MM_SERVE_TOKEN="+serveToken, "PGPASSWORD=PG-ENV-SECRET", "OPENAI_API_KEY=OPENAI-ENV-SECRET", "CONSUL_HTTP_TOKEN=CONSUL-ENV-SECRET", "PGPASSFILE="+pgpass)
 	sa := ""
 	if root {
 		// By the path the link /var/run leads to: an absolute link

@@ -148,6 +148,11 @@ func startServeIn(t testing.TB, prefix []string, bin, dir, name, model, script, 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
+	if v := os.Getenv("MM_TEST_NODE_ENV"); v != "" {
+		// Performance work: more environment for each mm serve and its
+		// mm-node, as NAME=value fields (GOMAXPROCS=1).
+		cmd.Env = append(cmd.Env, strings.Fields(v)...)
+	}
 	s := &served{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1), dir: dir}
 	cmd.Stdout = s.stdout
 	pipe, err := cmd.StderrPipe()

@@ -358,9 +358,10 @@ type Cluster struct {
 	FailureTimeout time.Duration `yaml:"failureTimeout"`
 	// Placement is where a session a client opens lives:
 	// PlacementBalanced, PlacementLocal or PlacementSpread.
-	Placement string        `yaml:"placement"`
-	Etcd      ClusterEtcd   `yaml:"etcd"`
-	Consul    ClusterConsul `yaml:"consul"`
+	Placement  string        `yaml:"placement"`
+	StreamPort int           `yaml:"streamPort"`
+	Etcd       ClusterEtcd   `yaml:"etcd"`
+	Consul     ClusterConsul `yaml:"consul"`
 	// TLS is the nodes' mutual TLS; required unless Advertise is a
 	// loopback address.
 	TLS ClusterTLS `yaml:"tls"`

@@ -104,6 +104,9 @@ func TestErrors(t *testing.T) {
 		{"cluster:\n  name: mm\n  advertise: :4020\n  peers: [a:6330]\n  failureTimeout: 100ms\n", "cluster.failureTimeout"},
 		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: zk\n", "cluster.provider"},
 		{"cluster:\n  name: mm\n  advertise: :4020\n  peers: [a:6330]\n  placement: near\n", `cluster.placement: unknown placement "near" (balanced, local, spread)`},
+		{"cluster:\n  name: mm\n  advertise: :4020\n  peers: [a:6330]\n  streamPort: 70000\n", "cluster.streamPort: must be a port"},
+		{"cluster:\n  name: mm\n  advertise: :4020\n  peers: [a:6330]\n  streamPort: 4020\n", "cluster.streamPort: is advertise's port too"},
+		{"cluster:\n  name: mm\n  advertise: :4020\n  peers: [a:6330]\n  streamPort: 6330\n", "cluster.streamPort: is healthPort too"},
 		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: etcd\n  etcd: {endpoints: []}\n", "cluster.etcd.endpoints"},
 		{"cluster:\n  name: mm\n  advertise: :4020\n  provider: k8s\n", "cluster.tls: is needed: without the nodes' mutual TLS"},
 		// On loopback too: every program of the machine reaches the port.

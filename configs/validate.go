@@ -265,6 +265,15 @@ func (c *Config) validateCluster(bad func(key, why string) error) error {
 	default:
 		return bad("cluster.placement", fmt.Sprintf("unknown placement %q (balanced, local, spread)", cl.Placement))
 	}
+	if cl.StreamPort < -1 || cl.StreamPort > 65535 {
+		return bad("cluster.streamPort", "must be a port, 1 to 65535, 0 (a free one) or -1 (no stream)")
+	}
+	if _, port, _ := net.SplitHostPort(cl.Advertise); cl.StreamPort > 0 && port == strconv.Itoa(cl.StreamPort) {
+		return bad("cluster.streamPort", "is advertise's port too: the remote and the stream need one each")
+	}
+	if cl.StreamPort > 0 && cl.Provider == "automanaged" && cl.StreamPort == cl.HealthPort {
+		return bad("cluster.streamPort", "is healthPort too: the health endpoint and the stream need one each")
+	}
 	switch cl.Provider {
 	case "automanaged":
 		if len(cl.Peers) == 0 {

@@ -88,7 +88,7 @@ func (e *Edge) Forwarder(owner string) protocol.NewForwarder {
 			panic(fmt.Sprintf("grains: an edge's PID %s is taken", self.Id))
 		}
 		c.self = self
-		c.me = &grainspb.Conn{Address: c.self.Address, Id: c.self.Id}
+		c.me = &grainspb.Conn{Address: c.self.Address, Id: c.self.Id, Stream: e.m.streamAddr()}
 		if c.k = e.owners.key(owner, c.me); c.k == nil {
 			// The owner is the name of a token this node let in: its
 			// token is here. Without it, every node refuses its calls.
@@ -252,7 +252,7 @@ func (c *edgeConn) Forward(sid string, r actors.Reply, p any, raw json.RawMessag
 		msg := c.straightTo(to, call)
 		c.goStraight(l, call, req, to)
 		c.mu.Unlock()
-		c.e.m.System().Root.RequestWithCustomSender(to, msg, c.self)
+		c.sendStraight(to, msg)
 		return
 	}
 	call.Proof = c.k.prove(nil, call)
@@ -309,7 +309,7 @@ func (c *edgeConn) send(l *lane) {
 			c.mu.Lock()
 			c.goStraight(l, call, r, to)
 			c.mu.Unlock()
-			root.RequestWithCustomSender(to, msg, c.self)
+			c.sendStraight(to, msg)
 			continue
 		}
 		a, err := c.e.deliver(call)
@@ -324,6 +324,9 @@ func (c *edgeConn) send(l *lane) {
 			}
 			if v := a.Session; v != nil {
 				c.sessions[call.SessionId] = pidOf(v)
+				if at := c.e.m.trustedStream(v.Address, v.Stream); at != "" {
+					c.e.m.streamAt.Store(v.Address, at)
+				}
 			}
 			l.ended = call.Method == acp.AgentMethodSessionClose || call.Method == acp.AgentMethodSessionDelete
 		}

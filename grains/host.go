@@ -270,6 +270,9 @@ func (g *grain) call(ctx actor.Context, c *grainspb.Call, local bool, here *acto
 	}
 	key := connKey(c.Conn)
 	self := &grainspb.Conn{Address: ctx.Self().Address, Id: ctx.Self().Id}
+	if g.h.m != nil {
+		self.Stream = g.h.m.streamAddr() // where the edge sends its prompts straight
+	}
 	if c.Seq <= g.last[key] {
 		a := &grainspb.Accepted{Node: node, Session: self}
 		if l := g.h.known(c.Conn); l != nil {

@@ -76,7 +76,23 @@ type link struct {
 	outs     []*grainspb.Out
 	flushing bool
 	once     sync.Once
+	// stream is where the edge's node takes its Outs straight (Conn.stream,
+	// on a member's host: Member.trustedStream; stream.go), and via the
+	// connection there. A link sends all its Outs one way, so that none
+	// overtakes another: dialing says the connection is being dialed
+	// (newLink starts it), and what the sessions write waits in outs
+	// until streamDialed says whether it is up (via). A link whose via is
+	// nil sends through the remote for its life: it had no stream, its
+	// dial failed, or its connection broke. The link's actor alone reads
+	// and writes via and dialing once it is spawned.
+	stream  string
+	via     *streamPeer
+	dialing bool
 }
+
+// streamDialed tells a link's actor that the dial newLink started has
+// ended: it never leaves the process.
+type streamDialed struct{}
 
 // flushOuts tells the link's actor to send what its sessions wrote: it
 // never leaves the process.
@@ -101,11 +117,27 @@ type delivery struct {
 func (h *Host) newLink(sys *actor.ActorSystem, key string, k *secret, call *grainspb.Call) *link {
 	l := &link{h: h, key: key, owner: call.Owner, k: k, edge: actor.NewPID(call.Conn.Address, call.Conn.Id), sys: sys, node: sys.Address(),
 		debts: map[string]*debt{}, delivers: map[uint64]delivery{}, gone: make(chan struct{})}
-	l.self = sys.Root.Spawn(h.hub.Runtime().Props(l.receive))
 	if call.Conn.Address == sys.Address() && h.m != nil {
 		if c, ok := h.m.edges.Load(call.Conn.Id); ok && c.(*edgeConn).owner == call.Owner {
 			l.local = c.(*edgeConn)
 		}
+	}
+	var s *stream
+	if l.local == nil && h.m != nil && h.m.stream != nil {
+		s, l.stream = h.m.stream, h.m.trustedStream(call.Conn.Address, call.Conn.Stream)
+	}
+	if l.stream != "" {
+		l.via = s.peerNow(l.stream)
+		l.dialing = l.via == nil
+	}
+	l.self = sys.Root.Spawn(h.hub.Runtime().Props(l.receive))
+	if l.dialing {
+		// The dial's wait is this goroutine's, not the actor's: what the
+		// sessions write waits in outs meanwhile (at most streamDial).
+		go func() {
+			_, _ = s.peer(l.stream)
+			sys.Root.Send(l.self, streamDialed{})
+		}()
 	}
 	l.me = &grainspb.Conn{Address: l.self.Address, Id: l.self.Id}
 	l.c = h.hub.NewCaller(protocol.CallerOptions{
@@ -153,6 +185,10 @@ func (l *link) receive(ctx actor.Context) {
 		go l.close()
 	case flushOuts:
 		l.flush(ctx)
+	case streamDialed:
+		l.dialing = false
+		l.via = l.h.m.stream.peerNow(l.stream) // nil: its dial failed
+		l.flush(ctx)
 	}
 }
 
@@ -161,6 +197,12 @@ func (l *link) receive(ctx actor.Context) {
 func (l *link) flush(ctx actor.Context) {
 	l.mu.Lock()
 	outs := l.outs
+	if l.dialing {
+		// They wait for streamDialed, which flushes them.
+		l.flushing = false
+		l.mu.Unlock()
+		return
+	}
 	l.outs, l.flushing = nil, false
 	l.mu.Unlock()
 	for len(outs) > 0 {
@@ -171,6 +213,16 @@ func (l *link) flush(ctx actor.Context) {
 		}
 		m := &grainspb.Outs{Link: l.me, Node: l.node, Items: outs[:n:n]}
 		m.Proof = l.k.prove(l.edge, m)
+		if p := l.via; p != nil {
+			if err := p.send(streamOuts, l.edge.Id, m); err == nil {
+				outs = outs[n:]
+				continue
+			}
+			// The connection broke: what it had not written is lost,
+			// as what the remote had queued for a member it lost; this
+			// and the rest go through the remote.
+			l.via = nil
+		}
 		ctx.Send(l.edge, m)
 		outs = outs[n:]
 	}

@@ -1,6 +1,7 @@
 package grains
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -79,7 +80,14 @@ type Member struct {
 	kinds    []string // the names of Options.Kinds
 
 	started atomic.Bool // StartMember has returned
-	leaving atomic.Bool // Leave has begun; see log.go
+	// stream takes what the links of other nodes send this node's
+	// edges, and writes what this node's links send theirs (stream.go);
+	// nil with cluster.streamPort -1.
+	stream *stream
+	// streamAt is where each node takes prompts sent straight (remote
+	// address to stream address), as its Accepted said.
+	streamAt sync.Map
+	leaving  atomic.Bool // Leave has begun; see log.go
 
 	// edges are this process's client connections (*edgeConn), by the
 	// edge's PID id: a link to one of them hands it what its
@@ -157,6 +165,11 @@ func Start(o Options) (*Member, error) {
 	}
 	tlsc := &nodeTLS{server: server, client: client}
 	m := &Member{cfg: cfg, log: log, next: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}), gone: make(chan struct{})}
+	if cfg.StreamPort >= 0 {
+		if m.stream, err = listenStream(m, host, cfg.StreamPort, tlsc, cfg.FailureTimeout, log); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range o.Kinds {
 		m.kinds = append(m.kinds, k.Kind)
 	}
@@ -169,6 +182,7 @@ func Start(o Options) (*Member, error) {
 	m.provider, err = newProvider(cfg, host, m.sys, tlsc, m.sys.Logger(), log)
 	if err != nil {
 		m.sys.Shutdown()
+		m.closeStream()
 		return nil, err
 	}
 	// The member follows the topology from the moment the provider starts,
@@ -212,6 +226,7 @@ func Start(o Options) (*Member, error) {
 	if err := startMember(m.c); err != nil {
 		m.provider.close()
 		m.sys.Shutdown()
+		m.closeStream()
 		close(m.done)
 		<-m.gone
 		return nil, err
@@ -221,7 +236,7 @@ func Start(o Options) (*Member, error) {
 	// the balanced nodes of a cluster count every member's sessions.
 	m.loadGone = make(chan struct{})
 	go m.gossipLoad()
-	log.Info(fmt.Sprintf("cluster %s: member at %s (%s)", cfg.Name, m.sys.Address(), cfg.Provider))
+	log.Info(fmt.Sprintf("cluster %s: member at %s (%s), stream at %s", cfg.Name, m.sys.Address(), cfg.Provider, cmp.Or(m.streamAddr(), "none")))
 	if o.Registry != nil {
 		m.metrics = newMetrics(o.Registry, m)
 	}
@@ -512,6 +527,7 @@ func (m *Member) Leave(ctx context.Context) {
 			<-m.loadGone
 			m.shutdown()
 			m.provider.close()
+			m.closeStream()
 		}()
 		select {
 		case <-done:
@@ -520,6 +536,52 @@ func (m *Member) Leave(ctx context.Context) {
 			m.log.Warn(fmt.Sprintf("cluster %s: still leaving after %s; going anyway", m.cfg.Name, time.Since(start).Round(time.Millisecond)))
 		}
 	})
+}
+
+// closeStream closes this node's stream, if it has one.
+func (m *Member) closeStream() {
+	if m.stream != nil {
+		m.stream.Close()
+	}
+}
+
+// streamAddr is where the other nodes' links send this node's edges
+// their Outs (Conn.stream); "" without a stream.
+func (m *Member) streamAddr() string {
+	if m.stream == nil {
+		return ""
+	}
+	return m.stream.Addr()
+}
+
+// trustedStream is where the member at address takes its stream, as a
+// message from the wire names it (Conn.stream): "" unless address is a
+// live member's and stream is on its host, so that no message makes this
+// node dial anything but a member.
+func (m *Member) trustedStream(address, stream string) string {
+	host, _, err := net.SplitHostPort(address)
+	shost, port, err2 := net.SplitHostPort(stream)
+	if stream == "" || err != nil || err2 != nil || shost != host || !m.isMember(address) {
+		return ""
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return ""
+	}
+	return stream
+}
+
+// streamTo is the connection to the stream of the node at address, if
+// that node told its stream and the connection is up; nil otherwise, and
+// then it is dialed for the next prompt.
+func (m *Member) streamTo(address string) *streamPeer {
+	if m.stream == nil {
+		return nil
+	}
+	at, ok := m.streamAt.Load(address)
+	if !ok {
+		return nil
+	}
+	return m.stream.peerNow(at.(string))
 }
 
 // shutdown stops protoactor's cluster and remote. When peers leave at the

@@ -29,7 +29,15 @@ func newMetrics(reg prometheus.Registerer, m *Member) *metrics {
 	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mm_cluster_members", Help: "Live members of the cluster as this node sees them, itself included once joined.",
 	}, func() float64 { return float64(len(m.Members())) })
-	reg.MustRegister(members, x.requests, x.latency, x.placed, grainsCollector{m})
+	streamed := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "mm_cluster_stream_outs_total", Help: "Outs (what sessions on other nodes wrote for this node's clients) taken from this node's stream, not through the remote.",
+	}, func() float64 {
+		if m.stream == nil {
+			return 0
+		}
+		return float64(m.stream.in.Load())
+	})
+	reg.MustRegister(members, streamed, x.requests, x.latency, x.placed, grainsCollector{m})
 	x.requests.WithLabelValues("ok")
 	x.requests.WithLabelValues("error")
 	x.placed.WithLabelValues("here")

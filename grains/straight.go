@@ -53,6 +53,22 @@ func (c *edgeConn) straightTo(to *actor.PID, call *grainspb.Call) any {
 	return call
 }
 
+// sendStraight sends msg (straightTo's) to the session's actor to, the
+// edge's PID its sender: by the stream of to's node when it is up
+// (stream.go), else through the remote.
+func (c *edgeConn) sendStraight(to *actor.PID, msg any) {
+	if call, ok := msg.(*grainspb.Call); ok {
+		if p := c.e.m.streamTo(to.Address); p != nil {
+			if p.send(streamCall, to.Id, call) == nil {
+				return
+			}
+			// The connection broke: the prompt goes through the remote
+			// (its session serves its seq once, were it taken twice).
+		}
+	}
+	c.e.m.System().Root.RequestWithCustomSender(to, msg, c.self)
+}
+
 // straightWait is how long the edge waits for the session's node to say
 // it took a prompt sent straight before it sends it again through the
 // cluster, as long as a request of the cluster's waits for its answer (a

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -182,6 +183,11 @@ func clusterNodeLost(t *testing.T, extra string) {
 	if m := c.nodes[0].metricsOf(t); !regexp.MustCompile(`mm_cluster_requests_total\{outcome="ok"\} [1-9]`).MatchString(m) ||
 		!regexp.MustCompile(`mm_cluster_request_seconds_count [1-9]`).MatchString(m) {
 		t.Errorf("node 0 counted no cross-node request:\n%s", m)
+	}
+	// What the sessions on nodes 1 and 2 wrote came to node 0 by its
+	// stream, one Outs at least for each turn.
+	if m, want := c.nodes[0].metricsOf(t), len(perNode[1])+len(perNode[2]); metricValue(m, "mm_cluster_stream_outs_total") < want {
+		t.Errorf("node 0 took fewer than %d Outs from its stream:\n%s", want, m)
 	}
 
 	// A node that cannot see a session's cwd refuses to host it, saying
@@ -467,4 +473,18 @@ func (m *heldModel) chat(w http.ResponseWriter, r *http.Request) {
 	if send(map[string]string{}, "stop") {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
+}
+
+// metricValue is the value of a metric without labels in a /metrics
+// text, -1 if it is not there.
+func metricValue(text, name string) int {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(text)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return -1
+	}
+	return int(v)
 }

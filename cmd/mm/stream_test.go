@@ -1,0 +1,174 @@
+package main
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"io"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/mm-agent/mm/clustertls"
+	"github.com/mm-agent/mm/internal/testwait"
+)
+
+// TestClusterStream: a turn on a session of another node goes by the
+// stream between the nodes (docs/cluster.md#the-stream), and the stream
+// takes only the cluster's members, whose hostile frames close only their
+// own connection. The attackers: a program with no certificate, one with
+// a certificate of another CA, and one that holds the cluster's
+// certificate (a tenant's command that read node-key.pem) and sends a
+// frame too large, a frame of no known kind, and an Outs that does not
+// decode. Each is refused and logged, and the node's clients are served
+// all along, by the stream; with cluster.streamPort -1, by the remote.
+func TestClusterStream(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
+	t.Run("off", func(t *testing.T) {
+		// cluster.streamPort -1: everything crosses through the remote,
+		// the way a link takes when the stream cannot be dialed.
+		nodes := startCluster(t, 2, "  streamPort: -1\n")
+		c := &testCluster{nodes: nodes}
+		ctx := testwait.Context(t)
+		w := nodes[0].wire(t)
+		sid := c.sessionOn(t, ctx, w, nodes[0].project(t), "node 1", func(at int) bool { return at == 1 })
+		for range 3 {
+			if r, err := w.ask(ctx, sid, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+				t.Fatalf("a turn on node 1 through node 0 without the stream: %v %v", r, err)
+			}
+		}
+		for i, nd := range nodes {
+			if !strings.Contains(nd.stderr.String(), "stream at none") {
+				t.Errorf("node %d has a stream with cluster.streamPort -1:\n%s", i, nd.stderr.String())
+			}
+			if n := metricValue(nd.metricsOf(t), "mm_cluster_stream_outs_total"); n != 0 {
+				t.Errorf("node %d took %d messages from a stream it has not", i, n)
+			}
+		}
+	})
+	nodes := startCluster(t, 2, "")
+	c := &testCluster{nodes: nodes}
+	ctx := testwait.Context(t)
+	w := nodes[0].wire(t)
+	sid := c.sessionOn(t, ctx, w, nodes[0].project(t), "node 1", func(at int) bool { return at == 1 })
+	turn := func(what string) {
+		t.Helper()
+		if r, err := w.ask(ctx, sid, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+			t.Fatalf("a turn on node 1 through node 0, %s: %v %v", what, r, err)
+		}
+	}
+	taken := func(i int) int { return metricValue(nodes[i].metricsOf(t), "mm_cluster_stream_outs_total") }
+	for range 3 {
+		turn("before the attacks")
+	}
+	// Node 0 took the session's output by its stream (its link on node 1
+	// dialed it as it was made); node 1 takes the prompts sent straight
+	// once node 0 has dialed it, which its first answer from there begins.
+	if n := taken(0); n < 3 {
+		t.Fatalf("the stream carried %d Outs to node 0 for 3 turns", n)
+	}
+	waitUntil(t, "node 1 taking a prompt by its stream", func() bool {
+		turn("while node 0 dials node 1")
+		return taken(1) >= 1
+	})
+	before := taken(0)
+
+	at := streamAt(t, nodes[0])
+	// No certificate, and another CA's: the handshake fails.
+	stranger := filepath.Join(t.TempDir(), "stranger")
+	if err := clustertls.Generate(stranger, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for name, certs := range map[string]string{"no certificate": "", "another CA's": stranger} {
+		conn, err := streamDial(at, certs)
+		if err == nil {
+			_ = conn.SetDeadline(time.Now().Add(testwait.Hang))
+			// TLS 1.3: a refused client certificate shows at the first read.
+			_, err = conn.Read(make([]byte, 1))
+			conn.Close()
+		}
+		if err == nil {
+			t.Errorf("the stream took a connection with %s", name)
+		}
+	}
+	// Plain TCP, a frame's length and garbage: no TLS, nothing read.
+	if conn, err := net.Dial("tcp", at); err == nil {
+		_, _ = conn.Write([]byte{0, 0, 0, 9, 1, 0, 'x', 'x', 'x', 'x', 'x', 'x', 'x'})
+		_ = conn.SetDeadline(time.Now().Add(testwait.Hang))
+		_, _ = io.Copy(io.Discard, conn) // until the node closes it
+		conn.Close()
+	}
+	// The cluster's certificate: each hostile frame closes its connection.
+	frames := map[string][]byte{
+		"a frame of 4294967295 bytes":  {0xff, 0xff, 0xff, 0xff},
+		"a frame of kind 9":            frame(9, "x", []byte("hello")),
+		"an Outs that does not decode": frame(1, "x", []byte{0xff, 0xff, 0xff}),
+	}
+	for why, f := range frames {
+		conn, err := streamDial(at, nodes[0].certs)
+		if err != nil {
+			t.Fatalf("a member's certificate: %v", err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(testwait.Hang))
+		if _, err := conn.Write(f); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := io.Copy(io.Discard, conn); err != nil || n != 0 {
+			t.Errorf("%s: the node did not close the connection (%d bytes, %v)", why, n, err)
+		}
+		conn.Close()
+		waitUntil(t, "node 0 logging "+why, func() bool { return strings.Contains(nodes[0].stderr.String(), "which sent "+why) })
+	}
+	waitUntil(t, "node 0 logging the refused handshakes", func() bool {
+		return strings.Count(nodes[0].stderr.String(), "a connection to this node's stream from") >= 3
+	})
+
+	for range 3 {
+		turn("after the attacks")
+	}
+	if after := taken(0); after < before+3 {
+		t.Errorf("node 0 took %d Outs from its stream after the attacks, %d before", after, before)
+	}
+}
+
+// streamAt is where node nd's stream listens, as it logged.
+func streamAt(t *testing.T, nd *node) string {
+	t.Helper()
+	m := regexp.MustCompile(`stream at (\S+)`).FindStringSubmatch(nd.stderr.String())
+	if m == nil || m[1] == "none" {
+		t.Fatalf("the node logged no stream:\n%s", nd.stderr.String())
+	}
+	return m[1]
+}
+
+// streamDial opens a TLS connection to a node's stream with the node
+// certificate in certs ("" none), checking nothing of the node's.
+func streamDial(at, certs string) (*tls.Conn, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true} //nolint:gosec // an attacker's
+	if certs != "" {
+		cert, err := tls.LoadX509KeyPair(filepath.Join(certs, clustertls.CertFile), filepath.Join(certs, clustertls.KeyFile))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: testwait.Hang}, Config: cfg}
+	c, err := d.Dial("tcp", at)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*tls.Conn), nil
+}
+
+// frame is one frame of the stream: its length, its kind, the id of
+// whom it is for, and its body.
+func frame(kind byte, id string, body []byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(2+len(id)+len(body)))
+	b = append(b, kind, byte(len(id)))
+	b = append(b, id...)
+	return append(b, body...)
+}

@@ -104,7 +104,9 @@
 // sessions' grains), straight.go (a prompt sent straight to its session's
 // actor: its acceptance, or its sending again), requests.go (the client's requests as the edge
 // handed them on: notes in the connection's table), back.go (what comes
-// back, into the connection),
+// back, into the connection), stream.go (the stream: a turn's prompt
+// and its session's Outs between two nodes over a connection of mm's own,
+// with the cluster's TLS, instead of the remote; docs/cluster.md),
 // peers.go (where each member serves ACP, gossiped, for a request that
 // lands on the wrong node: serve.Peers), load.go (each member's count of
 // sessions, gossiped, and the balanced placement it decides: whether a

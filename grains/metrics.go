@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer, m *Member) *metrics {
 		Name: "mm_cluster_members", Help: "Live members of the cluster as this node sees them, itself included once joined.",
 	}, func() float64 { return float64(len(m.Members())) })
 	streamed := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "mm_cluster_stream_outs_total", Help: "Outs (what sessions on other nodes wrote for this node's clients) taken from this node's stream, not through the remote.",
+		Name: "mm_cluster_stream_outs_total", Help: "Messages taken from this node's stream, not through the remote: what sessions on other nodes wrote for this node's clients, and prompts sent straight to its sessions.",
 	}, func() float64 {
 		if m.stream == nil {
 			return 0

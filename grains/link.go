@@ -218,9 +218,10 @@ func (l *link) flush(ctx actor.Context) {
 				outs = outs[n:]
 				continue
 			}
-			// The connection broke: what it had not written is lost,
-			// as what the remote had queued for a member it lost; this
-			// and the rest go through the remote.
+			// The connection broke (what it had not written is lost,
+			// as what the remote had queued for a member it lost), or
+			// this Outs is larger than a frame: this and the rest go
+			// through the remote.
 			l.via = nil
 		}
 		ctx.Send(l.edge, m)

@@ -54,11 +54,14 @@ type stream struct {
 	// that long is taken as lost for the links that write to it.
 	timeout time.Duration
 
-	mu     sync.Mutex
-	peers  map[string]*streamPeer // by address
-	conns  map[net.Conn]bool      // accepted, open
-	closed bool
-	wg     sync.WaitGroup
+	mu    sync.Mutex
+	peers map[string]*streamPeer // by address
+	conns map[net.Conn]bool      // accepted, open
+	// shaking counts the accepted connections whose handshake has not
+	// ended: past streamHandshakes, a new one is closed at once.
+	shaking int
+	closed  bool
+	wg      sync.WaitGroup
 
 	// in counts the Outs taken (tests: the stream is used).
 	in atomic.Int64
@@ -71,6 +74,13 @@ type stream struct {
 // (4 MiB), so that the stream carries whatever the remote would, and a
 // little for the frame's head.
 const streamFrame = 4<<20 + 64<<10
+
+// streamHandshakes bounds the connections to a node's stream that have
+// not ended their handshake: anyone who reaches the port may open them,
+// and each holds a goroutine and its buffers for up to the failure
+// timeout. A node's own peers dial once each, and a node whose dial is
+// refused sends through the remote meanwhile.
+const streamHandshakes = 64
 
 // The kinds of frame.
 const (
@@ -109,6 +119,13 @@ func (s *stream) accept() {
 			c.Close()
 			return
 		}
+		if s.shaking >= streamHandshakes {
+			s.mu.Unlock()
+			s.refused.say(fmt.Sprintf("a connection to this node's stream from %s: %d others have not ended their handshake; it is closed", c.RemoteAddr(), streamHandshakes))
+			c.Close()
+			continue
+		}
+		s.shaking++
 		s.conns[c] = true
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -129,7 +146,11 @@ func (s *stream) read(c net.Conn) {
 	// A handshake that does not end within the failure timeout is given
 	// up: a connection that says nothing holds no goroutine for long.
 	_ = c.SetDeadline(time.Now().Add(s.timeout))
-	if err := c.(*tls.Conn).Handshake(); err != nil {
+	err := c.(*tls.Conn).Handshake()
+	s.mu.Lock()
+	s.shaking--
+	s.mu.Unlock()
+	if err != nil {
 		s.refused.say(fmt.Sprintf("a connection to this node's stream from %s: %v", c.RemoteAddr(), err))
 		return
 	}
@@ -355,6 +376,13 @@ func (p *streamPeer) dial() {
 	go p.write()
 }
 
+// streamQueue bounds what waits for a peer's writer: past it the peer
+// is taken as one that reads too slowly, and its connection is given up
+// as when a write waits cluster.failureTimeout. Links' credits bound
+// what each session has on its way; this bounds them all, whatever the
+// timeout.
+const streamQueue = 32 << 20
+
 // streamDial bounds a dial, the TLS handshake included: a link's first
 // Outs waits for it.
 const streamDial = 2 * time.Second
@@ -393,6 +421,12 @@ func (p *streamPeer) send(kind byte, id string, m proto.Message) error {
 		p.pending = p.pending[:at]
 		p.mu.Unlock()
 		return fmt.Errorf("a %T that does not encode as sized: %v", m, err)
+	}
+	if len(p.pending) > streamQueue {
+		err := fmt.Errorf("the node reads too slowly: %d bytes wait for it", len(p.pending))
+		p.mu.Unlock()
+		p.broke(err)
+		return err
 	}
 	wake := !p.writing
 	p.writing = true

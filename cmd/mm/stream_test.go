@@ -3,8 +3,10 @@ package main
 import (
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,7 +26,7 @@ import (
 // a certificate of another CA, and one that holds the cluster's
 // certificate (a tenant's command that read node-key.pem) and sends a
 // frame too large, a frame of no known kind, and an Outs that does not
-// decode. Each is refused and logged, and the node's clients are served
+// decode; and one that opens connections and says nothing. Each is refused and logged, and the node's clients are served
 // all along, by the stream; with cluster.streamPort -1, by the remote.
 func TestClusterStream(t *testing.T) {
 	testwait.Short(t, "the cluster tests")
@@ -125,6 +127,34 @@ func TestClusterStream(t *testing.T) {
 	}
 	waitUntil(t, "node 0 logging the refused handshakes", func() bool {
 		return strings.Count(nodes[0].stderr.String(), "a connection to this node's stream from") >= 3
+	})
+	// Silent connections, as many as a node waits on the handshakes of
+	// (grains.streamHandshakes): one more is closed at once, while they
+	// are still open, and is logged. (Last: their ends, refused
+	// handshakes all, spend what the node logs of refusals this minute.)
+	var silent []net.Conn
+	for range 64 {
+		conn, err := net.Dial("tcp", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, conn)
+	}
+	if conn, err := net.Dial("tcp", at); err == nil {
+		_ = conn.SetDeadline(time.Now().Add(testwait.Hang))
+		_, err := io.Copy(io.Discard, conn) // until the node closes it
+		conn.Close()
+		t.Logf("the 65th silent connection: closed (%v)", err)
+	}
+	_ = silent[0].SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := silent[0].Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the first silent connection, once the 65th was closed: %v (want it still open)", err)
+	}
+	for _, conn := range silent {
+		conn.Close()
+	}
+	waitUntil(t, "node 0 logging the connection over the bound", func() bool {
+		return strings.Contains(nodes[0].stderr.String(), "have not ended their handshake")
 	})
 
 	for range 3 {

@@ -95,8 +95,17 @@ func listenStream(m *Member, host string, port int, tlsc *nodeTLS, timeout time.
 	if err != nil {
 		return nil, fmt.Errorf("cluster.streamPort: %w", err)
 	}
+	// The stream is named by the address it listens on, as the remote
+	// is (protoactor names a node by its listener's address): a host
+	// given by name (advertise ":4020", the pod's hostname) is its IP
+	// there, the address the membership lists, which is the only host
+	// another node dials (Member.trustedStream).
+	at := ln.Addr().(*net.TCPAddr)
+	if !at.IP.IsUnspecified() {
+		host = at.IP.String()
+	}
 	s := &stream{log: log, m: m, ln: ln, client: tlsc.client, timeout: timeout,
-		addr:  net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)),
+		addr:  net.JoinHostPort(host, strconv.Itoa(at.Port)),
 		peers: map[string]*streamPeer{}, conns: map[net.Conn]bool{}, refused: &refusals{log: log}}
 	s.wg.Add(1)
 	go s.accept()

@@ -44,7 +44,8 @@ type node struct {
 // endpoints on ports picked here, the remote on a free port,
 // failureTimeout testFailureTimeout, cluster.tls a set of `mm
 // cluster-certs` made for it), extra config text appended to each
-// (top-level sections other than cluster), and returns once every node is
+// (top-level sections other than cluster, or cluster keys, indented, an
+// advertise among them), and returns once every node is
 // ready and counts n members. Their token is serveToken; each node's
 // process ends with the test. The nodes share one folder (HOME, the
 // projects, the file store), as the nodes of a real cluster share a
@@ -77,8 +78,12 @@ func startClusterScript(t testing.TB, n int, model, script, extra string) []*nod
 				peers = append(peers, fmt.Sprintf("%q", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))))
 			}
 		}
-		cluster := fmt.Sprintf("cluster:\n  name: test\n  advertise: 127.0.0.1:0\n  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
-			strings.Join(peers, ", "), health[i], testFailureTimeout, tlsLines(certs))
+		advertise := "  advertise: 127.0.0.1:0\n"
+		if strings.Contains(extra, "  advertise:") {
+			advertise = "" // the test's own
+		}
+		cluster := fmt.Sprintf("cluster:\n  name: test\n%s  peers: [%s]\n  healthPort: %d\n  failureTimeout: %s\n%s",
+			advertise, strings.Join(peers, ", "), health[i], testFailureTimeout, tlsLines(certs))
 		if !strings.Contains(extra, "  placement:") {
 			// The cluster tests cross nodes: their sessions are spread
 			// unless the test says otherwise (balanced, the default,

@@ -167,6 +167,11 @@ n=$#; for a in "$@"; do [ "$a" = 127.0.0.1:0 ] && a=0.0.0.0:0; set -- "$@" "$a";
 			t.Fatalf("a prompt through node 0 to a session on node 1: %v %v\nnode 0:\n%s\nnode 1:\n%s", res, err, nodes[0].stderr.String(), nodes[1].stderr.String())
 		}
 	}
+	// The session's output came by the nodes' stream: each names it at
+	// its pod's IP, where the provider lists it, not at its hostname.
+	if n := metricValue(nodes[0].metricsOf(t), "mm_cluster_stream_outs_total"); n < 3 {
+		t.Errorf("node 0 took %d Outs from its stream for 3 turns on node 1; node 1's stream is at %s", n, streamAt(t, nodes[1]))
+	}
 	// Node 1 places what its clients open on itself: it finds itself
 	// among the members by its member id, which the provider labels its
 	// pod with (the actor system's id, as the gossip knows it).

@@ -52,6 +52,25 @@ func TestClusterStream(t *testing.T) {
 			}
 		}
 	})
+	t.Run("hostname", func(t *testing.T) {
+		// A node that advertises a name (advertise: ":4020", the pod's
+		// hostname on Kubernetes) is a member at the address its remote
+		// listens on, an IP: it names its stream there too, or no node
+		// would dial it (Member.trustedStream).
+		nodes := startCluster(t, 2, "  advertise: localhost:0\n")
+		c := &testCluster{nodes: nodes}
+		ctx := testwait.Context(t)
+		w := nodes[0].wire(t)
+		sid := c.sessionOn(t, ctx, w, nodes[0].project(t), "node 1", func(at int) bool { return at == 1 })
+		for range 3 {
+			if r, err := w.ask(ctx, sid, "ping"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+				t.Fatalf("a turn on node 1 through node 0: %v %v", r, err)
+			}
+		}
+		if n := metricValue(nodes[0].metricsOf(t), "mm_cluster_stream_outs_total"); n < 3 {
+			t.Errorf("node 0 took %d Outs from its stream for 3 turns; it logged %s", n, streamAt(t, nodes[0]))
+		}
+	})
 	nodes := startCluster(t, 2, "")
 	c := &testCluster{nodes: nodes}
 	ctx := testwait.Context(t)

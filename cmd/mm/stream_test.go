@@ -4,19 +4,24 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/mm-agent/mm/acptest"
 	"github.com/mm-agent/mm/clustertls"
 	"github.com/mm-agent/mm/internal/testwait"
+	"github.com/mm-agent/mm/sandbox"
+	"github.com/mm-agent/mm/sandbox/sandboxtest"
 )
 
 // TestClusterStream: a turn on a session of another node goes by the
@@ -220,4 +225,69 @@ func frame(kind byte, id string, body []byte) []byte {
 	b = append(b, kind, byte(len(id)))
 	b = append(b, id...)
 	return append(b, body...)
+}
+
+// TestClusterStreamFromInside: a tenant's command, in its sandbox on a
+// node (bubblewrap, then Landlock; the command as the sandbox's user, mm
+// as whoever runs the tests, root in CI), reaches none of the cluster's
+// ports on loopback — each node's stream, remote, health endpoint and
+// ACP port — which the test itself reaches: the command's loopback is
+// its session's own (docs/sandbox.md). A member's certificate would let
+// it into the stream and the remote, and the sandbox hides the
+// certificates (the walls tests); the ports are the way it would go first.
+func TestClusterStreamFromInside(t *testing.T) {
+	testwait.Short(t, "the cluster tests")
+	for _, with := range []string{"bubblewrap", "landlock"} {
+		t.Run(with, func(t *testing.T) {
+			switch with {
+			case "bubblewrap":
+				sandboxtest.Bubblewrap(t)
+			case "landlock":
+				if s := sandbox.LandlockOnly(); s.Kind() != sandbox.Landlock {
+					t.Skip(s.Why())
+				}
+			}
+			// The ports are known once the nodes listen: the command reads
+			// them from its folder.
+			script := serveScript + `  - match: "^probe$"
+    steps:
+      - toolCalls: [{name: bash, args: {command: "for p in $(cat ports); do (exec 3<>/dev/tcp/127.0.0.1/$p && echo REACHED-$p) 2>&1; done; echo PROBED"}}]
+      - {text: "probe said: {{last_tool_output}}"}
+`
+			nodes := startClusterScript(t, 2, scriptedModel, script, fmt.Sprintf("sandbox:\n  with: %s\n  network: true\n", with))
+			var ports []string
+			for _, nd := range nodes {
+				for _, at := range []string{streamAt(t, nd), nd.address(t), net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.health)), strings.TrimPrefix(strings.TrimSuffix(nd.url, "/acp"), "http://")} {
+					c, err := net.Dial("tcp", at)
+					if err != nil {
+						t.Fatalf("the test does not reach %s itself: %v", at, err)
+					}
+					c.Close()
+					_, port, _ := net.SplitHostPort(at)
+					ports = append(ports, port)
+				}
+			}
+			project := nodes[0].project(t)
+			if err := os.WriteFile(filepath.Join(project, "ports"), []byte(strings.Join(ports, " ")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w := nodes[0].wire(t)
+			ctx := testwait.Context(t)
+			res, err := w.NewSession(ctx, acp.NewSessionRequest{Cwd: project, McpServers: []acp.McpServer{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := w.ask(ctx, res.SessionId, "probe"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+				t.Fatalf("the probe's turn: %v %v", r, err)
+			}
+			text := acptest.Text(w.rec.Updates(res.SessionId))
+			t.Logf("the tenant's command, with %s, on ports %v: %q", with, ports, text)
+			if !strings.Contains(text, "PROBED") {
+				t.Fatalf("the probe did not run to its end: %q", text)
+			}
+			if strings.Contains(text, "REACHED-") {
+				t.Errorf("a tenant's command reached a port of the cluster on loopback, with %s: %q", with, text)
+			}
+		})
+	}
 }

@@ -134,6 +134,8 @@ func (c *edgeConn) out(link *actor.PID, stale bool, m *grainspb.Out) {
 		c.sink.Chunk(sid, it.Thought, m.MessageId, true, paid, int(m.Cost))
 	case *grainspb.Out_Update:
 		c.sink.Update(sid, it.Update, paid, int(m.Cost))
+	case *grainspb.Out_Usage:
+		c.sink.Usage(sid, int(it.Usage.GetUsed()), int(it.Usage.GetSize()))
 	case *grainspb.Out_Deliver:
 		d := &grainspb.Delivered{Number: it.Deliver}
 		d.Proof = c.k.prove(link, d)

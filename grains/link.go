@@ -75,7 +75,10 @@ type link struct {
 	// on its way, which sends them (at most outsBytes in one).
 	outs     []*grainspb.Out
 	flushing bool
-	once     sync.Once
+	// usages are, by session, the index in outs of its usage_update that
+	// a newer one replaces (send): nothing of the session came after it.
+	usages map[string]int
+	once   sync.Once
 	// stream is where the edge's node takes its Outs straight (Conn.stream,
 	// on a member's host: Member.trustedStream; stream.go), and via the
 	// connection there. A link sends all its Outs one way, so that none
@@ -204,6 +207,7 @@ func (l *link) flush(ctx actor.Context) {
 		return
 	}
 	l.outs, l.flushing = nil, false
+	clear(l.usages)
 	l.mu.Unlock()
 	for len(outs) > 0 {
 		n, size := 1, outSize(outs[0])
@@ -239,6 +243,8 @@ func outSize(o *grainspb.Out) int {
 		n += len(it.Thought)
 	case *grainspb.Out_Update:
 		n += len(it.Update)
+	case *grainspb.Out_Usage:
+		n += 16
 	case *grainspb.Out_Response:
 		n += len(it.Response.Result) + len(it.Response.Error.GetMessage()) + len(it.Response.Error.GetData())
 	case *grainspb.Out_Ask:
@@ -291,6 +297,21 @@ func (l *link) send(sid string, out *grainspb.Out) {
 		l.mu.Unlock()
 		return
 	}
+	if _, usage := out.Item.(*grainspb.Out_Usage); usage {
+		// It supersedes the session's usage_update that waits with
+		// nothing of the session after it, in that one's place.
+		if i, ok := l.usages[sid]; ok {
+			l.outs[i] = out
+			l.mu.Unlock()
+			return
+		}
+		if l.usages == nil {
+			l.usages = map[string]int{}
+		}
+		l.usages[sid] = len(l.outs)
+	} else if len(l.usages) > 0 {
+		delete(l.usages, sid)
+	}
 	l.outs = append(l.outs, out)
 	first := !l.flushing
 	l.flushing = true
@@ -313,6 +334,8 @@ func (l *link) Stream(sid string, u acp.SessionUpdate, b *actors.Budget, n int) 
 	out := &grainspb.Out{Cost: int64(n)}
 	text, id, thought, plain := protocol.PlainChunk(&u)
 	switch {
+	case u.UsageUpdate != nil && u.UsageUpdate.Meta == nil && u.UsageUpdate.Cost == nil:
+		out.Item = &grainspb.Out_Usage{Usage: &grainspb.Usage{Used: int64(u.UsageUpdate.Used), Size: int64(u.UsageUpdate.Size)}}
 	case plain && thought:
 		out.Item, out.MessageId = &grainspb.Out_Thought{Thought: text}, id
 	case plain:

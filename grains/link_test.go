@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/coder/acp-go-sdk"
 
 	"github.com/mm-agent/mm/grains/grainspb"
 )
@@ -90,6 +91,37 @@ func TestLinkSendsWhatWaitsInOneOuts(t *testing.T) {
 	}
 	if len(os) != 2 || n != 4 || os[1].Items[len(os[1].Items)-1].GetChunk() != "last" {
 		t.Errorf("%d bytes written while a flush was on its way: %d Outs of %d items in all", 3*len(big), len(os), n)
+	}
+	// A usage_update supersedes the one before it of its session while
+	// both wait, with nothing of that session between them, as in a
+	// connection's own queue (protocol's outbox): the client is sent the
+	// last. Another session's items between them do not count.
+	usage := func(sid string, used int) {
+		l.Update(sid, acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{Used: used, Size: 100}})
+	}
+	l.mu.Lock()
+	l.flushing = true
+	l.mu.Unlock()
+	usage("s0", 1)
+	l.send("s1", &grainspb.Out{Item: &grainspb.Out_Chunk{Chunk: "between"}})
+	usage("s0", 2)
+	usage("s1", 3)
+	l.send("s1", &grainspb.Out{Item: &grainspb.Out_Chunk{Chunk: "after"}})
+	usage("s1", 4)
+	sys.Root.Send(l.self, flushOuts{})
+	var items []string
+	for _, o := range outs(1) {
+		for _, it := range o.Items {
+			switch {
+			case it.GetUsage() != nil:
+				items = append(items, fmt.Sprintf("%s:used=%d/%d", it.SessionId, it.GetUsage().Used, it.GetUsage().Size))
+			default:
+				items = append(items, it.SessionId+":"+it.GetChunk())
+			}
+		}
+	}
+	if got := strings.Join(items, " "); got != "s0:used=2/100 s1:between s1:used=3/100 s1:after s1:used=4/100" {
+		t.Errorf("usage updates written while a flush was on its way: %s", got)
 	}
 	// Gone (as close marks it): nothing more is kept.
 	l.mu.Lock()

@@ -77,6 +77,13 @@ func (k Sink) Update(sid string, raw json.RawMessage, paid Giver, n int) {
 	k.a.box.updateRaw(sid, raw, paid, n)
 }
 
+// Usage queues a usage_update of session sid (no _meta, no cost): the
+// tokens its context holds and the model's window. Adjacent ones of a
+// session are written as the last, as a local session's are.
+func (k Sink) Usage(sid string, used, size int) {
+	k.a.box.Update(sid, acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{Used: used, Size: size}})
+}
+
 // Answer answers request r, once, behind what is queued for session sid:
 // with result (JSON, written as it is) or rerr. An answer to a request
 // answered already is dropped.

@@ -91,6 +91,17 @@ func TestClusterStream(t *testing.T) {
 	for range 3 {
 		turn("before the attacks")
 	}
+	// Each turn ends with a usage_update (typed across nodes: Out.usage),
+	// whose figure is the session's history, which grows turn by turn.
+	var used []int
+	for _, u := range w.rec.Updates(sid) {
+		if u.UsageUpdate != nil {
+			used = append(used, u.UsageUpdate.Used)
+		}
+	}
+	if len(used) < 3 || used[0] <= 0 || used[len(used)-1] <= used[0] {
+		t.Errorf("the usage_updates of 3 turns on node 1, through node 0: %v", used)
+	}
 	// Node 0 took the session's output by its stream (its link on node 1
 	// dialed it as it was made); node 1 takes the prompts sent straight
 	// once node 0 has dialed it, which its first answer from there begins.

@@ -75,10 +75,7 @@ type link struct {
 	// on its way, which sends them (at most outsBytes in one).
 	outs     []*grainspb.Out
 	flushing bool
-	// usages are, by session, the index in outs of its usage_update that
-	// a newer one replaces (send): nothing of the session came after it.
-	usages map[string]int
-	once   sync.Once
+	once     sync.Once
 	// stream is where the edge's node takes its Outs straight (Conn.stream,
 	// on a member's host: Member.trustedStream; stream.go), and via the
 	// connection there. A link sends all its Outs one way, so that none
@@ -207,7 +204,6 @@ func (l *link) flush(ctx actor.Context) {
 		return
 	}
 	l.outs, l.flushing = nil, false
-	clear(l.usages)
 	l.mu.Unlock()
 	for len(outs) > 0 {
 		n, size := 1, outSize(outs[0])
@@ -296,21 +292,6 @@ func (l *link) send(sid string, out *grainspb.Out) {
 		}
 		l.mu.Unlock()
 		return
-	}
-	if _, usage := out.Item.(*grainspb.Out_Usage); usage {
-		// It supersedes the session's usage_update that waits with
-		// nothing of the session after it, in that one's place.
-		if i, ok := l.usages[sid]; ok {
-			l.outs[i] = out
-			l.mu.Unlock()
-			return
-		}
-		if l.usages == nil {
-			l.usages = map[string]int{}
-		}
-		l.usages[sid] = len(l.outs)
-	} else if len(l.usages) > 0 {
-		delete(l.usages, sid)
 	}
 	l.outs = append(l.outs, out)
 	first := !l.flushing

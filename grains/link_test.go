@@ -92,10 +92,9 @@ func TestLinkSendsWhatWaitsInOneOuts(t *testing.T) {
 	if len(os) != 2 || n != 4 || os[1].Items[len(os[1].Items)-1].GetChunk() != "last" {
 		t.Errorf("%d bytes written while a flush was on its way: %d Outs of %d items in all", 3*len(big), len(os), n)
 	}
-	// A usage_update supersedes the one before it of its session while
-	// both wait, with nothing of that session between them, as in a
-	// connection's own queue (protocol's outbox): the client is sent the
-	// last. Another session's items between them do not count.
+	// A usage_update goes as its two figures (Out.usage), so that the
+	// edge hands it to the connection's outbox typed, which writes the
+	// last of a session's run of them, as it does a local session's.
 	usage := func(sid string, used int) {
 		l.Update(sid, acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{Used: used, Size: 100}})
 	}
@@ -120,7 +119,7 @@ func TestLinkSendsWhatWaitsInOneOuts(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(items, " "); got != "s0:used=2/100 s1:between s1:used=3/100 s1:after s1:used=4/100" {
+	if got := strings.Join(items, " "); got != "s0:used=1/100 s1:between s0:used=2/100 s1:used=3/100 s1:after s1:used=4/100" {
 		t.Errorf("usage updates written while a flush was on its way: %s", got)
 	}
 	// Gone (as close marks it): nothing more is kept.

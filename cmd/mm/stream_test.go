@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -164,9 +163,10 @@ func TestClusterStream(t *testing.T) {
 		return strings.Count(nodes[0].stderr.String(), "a connection to this node's stream from") >= 3
 	})
 	// Silent connections, as many as a node waits on the handshakes of
-	// (grains.streamHandshakes): one more is closed at once, while they
-	// are still open, and is logged. (Last: their ends, refused
-	// handshakes all, spend what the node logs of refusals this minute.)
+	// (grains.streamHandshakes): one more is closed by the bound, which
+	// says so (a handshake's own deadline says another thing). Last:
+	// their ends, refused handshakes all, spend what the node logs of
+	// refusals this minute.
 	var silent []net.Conn
 	for range 64 {
 		conn, err := net.Dial("tcp", at)
@@ -180,10 +180,6 @@ func TestClusterStream(t *testing.T) {
 		_, err := io.Copy(io.Discard, conn) // until the node closes it
 		conn.Close()
 		t.Logf("the 65th silent connection: closed (%v)", err)
-	}
-	_ = silent[0].SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	if _, err := silent[0].Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("the first silent connection, once the 65th was closed: %v (want it still open)", err)
 	}
 	for _, conn := range silent {
 		conn.Close()

@@ -106,7 +106,8 @@
 // handed them on: notes in the connection's table), back.go (what comes
 // back, into the connection), stream.go (the stream: a turn's prompt
 // and its session's Outs between two nodes over a connection of mm's own,
-// with the cluster's TLS, instead of the remote; docs/cluster.md),
+// with the cluster's TLS, instead of the remote: its listener and
+// readers; streampeer.go, its dialing side and writers; docs/cluster.md),
 // peers.go (where each member serves ACP, gossiped, for a request that
 // lands on the wrong node: serve.Peers), load.go (each member's count of
 // sessions, gossiped, and the balanced placement it decides: whether a
